@@ -1,0 +1,157 @@
+"""Session hooks: progress lines, AdaScale's stop at tau, and run bookkeeping."""
+import signal
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale.train_ops import adascale
+
+
+def _variable(name):
+  matches = [v for v in tf.compat.v1.global_variables() if v.op.name == name]
+  return matches[0] if matches else None
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+  """Logs step, loss, examples/sec and ETA (and AdaScale's gain and tau).
+
+  Args:
+    global_batch_size: examples per update, for examples/sec.
+    every_n_steps: how often to log.
+    last_step: the step training stops at, for the ETA (None: no ETA).
+  """
+
+  def __init__(self, global_batch_size, every_n_steps=100, last_step=None):
+    self._batch = global_batch_size
+    self._every = max(1, every_n_steps)
+    self._last_step = last_step
+    self.examples_per_sec = None
+
+  def begin(self):
+    self._step = tf.compat.v1.train.get_global_step()
+    self._loss = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.LOSSES)
+    fetches = {"step": self._step}
+    if self._loss:
+      fetches["loss"] = self._loss[0]
+    for name in ("gain", "progress"):
+      var = _variable(f"{adascale.SCOPE}/{name}")
+      if var is not None:
+        fetches[name] = var.read_value()
+    self._fetches = fetches
+    self._mark = None
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+  def after_run(self, run_context, run_values):
+    values = run_values.results
+    step = int(values["step"])
+    now = time.time()
+    if self._mark is None:
+      self._mark = (step, now)
+      return
+    if step - self._mark[0] < self._every:
+      return
+    updates_per_sec = (step - self._mark[0]) / max(now - self._mark[1], 1e-9)
+    self.examples_per_sec = updates_per_sec * self._batch
+    parts = [f"step {step}"]
+    if "loss" in values:
+      parts.append(f"loss {values['loss']:.4f}")
+    parts.append(f"{self.examples_per_sec:.1f} examples/sec")
+    if "gain" in values:
+      parts.append(f"gain {values['gain']:.3f} tau {values['progress']:.1f}")
+    if self._last_step:
+      eta = (self._last_step - step) / max(updates_per_sec, 1e-9)
+      parts.append(f"ETA {eta:.0f}s")
+    logging.info("progress: %s", ", ".join(parts))
+    self._mark = (step, now)
+
+
+class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
+  """Stops training once AdaScale's tau reaches `scale_invariant_steps`.
+
+  Every worker reads the same tau, so all stop after the same update.
+  """
+
+  def __init__(self, scale_invariant_steps):
+    if scale_invariant_steps <= 0:
+      raise ValueError("--scale_invariant_steps must be > 0, got "
+                       f"{scale_invariant_steps}")
+    self._target = scale_invariant_steps
+
+  def begin(self):
+    var = _variable(f"{adascale.SCOPE}/progress")
+    if var is None:
+      raise ValueError("--scale_invariant_steps needs --lr_scaling=adascale")
+    self._progress = var.read_value()
+
+  def after_create_session(self, session, coord):
+    if session.run(self._progress) >= self._target:
+      coord.request_stop()
+
+  def after_run(self, run_context, run_values):
+    # Read after the update: a fetch in the same run may precede tau's advance.
+    if run_context.session.run(self._progress) >= self._target:
+      run_context.request_stop()
+
+
+class LastStepHook(tf.compat.v1.train.SessionRunHook):
+  """Remembers the global step training ended at (for agreement checks)."""
+
+  def __init__(self):
+    self.last_step = None
+
+  def begin(self):
+    self._step = tf.compat.v1.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    self.last_step = int(session.run(self._step))
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(self._step)
+
+  def after_run(self, run_context, run_values):
+    self.last_step = int(run_values.results) + 1
+
+
+class SignalStopHook(tf.compat.v1.train.SessionRunHook):
+  """Turns SIGTERM on any worker into a stop of all workers after one update.
+
+  Each update all-reduces a "stop requested" flag with the gradients' peers
+  (`agree` builds that op), so every worker stops after the same update and
+  the chief's checkpoint saver writes that step.
+
+  Args:
+    agree: flag tensor -> tensor summed over all workers.
+  """
+
+  def __init__(self, agree):
+    self._agree = agree
+    self.requested = False
+    self.stopped = False
+
+  def begin(self):
+    self._flag = tf.compat.v1.placeholder_with_default(
+        tf.constant(0, tf.int32), [], name="stop_requested")
+    self._total = self._agree(self._flag)
+
+  def after_create_session(self, session, coord):
+    self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+
+  def _on_signal(self, signum, frame):
+    del frame
+    logging.warning("signal %d: stopping all workers after this update", signum)
+    self.requested = True
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(
+        self._total, feed_dict={self._flag: int(self.requested)})
+
+  def after_run(self, run_context, run_values):
+    if run_values.results > 0:
+      self.stopped = True
+      run_context.request_stop()
+
+  def end(self, session):
+    signal.signal(signal.SIGTERM, self._previous)

@@ -1,0 +1,58 @@
+"""Model hyperparameters: defaults a model declares, overridden by a string.
+
+`--hparams=hidden_units=128,dropout=0.1` keeps the type of each default, so a
+typo or a wrong type fails before any graph is built.
+"""
+
+
+def _convert(name, default, text):
+  if isinstance(default, bool):
+    if text.lower() in ("true", "1", "yes"):
+      return True
+    if text.lower() in ("false", "0", "no"):
+      return False
+    raise ValueError(f"--hparams: {name}={text!r} is not a boolean "
+                     "(use true or false)")
+  try:
+    if isinstance(default, int):
+      return int(text)
+    if isinstance(default, float):
+      return float(text)
+  except ValueError:
+    raise ValueError(f"--hparams: {name}={text!r} is not a valid "
+                     f"{type(default).__name__} (default {default!r})") from None
+  if isinstance(default, (list, tuple)):
+    item = default[0] if default else ""
+    return type(default)(_convert(name, item, t) for t in text.split(":") if t)
+  return text
+
+
+def parse(defaults, overrides=""):
+  """Returns `defaults` updated with `overrides` ("a=1,b=0.5").
+
+  List values are written with ':' between items ("units=64:32").
+
+  Raises:
+    ValueError: the string is malformed or names an unknown hyperparameter;
+      the message lists the valid names.
+  """
+  params = dict(defaults)
+  if isinstance(overrides, dict):
+    items = [(k, v) for k, v in overrides.items()]
+  else:
+    items = []
+    for part in filter(None, (overrides or "").split(",")):
+      if part.count("=") != 1 or not part.split("=")[0].strip():
+        raise ValueError(f"--hparams: malformed item {part!r}; expected "
+                         "name=value pairs separated by commas, e.g. "
+                         "'learning_rate=0.1,units=64:32'")
+      key, value = part.split("=")
+      items.append((key.strip(), value.strip()))
+  for key, value in items:
+    if key not in defaults:
+      valid = ", ".join(sorted(defaults)) or "(this model has none)"
+      raise ValueError(f"--hparams: unknown hyperparameter {key!r}; valid: "
+                       f"{valid}")
+    params[key] = _convert(key, defaults[key], value) if isinstance(
+        value, str) else value
+  return params

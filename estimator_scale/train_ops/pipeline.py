@@ -1,0 +1,124 @@
+"""loss -> gradients -> accumulate -> reduce -> scale lr -> apply, in one place.
+
+Each stage is a function or small object of its own module; this file only
+wires them, so the order of the stages (and what each one sees) is visible
+in one function.
+"""
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+
+from estimator_scale.train_ops import accumulation
+from estimator_scale.train_ops import adascale
+from estimator_scale.train_ops import optimizers
+from estimator_scale.train_ops import reduce
+from estimator_scale.train_ops import scaling
+from estimator_scale.train_ops import schedules
+
+MICRO_BATCHES = "accumulation/micro_batches"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+  """How a loss becomes updates; every field has a CLI flag of the same name.
+
+  Attributes:
+    optimizer: a name of `optimizers.OPTIMIZERS`.
+    schedule: the S = 1 learning-rate schedule.
+    accumulation_steps: micro-batches per update (k).
+    lr_scaling: a rule of `scaling.RULES`.
+    scale: S; None means workers x replicas x k.
+    scaling_warmup_updates: `linear` rule's warm-up length in updates.
+    optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
+  """
+  optimizer: str = "momentum"
+  schedule: schedules.Schedule = schedules.Schedule()
+  accumulation_steps: int = 1
+  lr_scaling: str = "identity"
+  scale: Optional[float] = None
+  scaling_warmup_updates: int = 0
+  optimizer_options: tuple = ()
+
+  def __post_init__(self):
+    optimizers.check_optimizer(self.optimizer)
+    if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
+      raise ValueError("--accumulation_steps must be an integer >= 1, got "
+                       f"{self.accumulation_steps!r}")
+    scaling.check_rule(self.lr_scaling, self.scale)
+    if self.scaling_warmup_updates < 0:
+      raise ValueError("--scaling_warmup_updates must be >= 0, got "
+                       f"{self.scaling_warmup_updates}")
+
+  def samples_per_update(self, topology):
+    """Gradient samples averaged by one update (S's default)."""
+    replicas = topology.num_replicas if topology.synchronous else (
+        topology.replicas_per_worker)
+    return replicas * self.accumulation_steps
+
+  def resolved_scale(self, topology):
+    return float(self.scale) if self.scale is not None else float(
+        self.samples_per_update(topology))
+
+
+@dataclasses.dataclass
+class TrainOp:
+  """The result of `build_train_op`."""
+  train_op: tf.Operation
+  loss: tf.Tensor
+  learning_rate: tf.Tensor
+  adascale: Optional[adascale.AdaScale]
+
+
+def build_train_op(compute_loss, features, labels, config, topology):
+  """Builds one update of the model inside the current replica.
+
+  Args:
+    compute_loss: (features, labels) -> scalar mean loss; builds the network.
+    features, labels: this replica's share of the update.
+    config: `TrainingConfig`.
+    topology: the `Topology` of this process.
+
+  Returns:
+    `TrainOp`.
+  """
+  k = config.accumulation_steps
+  use_adascale = config.lr_scaling == "adascale"
+  reducer = reduce.make_reducer(topology)
+  grads = accumulation.accumulate(compute_loss, features, labels, k,
+                                  with_norms=use_adascale)
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  scale = config.resolved_scale(topology)
+  state = None
+  if use_adascale:
+    state = adascale.AdaScale(scale, config.samples_per_update(topology))
+    mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
+    learning_rate, _, assigns = state.update(mean, sum_sq, config.schedule)
+    optimizer = optimizers.make_optimizer(
+        config.optimizer, learning_rate, **dict(config.optimizer_options))
+    with tf.control_dependencies(assigns + grads.update_ops):
+      apply = reducer.apply_reduced(optimizer, mean, grads.variables,
+                                    global_step)
+    with tf.control_dependencies([apply]):
+      finished = [state.advance()]
+  else:
+    learning_rate = scaling.scaled_learning_rate(
+        config.lr_scaling, config.schedule, global_step, scale,
+        config.scaling_warmup_updates)
+    optimizer = optimizers.make_optimizer(
+        config.optimizer, learning_rate, **dict(config.optimizer_options))
+    with tf.control_dependencies(grads.update_ops):
+      apply = reducer.apply_mean(optimizer, grads.grads, grads.variables,
+                                 global_step)
+    finished = [apply]
+  if k > 1:
+    finished.append(_micro_batch_counter().assign_add(k))
+  return TrainOp(train_op=tf.group(*finished), loss=grads.loss,
+                 learning_rate=learning_rate, adascale=state)
+
+
+def _micro_batch_counter():
+  return tf.compat.v1.get_variable(
+      MICRO_BATCHES, shape=[], dtype=tf.int64, trainable=False,
+      initializer=tf.compat.v1.zeros_initializer(),
+      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, use_resource=True)

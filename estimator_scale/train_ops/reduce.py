@@ -1,0 +1,117 @@
+"""Cross-worker reduction: the only train-op code that differs per backend.
+
+Every reducer offers the same two operations on a replica's mean gradient:
+`apply_mean` (average over all replicas, then apply: the plain path) and
+`all_mean` + `apply_reduced` (average first so the caller can look at the
+global gradient, as AdaScale must, then apply it).
+"""
+import tensorflow as tf
+
+
+def _dense(grad):
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.convert_to_tensor(grad)
+  return grad
+
+
+def _cast_like(grad, var):
+  dtype = var.dtype.base_dtype
+  if grad is None or grad.dtype == dtype:
+    return grad
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.IndexedSlices(tf.cast(grad.values, dtype), grad.indices,
+                            grad.dense_shape)
+  return tf.cast(grad, dtype)
+
+
+def _pairs(grads, variables):
+  return [(_cast_like(g, v), v) for g, v in zip(grads, variables)
+          if g is not None]
+
+
+class LocalReducer:
+  """One replica, or asynchronous workers (parameter servers): nothing to do."""
+
+  def all_mean(self, grads, sums):
+    """Averages `grads` and sums the scalars `sums` over all replicas.
+
+    Returns:
+      (mean grads, summed scalars), identical on every replica.
+    """
+    return list(grads), list(sums)
+
+  def apply_reduced(self, optimizer, grads, variables, global_step):
+    """Applies gradients that are already the global mean."""
+    return optimizer.apply_gradients(_pairs(grads, variables),
+                                     global_step=global_step)
+
+  def apply_mean(self, optimizer, grads, variables, global_step):
+    """Averages a replica's gradients over all replicas and applies them."""
+    grads, _ = self.all_mean(grads, [])
+    return self.apply_reduced(optimizer, grads, variables, global_step)
+
+
+class StrategyReducer(LocalReducer):
+  """tf.distribute replicas (mirrored, multi_worker_mirrored).
+
+  v1 `apply_gradients` in a replica context sums the gradients of all
+  replicas before applying, so handing it g / N applies the mean. The
+  gradients here come from `tf.gradients` of each replica's own mean loss,
+  without the 1/N that `compute_gradients` would have put on the loss.
+  """
+
+  def _replicas(self):
+    return tf.distribute.get_replica_context().num_replicas_in_sync
+
+  def all_mean(self, grads, sums):
+    """See base class."""
+    context = tf.distribute.get_replica_context()
+    n = float(context.num_replicas_in_sync)
+    present = [i for i, g in enumerate(grads) if g is not None]
+    reduced = context.all_reduce(
+        tf.distribute.ReduceOp.SUM,
+        [_dense(grads[i]) / n for i in present] + list(sums))
+    means = [None] * len(grads)
+    for i, g in zip(present, reduced):
+      means[i] = g
+    return means, reduced[len(present):]
+
+  def apply_reduced(self, optimizer, grads, variables, global_step):
+    """See base class."""
+    n = float(self._replicas())
+    return optimizer.apply_gradients(
+        _pairs([None if g is None else g / n for g in grads], variables),
+        global_step=global_step)
+
+  def apply_mean(self, optimizer, grads, variables, global_step):
+    """See base class."""
+    return self.apply_reduced(optimizer, grads, variables, global_step)
+
+
+class HorovodReducer(LocalReducer):
+  """Horovod ranks: one grouped allreduce (average) per update."""
+
+  def __init__(self, hvd):
+    self._hvd = hvd
+
+  def all_mean(self, grads, sums):
+    """See base class."""
+    hvd = self._hvd
+    present = [i for i, g in enumerate(grads) if g is not None]
+    means = [None] * len(grads)
+    if present:
+      dense = [_dense(grads[i]) for i in present]
+      for i, g in zip(present, hvd.grouped_allreduce(dense, op=hvd.Average)):
+        means[i] = g
+    summed = hvd.grouped_allreduce(list(sums), op=hvd.Sum) if sums else []
+    return means, list(summed)
+
+
+def make_reducer(topology):
+  """The reducer for a topology's backend."""
+  if topology.backend == "horovod":
+    import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
+    return HorovodReducer(hvd)
+  if topology.backend in ("mirrored", "multi_worker_mirrored"):
+    return StrategyReducer()
+  return LocalReducer()

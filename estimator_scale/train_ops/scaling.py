@@ -1,0 +1,46 @@
+"""Large-batch learning-rate rules: how the base rate grows with the scale S.
+
+S is the number of gradient samples averaged per update (workers x replicas
+x accumulation steps) unless the user sets it.
+"""
+import math
+
+import tensorflow as tf
+
+RULES = ("identity", "linear", "sqrt", "adascale")
+
+
+def check_rule(rule, scale):
+  """Raises ValueError for an unknown rule or a scale below 1."""
+  if rule not in RULES:
+    raise ValueError(f"--lr_scaling={rule!r} is unknown; valid: "
+                     f"{', '.join(RULES)}")
+  if scale is not None and not scale >= 1:
+    raise ValueError(f"--scale must be >= 1, got {scale}")
+
+
+def scaled_learning_rate(rule, schedule, step, scale, warmup_updates=0):
+  """The learning rate of a fixed rule (not AdaScale) at `step`.
+
+  Args:
+    rule: `identity`, `linear` or `sqrt`.
+    schedule: maps a float step to the base (S = 1) rate.
+    step: the update count (global_step).
+    scale: S.
+    warmup_updates: for `linear`, ramp from the base rate to S x base over
+      this many updates (Goyal et al. 2017, gradual warm-up).
+
+  Returns:
+    A float32 scalar tensor.
+  """
+  base = schedule(step)
+  if rule == "identity" or scale == 1:
+    return base
+  if rule == "sqrt":
+    return base * math.sqrt(scale)
+  if rule != "linear":
+    raise ValueError(f"{rule!r} is not a fixed scaling rule")
+  if not warmup_updates:
+    return base * float(scale)
+  done = tf.minimum(tf.cast(step, tf.float32) / warmup_updates, 1.0)
+  return base * (1.0 + (float(scale) - 1.0) * done)

@@ -1,0 +1,4 @@
+"""Registered example models; importing this package registers them."""
+from model_zoo import digits
+from model_zoo import linear_regression
+from model_zoo import resnet20

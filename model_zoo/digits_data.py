@@ -1,0 +1,73 @@
+"""scikit-learn's handwritten digits (UCI, 1,797 8x8 images), split and sharded.
+
+The split is fixed: `train_test_split(test_size=360, random_state=0,
+stratify=labels)`, i.e. 1,437 training and 360 test images, pixels scaled
+to [0, 1]. Both splits are written once as TFRecord shards under a cache
+directory and read back through `estimator_scale.inputs.from_tfrecords`.
+"""
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_scale import inputs
+
+TEST_SIZE = 360
+SPLIT_SEED = 0
+NUM_SHARDS = 4
+FEATURE_SPEC = {"image": tf.io.FixedLenFeature([8, 8, 1], tf.float32),
+                "label": tf.io.FixedLenFeature([], tf.int64)}
+
+
+def load_split():
+  """((train_images, train_labels), (test_images, test_labels)) as arrays."""
+  from sklearn import datasets, model_selection  # pylint: disable=g-import-not-at-top
+  digits = datasets.load_digits()
+  images = (digits.images / 16.0).astype(np.float32)[..., None]
+  labels = digits.target.astype(np.int64)
+  train_x, test_x, train_y, test_y = model_selection.train_test_split(
+      images, labels, test_size=TEST_SIZE, random_state=SPLIT_SEED,
+      stratify=labels)
+  return (train_x, train_y), (test_x, test_y)
+
+
+def default_data_dir():
+  return os.environ.get("ESTIMATOR_SCALE_DATA",
+                        os.path.join(tempfile.gettempdir(),
+                                     "estimator_scale_data"))
+
+
+def tfrecord_pattern(split, data_dir=None):
+  """The glob of a split's shards, writing them first if they are missing.
+
+  Several processes may call this at once (Horovod ranks): each writes into
+  a private directory and renames it into place, so readers never see a
+  half-written shard.
+  """
+  root = os.path.join(data_dir or default_data_dir(), "digits-v1")
+  if not os.path.isdir(root):
+    os.makedirs(os.path.dirname(root), exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="digits-", dir=os.path.dirname(root))
+    (train_x, train_y), (test_x, test_y) = load_split()
+    inputs.write_tfrecord_shards({"image": train_x}, train_y, scratch,
+                                 NUM_SHARDS, prefix="train")
+    inputs.write_tfrecord_shards({"image": test_x}, test_y, scratch,
+                                 NUM_SHARDS, prefix="test")
+    try:
+      os.rename(scratch, root)
+    except OSError:  # another process got there first
+      import shutil  # pylint: disable=g-import-not-at-top
+      shutil.rmtree(scratch, ignore_errors=True)
+  return os.path.join(root, f"{split}-*.tfrecord")
+
+
+def input_fn(mode, global_batch_size, topology, accumulation_steps, seed=0,
+             data_dir=None):
+  """The digits input_fn for a mode (train: repeat + shuffle; eval: test split)."""
+  training = mode == tf.estimator.ModeKeys.TRAIN
+  return inputs.from_tfrecords(
+      tfrecord_pattern("train" if training else "test", data_dir),
+      FEATURE_SPEC, "label", global_batch_size, training=training,
+      topology=topology, accumulation_steps=accumulation_steps, seed=seed,
+      shuffle_buffer=2048)

@@ -1,0 +1,177 @@
+"""Accumulation, lr scaling and AdaScale on one process (in-process Estimators)."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_scale as es
+from estimator_scale.train_ops import scaling
+from tests.workers import tiny_models
+
+GOLDEN = [([[1, 0], [0, 1]], 4 / 3, 1e-6), ([[1, 1], [1, 1]], 1.0, 1e-5),
+          ([[-1, 1], [1, -1]], 2.0, 1e-6),
+          ([[1, 4], [5, 0.5]], 1.4688796680497926, 1e-6)]
+
+
+def _train(model, features, labels, global_batch, steps, tmp_path, name,
+           **config):
+  scale_invariant_steps = config.pop("scale_invariant_steps", None)
+  lr = config.pop("learning_rate", 0.1)
+  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=lr), **config)
+  estimator = es.make_estimator(model, model_dir=str(tmp_path / name),
+                                training_config=training, random_seed=0,
+                                scale_invariant_steps=scale_invariant_steps)
+  input_fn = es.inputs.from_arrays(
+      features, labels, global_batch, seed=None,
+      accumulation_steps=training.accumulation_steps)
+  estimator.train(input_fn, max_steps=steps)
+  return estimator
+
+
+def _model_vars(estimator):
+  return {n: estimator.get_variable_value(n)
+          for n in estimator.get_variable_names() if n.startswith("model/")
+          and "/Momentum" not in n and "/Adam" not in n}
+
+
+@pytest.mark.parametrize("rows,gain,tolerance", GOLDEN)
+def test_adascale_golden_gain_with_accumulation(rows, gain, tolerance,
+                                                tmp_path):
+  x = np.array(rows, np.float32)
+  estimator = _train(tiny_models.SumLinear(2, True),
+                     {"x": x, "id": np.arange(2)}, np.zeros(2), 2, 1,
+                     tmp_path, "g", optimizer="sgd", accumulation_steps=2,
+                     lr_scaling="adascale")
+  assert estimator.get_variable_value("adascale/gain") == pytest.approx(
+      gain, abs=tolerance)
+  assert estimator.get_variable_value("adascale/scale") == 2.0
+  assert estimator.get_variable_value("adascale/progress") == pytest.approx(
+      gain, abs=tolerance)
+
+
+def test_adascale_scale_one_is_plain_sgd(tmp_path):
+  model, features, labels = tiny_models.generated_data("mlp", 32)
+  ada = _train(model, features, labels, 8, 5, tmp_path, "ada",
+               optimizer="sgd", lr_scaling="adascale")
+  plain = _train(model, features, labels, 8, 5, tmp_path, "plain",
+                 optimizer="sgd")
+  assert ada.get_variable_value("adascale/gain") == 1.0
+  assert ada.get_variable_value("adascale/progress") == 5.0
+  a, b = _model_vars(ada), _model_vars(plain)
+  assert max(np.max(np.abs(a[k] - b[k])) for k in a) < 1e-6
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_accumulation_matches_one_large_batch(optimizer, tmp_path):
+  model, features, labels = tiny_models.generated_data("mlp", 64)
+  accumulated = _train(model, features, labels, 16, 20, tmp_path, "k4",
+                       optimizer=optimizer, accumulation_steps=4,
+                       learning_rate=0.05)
+  large = _train(model, features, labels, 16, 20, tmp_path, "k1",
+                 optimizer=optimizer, learning_rate=0.05)
+  a, b = _model_vars(accumulated), _model_vars(large)
+  assert max(np.max(np.abs(a[k] - b[k])) for k in a) <= 1e-5
+  assert accumulated.get_variable_value("global_step") == 20
+  assert accumulated.get_variable_value(
+      "accumulation/micro_batches") == 80
+
+
+def test_accumulation_of_sparse_gradients(tmp_path):
+  model, features, labels = tiny_models.generated_data("embedding", 64)
+  accumulated = _train(model, features, labels, 16, 20, tmp_path, "k4",
+                       optimizer="momentum", accumulation_steps=4)
+  large = _train(model, features, labels, 16, 20, tmp_path, "k1",
+                 optimizer="momentum")
+  a, b = _model_vars(accumulated), _model_vars(large)
+  assert max(np.max(np.abs(a[k] - b[k])) for k in a) <= 1e-5
+
+
+def test_progress_and_gain_bounds_and_stop_at_tau(tmp_path):
+  model, features, labels = tiny_models.generated_data("mlp", 256)
+  target, scale = 40, 4
+  estimator = _train(model, features, labels, 32, 1000, tmp_path, "t",
+                     optimizer="momentum", accumulation_steps=scale,
+                     lr_scaling="adascale", learning_rate=0.05,
+                     scale_invariant_steps=target)
+  updates = estimator.get_variable_value("global_step")
+  tau = estimator.get_variable_value("adascale/progress")
+  assert math.ceil(target / scale) <= updates <= target
+  assert tau >= target and tau - target < scale
+  gain = estimator.get_variable_value("adascale/gain")
+  assert 1.0 <= gain <= scale
+
+
+def test_restore_continues_gain_and_progress(tmp_path):
+  model, features, labels = tiny_models.generated_data("mlp", 128)
+  kwargs = dict(optimizer="momentum", accumulation_steps=4,
+                lr_scaling="adascale")
+  whole = _train(model, features, labels, 16, 10, tmp_path, "whole", **kwargs)
+  _train(model, features, labels, 16, 4, tmp_path, "split", **kwargs)
+  resumed = _train(model, features, labels, 16, 10, tmp_path, "split",
+                   **kwargs)
+  # The data iterator restarts on resume, so compare where the data agree:
+  # a resumed run must carry tau and the smoothed estimates forward.
+  assert resumed.get_variable_value("global_step") == 10
+  assert resumed.get_variable_value("adascale/progress") > 4
+  for name in ("ema_weight",):
+    assert resumed.get_variable_value(f"adascale/{name}") == pytest.approx(
+        whole.get_variable_value(f"adascale/{name}"), rel=1e-5)
+
+
+def test_nonfinite_gradients_leave_state_unchanged(tmp_path):
+  x = np.array([[1, 0], [np.inf, 1]], np.float32)
+  estimator = _train(tiny_models.SumLinear(2, True),
+                     {"x": x, "id": np.arange(2)}, np.zeros(2), 2, 1,
+                     tmp_path, "nan", optimizer="sgd", accumulation_steps=2,
+                     lr_scaling="adascale")
+  assert estimator.get_variable_value("adascale/progress") == 0.0
+  assert estimator.get_variable_value("adascale/nonfinite_updates") == 1
+  assert estimator.get_variable_value("adascale/ema_weight") == 0.0
+  assert np.all(np.isfinite(estimator.get_variable_value(
+      "model/linear/kernel")))
+
+
+def test_scaling_rules():
+  schedule = es.Schedule(learning_rate=0.1)
+  with tf.compat.v1.Session() as sess:
+    assert sess.run(scaling.scaled_learning_rate("sqrt", schedule, 0, 4)) == (
+        pytest.approx(0.2))
+    assert sess.run(scaling.scaled_learning_rate("linear", schedule, 5, 4)) == (
+        pytest.approx(0.4))
+    ramp = [sess.run(scaling.scaled_learning_rate("linear", schedule, s, 4, 10))
+            for s in (0, 5, 10, 20)]
+  assert ramp == pytest.approx([0.1, 0.25, 0.4, 0.4])
+
+
+def test_schedules():
+  with tf.compat.v1.Session() as sess:
+    piecewise = es.Schedule("piecewise", 1.0, boundaries=(10, 20),
+                            decay_rate=0.1)
+    assert [sess.run(piecewise(s)) for s in (0, 10, 25)] == pytest.approx(
+        [1.0, 0.1, 0.01])
+    cosine = es.Schedule("cosine", 1.0, decay_steps=10)
+    assert [sess.run(cosine(s)) for s in (0, 5, 10, 50)] == pytest.approx(
+        [1.0, 0.5, 0.0, 0.0], abs=1e-6)
+    warm = es.Schedule(learning_rate=1.0, warmup_steps=4)
+    assert [sess.run(warm(s)) for s in (0, 3, 9)] == pytest.approx(
+        [0.25, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(accumulation_steps=0), "--accumulation_steps"),
+    (dict(scale=0.5), "--scale"),
+    (dict(lr_scaling="cubic"), "--lr_scaling"),
+    (dict(optimizer="rmsprop"), "--optimizer"),
+])
+def test_bad_training_config(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    es.TrainingConfig(**kwargs)
+
+
+def test_adascale_scale_without_samples_is_refused(tmp_path):
+  with pytest.raises(ValueError, match="at least 2 gradient samples"):
+    es.make_estimator(tiny_models.SumLinear(2, True),
+                      model_dir=str(tmp_path),
+                      training_config=es.TrainingConfig(lr_scaling="adascale",
+                                                        scale=4))

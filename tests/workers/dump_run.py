@@ -1,0 +1,125 @@
+"""A worker for the multi-process tests: trains a tiny model, dumps what it holds.
+
+Every worker writes `<out_dir>/worker<index>.npz` with the values of all
+global variables *in its own session* (every replica's copy for mirrored
+variables), and the example ids it read, so tests compare workers and
+backends on what they really computed.
+"""
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import estimator_scale as es
+from tests.workers.tiny_models import SumLinear, generated_data
+
+flags.DEFINE_string("distribution", "none", "backend")
+flags.DEFINE_string("case", "mlp", "mlp | sum_linear | sum_linear_nobias | embedding")
+flags.DEFINE_string("inputs", None, "JSON list of input rows (sum_linear cases)")
+flags.DEFINE_integer("examples", 64, "generated examples (mlp, embedding)")
+flags.DEFINE_integer("global_batch_size", 8, "")
+flags.DEFINE_integer("steps", 20, "updates")
+flags.DEFINE_integer("accumulation_steps", 1, "")
+flags.DEFINE_string("optimizer", "sgd", "")
+flags.DEFINE_float("learning_rate", 0.1, "")
+flags.DEFINE_string("lr_scaling", "identity", "")
+flags.DEFINE_string("model_dir", None, "")
+flags.DEFINE_string("out_dir", None, "")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "")
+flags.DEFINE_integer("uneven_extra_rank", -1,
+                     "this rank's input is one batch longer and ends")
+flags.DEFINE_float("sleep_per_step", 0.0, "slow steps down (signal tests)")
+flags.DEFINE_string("export_dir", None, "")
+flags.DEFINE_bool("evaluate", False, "")
+FLAGS = flags.FLAGS
+
+
+class DumpHook(tf.compat.v1.train.SessionRunHook):
+  """Saves this worker's variables (and ids read) when training ends."""
+
+  def __init__(self, path):
+    self._path = path
+    self.seen = []
+
+  def begin(self):
+    ids = tf.compat.v1.get_collection("example_ids")
+    self._ids = ids or None
+    self._vars = {}
+    for v in tf.compat.v1.global_variables():
+      parts = getattr(v, "values", None) or (v,)
+      for i, part in enumerate(parts):
+        self._vars[f"{v.op.name}@{i}"] = part
+
+  def before_run(self, run_context):
+    if FLAGS.sleep_per_step:
+      time.sleep(FLAGS.sleep_per_step)
+    if self._ids is not None:
+      return tf.compat.v1.train.SessionRunArgs(self._ids)
+
+  def after_run(self, run_context, run_values):
+    if self._ids is not None:
+      for batch in run_values.results:
+        self.seen.extend(np.asarray(batch).reshape(-1).tolist())
+
+  def end(self, session):
+    values = session.run(self._vars)
+    values["__ids__"] = np.array(self.seen, np.int64)
+    np.savez(self._path, **values)
+
+
+def _data():
+  if FLAGS.case.startswith("sum_linear"):
+    x = np.array(json.loads(FLAGS.inputs), np.float32)
+    features = {"x": x, "id": np.arange(len(x))}
+    return (SumLinear(x.shape[1], FLAGS.case == "sum_linear"), features,
+            np.zeros(len(x), np.int64))
+  return generated_data(FLAGS.case, FLAGS.examples)
+
+
+def main(argv):
+  del argv
+  model, features, labels = _data()
+  config = es.TrainingConfig(
+      optimizer=FLAGS.optimizer,
+      schedule=es.Schedule(learning_rate=FLAGS.learning_rate),
+      accumulation_steps=FLAGS.accumulation_steps,
+      lr_scaling=FLAGS.lr_scaling)
+  estimator = es.make_estimator(
+      model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
+      training_config=config,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps, random_seed=0)
+  topology = estimator.topology
+  if FLAGS.uneven_extra_rank == topology.worker_index:
+    per = topology.replica_batch_size(FLAGS.global_batch_size)
+    count = per * (FLAGS.steps // 2 + 1)
+    data = {k: v[:count] for k, v in features.items()}
+    input_fn = lambda params=None, input_context=None: tf.data.Dataset.from_tensor_slices(
+        (data, labels[:count])).batch(per, drop_remainder=True)
+  else:
+    input_fn = es.inputs.from_arrays(
+        features, labels, FLAGS.global_batch_size, topology=topology,
+        accumulation_steps=FLAGS.accumulation_steps, seed=None)
+  os.makedirs(FLAGS.out_dir, exist_ok=True)
+  dump = DumpHook(os.path.join(FLAGS.out_dir,
+                               f"worker{topology.worker_index}.npz"))
+  estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps)
+  result = {"last_step": estimator.last_step,
+            "stopped_by_signal": estimator.stopped_by_signal}
+  if FLAGS.evaluate:
+    eval_fn = es.inputs.from_arrays(features, labels, 16, training=False)
+    result["eval"] = {k: float(v) for k, v in
+                      estimator.evaluate(eval_fn).items()}
+  if FLAGS.export_dir:
+    result["export"] = os.fsdecode(estimator.export_saved_model(
+        FLAGS.export_dir))
+  with open(os.path.join(FLAGS.out_dir,
+                         f"result{topology.worker_index}.json"), "w") as f:
+    json.dump(result, f)
+
+
+if __name__ == "__main__":
+  app.run(main)

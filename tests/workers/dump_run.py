@@ -54,6 +54,11 @@ class DumpHook(tf.compat.v1.train.SessionRunHook):
       for i, part in enumerate(parts):
         self._vars[f"{v.op.name}@{i}"] = part
 
+  def after_create_session(self, session, coord):
+    self.first_step = int(session.run(tf.compat.v1.train.get_global_step()))
+    with open(self._path + ".pid", "w") as f:
+      f.write(str(os.getpid()))
+
   def before_run(self, run_context):
     if FLAGS.sleep_per_step:
       time.sleep(FLAGS.sleep_per_step)
@@ -108,6 +113,7 @@ def main(argv):
                                f"worker{topology.worker_index}.npz"))
   estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps)
   result = {"last_step": estimator.last_step,
+            "first_step": getattr(dump, "first_step", None),
             "stopped_by_signal": estimator.stopped_by_signal}
   if FLAGS.evaluate:
     eval_fn = es.inputs.from_arrays(features, labels, 16, training=False)

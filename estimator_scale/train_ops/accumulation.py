@@ -38,9 +38,9 @@ def split(tensors, k):
   """Splits every tensor of a nest along the batch axis into k equal parts."""
   if k == 1 or tensors is None:
     return [tensors] * k
-  parts = tf.nest.map_structure(lambda t: tf.split(t, k, axis=0), tensors)
-  return [tf.nest.map_structure(lambda p, j=j: p[j], parts,
-                                check_types=False) for j in range(k)]
+  flat = [tf.split(t, k, axis=0) for t in tf.nest.flatten(tensors)]
+  return [tf.nest.pack_sequence_as(tensors, [parts[j] for parts in flat])
+          for j in range(k)]
 
 
 def squared_norm(grad):

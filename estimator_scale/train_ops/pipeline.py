@@ -93,7 +93,11 @@ def build_train_op(compute_loss, features, labels, config, topology):
   if use_adascale:
     state = adascale.AdaScale(scale, config.samples_per_update(topology))
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
-    learning_rate, _, assigns = state.update(mean, sum_sq, config.schedule)
+    learning_rate, finite, assigns = state.update(mean, sum_sq,
+                                                  config.schedule)
+    # A skipped update must not write inf * 0 = NaN into the weights.
+    mean = [None if g is None else tf.where(finite, g, tf.zeros_like(g))
+            for g in mean]
     optimizer = optimizers.make_optimizer(
         config.optimizer, learning_rate, **dict(config.optimizer_options))
     with tf.control_dependencies(assigns + grads.update_ops):

@@ -8,10 +8,10 @@ global gradient, as AdaScale must, then apply it).
 import tensorflow as tf
 
 
-def _dense(grad):
+def _divide(grad, n):
   if isinstance(grad, tf.IndexedSlices):
-    return tf.convert_to_tensor(grad)
-  return grad
+    return tf.IndexedSlices(grad.values / n, grad.indices, grad.dense_shape)
+  return grad / n
 
 
 def _cast_like(grad, var):
@@ -70,7 +70,7 @@ class StrategyReducer(LocalReducer):
     present = [i for i, g in enumerate(grads) if g is not None]
     reduced = context.all_reduce(
         tf.distribute.ReduceOp.SUM,
-        [_dense(grads[i]) / n for i in present] + list(sums))
+        [_divide(grads[i], n) for i in present] + list(sums))
     means = [None] * len(grads)
     for i, g in zip(present, reduced):
       means[i] = g
@@ -80,7 +80,8 @@ class StrategyReducer(LocalReducer):
     """See base class."""
     n = float(self._replicas())
     return optimizer.apply_gradients(
-        _pairs([None if g is None else g / n for g in grads], variables),
+        _pairs([None if g is None else _divide(g, n) for g in grads],
+               variables),
         global_step=global_step)
 
   def apply_mean(self, optimizer, grads, variables, global_step):
@@ -89,7 +90,11 @@ class StrategyReducer(LocalReducer):
 
 
 class HorovodReducer(LocalReducer):
-  """Horovod ranks: one grouped allreduce (average) per update."""
+  """Horovod ranks: one grouped allreduce (average) per update.
+
+  Sparse gradients stay sparse (Horovod allgathers their rows), so optimizers
+  with lazy sparse updates behave as they do on one process.
+  """
 
   def __init__(self, hvd):
     self._hvd = hvd
@@ -99,10 +104,15 @@ class HorovodReducer(LocalReducer):
     hvd = self._hvd
     present = [i for i, g in enumerate(grads) if g is not None]
     means = [None] * len(grads)
-    if present:
-      dense = [_dense(grads[i]) for i in present]
-      for i, g in zip(present, hvd.grouped_allreduce(dense, op=hvd.Average)):
+    dense = [i for i in present if not isinstance(grads[i], tf.IndexedSlices)]
+    if dense:
+      reduced = hvd.grouped_allreduce([grads[i] for i in dense],
+                                      op=hvd.Average)
+      for i, g in zip(dense, reduced):
         means[i] = g
+    for i in present:
+      if isinstance(grads[i], tf.IndexedSlices):
+        means[i] = hvd.allreduce(grads[i], op=hvd.Average)
     summed = hvd.grouped_allreduce(list(sums), op=hvd.Sum) if sums else []
     return means, list(summed)
 

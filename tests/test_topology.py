@@ -1,0 +1,75 @@
+"""Topology from TF_CONFIG and the run-config builder's refusals."""
+import json
+
+import pytest
+
+import estimator_scale as es
+from estimator_scale import topology as topology_lib
+
+
+def _env(cluster, task_type="worker", index=0):
+  return {"TF_CONFIG": json.dumps({"cluster": cluster,
+                                   "task": {"type": task_type,
+                                            "index": index}})}
+
+
+def test_workers_from_tf_config():
+  cluster = {"worker": ["a:1", "b:1", "c:1"]}
+  topology = topology_lib.from_tf_config("multi_worker_mirrored",
+                                         _env(cluster, index=2))
+  assert (topology.num_workers, topology.worker_index,
+          topology.is_chief) == (3, 2, False)
+  assert topology_lib.from_tf_config("multi_worker_mirrored",
+                                     _env(cluster)).is_chief
+
+
+def test_chief_and_ps_cluster():
+  cluster = {"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]}
+  chief = topology_lib.from_tf_config("parameter_server",
+                                      _env(cluster, "chief"))
+  worker = topology_lib.from_tf_config("parameter_server",
+                                       _env(cluster, "worker", 1))
+  assert chief.is_chief and chief.num_workers == 3
+  assert (worker.worker_index, worker.is_chief) == (2, False)
+  assert not worker.synchronous
+
+
+@pytest.mark.parametrize("raw,message", [
+    ("{not json", "not valid JSON"),
+    ('{"cluster": []}', "needs a 'cluster' dict"),
+    (json.dumps({"cluster": {"worker": ["a:1"]},
+                 "task": {"type": "worker", "index": 3}}),
+     r"index 3 is outside the cluster.*0\.\.0"),
+    (json.dumps({"cluster": {"worker": ["a:1"]},
+                 "task": {"type": "ps", "index": 0}}), "not a job"),
+])
+def test_bad_tf_config(raw, message):
+  with pytest.raises(topology_lib.TopologyError, match=message):
+    topology_lib.from_tf_config("multi_worker_mirrored", {"TF_CONFIG": raw})
+
+
+def test_missing_tf_config_says_what_to_do():
+  with pytest.raises(topology_lib.TopologyError, match="tools/launch.py"):
+    topology_lib.read_tf_config({})
+
+
+def test_horovod_outside_horovodrun(monkeypatch):
+  monkeypatch.delenv("HOROVOD_RANK", raising=False)
+  with pytest.raises(topology_lib.TopologyError, match="horovodrun -np 2"):
+    es.build_run_config("horovod", model_dir="/tmp/x")
+
+
+def test_tf_config_with_local_distribution_is_refused(monkeypatch):
+  monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {}}))
+  with pytest.raises(topology_lib.TopologyError, match="TF_CONFIG is set"):
+    es.build_run_config("none")
+
+
+def test_unknown_distribution():
+  with pytest.raises(topology_lib.TopologyError, match="valid: none, mirrored"):
+    es.build_run_config("nccl")
+
+
+def test_multi_worker_needs_model_dir():
+  with pytest.raises(ValueError, match="--model_dir"):
+    es.build_run_config("multi_worker_mirrored")

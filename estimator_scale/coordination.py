@@ -122,6 +122,11 @@ class ClusterCoordinator(LocalCoordinator):
   this wraps; workers share model_dir, where only the chief writes.
   """
 
+  def __init__(self, topology):
+    super().__init__(topology)
+    self._servers_started = False
+    self._target = 0
+
   def train(self, estimator, input_fn, hooks, steps, max_steps):
     """See base class."""
     start = checkpoint_step(estimator.model_dir)
@@ -131,16 +136,22 @@ class ClusterCoordinator(LocalCoordinator):
                    target)
       return start
     last = hooks_lib.LastStepHook()
-    tf.estimator.train_and_evaluate(
-        estimator,
-        tf.estimator.TrainSpec(input_fn, max_steps=target, hooks=hooks + [last]),
-        # Without an evaluator task the EvalSpec is not used.
-        tf.estimator.EvalSpec(input_fn, steps=1))
+    if self._servers_started and self.topology.backend == "parameter_server":
+      # train_and_evaluate would start this task's gRPC server a second time.
+      estimator.train(input_fn, hooks=hooks + [last], max_steps=target)
+    else:
+      tf.estimator.train_and_evaluate(
+          estimator,
+          tf.estimator.TrainSpec(input_fn, max_steps=target,
+                                 hooks=hooks + [last]),
+          # Without an evaluator task the EvalSpec is not used.
+          tf.estimator.EvalSpec(input_fn, steps=1))
+    self._servers_started = True
     self._target = target
     return last.last_step
 
   def _wait_for_checkpoint(self, model_dir, timeout=300):
-    target = getattr(self, "_target", 0)
+    target = self._target
     deadline = time.time() + timeout
     while checkpoint_step(model_dir) < target:
       if time.time() > deadline:
@@ -153,12 +164,16 @@ class ClusterCoordinator(LocalCoordinator):
     if self.topology.is_chief:
       return estimator.evaluate(input_fn, **kwargs)
     self._wait_for_checkpoint(estimator.model_dir)
-    kwargs.setdefault("checkpoint_path",
-                      tf.train.latest_checkpoint(estimator.model_dir))
+    if kwargs.get("checkpoint_path") is None:
+      kwargs["checkpoint_path"] = tf.train.latest_checkpoint(
+          estimator.model_dir)
     scratch = tempfile.mkdtemp(prefix="eval-")
     try:
-      twin = tf.estimator.Estimator(estimator.model_fn, model_dir=scratch,
-                                    params=estimator.params)
+      # Same model_fn and params (bound in the public wrapper), own eval dir.
+      twin = tf.estimator.Estimator(
+          lambda features, labels, mode, config: estimator.model_fn(
+              features, labels, mode, config),
+          config=estimator.config.replace(model_dir=scratch))
       return twin.evaluate(input_fn, **kwargs)
     finally:
       shutil.rmtree(scratch, ignore_errors=True)

@@ -57,6 +57,15 @@ class Topology:
     """Whether every update averages the gradients of all replicas."""
     return self.backend != "parameter_server"
 
+  @property
+  def replicas_per_update(self):
+    """Replicas whose gradients one update averages.
+
+    All of them when synchronous; with parameter servers each worker
+    applies its own updates, so only its replicas.
+    """
+    return self.num_replicas if self.synchronous else self.replicas_per_worker
+
   def replica_batch_size(self, global_batch_size, accumulation_steps=1,
                          flag="global_batch_size"):
     """The examples one replica reads per update (k micro-batches).
@@ -67,7 +76,8 @@ class Topology:
       flag: the name to use in error messages.
 
     Returns:
-      global_batch_size / (workers x replicas); a multiple of accumulation_steps.
+      global_batch_size / replicas_per_update; a multiple of
+      accumulation_steps.
 
     Raises:
       ValueError: naming the nearest valid global batch sizes.
@@ -78,16 +88,18 @@ class Topology:
     if int(accumulation_steps) < 1:
       raise ValueError("--accumulation_steps must be >= 1, got "
                        f"{accumulation_steps!r}")
-    divisor = self.num_replicas * int(accumulation_steps)
+    divisor = self.replicas_per_update * int(accumulation_steps)
     if global_batch_size % divisor:
       lower = max(divisor, global_batch_size // divisor * divisor)
       upper = (global_batch_size // divisor + 1) * divisor
       raise ValueError(
           f"--{flag}={global_batch_size} does not divide into "
-          f"{self.num_workers} worker(s) x {self.replicas_per_worker} "
-          f"replica(s) x {accumulation_steps} accumulation step(s) = {divisor}; "
+          f"{self.replicas_per_update} replica(s) x {accumulation_steps} "
+          f"accumulation step(s) = {divisor} "
+          f"({self.num_workers} worker(s) x {self.replicas_per_worker} "
+          "replica(s) each); "
           f"use a multiple of {divisor}, e.g. {lower} or {upper}")
-    return global_batch_size // self.num_replicas
+    return global_batch_size // self.replicas_per_update
 
 
 def local(replicas_per_worker=1, backend="none"):

@@ -292,6 +292,36 @@ def test_py_tests_run_pytest_and_skip_the_pytest_only_list():
     assert not (in_bazel & workspace.pytest_only), sorted(in_bazel & workspace.pytest_only)
 
 
+# conftest.py helpers that start real multi-process jobs (horovodrun ranks,
+# tools/launch.py TF_CONFIG workers): a test file using one is pytest-only.
+MULTI_PROCESS_HELPERS = {"horovod", "launch", "HOROVODRUN"}
+
+
+def multi_process_helpers_used(path):
+    """Names of MULTI_PROCESS_HELPERS a test file takes from conftest."""
+    used = set()
+    for node in ast.walk(ast.parse(Path(path).read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("conftest"):
+            used |= {a.name for a in node.names} & MULTI_PROCESS_HELPERS
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "conftest" and node.attr in MULTI_PROCESS_HELPERS):
+            used.add(node.attr)
+    return used
+
+
+def test_multi_process_tests_are_pytest_only():
+    workspace = Workspace(REPO)
+    offenders = sorted(
+        "%s uses %s" % (path, ", ".join(sorted(helpers)))
+        for target in workspace.python_targets() if target.kind == "py_test"
+        for path in workspace.sources(target)
+        if path.endswith(".py") and (REPO / path).is_file()
+        for helpers in [multi_process_helpers_used(REPO / path)] if helpers)
+    assert not offenders, (
+        "These Bazel py_tests start multi-process jobs; add them to PYTEST_ONLY "
+        "in tests/BUILD (or name them test_*multiprocess*.py):\n  " + "\n  ".join(offenders))
+
+
 # --------------------------------------------------------------------------
 # Tests of the checker itself, on a copy of the repository's BUILD/.bzl/.py files
 
@@ -323,6 +353,15 @@ def remove_call(build_text, func=None, name=None):
         if (func is None or call.func.id == func) and (name is None or name in names):
             return "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])
     raise AssertionError("no call %s(name=%r) in BUILD file" % (func, name))
+
+
+def test_multi_process_helper_detection(tmp_path):
+    (tmp_path / "a.py").write_text("from tests.conftest import PYTHON, horovod\n")
+    (tmp_path / "b.py").write_text("from tests import conftest\nconftest.launch(2, [])\n")
+    (tmp_path / "c.py").write_text("from tests.conftest import PYTHON, run\n")
+    assert multi_process_helpers_used(tmp_path / "a.py") == {"horovod"}
+    assert multi_process_helpers_used(tmp_path / "b.py") == {"launch"}
+    assert multi_process_helpers_used(tmp_path / "c.py") == set()
 
 
 def test_glob_semantics():

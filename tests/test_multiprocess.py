@@ -230,3 +230,38 @@ def test_horovodrun_fails_when_a_rank_dies(tmp_path):
   for pid in pids:
     with pytest.raises(ProcessLookupError):
       os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("mode,workers", [("horovod", 2),
+                                          ("multi_worker_mirrored", 2),
+                                          ("parameter_server", 3)])
+def test_train_evaluate_train_loop(mode, workers, tmp_path):
+  flags = dict(case="mlp", global_batch_size=6 if workers == 3 else 8,
+               steps=10, rounds=2, evaluate="true")
+  out, model_dir = tmp_path / "out", tmp_path / "model"
+  if mode == "horovod":
+    horovod(2, dump_args(out, model_dir, distribution=mode, **flags))
+  else:
+    run([PYTHON, "tools/launch.py", "--workers", "2"] +
+        (["--ps", "1"] if mode == "parameter_server" else []) + ["--", PYTHON] +
+        dump_args(out, model_dir, distribution=mode, **flags), timeout=240)
+  results = load_results(out)
+  assert len(results) == workers
+  assert all(r["last_step"] == 20 for r in results)
+  assert all(r["eval"] == results[0]["eval"] for r in results)
+  assert results[0]["eval"]["global_step"] == 20
+
+
+def test_restart_with_more_workers_continues_progress_with_new_scale(tmp_path):
+  model_dir = tmp_path / "model"
+  flags = dict(case="mlp", global_batch_size=8, accumulation_steps=2,
+               lr_scaling="adascale", optimizer="momentum")
+  run([PYTHON] + dump_args(tmp_path / "one", model_dir, steps=5, **flags))
+  tau = float(load_workers(tmp_path / "one")[0]["adascale/progress@0"])
+  assert float(load_workers(tmp_path / "one")[0]["adascale/scale@0"]) == 2
+  horovod(2, dump_args(tmp_path / "two", model_dir, distribution="horovod",
+                       steps=8, **flags))
+  for worker in load_workers(tmp_path / "two"):
+    assert float(worker["adascale/scale@0"]) == 4
+    assert float(worker["adascale/progress@0"]) >= tau + 3
+  assert [r["first_step"] for r in load_results(tmp_path / "two")] == [5, 5]

@@ -52,9 +52,7 @@ class TrainingConfig:
 
   def samples_per_update(self, topology):
     """Gradient samples averaged by one update (S's default)."""
-    replicas = topology.num_replicas if topology.synchronous else (
-        topology.replicas_per_worker)
-    return replicas * self.accumulation_steps
+    return topology.replicas_per_update * self.accumulation_steps
 
   def resolved_scale(self, topology):
     return float(self.scale) if self.scale is not None else float(

@@ -35,6 +35,7 @@ flags.DEFINE_integer("uneven_extra_rank", -1,
 flags.DEFINE_float("sleep_per_step", 0.0, "slow steps down (signal tests)")
 flags.DEFINE_string("export_dir", None, "")
 flags.DEFINE_bool("evaluate", False, "")
+flags.DEFINE_integer("rounds", 1, "train -> evaluate rounds of `steps` each")
 FLAGS = flags.FLAGS
 
 
@@ -111,7 +112,11 @@ def main(argv):
   os.makedirs(FLAGS.out_dir, exist_ok=True)
   dump = DumpHook(os.path.join(FLAGS.out_dir,
                                f"worker{topology.worker_index}.npz"))
-  estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps)
+  for round_ in range(1, FLAGS.rounds):
+    estimator.train(input_fn, steps=FLAGS.steps)
+    estimator.evaluate(es.inputs.from_arrays(features, labels, 16,
+                                             training=False))
+  estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps * FLAGS.rounds)
   result = {"last_step": estimator.last_step,
             "first_step": getattr(dump, "first_step", None),
             "stopped_by_signal": estimator.stopped_by_signal}

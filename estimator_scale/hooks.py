@@ -34,12 +34,13 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     fetches = {"step": self._step}
     if self._loss:
       fetches["loss"] = self._loss[0]
-    for name in ("gain", "progress"):
+    for name in ("gain", "progress", "nonfinite_updates"):
       var = _variable(f"{adascale.SCOPE}/{name}")
       if var is not None:
         fetches[name] = var.read_value()
     self._fetches = fetches
     self._mark = None
+    self._nonfinite = 0
 
   def before_run(self, run_context):
     return tf.compat.v1.train.SessionRunArgs(self._fetches)
@@ -47,6 +48,11 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
   def after_run(self, run_context, run_values):
     values = run_values.results
     step = int(values["step"])
+    if values.get("nonfinite_updates", 0) > self._nonfinite:
+      self._nonfinite = int(values["nonfinite_updates"])
+      logging.warning("step %d: non-finite gradients; AdaScale skipped the "
+                      "update and kept its estimates and tau (%d so far)",
+                      step, self._nonfinite)
     now = time.time()
     if self._mark is None:
       self._mark = (step, now)

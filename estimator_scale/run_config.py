@@ -79,7 +79,7 @@ def _import_horovod():
 def build_run_config(distribution="none", model_dir=None, replicas=None,
                      save_checkpoints_steps=100, save_summary_steps=100,
                      log_step_count_steps=100, random_seed=None,
-                     keep_checkpoint_max=5):
+                     keep_checkpoint_max=5, intra_op_threads=None):
   """The RunConfig, Topology, coordinator and hooks for a distribution.
 
   Args:
@@ -93,6 +93,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
       deadlock.
     random_seed: graph-level seed (same on every worker).
     keep_checkpoint_max: checkpoints kept.
+    intra_op_threads: threads per op in this process (default: all cores,
+      or cores / ranks per host under Horovod).
 
   Returns:
     `ScaleConfig`.
@@ -110,11 +112,14 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   if distribution == "none":
     _forbid_tf_config(distribution)
     topology = topology_lib.local()
-    return ScaleConfig(tf.estimator.RunConfig(**common), topology,
-                       coordination.LocalCoordinator(topology))
+    session = _session_config(intra_op_threads) if intra_op_threads else None
+    return ScaleConfig(
+        tf.estimator.RunConfig(session_config=session, **common),
+        topology, coordination.LocalCoordinator(topology))
   if distribution == "mirrored":
     _forbid_tf_config(distribution)
     strategy, session, replicas = _mirrored(replicas)
+    session.intra_op_parallelism_threads = intra_op_threads or 0
     topology = topology_lib.local(replicas, backend="mirrored")
     config = tf.estimator.RunConfig(train_distribute=strategy,
                                     session_config=session, **common)
@@ -127,16 +132,20 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     topology = topology_lib.from_tf_config(distribution)
     if distribution == "multi_worker_mirrored":
       strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
-      config = tf.estimator.RunConfig(train_distribute=strategy, **common)
+      config = tf.estimator.RunConfig(
+          train_distribute=strategy,
+          session_config=_session_config(intra_op_threads or 0), **common)
     else:
-      config = tf.estimator.RunConfig(**common)
+      config = tf.estimator.RunConfig(
+          session_config=_session_config(intra_op_threads or 0), **common)
     return ScaleConfig(config, topology,
                        coordination.ClusterCoordinator(topology))
   if distribution == "horovod":
     hvd = _import_horovod()
     hvd.init()
     topology = topology_lib.from_horovod(hvd)
-    threads = max(1, (os.cpu_count() or 1) // topology.local_size)
+    threads = intra_op_threads or max(
+        1, (os.cpu_count() or 1) // topology.local_size)
     gpu = topology.local_rank if tf.config.list_physical_devices("GPU") else None
     if not topology.is_chief:
       common.update(save_checkpoints_steps=None, save_summary_steps=None,

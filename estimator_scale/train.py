@@ -55,6 +55,8 @@ flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.")
 flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.")
 flags.DEFINE_integer("random_seed", 0, "Graph-level random seed.")
+flags.DEFINE_integer("intra_op_threads", None,
+                     "Threads per op (default: cores, / ranks per host).")
 
 
 class UsageError(ValueError):
@@ -116,7 +118,8 @@ def run_training():
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
   for name in ("global_batch_size", "train_steps", "eval_steps",
-               "save_checkpoints_steps", "log_every_n_steps"):
+               "save_checkpoints_steps", "log_every_n_steps",
+               "intra_op_threads"):
     _positive(name)
   if FLAGS.model_module:
     registry.load_module(FLAGS.model_module)
@@ -129,6 +132,7 @@ def run_training():
       progress_every_n_steps=FLAGS.log_every_n_steps,
       scale_invariant_steps=FLAGS.scale_invariant_steps,
       replicas=FLAGS.replicas, random_seed=FLAGS.random_seed,
+      intra_op_threads=FLAGS.intra_op_threads,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
       save_summary_steps=FLAGS.log_every_n_steps,
       log_step_count_steps=FLAGS.log_every_n_steps)

@@ -176,3 +176,17 @@ def test_adascale_scale_without_samples_is_refused(tmp_path):
                       model_dir=str(tmp_path),
                       training_config=es.TrainingConfig(lr_scaling="adascale",
                                                         scale=4))
+
+
+def test_adamw_decay_is_decoupled_from_the_gradient():
+  from estimator_scale.train_ops import optimizers  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    var = tf.compat.v1.get_variable("w", initializer=[1.0, -2.0],
+                                    use_resource=True)
+    opt = optimizers.make_optimizer("adamw", 0.1, weight_decay=0.5)
+    step = opt.apply_gradients([(tf.constant([0.0, 0.0]), var)])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(step)
+      # Zero gradient: Adam moves nothing; only w -= lr * wd * w remains.
+      assert sess.run(var) == pytest.approx([0.95, -1.9])

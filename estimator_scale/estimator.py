@@ -10,6 +10,8 @@ import tensorflow as tf
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import hparams as hparams_lib
 from estimator_scale import run_config as run_config_lib
+from estimator_scale import topology as topology_lib
+from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import pipeline
 
 
@@ -21,7 +23,6 @@ def make_model_fn(model, training_config=None, topology=None):
     training_config: `TrainingConfig` (default: momentum SGD, lr 0.1).
     topology: this process's Topology (default: one local process).
   """
-  from estimator_scale import topology as topology_lib  # pylint: disable=g-import-not-at-top
   training_config = training_config or pipeline.TrainingConfig()
   topology = topology or topology_lib.local()
 
@@ -158,7 +159,6 @@ def make_estimator(model, model_dir=None, distribution="none",
     raise ValueError("--scale_invariant_steps needs --lr_scaling=adascale")
   if training_config.lr_scaling == "adascale":
     # Fail at construction, not at the first train(), for an impossible S.
-    from estimator_scale.train_ops import adascale  # pylint: disable=g-import-not-at-top
     topology = scale_config.topology
     adascale.check_samples(training_config.resolved_scale(topology),
                            training_config.samples_per_update(topology))

@@ -258,3 +258,14 @@ def test_restart_with_more_workers_continues_progress_with_new_scale(tmp_path):
     assert float(worker["adascale/scale@0"]) == 4
     assert float(worker["adascale/progress@0"]) >= tau + 3
   assert [r["first_step"] for r in load_results(tmp_path / "two")] == [5, 5]
+
+
+def test_adascale_with_sparse_gradients_on_horovod(tmp_path):
+  horovod(2, dump_args(tmp_path / "out", tmp_path / "model",
+                       distribution="horovod", case="embedding",
+                       global_batch_size=8, accumulation_steps=2, steps=5,
+                       optimizer="momentum", lr_scaling="adascale"))
+  workers = load_workers(tmp_path / "out")
+  _assert_workers_identical(workers)
+  gains = [float(w["adascale/gain@0"]) for w in workers]
+  assert gains[0] == gains[1] and 1.0 <= gains[0] <= 4.0

@@ -94,8 +94,7 @@ def build_train_op(compute_loss, features, labels, config, topology):
     learning_rate, finite, assigns = state.update(mean, sum_sq,
                                                   config.schedule)
     # A skipped update must not write inf * 0 = NaN into the weights.
-    mean = [None if g is None else tf.where(finite, g, tf.zeros_like(g))
-            for g in mean]
+    mean = [_zero_unless(finite, g) for g in mean]
     optimizer = optimizers.make_optimizer(
         config.optimizer, learning_rate, **dict(config.optimizer_options))
     with tf.control_dependencies(assigns + grads.update_ops):
@@ -117,6 +116,15 @@ def build_train_op(compute_loss, features, labels, config, topology):
     finished.append(_micro_batch_counter().assign_add(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss,
                  learning_rate=learning_rate, adascale=state)
+
+
+def _zero_unless(finite, grad):
+  if grad is None:
+    return None
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.IndexedSlices(_zero_unless(finite, grad.values), grad.indices,
+                            grad.dense_shape)
+  return tf.where(finite, grad, tf.zeros_like(grad))
 
 
 def _micro_batch_counter():

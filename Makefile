@@ -13,7 +13,8 @@ run: setup
 	.venv/bin/horovodrun --gloo -np $(NP) -H localhost:$(NP) \
 	  $(PY) -m estimator_scale.train --distribution=horovod --model=digits_cnn \
 	  --model_dir=/tmp/estimator_scale_run \
-	  --summary_json=/tmp/estimator_scale_run/summary.json
+	  --summary_json=/tmp/estimator_scale_run/summary.json \
+	  --export_dir=/tmp/estimator_scale_run/export
 	cat /tmp/estimator_scale_run/summary.json
 
 test: setup

@@ -27,6 +27,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     self._every = max(1, every_n_steps)
     self._last_step = last_step
     self.examples_per_sec = None
+    """Throughput over the whole run after its first update (no warm-up)."""
 
   def begin(self):
     self._step = tf.compat.v1.train.get_global_step()
@@ -55,16 +56,18 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                       step, self._nonfinite)
     now = time.time()
     if self._mark is None:
-      self._mark = (step, now)
+      self._mark = self._first = (step, now)
       return
+    if step > self._first[0]:
+      self.examples_per_sec = self._batch * (step - self._first[0]) / max(
+          now - self._first[1], 1e-9)
     if step - self._mark[0] < self._every:
       return
     updates_per_sec = (step - self._mark[0]) / max(now - self._mark[1], 1e-9)
-    self.examples_per_sec = updates_per_sec * self._batch
     parts = [f"step {step}"]
     if "loss" in values:
       parts.append(f"loss {values['loss']:.4f}")
-    parts.append(f"{self.examples_per_sec:.1f} examples/sec")
+    parts.append(f"{updates_per_sec * self._batch:.1f} examples/sec")
     if "gain" in values:
       parts.append(f"gain {values['gain']:.3f} tau {values['progress']:.1f}")
     if self._last_step:

@@ -106,7 +106,10 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class LastStepHook(tf.compat.v1.train.SessionRunHook):
-  """Remembers the global step training ended at (for agreement checks)."""
+  """Remembers the global step training ended at (for agreement checks).
+
+  The step is read once at the end, so the per-update runs fetch nothing.
+  """
 
   def __init__(self):
     self.last_step = None
@@ -114,14 +117,8 @@ class LastStepHook(tf.compat.v1.train.SessionRunHook):
   def begin(self):
     self._step = tf.compat.v1.train.get_global_step()
 
-  def after_create_session(self, session, coord):
+  def end(self, session):
     self.last_step = int(session.run(self._step))
-
-  def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs(self._step)
-
-  def after_run(self, run_context, run_values):
-    self.last_step = int(run_values.results) + 1
 
 
 class SignalStopHook(tf.compat.v1.train.SessionRunHook):

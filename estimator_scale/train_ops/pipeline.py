@@ -97,11 +97,13 @@ def build_train_op(compute_loss, features, labels, config, topology):
     mean = [_zero_unless(finite, g) for g in mean]
     optimizer = optimizers.make_optimizer(
         config.optimizer, learning_rate, **dict(config.optimizer_options))
-    with tf.control_dependencies(assigns + grads.update_ops):
+    # The apply needs only the learning rate: the state assigns and tau's
+    # advance (after tau was read for this rate) run beside it.
+    with tf.control_dependencies(grads.update_ops):
       apply = reducer.apply_reduced(optimizer, mean, grads.variables,
                                     global_step)
-    with tf.control_dependencies([apply]):
-      finished = [state.advance()]
+    with tf.control_dependencies([learning_rate]):
+      finished = [apply, state.advance()] + assigns
   else:
     learning_rate = scaling.scaled_learning_rate(
         config.lr_scaling, config.schedule, global_step, scale,

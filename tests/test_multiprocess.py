@@ -194,7 +194,8 @@ def _kill_a_worker_and_expect_all_gone(command, out):
   proc = subprocess.Popen(command, cwd=ROOT, env=worker_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
-  _wait_for(os.path.join(out, "worker1.npz.pid"), timeout=120)
+  for i in (0, 1):
+    _wait_for(os.path.join(out, f"worker{i}.npz.pid"), timeout=120)
   pids = [int(open(os.path.join(out, f"worker{i}.npz.pid")).read())
           for i in (0, 1)]
   os.kill(pids[1], signal.SIGKILL)

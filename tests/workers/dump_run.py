@@ -57,8 +57,10 @@ class DumpHook(tf.compat.v1.train.SessionRunHook):
 
   def after_create_session(self, session, coord):
     self.first_step = int(session.run(tf.compat.v1.train.get_global_step()))
-    with open(self._path + ".pid", "w") as f:
+    # Written then renamed, so a test polling for the file never reads it empty.
+    with open(self._path + ".pid.tmp", "w") as f:
       f.write(str(os.getpid()))
+    os.replace(self._path + ".pid.tmp", self._path + ".pid")
 
   def before_run(self, run_context):
     if FLAGS.sleep_per_step:

@@ -106,16 +106,25 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class LastStepHook(tf.compat.v1.train.SessionRunHook):
-  """Remembers the global step training ended at (for agreement checks).
+  """Remembers the step training ended at, and whether a hook asked to stop.
 
-  The step is read once at the end, so the per-update runs fetch nothing.
+  Placed after the other hooks, it tells a requested stop (AdaScale's tau,
+  a signal, a user's hook) from an input that ran out. The step is read once
+  at the end, so the per-update runs fetch nothing.
   """
 
   def __init__(self):
     self.last_step = None
+    self.stop_requested = False
 
   def begin(self):
     self._step = tf.compat.v1.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    self.stop_requested = coord.should_stop()
+
+  def after_run(self, run_context, run_values):
+    self.stop_requested = run_context.stop_requested
 
   def end(self, session):
     self.last_step = int(session.run(self._step))

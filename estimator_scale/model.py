@@ -7,7 +7,9 @@ accumulation, lr scaling, AdaScale and cross-worker reduction apply to every
 model alike.
 """
 import abc
+import random
 
+import numpy as np
 import tensorflow as tf
 
 from estimator_scale.train_ops import adascale
@@ -85,7 +87,8 @@ class BaseModel(abc.ABC):
     Returns:
       A `tf.estimator.EstimatorSpec`.
     """
-    del config
+    if config is not None and config.tf_random_seed is not None:
+      _seed_layer_initializers(config.tf_random_seed)
     if mode == ModeKeys.PREDICT:
       logits = self._network(features, False, params)
       return tf.estimator.EstimatorSpec(
@@ -134,6 +137,21 @@ class BaseModel(abc.ABC):
       return tf.estimator.export.ServingInputReceiver(placeholders,
                                                       placeholders)
     return receiver
+
+
+def _seed_layer_initializers(seed):
+  """Makes `random_seed` fix the initial weights too.
+
+  tf.compat.v1.layers create weights with Keras initializers, which take
+  their op seeds from Keras' own generator (else from Python's `random`),
+  not from the graph seed RunConfig sets. Keras' public setter also reseeds
+  Python and NumPy; their states are put back so a user's own randomness
+  is not reset each time Estimator builds a graph.
+  """
+  python_state, numpy_state = random.getstate(), np.random.get_state()
+  tf.keras.utils.set_random_seed(seed)
+  random.setstate(python_state)
+  np.random.set_state(numpy_state)
 
 
 def _reported_loss(loss):

@@ -7,6 +7,7 @@ import dataclasses
 import os
 from typing import Any, List
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_scale import coordination
@@ -34,6 +35,39 @@ def _session_config(intra_op_threads=0, inter_op_threads=0, cpu_devices=None,
     config.gpu_options.visible_device_list = str(gpu_device)
     config.gpu_options.allow_growth = True
   return config
+
+
+def _pin_threads(intra_op_threads, inter_op_threads, requested):
+  """Sizes this process's CPU thread pools, which every session shares.
+
+  TensorFlow sizes them once, when the first device is made, and Estimator
+  makes one (eager) before it reads the session config, so a session config
+  alone is ignored: the sizes are set on the context before it starts.
+
+  Args:
+    intra_op_threads, inter_op_threads: pool sizes (0: TensorFlow's default).
+    requested: whether the user asked for these sizes (then a pool that is
+      already running with other sizes is an error, not a warning).
+  """
+  threading = tf.config.threading
+  wanted = (intra_op_threads, inter_op_threads)
+  try:
+    threading.set_intra_op_parallelism_threads(intra_op_threads)
+    threading.set_inter_op_parallelism_threads(inter_op_threads)
+    return
+  except RuntimeError:  # the context has started; its sizes are fixed
+    running = (threading.get_intra_op_parallelism_threads(),
+               threading.get_inter_op_parallelism_threads())
+  if running == wanted:
+    return
+  message = (f"intra_op_threads={intra_op_threads}, inter_op threads="
+             f"{inter_op_threads} cannot apply: this process's TensorFlow "
+             f"thread pools already run with {running[0]}, {running[1]} "
+             "(0: all cores); build the run config before any TensorFlow op "
+             "runs, or in a new process")
+  if requested:
+    raise ValueError(message)
+  logging.warning(message)
 
 
 def _forbid_tf_config(distribution):
@@ -91,7 +125,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     save_checkpoints_steps, save_summary_steps, log_step_count_steps: as in
       RunConfig; step-based because collective ops and time-based saving can
       deadlock.
-    random_seed: graph-level seed (same on every worker).
+    random_seed: seed of the graph and of layer initializers (same on every
+      worker).
     keep_checkpoint_max: checkpoints kept.
     intra_op_threads: threads per op in this process (default: all cores,
       or cores / ranks per host under Horovod).
@@ -109,6 +144,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
                 save_summary_steps=save_summary_steps,
                 log_step_count_steps=log_step_count_steps,
                 keep_checkpoint_max=keep_checkpoint_max)
+  if distribution != "horovod":
+    _pin_threads(intra_op_threads or 0, 0, requested=bool(intra_op_threads))
   if distribution == "none":
     _forbid_tf_config(distribution)
     topology = topology_lib.local()
@@ -146,6 +183,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     topology = topology_lib.from_horovod(hvd)
     threads = intra_op_threads or max(
         1, (os.cpu_count() or 1) // topology.local_size)
+    _pin_threads(threads, 2, requested=bool(intra_op_threads))
     gpu = topology.local_rank if tf.config.list_physical_devices("GPU") else None
     if not topology.is_chief:
       common.update(save_checkpoints_steps=None, save_summary_steps=None,

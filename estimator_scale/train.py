@@ -50,6 +50,9 @@ flags.DEFINE_integer("scaling_warmup_updates", 0,
                      "`linear` scaling's warm-up, in updates.")
 flags.DEFINE_float("scale_invariant_steps", None,
                    "Stop when AdaScale's progress tau reaches this.")
+flags.DEFINE_float("adascale_smoothing", None,
+                   "AdaScale's moving-average factor in [0, 1); default "
+                   "max(1 - S/1000, 0). Lower it for runs of few updates.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.")
@@ -87,6 +90,7 @@ def training_config_from_flags():
       accumulation_steps=FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
+      adascale_smoothing=FLAGS.adascale_smoothing,
       optimizer_options=tuple(sorted(options.items())))
 
 

@@ -40,3 +40,26 @@ def test_model_contract(name, tmp_path):
   for key, value in predicted.items():
     np.testing.assert_allclose(served[key].numpy(), value, rtol=1e-5,
                                atol=1e-5)
+
+
+def _initial_weights(tmp_path, name, seed):
+  model = registry.get("digits_mlp")
+  estimator = es.make_estimator(model, model_dir=str(tmp_path / name),
+                                random_seed=seed)
+  estimator.train(estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN, 8),
+                  max_steps=1)
+  checkpoint = str(tmp_path / name / "model.ckpt-0")
+  return {n: tf.train.load_variable(checkpoint, n)
+          for n, _ in tf.train.list_variables(checkpoint)
+          if n.startswith("model/")}
+
+
+def test_random_seed_fixes_initial_weights(tmp_path):
+  first = _initial_weights(tmp_path, "a", seed=7)
+  again = _initial_weights(tmp_path, "b", seed=7)
+  other = _initial_weights(tmp_path, "c", seed=8)
+  assert first and first.keys() == again.keys()
+  for name, value in first.items():
+    np.testing.assert_array_equal(value, again[name], err_msg=name)
+  assert any(not np.array_equal(value, other[name])
+             for name, value in first.items() if "kernel" in name)

@@ -170,6 +170,20 @@ def test_uneven_input_fails_fast_instead_of_hanging(tmp_path):
   assert "training input ended at step" in proc.stdout + proc.stderr
 
 
+def test_horovod_ranks_stop_together_at_tau_from_the_cli(tmp_path):
+  """AdaScale's stop at tau is a requested stop, not an input that ran out."""
+  summary, target, scale = tmp_path / "summary.json", 40, 4
+  horovod(2, ["-m", "estimator_scale.train", "--model=linear_regression",
+              "--distribution=horovod", f"--model_dir={tmp_path / 'model'}",
+              "--global_batch_size=32", "--accumulation_steps=2",
+              "--optimizer=sgd", "--lr_scaling=adascale",
+              f"--scale_invariant_steps={target}", "--train_steps=100000",
+              f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  assert result["adascale_progress"] >= target
+  assert -(-target // scale) <= result["updates"] <= target
+
+
 def test_only_rank_zero_writes(tmp_path):
   scratch = tmp_path / "tmp"
   scratch.mkdir()

@@ -1,10 +1,12 @@
 """Topology from TF_CONFIG and the run-config builder's refusals."""
 import json
+import subprocess
 
 import pytest
 
 import estimator_scale as es
 from estimator_scale import topology as topology_lib
+from tests.conftest import PYTHON, ROOT, worker_env
 
 
 def _env(cluster, task_type="worker", index=0):
@@ -73,3 +75,23 @@ def test_unknown_distribution():
 def test_multi_worker_needs_model_dir():
   with pytest.raises(ValueError, match="--model_dir"):
     es.build_run_config("multi_worker_mirrored")
+
+
+def test_intra_op_threads_size_the_process_pools():
+  """In a fresh process: the pools take the size, a later conflict raises."""
+  script = (
+      "import tensorflow as tf\n"
+      "import estimator_scale as es\n"
+      "es.build_run_config('none', intra_op_threads=1)\n"
+      "tf.constant(1.0) + 1.0\n"  # starts the context with its pools
+      "assert tf.config.threading.get_intra_op_parallelism_threads() == 1\n"
+      "es.build_run_config('none', intra_op_threads=1)\n"
+      "try:\n"
+      "  es.build_run_config('none', intra_op_threads=2)\n"
+      "except ValueError as e:\n"
+      "  print('refused:', e)\n")
+  proc = subprocess.run([PYTHON, "-c", script], cwd=ROOT, env=worker_env(),
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "refused: intra_op_threads=2" in proc.stdout
+  assert "already run with 1" in proc.stdout

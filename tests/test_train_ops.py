@@ -50,6 +50,21 @@ def test_adascale_golden_gain_with_accumulation(rows, gain, tolerance,
       gain, abs=tolerance)
 
 
+def test_adascale_smoothing_zero_takes_each_update_alone(tmp_path):
+  # Update 1 alone has gain 4/3, update 2 alone gain 2 (the golden rows).
+  x = np.array([[1, 0], [0, 1], [-1, 1], [1, -1]], np.float32)
+  gains = {}
+  for theta in (None, 0.0):
+    estimator = _train(tiny_models.SumLinear(2, True),
+                       {"x": x, "id": np.arange(4)}, np.zeros(4), 2, 2,
+                       tmp_path, f"theta-{theta}", optimizer="sgd",
+                       accumulation_steps=2, lr_scaling="adascale",
+                       adascale_smoothing=theta)
+    gains[theta] = estimator.get_variable_value("adascale/gain")
+  assert gains[0.0] == pytest.approx(2.0, abs=1e-6)
+  assert 4 / 3 + 0.1 < gains[None] < 2.0 - 0.1  # default 0.998 averages both
+
+
 def test_adascale_scale_one_is_plain_sgd(tmp_path):
   model, features, labels = tiny_models.generated_data("mlp", 32)
   ada = _train(model, features, labels, 8, 5, tmp_path, "ada",
@@ -164,6 +179,9 @@ def test_schedules():
     (dict(scale=0.5), "--scale"),
     (dict(lr_scaling="cubic"), "--lr_scaling"),
     (dict(optimizer="rmsprop"), "--optimizer"),
+    (dict(lr_scaling="adascale", adascale_smoothing=1.0),
+     r"--adascale_smoothing must be in \[0, 1\)"),
+    (dict(adascale_smoothing=0.5), "--adascale_smoothing needs"),
 ])
 def test_bad_training_config(kwargs, message):
   with pytest.raises(ValueError, match=message):

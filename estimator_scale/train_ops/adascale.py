@@ -7,7 +7,9 @@ estimated without bias as
   var = sum ||g_i||^2 / (S - 1) - S / (S - 1) ||g||^2      (clipped >= 1e-6)
   sqr = ||g||^2 - var / S                                 (clipped >= 0)
 
-smoothed by a bias-corrected moving average of factor max(1 - S/1000, 0), and
+smoothed by a bias-corrected moving average of factor max(1 - S/1000, 0)
+(or a factor the user sets: it remembers about 1/(1 - theta) updates, which
+is too long for a run of few updates at large S; see docs/ADASCALE.md), and
 the gain r = (var + sqr) / (var / S + sqr) lies in [1, S]. The update uses
 lr = r x schedule(floor(tau)) and then tau += r, so tau counts progress in
 steps of the S = 1 schedule. These conventions follow the widely used
@@ -33,8 +35,15 @@ def _variable(name, dtype=tf.float32, initial=0.0):
 
 
 def smoothing(scale):
-  """The moving-average factor theta for a scale S."""
+  """The default moving-average factor theta for a scale S."""
   return max(1.0 - scale / 1000.0, 0.0)
+
+
+def check_smoothing(theta):
+  """Raises ValueError unless theta is None (the default) or in [0, 1)."""
+  if theta is not None and not 0.0 <= theta < 1.0:
+    raise ValueError("--adascale_smoothing must be in [0, 1) (0: no "
+                     f"smoothing; unset: max(1 - S/1000, 0)), got {theta}")
 
 
 def check_samples(scale, samples):
@@ -50,13 +59,16 @@ class AdaScale:
   """AdaScale's state variables and the ops of one update.
 
   Args:
-    scale: S, used in the gain and the smoothing factor.
+    scale: S, used in the gain and the default smoothing factor.
     samples: gradient samples averaged per update (equals S unless the user
       overrode the scale); at least 2 when the scale exceeds 1.
+    theta: the moving-average factor (None: `smoothing(scale)`).
   """
 
-  def __init__(self, scale, samples):
+  def __init__(self, scale, samples, theta=None):
     check_samples(scale, samples)
+    check_smoothing(theta)
+    self.theta = smoothing(scale) if theta is None else float(theta)
     self.scale = float(scale)
     self.samples = int(samples)
     with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE):
@@ -97,7 +109,7 @@ class AdaScale:
       assigns = [self.gain.assign(gain), self.scale_variable.assign(1.0)]
     else:
       var, sqr, finite = self._estimates(mean_grads, sum_squared_norms)
-      theta = smoothing(self.scale)
+      theta = self.theta
       weight = theta * self.ema_weight + (1.0 - theta)
       var_avg = theta * self.grad_var_avg + (1.0 - theta) * var
       sqr_avg = theta * self.grad_sqr_avg + (1.0 - theta) * sqr

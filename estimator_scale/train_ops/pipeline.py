@@ -30,6 +30,8 @@ class TrainingConfig:
     lr_scaling: a rule of `scaling.RULES`.
     scale: S; None means workers x replicas x k.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
+    adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
+      (None: max(1 - S/1000, 0)).
     optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
   """
   optimizer: str = "momentum"
@@ -38,6 +40,7 @@ class TrainingConfig:
   lr_scaling: str = "identity"
   scale: Optional[float] = None
   scaling_warmup_updates: int = 0
+  adascale_smoothing: Optional[float] = None
   optimizer_options: tuple = ()
 
   def __post_init__(self):
@@ -49,6 +52,9 @@ class TrainingConfig:
     if self.scaling_warmup_updates < 0:
       raise ValueError("--scaling_warmup_updates must be >= 0, got "
                        f"{self.scaling_warmup_updates}")
+    adascale.check_smoothing(self.adascale_smoothing)
+    if self.adascale_smoothing is not None and self.lr_scaling != "adascale":
+      raise ValueError("--adascale_smoothing needs --lr_scaling=adascale")
 
   def samples_per_update(self, topology):
     """Gradient samples averaged by one update (S's default)."""
@@ -89,7 +95,8 @@ def build_train_op(compute_loss, features, labels, config, topology):
   scale = config.resolved_scale(topology)
   state = None
   if use_adascale:
-    state = adascale.AdaScale(scale, config.samples_per_update(topology))
+    state = adascale.AdaScale(scale, config.samples_per_update(topology),
+                              config.adascale_smoothing)
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
     learning_rate, finite, assigns = state.update(mean, sum_sq,
                                                   config.schedule)

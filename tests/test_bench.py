@@ -1,0 +1,138 @@
+"""The benchmark's arithmetic and report, on fake measurements (no processes).
+
+The numbers in docs/PERFORMANCE.md are only as good as the code that pairs,
+divides and tabulates them, so that code is checked here in isolation.
+"""
+import importlib.util
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load(name):
+  spec = importlib.util.spec_from_file_location(
+      name, os.path.join(ROOT, "tools", f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+  return _load("bench")
+
+
+def _fake(rate, rss=500.0, cores=1.0):
+  return {"examples_per_sec": rate, "peak_rss_mib": rss, "cores_used": cores}
+
+
+def test_median_and_paired_ratios(bench):
+  assert bench.median([3, 1, 2]) == 2
+  assert bench.median([4, None, 1, 3, 2]) == 2.5
+  assert bench.median([None]) is None
+  # Pairs are taken within a round; a failed side drops only its round.
+  assert bench.paired_ratios([10, None, 30], [5, 7, 10]) == [2.0, 3.0]
+  assert bench.paired_ratios([1, 2], [0, 4]) == [0.5]
+
+
+def test_row_ratio_is_the_median_of_within_round_ratios(bench):
+  spec = ("x", "ours vs peer", "a", "b", bench.EPS, 0.97)
+  samples = {"a": [_fake(100), _fake(300), _fake(90)],
+             "b": [_fake(100), _fake(200), _fake(100)]}
+  row = bench.make_row(spec, samples)
+  assert row["ratio_samples"] == [1.0, 1.5, 0.9]
+  assert row["ratio"] == 1.0  # not 100 / 100 by chance: median of [1, 1.5, .9]
+  assert (row["ours_median"], row["peer_median"]) == (100, 100)
+  assert row["met"] is True
+  row = bench.make_row(("x", "", "a", "b", bench.EPS, 1.1), samples)
+  assert row["met"] is False
+
+
+def test_memory_rows_and_failed_rows(bench):
+  samples = {"a": [_fake(1, rss=600)], "b": [None]}
+  memory = bench.make_row(("m", "", "a", "a", bench.MIB, None), samples)
+  assert memory["ours_median"] == 600 and memory["ratio"] == 1.0
+  assert memory["target"] is None and memory["met"] is None
+  failed = bench.make_row(("f", "", "a", "b", bench.EPS, 1.0), samples)
+  assert failed["ratio"] is None and failed["met"] is None
+
+
+def test_json_schema_and_markdown(bench):
+  samples = {name: [_fake(1000 + i, cores=1.5)] for i, name in
+             enumerate(bench.VARIANTS)}
+  samples["hvd2_ours"] = [_fake(100)]  # scaling far below its target
+  result = bench.build_result(samples, {"summary": "test box", "date": "now"},
+                              1)
+  loaded = json.loads(json.dumps(result))
+  assert set(loaded) >= {"machine", "rows"}
+  keys = {"name", "ours", "peer", "ours_median", "peer_median", "unit",
+          "ratio", "target", "met"}
+  for row in loaded["rows"]:
+    assert keys <= set(row), row
+    assert row["ours"] in bench.VARIANTS and row["peer"] in bench.VARIANTS
+  assert {r["id"] for r in loaded["rows"]} == {s[0] for s in bench.ROWS}
+  text = bench.markdown(result)
+  for spec in bench.ROWS:
+    assert f"| {spec[0]} |" in text
+  assert "**MISSED**" in text and "## Closing note" in text
+  assert "- **4a** missed" in text
+  assert "test box" in text and "make bench" in text
+
+
+def test_rounds_alternate_and_stop_at_the_budget(bench):
+  calls, now = [], [0.0]
+
+  def fake_measure(variant):
+    calls.append(variant)
+    now[0] += 10.0
+    return _fake(1)
+
+  groups = [["a", "b"], ["c"]]
+  samples = bench.run_rounds(5, 65.0, fake_measure, groups,
+                             clock=lambda: now[0])
+  # Each round is 30 s; a third would end at 90 s > 65 s, so two run.
+  assert calls == ["a", "b", "c", "a", "b", "c"]
+  assert [len(samples[v]) for v in "abc"] == [2, 2, 2]
+
+
+def test_commands_and_combined_rate(bench):
+  worker = bench.bench_worker
+  argv = worker.command(bench.VARIANTS["hvd2_ours"], "/tmp/out", "/tmp/model",
+                        scale=0.5)
+  assert argv[0].endswith("horovodrun") and argv[argv.index("-np") + 1] == "2"
+  steps = bench.VARIANTS["hvd2_ours"][2]["steps"]
+  assert f"--steps={int(steps * 0.5)}" in argv
+  assert "--threads=1" in argv and "--distribution=horovod" in argv
+  argv = worker.command(bench.VARIANTS["mwms2_ours"], "/tmp/out", "/tmp/m")
+  assert argv[1].endswith("launch.py") and "--workers=2" in argv
+  argv = worker.command(bench.VARIANTS["digits_hand"], "/tmp/out", "/tmp/m")
+  assert argv[1].endswith("bench_worker.py") and "--kind=hand" in argv
+  combined = worker.combine([
+      {"examples": 100, "seconds": 1.0, "peak_rss_mib": 5, "cores_used": 1.0},
+      {"examples": 100, "seconds": 2.0, "peak_rss_mib": 7, "cores_used": 0.5}])
+  assert combined["examples_per_sec"] == 100.0
+  assert combined["peak_rss_mib"] == 7 and combined["cores_used"] == 0.75
+
+
+def test_every_row_names_measured_variants_and_rows_have_groups(bench):
+  grouped = {v for group in bench.GROUPS for v in group}
+  assert grouped == set(bench.VARIANTS)
+  for spec in bench.ROWS:
+    assert spec[2] in grouped and spec[3] in grouped, spec
+
+
+def test_worker_pins_threads_through_the_environment(bench, monkeypatch):
+  worker = bench.bench_worker
+  for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+    monkeypatch.setenv(name, "0")  # records the original, restored after
+    monkeypatch.delenv(name)
+  worker.pin_threads(0)
+  assert "TF_NUM_INTRAOP_THREADS" not in os.environ
+  worker.pin_threads(1)
+  assert os.environ["TF_NUM_INTRAOP_THREADS"] == "1"
+  assert os.environ["TF_NUM_INTEROP_THREADS"] == "1"
+  args = worker.parse_args(["--kind", "ours", "--batch", "8", "--out", "x"])
+  assert args.warmup >= 1 and args.distribution == "none"

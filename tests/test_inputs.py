@@ -37,7 +37,8 @@ def test_replica_batch_is_global_over_workers_and_micro_batches():
   assert features["id"].shape[0] == 16
 
 
-def test_tfrecord_shards_by_file_and_by_record(tmp_path):
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_tfrecord_shards_by_file_and_by_record(deterministic, tmp_path):
   ids = np.arange(48)
   paths = es.inputs.write_tfrecord_shards(
       {"id": ids}, ids, str(tmp_path), num_shards=3)
@@ -49,7 +50,8 @@ def test_tfrecord_shards_by_file_and_by_record(tmp_path):
     for w in range(workers):
       fn = es.inputs.from_tfrecords(str(tmp_path / "*.tfrecord"), spec,
                                     "label", 4 * workers,
-                                    topology=_worker(w, workers), seed=1)
+                                    topology=_worker(w, workers), seed=1,
+                                    deterministic=deterministic)
       seen.append(set(_ids(fn(), 48 // workers // 4 * 3)))
     assert set().union(*seen) == set(range(48))
     assert sum(len(s) for s in seen) == 48, workers

@@ -23,12 +23,9 @@ class ScaleConfig:
   hooks: List[Any] = dataclasses.field(default_factory=list)
 
 
-def _session_config(intra_op_threads=0, inter_op_threads=0, cpu_devices=None,
-                    gpu_device=None):
+def _session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
   config = tf.compat.v1.ConfigProto(
-      intra_op_parallelism_threads=intra_op_threads,
-      inter_op_parallelism_threads=inter_op_threads,
-      allow_soft_placement=True)
+      intra_op_parallelism_threads=intra_op_threads, allow_soft_placement=True)
   if cpu_devices:
     config.device_count["CPU"] = cpu_devices
   if gpu_device is not None:
@@ -37,34 +34,30 @@ def _session_config(intra_op_threads=0, inter_op_threads=0, cpu_devices=None,
   return config
 
 
-def _pin_threads(intra_op_threads, inter_op_threads, requested):
-  """Sizes this process's CPU thread pools, which every session shares.
+def _pin_threads(intra_op_threads, requested):
+  """Sizes this process's intra-op thread pool, which every session shares.
 
-  TensorFlow sizes them once, when the first device is made, and Estimator
+  TensorFlow sizes it once, when the first device is made, and Estimator
   makes one (eager) before it reads the session config, so a session config
-  alone is ignored: the sizes are set on the context before it starts.
+  alone is ignored: the size is set on the context before it starts.
 
   Args:
-    intra_op_threads, inter_op_threads: pool sizes (0: TensorFlow's default).
-    requested: whether the user asked for these sizes (then a pool that is
-      already running with other sizes is an error, not a warning).
+    intra_op_threads: the pool size (0: TensorFlow's default, all cores).
+    requested: whether the user asked for this size (then a pool already
+      running with another size is an error, not a warning).
   """
   threading = tf.config.threading
-  wanted = (intra_op_threads, inter_op_threads)
   try:
     threading.set_intra_op_parallelism_threads(intra_op_threads)
-    threading.set_inter_op_parallelism_threads(inter_op_threads)
     return
-  except RuntimeError:  # the context has started; its sizes are fixed
-    running = (threading.get_intra_op_parallelism_threads(),
-               threading.get_inter_op_parallelism_threads())
-  if running == wanted:
+  except RuntimeError:  # the context has started; its pools are fixed
+    running = threading.get_intra_op_parallelism_threads()
+  if running == intra_op_threads:
     return
-  message = (f"intra_op_threads={intra_op_threads}, inter_op threads="
-             f"{inter_op_threads} cannot apply: this process's TensorFlow "
-             f"thread pools already run with {running[0]}, {running[1]} "
-             "(0: all cores); build the run config before any TensorFlow op "
-             "runs, or in a new process")
+  message = (f"intra_op_threads={intra_op_threads} cannot apply: this "
+             "process's TensorFlow thread pool already runs with "
+             f"{running or 'all cores'}; build the run config before any "
+             "TensorFlow op runs, or in a new process")
   if requested:
     raise ValueError(message)
   logging.warning(message)
@@ -145,7 +138,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
                 log_step_count_steps=log_step_count_steps,
                 keep_checkpoint_max=keep_checkpoint_max)
   if distribution != "horovod":
-    _pin_threads(intra_op_threads or 0, 0, requested=bool(intra_op_threads))
+    _pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
   if distribution == "none":
     _forbid_tf_config(distribution)
     topology = topology_lib.local()
@@ -183,13 +176,13 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     topology = topology_lib.from_horovod(hvd)
     threads = intra_op_threads or max(
         1, (os.cpu_count() or 1) // topology.local_size)
-    _pin_threads(threads, 2, requested=bool(intra_op_threads))
+    _pin_threads(threads, requested=bool(intra_op_threads))
     gpu = topology.local_rank if tf.config.list_physical_devices("GPU") else None
     if not topology.is_chief:
       common.update(save_checkpoints_steps=None, save_summary_steps=None,
                     log_step_count_steps=None)
     config = tf.estimator.RunConfig(
-        session_config=_session_config(threads, 2, gpu_device=gpu), **common)
+        session_config=_session_config(threads, gpu_device=gpu), **common)
     return ScaleConfig(config, topology,
                        coordination.HorovodCoordinator(topology, hvd),
                        hooks=[hvd.BroadcastGlobalVariablesHook(0)])

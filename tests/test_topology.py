@@ -94,4 +94,4 @@ def test_intra_op_threads_size_the_process_pools():
                         capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "refused: intra_op_threads=2" in proc.stdout
-  assert "already run with 1" in proc.stdout
+  assert "already runs with 1" in proc.stdout

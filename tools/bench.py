@@ -26,15 +26,15 @@ if ROOT not in sys.path:
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from tools import bench_worker
 
-_DIGITS = dict(model="digits_cnn", batch=64, warmup=20, steps=500)
-_RESNET = dict(model="resnet20", batch=32, warmup=5, steps=30)
-_PINNED = dict(model="resnet20", batch=32, warmup=3, steps=24, threads=1)
+_DIGITS = dict(model="digits_cnn", batch=64, warmup=20, steps=300)
+_RESNET = dict(model="resnet20", batch=32, warmup=3, steps=20)
+_PINNED = dict(model="resnet20", batch=32, warmup=3, steps=16, threads=1)
 # Accumulation: k = 4 micro-batches of 32. Ours reads all 4 in one run;
 # the per-micro-batch peers run 4 times as often for the same examples.
 _K, _MICRO = 4, 32
 _ACCUM = dict(model="digits_cnn", batch=_K * _MICRO, accumulation_steps=_K,
-              lr_scaling="linear", warmup=10, steps=200)
-_MICRO_RUNS = dict(_ACCUM, batch=_MICRO, warmup=_K * 10, steps=_K * 200,
+              lr_scaling="linear", warmup=10, steps=120)
+_MICRO_RUNS = dict(_ACCUM, batch=_MICRO, warmup=_K * 10, steps=_K * 120,
                    lr_scaling="identity", learning_rate=0.04)
 _PIPE = dict(batch=64, warmup=50, steps=3000)
 
@@ -339,7 +339,7 @@ def main(argv=None):
   parser.add_argument("--out", default="bench.json")
   parser.add_argument("--markdown", default="docs/PERFORMANCE.md")
   parser.add_argument("--rounds", type=int, default=5)
-  parser.add_argument("--budget_s", type=float, default=780.0,
+  parser.add_argument("--budget_s", type=float, default=840.0,
                       help="no new round starts once it would end past this")
   parser.add_argument("--scale", type=float, default=1.0, help="step factor")
   parser.add_argument("--only", default="", help="variants to run (a,b)")

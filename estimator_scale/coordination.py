@@ -91,7 +91,7 @@ class HorovodCoordinator(LocalCoordinator):
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [stop, last], max_steps=target)
     self.stopped_by_signal = stop.stopped
-    if last.last_step < target and not last.stop_requested:
+    if last.last_step < target and last.input_ended:
       raise RuntimeError(
           f"rank {self.topology.worker_index}: training input ended at step "
           f"{last.last_step}, before step {target}; every rank must run the "

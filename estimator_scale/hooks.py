@@ -106,25 +106,27 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class LastStepHook(tf.compat.v1.train.SessionRunHook):
-  """Remembers the step training ended at, and whether a hook asked to stop.
+  """Remembers the step training ended at, and whether its input ran out.
 
-  Placed after the other hooks, it tells a requested stop (AdaScale's tau,
-  a signal, a user's hook) from an input that ran out. The step is read once
+  MonitoredSession ends cleanly after a run that raised OutOfRangeError, and
+  that run had a `before_run` but no `after_run`; a stop some hook asked for
+  (tau, a signal, a user's or model's hook) ends after a complete run. So
+  the two are told apart whatever the hooks' order. The step is read once,
   at the end, so the per-update runs fetch nothing.
   """
 
   def __init__(self):
     self.last_step = None
-    self.stop_requested = False
+    self.input_ended = False
 
   def begin(self):
     self._step = tf.compat.v1.train.get_global_step()
 
-  def after_create_session(self, session, coord):
-    self.stop_requested = coord.should_stop()
+  def before_run(self, run_context):
+    self.input_ended = True  # unless the run completes
 
   def after_run(self, run_context, run_values):
-    self.stop_requested = run_context.stop_requested
+    self.input_ended = False
 
   def end(self, session):
     self.last_step = int(session.run(self._step))

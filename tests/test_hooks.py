@@ -1,0 +1,42 @@
+"""LastStepHook tells an input that ran out from a stop a hook asked for."""
+import tensorflow as tf
+
+import estimator_scale as es
+from estimator_scale import hooks as hooks_lib
+from tests.workers import tiny_models
+
+
+class _StopAt(tf.compat.v1.train.SessionRunHook):
+  """Asks to stop once global_step reaches `step` (like a model's hook)."""
+
+  def __init__(self, step):
+    self._stop_at = step
+
+  def begin(self):
+    self._global_step = tf.compat.v1.train.get_global_step()
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(self._global_step)
+
+  def after_run(self, run_context, run_values):
+    if run_values.results + 1 >= self._stop_at:
+      run_context.request_stop()
+
+
+def _train(tmp_path, name, examples, hooks):
+  model, features, labels = tiny_models.generated_data("mlp", examples)
+  estimator = es.make_estimator(model, model_dir=str(tmp_path / name))
+  data = es.inputs.from_arrays(features, labels, 8, training=False)
+  last = hooks_lib.LastStepHook()
+  estimator.tf_estimator.train(data, hooks=[last] + hooks, max_steps=100)
+  return last
+
+
+def test_input_that_runs_out(tmp_path):
+  last = _train(tmp_path, "ends", 24, [])
+  assert (last.last_step, last.input_ended) == (3, True)
+
+
+def test_stop_requested_by_a_later_hook(tmp_path):
+  last = _train(tmp_path, "stops", 80, [_StopAt(4)])
+  assert (last.last_step, last.input_ended) == (4, False)

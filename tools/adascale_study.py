@@ -287,18 +287,14 @@ def _run_all(specs, pool, log_from=None):
   return results
 
 
-def _horovod_topology(threads):
+def _horovod_topology():
   """(ranks, is_chief) when horovodrun started us, else (1, True)."""
   from estimator_scale import topology  # pylint: disable=g-import-not-at-top
   if not topology.horovod_launched():
     return 1, True
-  import estimator_scale as es  # pylint: disable=g-import-not-at-top
-  scratch = tempfile.mkdtemp(prefix="adascale-study-")
-  try:
-    found = es.build_run_config("horovod", model_dir=scratch,
-                                intra_op_threads=threads).topology
-  finally:
-    shutil.rmtree(scratch, ignore_errors=True)
+  import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
+  hvd.init()
+  found = topology.from_horovod(hvd)
   return found.num_workers, found.is_chief
 
 
@@ -367,7 +363,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = parse_args(argv)
-  workers, is_chief = _horovod_topology(args.threads)
+  workers, is_chief = _horovod_topology()
   settings = _settings(args, workers)
   started = time.time()
   pool = None if workers > 1 else multiprocessing.get_context("spawn").Pool(

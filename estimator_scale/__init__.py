@@ -5,23 +5,26 @@ The public API; nothing else in the package is meant to be imported by users.
 from estimator_scale import inputs
 from estimator_scale.estimator import Estimator
 from estimator_scale.estimator import make_estimator
-from estimator_scale.estimator import make_model_fn
 from estimator_scale.hooks import ProgressHook
 from estimator_scale.hooks import StopAtProgressHook
 from estimator_scale.model import BaseModel
 from estimator_scale.model import ClassifierModel
 from estimator_scale.model import RegressionModel
+from estimator_scale.model_fn import make_model_fn
 from estimator_scale.registry import register
 from estimator_scale.run_config import ScaleConfig
 from estimator_scale.run_config import build_run_config
 from estimator_scale.topology import Topology
 from estimator_scale.topology import TopologyError
+from estimator_scale.train_ops.pipeline import TrainOp
 from estimator_scale.train_ops.pipeline import TrainingConfig
+from estimator_scale.train_ops.pipeline import build_train_op
 from estimator_scale.train_ops.schedules import Schedule
 
 __all__ = [
     "BaseModel", "ClassifierModel", "Estimator", "ProgressHook",
     "RegressionModel", "Schedule", "ScaleConfig", "StopAtProgressHook",
-    "Topology", "TopologyError", "TrainingConfig", "build_run_config",
-    "inputs", "make_estimator", "make_model_fn", "register",
+    "Topology", "TopologyError", "TrainOp", "TrainingConfig",
+    "build_run_config", "build_train_op", "inputs", "make_estimator",
+    "make_model_fn", "register",
 ]

@@ -1,7 +1,7 @@
-"""The provided factory: `make_model_fn` and `make_estimator`.
+"""The provided factory: `make_estimator`.
 
 `make_estimator` returns an `Estimator` with tf.estimator.Estimator's
-methods. It wraps rather than subclasses because tf.estimator forbids
+methods, around a `BaseModel` or a hand-written model_fn. It wraps rather than subclasses because tf.estimator forbids
 overriding train/evaluate, and those are what must behave the same under
 every backend (see coordination.py).
 """
@@ -9,27 +9,12 @@ import tensorflow as tf
 
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import hparams as hparams_lib
+from estimator_scale import model as model_lib
+from estimator_scale import model_fn as model_fn_lib
 from estimator_scale import run_config as run_config_lib
 from estimator_scale import topology as topology_lib
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import pipeline
-
-
-def make_model_fn(model, training_config=None, topology=None):
-  """An Estimator model_fn for `model` (a BaseModel instance).
-
-  Args:
-    model: the `BaseModel`.
-    training_config: `TrainingConfig` (default: momentum SGD, lr 0.1).
-    topology: this process's Topology (default: one local process).
-  """
-  training_config = training_config or pipeline.TrainingConfig()
-  topology = topology or topology_lib.local()
-
-  def model_fn(features, labels, mode, params, config):
-    return model.model_fn(features, labels, mode, params, config,
-                          training_config, topology)
-  return model_fn
 
 
 class Estimator:
@@ -38,12 +23,12 @@ class Estimator:
   Attributes:
     tf_estimator: the underlying `tf.estimator.Estimator`.
     topology: this process's `Topology`.
-    model: the `BaseModel`.
+    model: the `BaseModel`, or None around a hand-written model_fn.
     training_config: the `TrainingConfig`.
   """
 
-  def __init__(self, model, scale_config, training_config, params,
-               global_batch_size=None, progress_every_n_steps=100,
+  def __init__(self, model_fn, scale_config, training_config, params,
+               model=None, global_batch_size=None, progress_every_n_steps=100,
                scale_invariant_steps=None):
     self.model = model
     self.topology = scale_config.topology
@@ -53,8 +38,7 @@ class Estimator:
     self._progress_every = progress_every_n_steps
     self._scale_invariant_steps = scale_invariant_steps
     self.tf_estimator = tf.estimator.Estimator(
-        make_model_fn(model, training_config, self.topology),
-        config=scale_config.run_config, params=params)
+        model_fn, config=scale_config.run_config, params=params)
 
   model_dir = property(lambda self: self.tf_estimator.model_dir)
   config = property(lambda self: self.tf_estimator.config)
@@ -67,6 +51,9 @@ class Estimator:
 
   def model_input_fn(self, mode, global_batch_size):
     """The model's own data for `mode`, sharded for this process."""
+    if self.model is None:
+      raise ValueError("model_input_fn needs a BaseModel; this Estimator "
+                       "wraps a model_fn: pass your own input_fn")
     return self.model.input_fn(mode, global_batch_size, self.params,
                                self.topology,
                                self.training_config.accumulation_steps)
@@ -110,6 +97,9 @@ class Estimator:
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn=None,
                          **kwargs):
     """Exports a SavedModel (the chief only); returns its path."""
+    if serving_input_receiver_fn is None and self.model is None:
+      raise ValueError("export_saved_model around a model_fn needs "
+                       "serving_input_receiver_fn")
     receiver = (serving_input_receiver_fn or
                 self.model.serving_input_receiver_fn())
     return self._scale.coordinator.export(self.tf_estimator, export_dir_base,
@@ -132,7 +122,9 @@ def make_estimator(model, model_dir=None, distribution="none",
   """The Estimator for `model` under `distribution`.
 
   Args:
-    model: a `BaseModel` instance.
+    model: a `BaseModel` instance, or a hand-written Estimator model_fn
+      that trains through `build_train_op` (then `hparams` is its params
+      dict).
     model_dir: checkpoint directory (shared by all workers).
     distribution: a backend name for `build_run_config`.
     training_config: `TrainingConfig`.
@@ -147,7 +139,6 @@ def make_estimator(model, model_dir=None, distribution="none",
   Returns:
     `Estimator`.
   """
-  params = hparams_lib.parse(model.default_hparams(), hparams)
   training_config = training_config or pipeline.TrainingConfig()
   if scale_config is None:
     scale_config = run_config_lib.build_run_config(
@@ -162,8 +153,20 @@ def make_estimator(model, model_dir=None, distribution="none",
     topology = scale_config.topology
     adascale.check_samples(training_config.resolved_scale(topology),
                            training_config.samples_per_update(topology))
-  return Estimator(model, scale_config, training_config, params,
-                   global_batch_size=global_batch_size,
+  if isinstance(model, model_lib.BaseModel):
+    model_fn = model_fn_lib.make_model_fn(model, training_config,
+                                          scale_config.topology)
+    params = hparams_lib.parse(model.default_hparams(), hparams)
+  elif callable(model):
+    if hparams and not isinstance(hparams, dict):
+      raise ValueError("hparams of a model_fn must be a dict (its params), "
+                       f"got {hparams!r}")
+    model_fn, params, model = model, dict(hparams or {}), None
+  else:
+    raise TypeError("model must be a BaseModel instance or an Estimator "
+                    f"model_fn, got {type(model).__name__}")
+  return Estimator(model_fn, scale_config, training_config, params,
+                   model=model, global_batch_size=global_batch_size,
                    progress_every_n_steps=progress_every_n_steps,
                    scale_invariant_steps=scale_invariant_steps)
 

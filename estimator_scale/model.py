@@ -1,29 +1,24 @@
-"""The base model to subclass, and the template that makes it an Estimator model_fn.
+"""The base model users subclass: network, loss, metrics, serving inputs.
 
-A subclass describes the network and its loss in a few methods; `model_fn`
-(the one concrete template) turns that into TRAIN, EVAL and PREDICT
-EstimatorSpecs, with the training half delegated to `train_ops.pipeline` so
-accumulation, lr scaling, AdaScale and cross-worker reduction apply to every
-model alike.
+No training logic lives here: `model_fn.make_model_fn` is the template that
+turns a model into an Estimator model_fn, and it trains through the same
+public `build_train_op` a hand-written model_fn calls.
 """
 import abc
-import random
 
-import numpy as np
 import tensorflow as tf
-
-from estimator_scale.train_ops import adascale
-from estimator_scale.train_ops import pipeline
-
-ModeKeys = tf.estimator.ModeKeys
 
 
 class BaseModel(abc.ABC):
   """A model: network, loss, metrics, predictions and serving inputs.
 
-  Subclasses implement `logits`, `loss` and `serving_features`; models with
-  built-in data also implement `input_fn`. Methods receive `params`, the
-  model's hyperparameters (`default_hparams` updated by `--hparams`).
+  Subclasses build the network in `logits` (any style: tf.keras.layers
+  created right there, v1 layers, get_variable) or return a tf.keras.Model
+  from `keras_model`, and implement `loss` and `serving_features`; models
+  with built-in data also implement `input_fn`. Methods receive `params`,
+  the model's hyperparameters (`default_hparams` updated by `--hparams`).
+  Each graph Estimator builds calls the network once per replica, whatever
+  the accumulation steps, so layers are created once.
   """
 
   name = None
@@ -33,13 +28,39 @@ class BaseModel(abc.ABC):
     """Hyperparameters and their defaults; their types are enforced."""
     return {}
 
-  @abc.abstractmethod
+  def keras_model(self, params):
+    """A tf.keras.Model (Sequential, functional or subclassed), or None.
+
+    Built once per graph and replica, before the network runs; the default
+    `logits` is not used then: the model is called on `keras_inputs`.
+    """
+    del params
+    return None
+
+  def keras_inputs(self, features):
+    """What `keras_model`'s model is called on: the only feature, else all."""
+    if isinstance(features, dict) and len(features) == 1:
+      return next(iter(features.values()))
+    return features
+
   def logits(self, features, training, params):
     """Builds the network and returns its output for a batch of features."""
+    raise NotImplementedError(
+        f"model {self.name or type(self).__name__!r} must implement logits() "
+        "or keras_model()")
+
+  def targets(self, features, labels):
+    """What `loss` and `eval_metrics` compare the outputs with.
+
+    The labels by default; a label-free model (autoencoder, language model)
+    derives them from its features, and its input_fn yields features only.
+    """
+    del features
+    return labels
 
   @abc.abstractmethod
   def loss(self, labels, logits, params):
-    """The scalar mean loss of a batch."""
+    """The scalar mean loss of a batch; `labels` are `targets(...)`."""
 
   @abc.abstractmethod
   def serving_features(self):
@@ -75,56 +96,6 @@ class BaseModel(abc.ABC):
         f"model {self.name or type(self).__name__!r} ships no data; pass your "
         "own input_fn to estimator.train/evaluate")
 
-  def model_fn(self, features, labels, mode, params, config, training_config,
-               topology):
-    """The template: one EstimatorSpec for any mode.
-
-    Args:
-      features, labels, mode, params, config: as Estimator passes them.
-      training_config: `train_ops.pipeline.TrainingConfig`.
-      topology: this process's `Topology`.
-
-    Returns:
-      A `tf.estimator.EstimatorSpec`.
-    """
-    if config is not None and config.tf_random_seed is not None:
-      _seed_layer_initializers(config.tf_random_seed)
-    if mode == ModeKeys.PREDICT:
-      logits = self._network(features, False, params)
-      return tf.estimator.EstimatorSpec(
-          mode, predictions=self.predictions(logits, params),
-          export_outputs=self._export_outputs(logits, params))
-    if mode == ModeKeys.EVAL:
-      logits = self._network(features, False, params)
-      loss = self.loss(labels, logits, params)
-      return tf.estimator.EstimatorSpec(
-          mode, loss=loss,
-          eval_metric_ops=self.eval_metrics(labels, logits, params))
-
-    def compute_loss(micro_features, micro_labels):
-      return self.loss(micro_labels,
-                       self._network(micro_features, True, params), params)
-
-    built = pipeline.build_train_op(compute_loss, features, labels,
-                                    training_config, topology)
-    tf.compat.v1.summary.scalar("learning_rate", built.learning_rate)
-    if built.adascale is not None:
-      adascale.summaries(built.adascale)
-    return tf.estimator.EstimatorSpec(
-        mode, loss=_reported_loss(built.loss), train_op=built.train_op,
-        training_hooks=self.training_hooks(features, labels))
-
-  def _network(self, features, training, params):
-    # Every micro-batch calls the network again; the scope makes the calls
-    # share variables (layers must be named, or use tf.compat.v1.get_variable).
-    with tf.compat.v1.variable_scope("model", reuse=tf.compat.v1.AUTO_REUSE):
-      return self.logits(features, training, params)
-
-  def _export_outputs(self, logits, params):
-    outputs = self.predictions(logits, params)
-    return {tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY:
-                tf.estimator.export.PredictOutput(outputs)}
-
   def serving_input_receiver_fn(self):
     """Placeholders for `serving_features`, batch axis unknown."""
     specs = self.serving_features()
@@ -137,29 +108,6 @@ class BaseModel(abc.ABC):
       return tf.estimator.export.ServingInputReceiver(placeholders,
                                                       placeholders)
     return receiver
-
-
-def _seed_layer_initializers(seed):
-  """Makes `random_seed` fix the initial weights too.
-
-  tf.compat.v1.layers create weights with Keras initializers, which take
-  their op seeds from Keras' own generator (else from Python's `random`),
-  not from the graph seed RunConfig sets. Keras' public setter also reseeds
-  Python and NumPy; their states are put back so a user's own randomness
-  is not reset each time Estimator builds a graph.
-  """
-  python_state, numpy_state = random.getstate(), np.random.get_state()
-  tf.keras.utils.set_random_seed(seed)
-  random.setstate(python_state)
-  np.random.set_state(numpy_state)
-
-
-def _reported_loss(loss):
-  """The loss Estimator logs: under tf.distribute it sums replicas' losses."""
-  context = tf.distribute.get_replica_context()
-  if context is not None and context.num_replicas_in_sync > 1:
-    return loss / context.num_replicas_in_sync
-  return loss
 
 
 class ClassifierModel(BaseModel):

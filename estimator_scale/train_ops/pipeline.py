@@ -2,7 +2,10 @@
 
 Each stage is a function or small object of its own module; this file only
 wires them, so the order of the stages (and what each one sees) is visible
-in one function.
+in one function. `build_train_op` is public: a hand-written Estimator
+model_fn calls it the way it would wrap its optimizer in
+`hvd.DistributedOptimizer`, and the BaseModel template is just its first
+user.
 """
 import dataclasses
 from typing import Optional
@@ -11,6 +14,7 @@ import tensorflow as tf
 
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
+from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import reduce
 from estimator_scale.train_ops import scaling
@@ -67,29 +71,51 @@ class TrainingConfig:
 
 @dataclasses.dataclass
 class TrainOp:
-  """The result of `build_train_op`."""
+  """The result of `build_train_op`.
+
+  Attributes:
+    train_op: one update (k micro-batches, reduction, apply).
+    loss: the update's mean loss, as an EstimatorSpec's `loss` should be.
+    learning_rate: the rate this update applies (scaled, scheduled).
+    adascale: AdaScale's state, or None without AdaScale.
+  """
   train_op: tf.Operation
   loss: tf.Tensor
   learning_rate: tf.Tensor
   adascale: Optional[adascale.AdaScale]
 
 
-def build_train_op(compute_loss, features, labels, config, topology):
-  """Builds one update of the model inside the current replica.
+def build_train_op(loss_fn, features, labels, training_config, topology):
+  """The train op of one update, for any Estimator model_fn.
+
+  Builds the network once (through `loss_fn`) and runs it over the
+  accumulation micro-batches, reduces across replicas as the topology's
+  backend does, scales the learning rate and applies. Writes the
+  learning-rate (and AdaScale) summaries.
 
   Args:
-    compute_loss: (features, labels) -> scalar mean loss; builds the network.
-    features, labels: this replica's share of the update.
-    config: `TrainingConfig`.
-    topology: the `Topology` of this process.
+    loss_fn: (features, labels) -> scalar mean loss of that batch; it builds
+      the network (any style: Keras layers, a tf.keras.Model, v1 layers).
+    features, labels: the model_fn's arguments in TRAIN mode (this
+      replica's share of one update); labels may be None.
+    training_config: `TrainingConfig`.
+    topology: this process's `Topology` (`build_run_config(...).topology`).
 
   Returns:
     `TrainOp`.
   """
+  built = _build(loss_fn, features, labels, training_config, topology)
+  tf.compat.v1.summary.scalar("learning_rate", built.learning_rate)
+  if built.adascale is not None:
+    adascale.summaries(built.adascale)
+  return built
+
+
+def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
   reducer = reduce.make_reducer(topology)
-  grads = accumulation.accumulate(compute_loss, features, labels, k,
+  grads = accumulation.accumulate(loss_fn, features, labels, k,
                                   with_norms=use_adascale)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   scale = config.resolved_scale(topology)
@@ -101,14 +127,13 @@ def build_train_op(compute_loss, features, labels, config, topology):
     learning_rate, finite, assigns = state.update(mean, sum_sq,
                                                   config.schedule)
     # A skipped update must not write inf * 0 = NaN into the weights.
-    mean = [_zero_unless(finite, g) for g in mean]
+    mean = [gradients.zero_unless(finite, g) for g in mean]
     optimizer = optimizers.make_optimizer(
         config.optimizer, learning_rate, **dict(config.optimizer_options))
+    apply = reducer.apply_reduced(optimizer, mean, grads.variables,
+                                  global_step)
     # The apply needs only the learning rate: the state assigns and tau's
     # advance (after tau was read for this rate) run beside it.
-    with tf.control_dependencies(grads.update_ops):
-      apply = reducer.apply_reduced(optimizer, mean, grads.variables,
-                                    global_step)
     with tf.control_dependencies([learning_rate]):
       finished = [apply, state.advance()] + assigns
   else:
@@ -117,23 +142,20 @@ def build_train_op(compute_loss, features, labels, config, topology):
         config.scaling_warmup_updates)
     optimizer = optimizers.make_optimizer(
         config.optimizer, learning_rate, **dict(config.optimizer_options))
-    with tf.control_dependencies(grads.update_ops):
-      apply = reducer.apply_mean(optimizer, grads.grads, grads.variables,
-                                 global_step)
-    finished = [apply]
+    finished = [reducer.apply_mean(optimizer, grads.grads, grads.variables,
+                                   global_step)]
   if k > 1:
     finished.append(_micro_batch_counter().assign_add(k))
-  return TrainOp(train_op=tf.group(*finished), loss=grads.loss,
+  return TrainOp(train_op=tf.group(*finished), loss=_reported_loss(grads.loss),
                  learning_rate=learning_rate, adascale=state)
 
 
-def _zero_unless(finite, grad):
-  if grad is None:
-    return None
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(_zero_unless(finite, grad.values), grad.indices,
-                            grad.dense_shape)
-  return tf.where(finite, grad, tf.zeros_like(grad))
+def _reported_loss(loss):
+  """The loss Estimator logs: under tf.distribute it sums replicas' losses."""
+  context = tf.distribute.get_replica_context()
+  if context is not None and context.num_replicas_in_sync > 1:
+    return loss / context.num_replicas_in_sync
+  return loss
 
 
 def _micro_batch_counter():

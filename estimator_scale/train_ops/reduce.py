@@ -7,25 +7,12 @@ global gradient, as AdaScale must, then apply it).
 """
 import tensorflow as tf
 
-
-def _divide(grad, n):
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(grad.values / n, grad.indices, grad.dense_shape)
-  return grad / n
-
-
-def _cast_like(grad, var):
-  dtype = var.dtype.base_dtype
-  if grad is None or grad.dtype == dtype:
-    return grad
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(tf.cast(grad.values, dtype), grad.indices,
-                            grad.dense_shape)
-  return tf.cast(grad, dtype)
+from estimator_scale.train_ops import gradients
 
 
 def _pairs(grads, variables):
-  return [(_cast_like(g, v), v) for g, v in zip(grads, variables)
+  return [(gradients.cast(g, v.dtype.base_dtype), v)
+          for g, v in zip(grads, variables)
           if g is not None]
 
 
@@ -70,7 +57,7 @@ class StrategyReducer(LocalReducer):
     present = [i for i, g in enumerate(grads) if g is not None]
     reduced = context.all_reduce(
         tf.distribute.ReduceOp.SUM,
-        [_divide(grads[i], n) for i in present] + list(sums))
+        [gradients.scale(grads[i], 1.0 / n) for i in present] + list(sums))
     means = [None] * len(grads)
     for i, g in zip(present, reduced):
       means[i] = g
@@ -80,7 +67,7 @@ class StrategyReducer(LocalReducer):
     """See base class."""
     n = float(self._replicas())
     return optimizer.apply_gradients(
-        _pairs([None if g is None else _divide(g, n) for g in grads],
+        _pairs([gradients.scale(g, 1.0 / n) for g in grads],
                variables),
         global_step=global_step)
 

@@ -1,0 +1,98 @@
+"""The template: a `BaseModel` as an Estimator model_fn, for every mode.
+
+A function, like tf.estimator's canned `dnn_model_fn`: the model describes,
+this wires. Training goes through `pipeline.build_train_op`, the same call
+a hand-written model_fn makes, so accumulation, lr scaling, AdaScale and the
+backend's reduction apply to every model alike.
+"""
+import random
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_scale import topology as topology_lib
+from estimator_scale.train_ops import pipeline
+
+ModeKeys = tf.estimator.ModeKeys
+SCOPE = "model"
+"""Variable scope of every model's variables (checkpoint names start here)."""
+
+
+def make_model_fn(model, training_config=None, topology=None):
+  """An Estimator model_fn for `model` (a BaseModel instance).
+
+  Args:
+    model: the `BaseModel`.
+    training_config: `TrainingConfig` (default: momentum SGD, lr 0.1).
+    topology: this process's Topology (default: one local process).
+
+  Returns:
+    model_fn(features, labels, mode, params, config) -> EstimatorSpec.
+  """
+  training_config = training_config or pipeline.TrainingConfig()
+  topology = topology or topology_lib.local()
+
+  def model_fn(features, labels, mode, params, config):
+    if config is not None and config.tf_random_seed is not None:
+      _seed_layer_initializers(config.tf_random_seed)
+    network = _network(model, params)
+    if mode == ModeKeys.PREDICT:
+      outputs = network(features, False)
+      return tf.estimator.EstimatorSpec(
+          mode, predictions=model.predictions(outputs, params),
+          export_outputs=_export_outputs(model, outputs, params))
+    if mode == ModeKeys.EVAL:
+      outputs = network(features, False)
+      targets = model.targets(features, labels)
+      return tf.estimator.EstimatorSpec(
+          mode, loss=model.loss(targets, outputs, params),
+          eval_metric_ops=model.eval_metrics(targets, outputs, params))
+
+    def loss_fn(micro_features, micro_labels):
+      return model.loss(model.targets(micro_features, micro_labels),
+                        network(micro_features, True), params)
+
+    built = pipeline.build_train_op(loss_fn, features, labels,
+                                    training_config, topology)
+    return tf.estimator.EstimatorSpec(
+        mode, loss=built.loss, train_op=built.train_op,
+        training_hooks=model.training_hooks(features, labels))
+  return model_fn
+
+
+def _network(model, params):
+  """(features, training) -> outputs, with every variable under `model/`.
+
+  A `keras_model` is built here, once per graph and replica, outside the
+  accumulation loop (a functional model's Input layers must be).
+  """
+  with tf.compat.v1.variable_scope(SCOPE):
+    keras_model = model.keras_model(params)
+
+  def network(features, training):
+    with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE):
+      if keras_model is not None:
+        return keras_model(model.keras_inputs(features), training=training)
+      return model.logits(features, training, params)
+  return network
+
+
+def _export_outputs(model, outputs, params):
+  return {tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY:
+              tf.estimator.export.PredictOutput(
+                  model.predictions(outputs, params))}
+
+
+def _seed_layer_initializers(seed):
+  """Makes `random_seed` fix the initial weights too.
+
+  Keras initializers (tf.keras.layers, and the v1 layers built on them) take
+  their op seeds from Keras' own generator (else from Python's `random`),
+  not from the graph seed RunConfig sets. Keras' public setter also reseeds
+  Python and NumPy; their states are put back so a user's own randomness
+  is not reset each time Estimator builds a graph.
+  """
+  python_state, numpy_state = random.getstate(), np.random.get_state()
+  tf.keras.utils.set_random_seed(seed)
+  random.setstate(python_state)
+  np.random.set_state(numpy_state)

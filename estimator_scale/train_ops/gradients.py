@@ -1,0 +1,53 @@
+"""Gradients that may be dense tensors or IndexedSlices, handled in one place.
+
+Embedding lookups give IndexedSlices; every stage of the pipeline (averaging,
+casting, skipping a non-finite update, AdaScale's norms) must keep them
+sparse, so each works through `map_values` instead of its own branch.
+"""
+import tensorflow as tf
+
+
+def map_values(fn, grad):
+  """`fn` applied to a dense gradient, or to the values of IndexedSlices.
+
+  None (a variable the loss does not depend on) stays None.
+  """
+  if grad is None:
+    return None
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.IndexedSlices(fn(grad.values), grad.indices, grad.dense_shape)
+  return fn(grad)
+
+
+def scale(grad, factor):
+  """grad x factor (a Python number or scalar tensor)."""
+  return map_values(lambda values: values * factor, grad)
+
+
+def cast(grad, dtype):
+  """grad in `dtype` (unchanged when it already is)."""
+  if grad is None or grad.dtype == dtype:
+    return grad
+  return map_values(lambda values: tf.cast(values, dtype), grad)
+
+
+def zero_unless(finite, grad):
+  """grad where `finite` holds, zeros otherwise, so a skipped update writes no NaN."""
+  return map_values(lambda values: tf.where(finite, values,
+                                            tf.zeros_like(values)), grad)
+
+
+def squared_norm(grad):
+  """||grad||^2 in float32; duplicate indices of IndexedSlices are summed first."""
+  if isinstance(grad, tf.IndexedSlices):
+    unique, positions = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, positions,
+                                          tf.shape(unique)[0])
+    return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))
+  return tf.reduce_sum(tf.square(tf.cast(grad, tf.float32)))
+
+
+def total_squared_norm(grads):
+  """Sum of `squared_norm` over a list of gradients (None skipped)."""
+  norms = [squared_norm(g) for g in grads if g is not None]
+  return tf.add_n(norms) if norms else tf.constant(0.0)

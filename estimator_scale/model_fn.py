@@ -5,6 +5,7 @@ this wires. Training goes through `pipeline.build_train_op`, the same call
 a hand-written model_fn makes, so accumulation, lr scaling, AdaScale and the
 backend's reduction apply to every model alike.
 """
+import contextlib
 import random
 
 import numpy as np
@@ -66,15 +67,30 @@ def _network(model, params):
   A `keras_model` is built here, once per graph and replica, outside the
   accumulation loop (a functional model's Input layers must be).
   """
-  with tf.compat.v1.variable_scope(SCOPE):
+  with _model_scope():
     keras_model = model.keras_model(params)
 
   def network(features, training):
-    with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE):
+    with _model_scope():
       if keras_model is not None:
         return keras_model(model.keras_inputs(features), training=training)
       return model.logits(features, training, params)
   return network
+
+
+@contextlib.contextmanager
+def _model_scope():
+  """`model/` for variable names, whatever graph or loop the network is in.
+
+  Keras names variables after the name scope, v1 layers after the variable
+  scope; re-entering one absolute name scope keeps the names of a
+  checkpoint the same in the training graph (with or without the
+  accumulation loop), the evaluation graph and the export.
+  """
+  with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE,
+                                   auxiliary_name_scope=False):
+    with tf.compat.v1.name_scope(SCOPE + "/"):
+      yield
 
 
 def _export_outputs(model, outputs, params):

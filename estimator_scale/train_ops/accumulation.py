@@ -132,6 +132,8 @@ def _slice(tensor, index, k):
 
 def _check_divisible(nest, k):
   for tensor in tf.nest.flatten(nest):
+    if tensor is None:
+      continue
     batch = tensor.shape[0] if tensor.shape.rank else None
     if batch is not None and batch % k:
       raise ValueError(
@@ -268,7 +270,8 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
 
   def body(index, loss_sum, norm_sum, sums_list):
     features_j, labels_j = tf.nest.map_structure(
-        lambda t: _slice(t, index, k), (features, labels))
+        lambda t: None if t is None else _slice(t, index, k),
+        (features, labels))
     with tf.variable_creator_scope(_lift_variables):
       micro = _micro_batch(compute_loss, features_j, labels_j, with_norms)
     sums.layout(micro)
@@ -284,7 +287,8 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
   _, loss_sum, norm_sum, sums_list = tf.while_loop(
       lambda index, *_: index < k, body,
       [tf.constant(0), tf.constant(0.0), tf.constant(0.0), empty],
-      maximum_iterations=k, name="accumulation")
+      maximum_iterations=k, parallel_iterations=1,
+      name="accumulation")
   _drop_from_collections(tf.compat.v1.get_default_graph(), body_graphs[0])
   totals = [tf.raw_ops.TensorListGetItem(
       input_handle=sums_list, index=i, element_shape=shape,

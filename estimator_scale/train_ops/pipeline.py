@@ -121,8 +121,9 @@ def _build(loss_fn, features, labels, config, topology):
   scale = config.resolved_scale(topology)
   state = None
   if use_adascale:
-    state = adascale.AdaScale(scale, config.samples_per_update(topology),
-                              config.adascale_smoothing)
+    with _root_variable_scope():
+      state = adascale.AdaScale(scale, config.samples_per_update(topology),
+                                config.adascale_smoothing)
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
     learning_rate, finite, assigns = state.update(mean, sum_sq,
                                                   config.schedule)
@@ -145,7 +146,8 @@ def _build(loss_fn, features, labels, config, topology):
     finished = [reducer.apply_mean(optimizer, grads.grads, grads.variables,
                                    global_step)]
   if k > 1:
-    finished.append(_micro_batch_counter().assign_add(k))
+    with _root_variable_scope():
+      finished.append(_micro_batch_counter().assign_add(k))
   return TrainOp(train_op=tf.group(*finished), loss=_reported_loss(grads.loss),
                  learning_rate=learning_rate, adascale=state)
 
@@ -156,6 +158,13 @@ def _reported_loss(loss):
   if context is not None and context.num_replicas_in_sync > 1:
     return loss / context.num_replicas_in_sync
   return loss
+
+
+def _root_variable_scope():
+  """The framework's own state keeps its names whatever scope the caller is in."""
+  return tf.compat.v1.variable_scope(
+      tf.compat.v1.VariableScope(tf.compat.v1.AUTO_REUSE, name=""),
+      auxiliary_name_scope=False)
 
 
 def _micro_batch_counter():

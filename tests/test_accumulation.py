@@ -1,0 +1,179 @@
+"""Accumulation builds the network once: any network style, label-free models,
+state updates per micro-batch, a graph whose size does not depend on k, and
+the drop-in `build_train_op` for hand-written model_fns (one process)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_scale as es
+from tests.conftest import max_difference
+from tests.workers import tiny_models
+
+
+def _train(model, features, labels, tmp_path, name, steps=10, batch=16,
+           **config):
+  lr = config.pop("learning_rate", 0.05)
+  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=lr),
+                               **config)
+  estimator = es.make_estimator(model, model_dir=str(tmp_path / name),
+                                training_config=training, random_seed=0)
+  estimator.train(es.inputs.from_arrays(
+      features, labels, batch, seed=None,
+      accumulation_steps=training.accumulation_steps), max_steps=steps)
+  return estimator
+
+
+def _weights(estimator):
+  return {n: estimator.get_variable_value(n)
+          for n in estimator.get_variable_names()
+          if n.startswith("model/") and "/Momentum" not in n}
+
+
+@pytest.mark.parametrize("case", ["mlp", "keras", "keras_model",
+                                  "autoencoder"])
+@pytest.mark.parametrize("lr_scaling", ["identity", "adascale"])
+def test_micro_batches_equal_one_large_batch(case, lr_scaling, tmp_path):
+  model, features, labels = tiny_models.generated_data(case, 64)
+  accumulated = _train(model, features, labels, tmp_path, "k4",
+                       optimizer="momentum", accumulation_steps=4,
+                       lr_scaling=lr_scaling, scale=1.0)
+  large = _train(model, features, labels, tmp_path, "k1",
+                 optimizer="momentum")
+  assert max_difference(_weights(accumulated), _weights(large)) <= 1e-5
+  assert accumulated.get_variable_value("global_step") == 10
+  assert accumulated.get_variable_value("accumulation/micro_batches") == 40
+
+
+@pytest.mark.parametrize("case", ["keras", "keras_model", "autoencoder"])
+def test_adascale_trains_every_network_style(case, tmp_path):
+  model, features, labels = tiny_models.generated_data(case, 64)
+  estimator = _train(model, features, labels, tmp_path, "a", steps=5,
+                     optimizer="momentum", accumulation_steps=4,
+                     lr_scaling="adascale")
+  assert 1.0 <= estimator.get_variable_value("adascale/gain") <= 4.0
+  assert estimator.get_variable_value("adascale/progress") >= 5.0
+  metrics = estimator.evaluate(es.inputs.from_arrays(
+      features, labels, 16, training=False))
+  assert np.isfinite(metrics["loss"])
+  predictions = next(iter(estimator.predict(es.inputs.from_arrays(
+      features, labels, 16, training=False))))
+  assert predictions
+
+
+class _Normalised(es.RegressionModel):
+  """Keras batch norm on the input, momentum 0.5, then a linear layer."""
+
+  def logits(self, features, training, params):
+    net = tf.keras.layers.BatchNormalization(momentum=0.5, name="bn")(
+        features["x"], training=training)
+    return tf.keras.layers.Dense(1, name="out")(net)
+
+  def serving_features(self):
+    return {"x": tf.TensorSpec([2], tf.float32)}
+
+
+def test_batch_norm_statistics_update_once_per_micro_batch(tmp_path):
+  # Every example is (3, -1): each micro-batch's mean is that, so after n
+  # moving-average steps of momentum 0.5 the moving mean is (1 - 0.5^n) x.
+  x = np.tile(np.array([[3.0, -1.0]], np.float32), (32, 1))
+  y = np.zeros((32, 1), np.float32)
+  estimator = _train(_Normalised(), {"x": x}, y, tmp_path, "bn", steps=1,
+                     batch=16, optimizer="sgd", accumulation_steps=4)
+  moving_mean = estimator.get_variable_value("model/bn/moving_mean")
+  np.testing.assert_allclose(moving_mean, (1 - 0.5 ** 4) * x[0], rtol=1e-6)
+
+
+def _graph_size(k, lr_scaling="adascale"):
+  graph = tf.Graph()
+  with graph.as_default():
+    model_fn = es.make_model_fn(tiny_models.KerasMLP(), es.TrainingConfig(
+        accumulation_steps=k, lr_scaling=lr_scaling))
+    placeholder = tf.compat.v1.placeholder
+    features = {"x": placeholder(tf.float32, [8 * k, 5]),
+                "id": placeholder(tf.int64, [8 * k])}
+    model_fn(features, placeholder(tf.int64, [8 * k]),
+             tf.estimator.ModeKeys.TRAIN, {}, None)
+    definition = graph.as_graph_def()
+  return len(definition.node) + sum(len(f.node_def)
+                                    for f in definition.library.function)
+
+
+def test_graph_size_does_not_depend_on_accumulation_steps():
+  assert _graph_size(2) == _graph_size(64)
+
+
+def test_uneven_micro_batches_are_refused_naming_the_flag():
+  with tf.Graph().as_default():
+    model_fn = es.make_model_fn(tiny_models.KerasMLP(), es.TrainingConfig(
+        accumulation_steps=4))
+    with pytest.raises(ValueError, match="accumulation_steps=4 does not "
+                       "divide the replica's batch of 10"):
+      model_fn({"x": tf.zeros([10, 5]), "id": tf.zeros([10], tf.int64)},
+               tf.zeros([10], tf.int64), tf.estimator.ModeKeys.TRAIN, {},
+               None)
+
+
+class _Summarised(tiny_models.KerasMLP):
+
+  def logits(self, features, training, params):
+    logits = super().logits(features, training, params)
+    tf.compat.v1.summary.histogram("logits", logits)
+    return logits
+
+
+def test_summary_inside_the_network_is_reported_not_a_crash(tmp_path, caplog):
+  model, features, labels = tiny_models.generated_data("keras", 32)
+  _train(_Summarised(), features, labels, tmp_path, "s", steps=2,
+         accumulation_steps=2)
+  assert "summaries written inside the network" in caplog.text
+
+
+def _handwritten_model_fn(training_config, topology):
+  """A model_fn as TF's Estimator guide writes it, plus the drop-in call."""
+
+  def model_fn(features, labels, mode, params):
+    def network(x):
+      net = tf.keras.layers.Dense(16, activation="tanh", name="hidden",
+                                  kernel_initializer=tiny_models._glorot())(x)
+      return tf.keras.layers.Dense(3, name="out",
+                                   kernel_initializer=tiny_models._glorot())(
+                                       net)
+
+    def loss_fn(micro_features, micro_labels):
+      logits = network(micro_features["x"])
+      return tf.reduce_mean(
+          tf.nn.sparse_softmax_cross_entropy_with_logits(micro_labels,
+                                                         logits))
+
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      train = es.build_train_op(loss_fn, features, labels, training_config,
+                                topology)
+      return tf.estimator.EstimatorSpec(mode, loss=train.loss,
+                                        train_op=train.train_op)
+    return tf.estimator.EstimatorSpec(mode, loss=loss_fn(features, labels))
+  return model_fn
+
+
+def test_handwritten_model_fn_matches_the_template(tmp_path):
+  _, features, labels = tiny_models.generated_data("keras", 64)
+  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.05),
+                               accumulation_steps=4, lr_scaling="adascale",
+                               optimizer="momentum")
+  scale = es.build_run_config("none", model_dir=str(tmp_path / "hand"),
+                              random_seed=0)
+  estimator = es.make_estimator(
+      _handwritten_model_fn(training, scale.topology), scale_config=scale,
+      training_config=training)
+  estimator.train(es.inputs.from_arrays(features, labels, 16, seed=None,
+                                        accumulation_steps=4), max_steps=10)
+  template = _train(tiny_models.KerasMLP(), features, labels, tmp_path,
+                    "template", optimizer="momentum", accumulation_steps=4,
+                    lr_scaling="adascale")
+  handwritten = {f"model/{n}": estimator.get_variable_value(n)
+                 for n in estimator.get_variable_names()
+                 if n.startswith(("hidden/", "out/")) and "/Momentum" not in n}
+  assert max_difference(handwritten, _weights(template)) <= 1e-6
+  assert estimator.get_variable_value("adascale/progress") == pytest.approx(
+      template.get_variable_value("adascale/progress"))
+  with pytest.raises(ValueError, match="pass your own input_fn"):
+    estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN, 16)

@@ -131,7 +131,10 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
   Args:
     pattern: a glob of TFRecord files.
     feature_spec: {name: tf.io.FixedLenFeature ...} for tf.io.parse_example.
-    label_key: the feature that holds the label (popped from features).
+    label_key: the feature that holds the label (popped from features), or
+      None for a label-free model (autoencoder, language model): the input
+      then yields features only and Estimator passes labels=None to the
+      model_fn.
     deterministic: read files in a fixed order, so a seed reproduces the
       data order; False lets records arrive as they are read (a few percent
       faster). Record sharding (fewer files than workers) needs the fixed
@@ -150,6 +153,8 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
 
   def _parse(self, serialized):
     parsed = tf.io.parse_example(serialized, self.feature_spec)
+    if self.label_key is None:
+      return parsed
     labels = parsed.pop(self.label_key)
     return parsed, labels
 

@@ -63,11 +63,19 @@ def tfrecord_pattern(split, data_dir=None):
 
 
 def input_fn(mode, global_batch_size, topology, accumulation_steps, seed=0,
-             data_dir=None):
-  """The digits input_fn for a mode (train: repeat + shuffle; eval: test split)."""
+             data_dir=None, with_labels=True):
+  """The digits input_fn for a mode (train: repeat + shuffle; eval: test split).
+
+  `with_labels=False` yields the images alone, as a label-free model (an
+  autoencoder) trains on them.
+  """
   training = mode == tf.estimator.ModeKeys.TRAIN
+  if with_labels:
+    feature_spec, label_key = FEATURE_SPEC, "label"
+  else:
+    feature_spec, label_key = {"image": FEATURE_SPEC["image"]}, None
   return inputs.from_tfrecords(
       tfrecord_pattern("train" if training else "test", data_dir),
-      FEATURE_SPEC, "label", global_batch_size, training=training,
+      feature_spec, label_key, global_batch_size, training=training,
       topology=topology, accumulation_steps=accumulation_steps, seed=seed,
       shuffle_buffer=2048)

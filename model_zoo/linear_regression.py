@@ -28,12 +28,10 @@ class LinearRegression(es.RegressionModel):
     return {"train_examples": 4096, "eval_examples": 1024, "data_seed": 0}
 
   def logits(self, features, training, params):
-    """See base class."""
-    weights = tf.compat.v1.get_variable(
-        "weights", TRUE_WEIGHTS.shape, initializer=tf.zeros_initializer())
-    bias = tf.compat.v1.get_variable("bias", [1],
-                                     initializer=tf.zeros_initializer())
-    return tf.matmul(features["x"], weights) + bias
+    """See base class; starts from zero, so any recovered weight is learned."""
+    return tf.keras.layers.Dense(1, kernel_initializer="zeros",
+                                 bias_initializer="zeros",
+                                 name="linear")(features["x"])
 
   def serving_features(self):
     """See base class."""

@@ -6,26 +6,29 @@ import tensorflow as tf
 
 import estimator_scale as es
 
-_layers = tf.compat.v1.layers
+layers = tf.keras.layers
 
 
-def _bn(net, training, name):
-  return _layers.batch_normalization(net, training=training, momentum=0.9,
-                                     name=name)
+def _conv(filters, kernel_size, strides, name, padding="same"):
+  return layers.Conv2D(filters, kernel_size, strides, padding=padding,
+                       use_bias=False, name=name)
+
+
+def _batch_norm(name):
+  return layers.BatchNormalization(momentum=0.9, name=name)
 
 
 def _block(net, filters, stride, training, name):
+  """Two 3x3 convolutions and a shortcut (1x1 where the shape changes)."""
   shortcut = net
-  out = _layers.conv2d(net, filters, 3, stride, padding="same", use_bias=False,
-                       name=f"{name}/conv1")
-  out = tf.nn.relu(_bn(out, training, f"{name}/bn1"))
-  out = _layers.conv2d(out, filters, 3, padding="same", use_bias=False,
-                       name=f"{name}/conv2")
-  out = _bn(out, training, f"{name}/bn2")
+  out = _conv(filters, 3, stride, f"{name}/conv1")(net)
+  out = tf.nn.relu(_batch_norm(f"{name}/bn1")(out, training=training))
+  out = _conv(filters, 3, 1, f"{name}/conv2")(out)
+  out = _batch_norm(f"{name}/bn2")(out, training=training)
   if stride != 1 or shortcut.shape[-1] != filters:
-    shortcut = _layers.conv2d(shortcut, filters, 1, stride, use_bias=False,
-                              name=f"{name}/shortcut")
-    shortcut = _bn(shortcut, training, f"{name}/shortcut_bn")
+    shortcut = _conv(filters, 1, stride, f"{name}/shortcut",
+                     padding="valid")(shortcut)
+    shortcut = _batch_norm(f"{name}/shortcut_bn")(shortcut, training=training)
   return tf.nn.relu(out + shortcut)
 
 
@@ -41,16 +44,15 @@ class ResNet20(es.ClassifierModel):
 
   def logits(self, features, training, params):
     """See base class."""
-    net = _layers.conv2d(features["image"], params["base_filters"], 3,
-                         padding="same", use_bias=False, name="stem")
-    net = tf.nn.relu(_bn(net, training, "stem_bn"))
+    net = _conv(params["base_filters"], 3, 1, "stem")(features["image"])
+    net = tf.nn.relu(_batch_norm("stem_bn")(net, training=training))
     for stage in range(3):
       filters = params["base_filters"] * 2 ** stage
       for block in range(params["blocks_per_stage"]):
         stride = 2 if stage and not block else 1
         net = _block(net, filters, stride, training, f"stage{stage}/block{block}")
-    net = tf.reduce_mean(net, axis=[1, 2])
-    return _layers.dense(net, 10, name="logits")
+    net = layers.GlobalAveragePooling2D(name="pool")(net)
+    return layers.Dense(10, name="logits")(net)
 
   def serving_features(self):
     """See base class."""

@@ -28,8 +28,8 @@ def test_digits_cnn_with_defaults_reaches_accuracy(tmp_path):
 def test_linear_regression_recovers_true_weights(tmp_path):
   run(CLI + ["--model=linear_regression", f"--model_dir={tmp_path}",
              "--train_steps=600"])
-  weights = tf.train.load_variable(str(tmp_path), "model/weights")
-  bias = tf.train.load_variable(str(tmp_path), "model/bias")
+  weights = tf.train.load_variable(str(tmp_path), "model/linear/kernel")
+  bias = tf.train.load_variable(str(tmp_path), "model/linear/bias")
   np.testing.assert_allclose(weights, linear_regression.TRUE_WEIGHTS,
                              atol=1e-2)
   assert abs(bias[0] - linear_regression.TRUE_BIAS) < 1e-2
@@ -49,13 +49,14 @@ def test_adascale_summary_fields(tmp_path):
 
 def test_models_command_lists_the_zoo():
   out = run(CLI + ["models"]).stdout
-  for name in ("linear_regression", "digits_mlp", "digits_cnn", "resnet20"):
+  for name in ("linear_regression", "digits_mlp", "digits_cnn",
+               "digits_autoencoder", "resnet20"):
     assert name in out
 
 
 @pytest.mark.parametrize("flags,message", [
     (["--model=nope"], r"--model='nope' is not a registered model; valid: "
-                       r"digits_cnn"),
+                       r"digits_autoencoder, digits_cnn"),
     (["--distribution=mirrored", "--replicas=2", "--global_batch_size=3"],
      r"--global_batch_size=3 does not divide .* multiple of 2"),
     (["--train_steps=0"], r"--train_steps must be > 0"),

@@ -67,6 +67,18 @@ def test_eval_input_is_one_ordered_pass(tmp_path):
   assert sorted(_ids(fn(), 100)) == list(range(10))
 
 
+def test_tfrecords_without_label_key_yield_features_only(tmp_path):
+  ids = np.arange(10)
+  es.inputs.write_tfrecord_shards({"id": ids}, ids, str(tmp_path), 2)
+  spec = {"id": tf.io.FixedLenFeature([], tf.int64)}
+  fn = es.inputs.from_tfrecords(str(tmp_path / "*"), spec, None, 4,
+                                training=False)
+  batches = list(fn())
+  assert all(isinstance(batch, dict) and list(batch) == ["id"]
+             for batch in batches)
+  assert sorted(np.concatenate([b["id"] for b in batches])) == list(range(10))
+
+
 def test_csv(tmp_path):
   path = tmp_path / "a.csv"
   path.write_text("x,y,label\n1.0,2.0,1\n3.0,4.0,0\n")

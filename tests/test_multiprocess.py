@@ -111,6 +111,36 @@ def test_accumulation_on_two_horovod_ranks(optimizer, case, tmp_path):
   assert max_difference(reference, trained_variables(workers[0])) <= TOLERANCE
 
 
+@pytest.mark.parametrize("case", ["keras", "keras_model", "mlp",
+                                  "autoencoder"])
+def test_micro_batches_equal_one_large_batch_on_every_backend(case, tmp_path):
+  # Keras layers made in logits, a subclassed tf.keras.Model, v1 layers and a
+  # label-free model: k = 4 micro-batches on every backend against one batch
+  # of 4x the size on one process.
+  flags = dict(case=case, examples=64, global_batch_size=16, steps=10,
+               optimizer="momentum", learning_rate=0.05)
+  _run_mode("none", tmp_path / "large", tmp_path / "large-model", **flags)
+  reference = trained_variables(load_workers(tmp_path / "large")[0])
+  for mode in ("none", "mirrored", "horovod", "multi_worker_mirrored"):
+    out = tmp_path / mode
+    _run_mode(mode, out, tmp_path / f"{mode}-model", accumulation_steps=4,
+              **flags)
+    workers = load_workers(out)
+    _assert_workers_identical(workers)
+    assert max_difference(reference,
+                          trained_variables(workers[0])) <= TOLERANCE, mode
+
+
+def test_handwritten_model_fn_trains_digits_on_two_horovod_ranks(tmp_path):
+  out = tmp_path / "result.json"
+  horovod(2, ["-m", "tests.workers.handwritten", "--distribution=horovod",
+              f"--model_dir={tmp_path / 'model'}", f"--out={out}"])
+  result = json.loads(out.read_text())
+  assert result["workers"] == 2 and result["global_step"] == 300
+  assert result["accuracy"] >= 0.95, result
+  assert 1.0 < result["gain"] <= 8.0  # S = 2 ranks x 4 micro-batches
+
+
 def _wait_for(path, timeout=60):
   deadline = time.time() + timeout
   while not os.path.exists(path):

@@ -97,8 +97,12 @@ def _pending_writes(ops, outputs):
   caller; v1 layers put it in UPDATE_OPS. Either way, nothing the loss
   needs depends on it. Variable initializers are not writes of the network.
   """
-  initializers = {v.initializer for v in tf.compat.v1.global_variables() +
-                  tf.compat.v1.local_variables()}
+  # A distributed variable's `initializer` makes a new op on every read;
+  # its components' are plain attributes.
+  initializers = {part.initializer
+                  for v in tf.compat.v1.global_variables() +
+                  tf.compat.v1.local_variables()
+                  for part in getattr(v, "values", None) or (v,)}
   needed, frontier = set(), [t.op for t in outputs]
   while frontier:
     op = frontier.pop()

@@ -303,13 +303,20 @@ class synthetic(_Builder):  # pylint: disable=invalid-name
 
   def __call__(self, params=None, input_context=None):
     del params, input_context
-    rng = np.random.RandomState(self.seed or 0)
-    n = self.replica_batch
-    features = {k: rng.standard_normal((n,) + tuple(s)).astype(np.float32)
-                for k, s in self.shapes.items()}
+    # Made by an op and cached, not embedded as a constant: a large batch in
+    # the GraphDef is copied at every stage of building the session.
+    dataset = tf.data.Dataset.range(1).map(self._batch).cache()
+    return dataset.repeat() if self.training else dataset
+
+  def _batch(self, unused_index):
+    n, seed = self.replica_batch, self.seed or 0
+    features = {
+        name: tf.random.stateless_normal((n,) + tuple(shape), [seed, i])
+        for i, (name, shape) in enumerate(sorted(self.shapes.items()))}
     if self.num_classes:
-      labels = rng.randint(0, self.num_classes, size=(n,)).astype(np.int64)
+      labels = tf.random.stateless_uniform((n,), [seed, -1], minval=0,
+                                           maxval=self.num_classes,
+                                           dtype=tf.int64)
     else:
-      labels = rng.standard_normal((n,) + self.label_shape).astype(np.float32)
-    dataset = tf.data.Dataset.from_tensors((features, labels))
-    return dataset.repeat() if self.training else dataset.repeat(1)
+      labels = tf.random.stateless_normal((n,) + self.label_shape, [seed, -1])
+    return features, labels

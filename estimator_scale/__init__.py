@@ -12,7 +12,7 @@ from estimator_scale.model import ClassifierModel
 from estimator_scale.model import RegressionModel
 from estimator_scale.model_fn import make_model_fn
 from estimator_scale.registry import register
-from estimator_scale.run_config import ScaleConfig
+from estimator_scale.backends.base import ScaleConfig
 from estimator_scale.run_config import build_run_config
 from estimator_scale.topology import Topology
 from estimator_scale.topology import TopologyError

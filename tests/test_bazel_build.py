@@ -263,7 +263,8 @@ def test_every_python_file_belongs_to_a_bazel_target():
 def test_each_source_folder_is_a_bazel_package():
     workspace = Workspace(REPO)
     packages = {t.package for t in workspace.python_targets()}
-    for folder in ("estimator_scale", "estimator_scale/train_ops", "model_zoo",
+    for folder in ("estimator_scale", "estimator_scale/train_ops",
+                   "estimator_scale/backends", "model_zoo",
                    "tools", "tests"):
         if (REPO / folder).is_dir():
             assert folder in packages, "%s/BUILD declares no Python target" % folder

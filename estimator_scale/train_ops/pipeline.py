@@ -12,11 +12,11 @@ from typing import Optional
 
 import tensorflow as tf
 
+from estimator_scale import backends
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
-from estimator_scale.train_ops import reduce
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
 
@@ -114,7 +114,7 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
 def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
-  reducer = reduce.make_reducer(topology)
+  reducer = backends.get(topology.backend).make_reducer()
   grads = accumulation.accumulate(loss_fn, features, labels, k,
                                   with_norms=use_adascale)
   global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -1,5 +1,8 @@
 """Cross-worker reduction: the only train-op code that differs per backend.
 
+Each backend object (`backends/`) names its reducer; the pipeline never
+asks which backend runs.
+
 Every reducer offers the same two operations on a replica's mean gradient:
 `apply_mean` (average over all replicas, then apply: the plain path) and
 `all_mean` + `apply_reduced` (average first so the caller can look at the
@@ -102,13 +105,3 @@ class HorovodReducer(LocalReducer):
         means[i] = hvd.allreduce(grads[i], op=hvd.Average)
     summed = hvd.grouped_allreduce(list(sums), op=hvd.Sum) if sums else []
     return means, list(summed)
-
-
-def make_reducer(topology):
-  """The reducer for a topology's backend."""
-  if topology.backend == "horovod":
-    import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
-    return HorovodReducer(hvd)
-  if topology.backend in ("mirrored", "multi_worker_mirrored"):
-    return StrategyReducer()
-  return LocalReducer()

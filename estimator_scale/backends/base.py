@@ -1,0 +1,99 @@
+"""What every backend shares: the ScaleConfig it builds, session configs and
+the process's thread pool, and the Backend interface."""
+import dataclasses
+import os
+from typing import Any, List
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale import topology as topology_lib
+
+
+@dataclasses.dataclass
+class ScaleConfig:
+  """What a backend needs: the RunConfig, who we are, and how to coordinate."""
+  run_config: tf.estimator.RunConfig
+  topology: topology_lib.Topology
+  coordinator: Any
+  hooks: List[Any] = dataclasses.field(default_factory=list)
+
+
+class Backend:
+  """One way to run a job; the only code that knows which one runs.
+
+  `build` makes the RunConfig, Topology, coordinator and hooks of this
+  process; `make_reducer` gives the train op its cross-replica reduction.
+  """
+
+  name = None
+
+  def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
+    """The ScaleConfig of this process.
+
+    Args:
+      run_config_kwargs: RunConfig arguments common to every backend.
+      model_dir: the shared checkpoint directory (or None).
+      replicas: `mirrored` replicas in this process (others ignore it).
+      intra_op_threads: threads per op in this process (None: default).
+    """
+    raise NotImplementedError
+
+  def make_reducer(self):
+    """The reducer `train_ops.pipeline` averages gradients with."""
+    raise NotImplementedError
+
+
+def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
+  config = tf.compat.v1.ConfigProto(
+      intra_op_parallelism_threads=intra_op_threads, allow_soft_placement=True)
+  if cpu_devices:
+    config.device_count["CPU"] = cpu_devices
+  if gpu_device is not None:
+    config.gpu_options.visible_device_list = str(gpu_device)
+    config.gpu_options.allow_growth = True
+  return config
+
+
+def pin_threads(intra_op_threads, requested):
+  """Sizes this process's intra-op thread pool, which every session shares.
+
+  TensorFlow sizes it once, when the first device is made, and Estimator
+  makes one (eager) before it reads the session config, so a session config
+  alone is ignored: the size is set on the context before it starts.
+
+  Args:
+    intra_op_threads: the pool size (0: TensorFlow's default, all cores).
+    requested: whether the user asked for this size (then a pool already
+      running with another size is an error, not a warning).
+  """
+  threading = tf.config.threading
+  try:
+    threading.set_intra_op_parallelism_threads(intra_op_threads)
+    return
+  except RuntimeError:  # the context has started; its pools are fixed
+    running = threading.get_intra_op_parallelism_threads()
+  if running == intra_op_threads:
+    return
+  message = (f"intra_op_threads={intra_op_threads} cannot apply: this "
+             "process's TensorFlow thread pool already runs with "
+             f"{running or 'all cores'}; build the run config before any "
+             "TensorFlow op runs, or in a new process")
+  if requested:
+    raise ValueError(message)
+  logging.warning(message)
+
+
+def forbid_tf_config(distribution):
+  """A single-process backend refuses a TF_CONFIG it would silently ignore."""
+  if os.environ.get("TF_CONFIG"):
+    raise topology_lib.TopologyError(
+        f"TF_CONFIG is set but --distribution={distribution} ignores it; use "
+        "--distribution=multi_worker_mirrored or parameter_server, or unset "
+        "TF_CONFIG")
+
+
+def require_model_dir(distribution, model_dir):
+  if not model_dir:
+    raise ValueError(f"--distribution={distribution} needs --model_dir: all "
+                     "workers must name the same checkpoint directory")

@@ -1,0 +1,50 @@
+"""TF_CONFIG clusters: `multi_worker_mirrored` and `parameter_server`."""
+import tensorflow as tf
+
+from estimator_scale import coordination
+from estimator_scale import topology as topology_lib
+from estimator_scale.backends import base
+from estimator_scale.train_ops import reduce
+
+
+class MultiWorkerMirrored(base.Backend):
+  """Synchronous workers; gradients all-reduced by collective ops."""
+
+  name = "multi_worker_mirrored"
+
+  def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
+    """See base class."""
+    return _cluster(
+        self.name, run_config_kwargs, model_dir, intra_op_threads,
+        train_distribute=(
+            tf.distribute.experimental.MultiWorkerMirroredStrategy()))
+
+  def make_reducer(self):
+    """See base class."""
+    return reduce.StrategyReducer()
+
+
+class ParameterServer(base.Backend):
+  """Asynchronous workers, each applying its own updates on the servers."""
+
+  name = "parameter_server"
+
+  def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
+    """See base class."""
+    return _cluster(self.name, run_config_kwargs, model_dir, intra_op_threads)
+
+  def make_reducer(self):
+    """See base class."""
+    return reduce.LocalReducer()
+
+
+def _cluster(name, run_config_kwargs, model_dir, intra_op_threads,
+             **strategy):
+  base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
+  base.require_model_dir(name, model_dir)
+  topology = topology_lib.from_tf_config(name)
+  config = tf.estimator.RunConfig(
+      session_config=base.session_config(intra_op_threads or 0),
+      model_dir=model_dir, **strategy, **run_config_kwargs)
+  return base.ScaleConfig(config, topology,
+                          coordination.ClusterCoordinator(topology))

@@ -1,0 +1,29 @@
+"""`none`: one process, one replica."""
+import tensorflow as tf
+
+from estimator_scale import coordination
+from estimator_scale import topology as topology_lib
+from estimator_scale.backends import base
+from estimator_scale.train_ops import reduce
+
+
+class Local(base.Backend):
+  """See base class."""
+
+  name = "none"
+
+  def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
+    """See base class."""
+    base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
+    base.forbid_tf_config(self.name)
+    topology = topology_lib.local()
+    session = (base.session_config(intra_op_threads) if intra_op_threads
+               else None)
+    return base.ScaleConfig(
+        tf.estimator.RunConfig(session_config=session, model_dir=model_dir,
+                               **run_config_kwargs),
+        topology, coordination.LocalCoordinator(topology))
+
+  def make_reducer(self):
+    """See base class."""
+    return reduce.LocalReducer()

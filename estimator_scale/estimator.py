@@ -12,7 +12,6 @@ from estimator_scale import hparams as hparams_lib
 from estimator_scale import model as model_lib
 from estimator_scale import model_fn as model_fn_lib
 from estimator_scale import run_config as run_config_lib
-from estimator_scale import topology as topology_lib
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import pipeline
 

@@ -30,9 +30,21 @@ def run(command, timeout=240, check=True, env=None):
   return proc
 
 
+# AdaScale's gain for two gradient samples (the rows), S = n = 2, one update:
+# (rows, gain, tolerance). Each row's gradient is its input (SumLinear).
+GOLDEN_GAINS = [([[1, 0], [0, 1]], 4 / 3, 1e-6), ([[1, 1], [1, 1]], 1.0, 1e-5),
+                ([[-1, 1], [1, -1]], 2.0, 1e-6),
+                ([[1, 4], [5, 0.5]], 1.4688796680497926, 1e-6)]
+
+
+def horovodrun_argv(np_, args):
+  """`horovodrun` of `np_` local ranks running this Python with `args`."""
+  return [HOROVODRUN, "--gloo", "-np", str(np_), "-H", f"localhost:{np_}",
+          PYTHON] + args
+
+
 def horovod(np_, args, **kwargs):
-  return run([HOROVODRUN, "--gloo", "-np", str(np_), "-H", f"localhost:{np_}",
-              PYTHON] + args, **kwargs)
+  return run(horovodrun_argv(np_, args), **kwargs)
 
 
 def launch(workers, args, **kwargs):

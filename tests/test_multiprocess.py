@@ -12,16 +12,13 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import (HOROVODRUN, PYTHON, ROOT, dump_args, horovod,
-                            launch, load_results, load_workers,
-                            max_difference, run, trained_variables,
-                            worker_env)
+from tests.conftest import (GOLDEN_GAINS, PYTHON, ROOT, dump_args, horovod,
+                            horovodrun_argv, launch, load_results,
+                            load_workers, max_difference, run,
+                            trained_variables, worker_env)
 
 pytestmark = pytest.mark.multiprocess
 TOLERANCE = 1e-5
-GOLDEN = [([[1, 0], [0, 1]], 4 / 3, 1e-6), ([[1, 1], [1, 1]], 1.0, 1e-5),
-          ([[-1, 1], [1, -1]], 2.0, 1e-6),
-          ([[1, 4], [5, 0.5]], 1.4688796680497926, 1e-6)]
 
 
 def _run_mode(mode, out, model_dir, **flags):
@@ -73,7 +70,7 @@ def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
 @pytest.mark.parametrize("mode", ["mirrored", "multi_worker_mirrored",
                                   "horovod"])
 def test_adascale_golden_gains_in_every_mode(mode, tmp_path):
-  for i, (rows, gain, tolerance) in enumerate(GOLDEN):
+  for i, (rows, gain, tolerance) in enumerate(GOLDEN_GAINS):
     out = tmp_path / f"case{i}"
     _run_mode(mode, out, tmp_path / f"model{i}", case="sum_linear",
               inputs=json.dumps(rows), global_batch_size=2, steps=1,
@@ -153,8 +150,7 @@ def test_sigterm_stops_all_ranks_together_and_restart_continues(tmp_path):
   args = dump_args(out, model_dir, distribution="horovod", case="mlp",
                    global_batch_size=8, steps=10000, sleep_per_step=0.05,
                    save_checkpoints_steps=5)
-  proc = subprocess.Popen([HOROVODRUN, "--gloo", "-np", "2", "-H",
-                           "localhost:2", PYTHON] + args, cwd=ROOT,
+  proc = subprocess.Popen(horovodrun_argv(2, args), cwd=ROOT,
                           env=worker_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
   pid_file = os.path.join(out, "worker1.npz.pid")
@@ -265,9 +261,10 @@ def test_launcher_stops_everything_when_a_worker_dies(tmp_path):
 def test_horovodrun_fails_when_a_rank_dies(tmp_path):
   out = tmp_path / "out"
   _kill_a_worker_and_expect_all_gone(
-      [HOROVODRUN, "--gloo", "-np", "2", "-H", "localhost:2", PYTHON] +
-      dump_args(out, tmp_path / "model", distribution="horovod", case="mlp",
-                global_batch_size=8, steps=100000, sleep_per_step=0.05), out)
+      horovodrun_argv(2, dump_args(out, tmp_path / "model",
+                                   distribution="horovod", case="mlp",
+                                   global_batch_size=8, steps=100000,
+                                   sleep_per_step=0.05)), out)
 
 
 @pytest.mark.parametrize("mode,workers", [("horovod", 2),

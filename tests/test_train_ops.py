@@ -7,11 +7,9 @@ import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale.train_ops import scaling
+from tests.conftest import GOLDEN_GAINS, max_difference
 from tests.workers import tiny_models
 
-GOLDEN = [([[1, 0], [0, 1]], 4 / 3, 1e-6), ([[1, 1], [1, 1]], 1.0, 1e-5),
-          ([[-1, 1], [1, -1]], 2.0, 1e-6),
-          ([[1, 4], [5, 0.5]], 1.4688796680497926, 1e-6)]
 
 
 def _train(model, features, labels, global_batch, steps, tmp_path, name,
@@ -35,7 +33,7 @@ def _model_vars(estimator):
           and "/Momentum" not in n and "/Adam" not in n}
 
 
-@pytest.mark.parametrize("rows,gain,tolerance", GOLDEN)
+@pytest.mark.parametrize("rows,gain,tolerance", GOLDEN_GAINS)
 def test_adascale_golden_gain_with_accumulation(rows, gain, tolerance,
                                                 tmp_path):
   x = np.array(rows, np.float32)
@@ -74,7 +72,7 @@ def test_adascale_scale_one_is_plain_sgd(tmp_path):
   assert ada.get_variable_value("adascale/gain") == 1.0
   assert ada.get_variable_value("adascale/progress") == 5.0
   a, b = _model_vars(ada), _model_vars(plain)
-  assert max(np.max(np.abs(a[k] - b[k])) for k in a) < 1e-6
+  assert max_difference(a, b) < 1e-6
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
@@ -86,7 +84,7 @@ def test_accumulation_matches_one_large_batch(optimizer, tmp_path):
   large = _train(model, features, labels, 16, 20, tmp_path, "k1",
                  optimizer=optimizer, learning_rate=0.05)
   a, b = _model_vars(accumulated), _model_vars(large)
-  assert max(np.max(np.abs(a[k] - b[k])) for k in a) <= 1e-5
+  assert max_difference(a, b) <= 1e-5
   assert accumulated.get_variable_value("global_step") == 20
   assert accumulated.get_variable_value(
       "accumulation/micro_batches") == 80
@@ -99,7 +97,7 @@ def test_accumulation_of_sparse_gradients(tmp_path):
   large = _train(model, features, labels, 16, 20, tmp_path, "k1",
                  optimizer="momentum")
   a, b = _model_vars(accumulated), _model_vars(large)
-  assert max(np.max(np.abs(a[k] - b[k])) for k in a) <= 1e-5
+  assert max_difference(a, b) <= 1e-5
 
 
 def test_progress_and_gain_bounds_and_stop_at_tau(tmp_path):
@@ -132,7 +130,7 @@ def test_restore_continues_gain_and_progress(tmp_path):
     assert resumed.get_variable_value(f"adascale/{name}") == pytest.approx(
         whole.get_variable_value(f"adascale/{name}"), rel=1e-5), name
   a, b = _model_vars(resumed), _model_vars(whole)
-  assert max(np.max(np.abs(a[k] - b[k])) for k in a) <= 1e-5
+  assert max_difference(a, b) <= 1e-5
 
 
 def test_nonfinite_gradients_leave_state_unchanged(tmp_path):

@@ -25,6 +25,21 @@ def test_digits_cnn_with_defaults_reaches_accuracy(tmp_path):
   assert "loss" in result["eval"]
 
 
+KERAS_ADASCALE = ["--model=digits_mlp", "--accumulation_steps=4",
+                  "--lr_scaling=adascale", "--learning_rate=0.02"]
+"""digits_mlp (Keras layers made in logits), 4 micro-batches, AdaScale."""
+
+
+def test_keras_digits_with_accumulation_and_adascale_reaches_accuracy(
+    tmp_path):
+  summary = tmp_path / "summary.json"
+  run(CLI + KERAS_ADASCALE + [f"--model_dir={tmp_path / 'model'}",
+                              f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  assert result["eval"]["accuracy"] >= 0.95, result
+  assert 1.0 < result["adascale_gain"] <= 4.0
+
+
 def test_linear_regression_recovers_true_weights(tmp_path):
   run(CLI + ["--model=linear_regression", f"--model_dir={tmp_path}",
              "--train_steps=600"])

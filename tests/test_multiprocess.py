@@ -16,6 +16,7 @@ from tests.conftest import (GOLDEN_GAINS, PYTHON, ROOT, dump_args, horovod,
                             horovodrun_argv, launch, load_results,
                             load_workers, max_difference, run,
                             trained_variables, worker_env)
+from tests.test_cli import KERAS_ADASCALE
 
 pytestmark = pytest.mark.multiprocess
 TOLERANCE = 1e-5
@@ -136,6 +137,16 @@ def test_handwritten_model_fn_trains_digits_on_two_horovod_ranks(tmp_path):
   assert result["workers"] == 2 and result["global_step"] == 300
   assert result["accuracy"] >= 0.95, result
   assert 1.0 < result["gain"] <= 8.0  # S = 2 ranks x 4 micro-batches
+
+
+def test_keras_digits_with_accumulation_and_adascale_on_two_ranks(tmp_path):
+  summary = tmp_path / "summary.json"
+  horovod(2, ["-m", "estimator_scale.train", "--distribution=horovod",
+              f"--model_dir={tmp_path / 'model'}", f"--summary_json={summary}"]
+          + KERAS_ADASCALE)
+  result = json.loads(summary.read_text())
+  assert result["eval"]["accuracy"] >= 0.95, result
+  assert 1.0 < result["adascale_gain"] <= 8.0  # S = 2 ranks x 4
 
 
 def _wait_for(path, timeout=60):

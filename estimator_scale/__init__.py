@@ -16,12 +16,16 @@ from estimator_scale.backends.base import ScaleConfig
 from estimator_scale.run_config import build_run_config
 from estimator_scale.topology import Topology
 from estimator_scale.topology import TopologyError
+from estimator_scale.train_ops.adascale import GAIN as ADASCALE_GAIN
+from estimator_scale.train_ops.adascale import PROGRESS as ADASCALE_PROGRESS
+from estimator_scale.train_ops.adascale import SCALE as ADASCALE_SCALE
 from estimator_scale.train_ops.pipeline import TrainOp
 from estimator_scale.train_ops.pipeline import TrainingConfig
 from estimator_scale.train_ops.pipeline import build_train_op
 from estimator_scale.train_ops.schedules import Schedule
 
 __all__ = [
+    "ADASCALE_GAIN", "ADASCALE_PROGRESS", "ADASCALE_SCALE",
     "BaseModel", "ClassifierModel", "Estimator", "ProgressHook",
     "RegressionModel", "Schedule", "ScaleConfig", "StopAtProgressHook",
     "Topology", "TopologyError", "TrainOp", "TrainingConfig",

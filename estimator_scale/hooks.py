@@ -35,8 +35,10 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     fetches = {"step": self._step}
     if self._loss:
       fetches["loss"] = self._loss[0]
-    for name in ("gain", "progress", "nonfinite_updates"):
-      var = _variable(f"{adascale.SCOPE}/{name}")
+    for name, variable in (("gain", adascale.GAIN),
+                           ("progress", adascale.PROGRESS),
+                           ("nonfinite_updates", adascale.NONFINITE_UPDATES)):
+      var = _variable(variable)
       if var is not None:
         fetches[name] = var.read_value()
     self._fetches = fetches
@@ -90,7 +92,7 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
     self._target = scale_invariant_steps
 
   def begin(self):
-    var = _variable(f"{adascale.SCOPE}/progress")
+    var = _variable(adascale.PROGRESS)
     if var is None:
       raise ValueError("--scale_invariant_steps needs --lr_scaling=adascale")
     self._progress = var.read_value()

@@ -180,15 +180,17 @@ def _trace_hook(every):
   update's own run may see the state from before or after the assigns.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
 
   class TraceHook(tf.compat.v1.train.SessionRunHook):
 
     def begin(self):
       variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
       self._fetch = {"updates": tf.compat.v1.train.get_global_step()}
-      for name in ("gain", "progress"):
-        if f"adascale/{name}" in variables:
-          self._fetch[name] = variables[f"adascale/{name}"].read_value()
+      for name, variable in (("gain", es.ADASCALE_GAIN),
+                             ("progress", es.ADASCALE_PROGRESS)):
+        if variable in variables:
+          self._fetch[name] = variables[variable].read_value()
       self.points, self.final, self._runs = [], None, 0
 
     def after_run(self, run_context, run_values):

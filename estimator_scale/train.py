@@ -26,10 +26,14 @@ flags.DEFINE_integer("global_batch_size", 64,
 flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).")
 flags.DEFINE_integer("eval_steps", None,
                      "Evaluation batches (default: the whole eval set).")
-flags.DEFINE_string("optimizer", "momentum", "sgd | momentum | adam | adamw.")
+flags.DEFINE_string("optimizer", "momentum",
+                    "sgd | momentum | adam | adamw | lars | lamb.")
 flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
-flags.DEFINE_float("momentum", 0.9, "Momentum of `momentum`.")
-flags.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay of `adamw`.")
+flags.DEFINE_float("momentum", 0.9, "Momentum of `momentum` and `lars`.")
+flags.DEFINE_float("weight_decay", 0.01,
+                   "Weight decay of `adamw`, `lamb` (decoupled) and `lars`.")
+flags.DEFINE_float("trust_coefficient", 0.001,
+                   "LARS's trust coefficient eta.")
 flags.DEFINE_string("lr_schedule", "constant",
                     "constant | piecewise | cosine | polynomial.")
 flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
@@ -52,7 +56,8 @@ flags.DEFINE_float("scale_invariant_steps", None,
                    "Stop when AdaScale's progress tau reaches this.")
 flags.DEFINE_float("adascale_smoothing", None,
                    "AdaScale's moving-average factor in [0, 1); default "
-                   "max(1 - S/1000, 0). Lower it for runs of few updates.")
+                   "max(1 - n/1000, 0), n = gradient samples per update. "
+                   "Lower it for runs of few updates.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.")
@@ -84,7 +89,8 @@ def training_config_from_flags():
       name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
       boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
       decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
-  options = {"momentum": FLAGS.momentum, "weight_decay": FLAGS.weight_decay}
+  options = {"momentum": FLAGS.momentum, "weight_decay": FLAGS.weight_decay,
+             "trust_coefficient": FLAGS.trust_coefficient}
   return es.TrainingConfig(
       optimizer=FLAGS.optimizer, schedule=schedule,
       accumulation_steps=FLAGS.accumulation_steps,
@@ -95,6 +101,7 @@ def training_config_from_flags():
 
 
 def _summary(estimator, metrics, wall_seconds, examples_per_sec):
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
   names = set(estimator.get_variable_names())
   summary = {
       "model": FLAGS.model, "distribution": FLAGS.distribution,
@@ -107,11 +114,11 @@ def _summary(estimator, metrics, wall_seconds, examples_per_sec):
       "examples_per_sec": examples_per_sec, "wall_seconds": wall_seconds,
       "eval": {k: float(v) for k, v in metrics.items()},
   }
-  if "adascale/progress" in names:
+  if es.ADASCALE_PROGRESS in names:
     summary["adascale_progress"] = float(
-        estimator.get_variable_value("adascale/progress"))
+        estimator.get_variable_value(es.ADASCALE_PROGRESS))
     summary["adascale_gain"] = float(
-        estimator.get_variable_value("adascale/gain"))
+        estimator.get_variable_value(es.ADASCALE_GAIN))
     summary["updates"] = summary["global_step"]
   return summary
 

@@ -16,8 +16,7 @@ class MultiWorkerMirrored(base.Backend):
     """See base class."""
     return _cluster(
         self.name, run_config_kwargs, model_dir, intra_op_threads,
-        train_distribute=(
-            tf.distribute.experimental.MultiWorkerMirroredStrategy()))
+        tf.distribute.experimental.MultiWorkerMirroredStrategy)
 
   def make_reducer(self):
     """See base class."""
@@ -39,12 +38,16 @@ class ParameterServer(base.Backend):
 
 
 def _cluster(name, run_config_kwargs, model_dir, intra_op_threads,
-             **strategy):
+             make_strategy=None):
+  """A TF_CONFIG worker's ScaleConfig; TF_CONFIG is checked (with an error
+  that shows a valid one) before TensorFlow's strategy parses it."""
   base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
   base.require_model_dir(name, model_dir)
   topology = topology_lib.from_tf_config(name)
   config = tf.estimator.RunConfig(
       session_config=base.session_config(intra_op_threads or 0),
-      model_dir=model_dir, **strategy, **run_config_kwargs)
+      model_dir=model_dir,
+      train_distribute=make_strategy() if make_strategy else None,
+      **run_config_kwargs)
   return base.ScaleConfig(config, topology,
                           coordination.ClusterCoordinator(topology))

@@ -1,49 +1,86 @@
 """AdaScale (Johnson et al., ICML 2020): the gain ratio and scale-invariant progress.
 
-With S gradient samples g_1..g_S per update (micro-batches x replicas) and
-their mean g, the per-sample variance and the squared mean gradient are
-estimated without bias as
+Two numbers describe an update: n, the gradient samples g_1..g_n it
+averages (micro-batches x replicas), each over total/n examples, and S, the
+scale: how many times larger the total batch is than the batch the S = 1
+learning-rate schedule was tuned for (S = n unless the user sets --scale).
 
-  var = sum ||g_i||^2 / (S - 1) - S / (S - 1) ||g||^2      (clipped >= 1e-6)
-  sqr = ||g||^2 - var / S                                 (clipped >= 0)
+The gain r = (sigma^2 + mu^2) / (sigma^2 / S + mu^2), in [1, S], needs sigma^2,
+the trace of the gradient covariance at the S = 1 batch (total/S examples),
+and mu^2 = ||grad F||^2. They are estimated from g_i and their mean g:
 
-smoothed by a bias-corrected moving average of factor max(1 - S/1000, 0)
-(or a factor the user sets: it remembers about 1/(1 - theta) updates, which
-is too long for a run of few updates at large S; see docs/ADASCALE.md), and
-the gain r = (var + sqr) / (var / S + sqr) lies in [1, S]. The update uses
-lr = r x schedule(floor(tau)) and then tau += r, so tau counts progress in
-steps of the S = 1 schedule. These conventions follow the widely used
-PyTorch implementation so results compare.
+- E ||g_i||^2 = mu^2 + v and E ||g||^2 = mu^2 + v / n, with v the variance
+  of one sample's gradient, so v = (sum ||g_i||^2 - n ||g||^2) / (n - 1)
+  without bias.
+- Gradient variance falls inversely with the examples averaged, and a sample
+  averages total/n examples where the S = 1 batch averages total/S, so
+  sigma^2 = v x (total/n) / (total/S) = v x S / n. (Plugging v in directly,
+  as this module once did, is right only when S = n.)
+- g averages the whole batch, S times the S = 1 batch: E ||g||^2 =
+  mu^2 + sigma^2 / S, so mu^2 = ||g||^2 - sigma^2 / S.
+
+sigma^2 is clipped at >= 1e-6 and mu^2 at >= 0 (after mu^2 used the
+unclipped sigma^2), then each is smoothed by a bias-corrected moving average
+of factor theta = max(1 - n/1000, 0) (or one the user sets: it remembers
+about 1/(1 - theta) updates, which is too long for a run of few updates at
+large n; see docs/ADASCALE.md). The update uses lr = r x schedule(floor(tau))
+and then tau += r, so tau counts progress in steps of the S = 1 schedule.
+These conventions follow the widely used PyTorch implementation (fairscale's
+AdaScale), so results compare.
+
+What the state means, and a restart at another scale: `grad_var_avg` and
+`grad_sqr_avg` hold the moving sums of sigma^2 and mu^2 at the S = 1 batch,
+and `ema_weight` the sum of the weights they were given (estimate = sum /
+weight). The S = 1 batch is the one thing a restart with another worker count
+or accumulation keeps (tau counts its steps and the schedule was tuned for
+it), so these estimates stay valid for any new n and S and are continued
+unchanged: the next update only brings its own n (in v, sigma^2 and theta)
+and S (in sigma^2 and the gain). A restart that changes the S = 1 batch
+itself (say the same total batch with the default S = n and another n) also
+changes what tau and the schedule mean; keep total/S fixed with --scale.
 
 All state lives in variables under `adascale/`, so it is checkpointed, shown
 in TensorBoard and readable with `estimator.get_variable_value`.
 """
 import tensorflow as tf
 
-from estimator_scale.train_ops import accumulation
+from estimator_scale.train_ops import gradients
 
 SCOPE = "adascale"
+GAIN = f"{SCOPE}/gain"
+PROGRESS = f"{SCOPE}/progress"
+SCALE = f"{SCOPE}/scale"
+GRAD_VAR_AVG = f"{SCOPE}/grad_var_avg"
+GRAD_SQR_AVG = f"{SCOPE}/grad_sqr_avg"
+EMA_WEIGHT = f"{SCOPE}/ema_weight"
+NONFINITE_UPDATES = f"{SCOPE}/nonfinite_updates"
 MIN_VARIANCE = 1e-6
 
 
-def _variable(name, dtype=tf.float32, initial=0.0):
+def _variable(full_name, dtype=tf.float32, initial=0.0):
+  """A scalar state variable; call inside `variable_scope(SCOPE)`."""
   return tf.compat.v1.get_variable(
-      name, shape=[], dtype=dtype, trainable=False,
+      full_name[len(SCOPE) + 1:], shape=[], dtype=dtype, trainable=False,
       initializer=tf.compat.v1.constant_initializer(initial),
       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
       use_resource=True)
 
 
-def smoothing(scale):
-  """The default moving-average factor theta for a scale S."""
-  return max(1.0 - scale / 1000.0, 0.0)
+def smoothing(samples):
+  """The default moving-average factor theta for n gradient samples per update.
+
+  It depends on n, not S: n is how many samples each update's estimate
+  averages, so how noisy it is.
+  """
+  return max(1.0 - samples / 1000.0, 0.0)
 
 
 def check_smoothing(theta):
   """Raises ValueError unless theta is None (the default) or in [0, 1)."""
   if theta is not None and not 0.0 <= theta < 1.0:
     raise ValueError("--adascale_smoothing must be in [0, 1) (0: no "
-                     f"smoothing; unset: max(1 - S/1000, 0)), got {theta}")
+                     "smoothing; unset: max(1 - n/1000, 0) with n the "
+                     f"gradient samples per update), got {theta}")
 
 
 def check_samples(scale, samples):
@@ -59,43 +96,46 @@ class AdaScale:
   """AdaScale's state variables and the ops of one update.
 
   Args:
-    scale: S, used in the gain and the default smoothing factor.
-    samples: gradient samples averaged per update (equals S unless the user
-      overrode the scale); at least 2 when the scale exceeds 1.
-    theta: the moving-average factor (None: `smoothing(scale)`).
+    scale: S, the total batch over the S = 1 batch; used in the gain.
+    samples: n, gradient samples averaged per update (equals S unless the
+      user set the scale); at least 2 when the scale exceeds 1.
+    theta: the moving-average factor (None: `smoothing(samples)`).
   """
 
   def __init__(self, scale, samples, theta=None):
     check_samples(scale, samples)
     check_smoothing(theta)
-    self.theta = smoothing(scale) if theta is None else float(theta)
+    self.theta = smoothing(samples) if theta is None else float(theta)
     self.scale = float(scale)
     self.samples = int(samples)
     with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE):
-      self.gain = _variable("gain", initial=1.0)
-      self.progress = _variable("progress", tf.float64)
-      self.scale_variable = _variable("scale", initial=scale)
-      self.grad_var_avg = _variable("grad_var_avg")
-      self.grad_sqr_avg = _variable("grad_sqr_avg")
-      self.ema_weight = _variable("ema_weight")
-      self.nonfinite_updates = _variable("nonfinite_updates", tf.int64, 0)
+      self.gain = _variable(GAIN, initial=1.0)
+      self.progress = _variable(PROGRESS, tf.float64)
+      self.scale_variable = _variable(SCALE, initial=scale)
+      self.grad_var_avg = _variable(GRAD_VAR_AVG)
+      self.grad_sqr_avg = _variable(GRAD_SQR_AVG)
+      self.ema_weight = _variable(EMA_WEIGHT)
+      self.nonfinite_updates = _variable(NONFINITE_UPDATES, tf.int64, 0)
 
   def _estimates(self, mean_grads, sum_squared_norms):
-    """Unbiased (var, sqr) of this update, from global quantities."""
-    n = float(self.samples)
-    mean_sq = accumulation.total_squared_norm(mean_grads)
-    var = sum_squared_norms / (n - 1.0) - n / (n - 1.0) * mean_sq
-    var = tf.maximum(var, MIN_VARIANCE)
-    sqr = tf.maximum(mean_sq - var / n, 0.0)
-    return var, sqr, tf.math.is_finite(mean_sq) & tf.math.is_finite(
-        sum_squared_norms)
+    """(sigma^2, mu^2) of this update at the S = 1 batch, and whether finite.
+
+    See the module docstring for the derivation.
+    """
+    n, scale = float(self.samples), self.scale
+    mean_sq = gradients.total_squared_norm(mean_grads)
+    sample_var = (sum_squared_norms - n * mean_sq) / (n - 1.0)
+    var = sample_var * (scale / n)
+    sqr = mean_sq - var / scale
+    finite = tf.math.is_finite(mean_sq) & tf.math.is_finite(sum_squared_norms)
+    return tf.maximum(var, MIN_VARIANCE), tf.maximum(sqr, 0.0), finite
 
   def update(self, mean_grads, sum_squared_norms, schedule):
     """Ops that compute this update's gain and learning rate.
 
     Args:
       mean_grads: the global mean gradient (identical on every replica).
-      sum_squared_norms: sum of ||g_i||^2 over all S samples (global).
+      sum_squared_norms: sum of ||g_i||^2 over all n samples (global).
       schedule: maps a float step to the S = 1 learning rate.
 
     Returns:
@@ -104,7 +144,7 @@ class AdaScale:
       the ops that store the new state; run them before `advance`.
     """
     if self.samples < 2:
-      finite = tf.math.is_finite(accumulation.total_squared_norm(mean_grads))
+      finite = tf.math.is_finite(gradients.total_squared_norm(mean_grads))
       gain = tf.constant(1.0)
       assigns = [self.gain.assign(gain), self.scale_variable.assign(1.0)]
     else:
@@ -141,6 +181,6 @@ class AdaScale:
 
 def summaries(state):
   """TensorBoard scalars for the AdaScale state."""
-  tf.compat.v1.summary.scalar("adascale/gain", state.gain.read_value())
-  tf.compat.v1.summary.scalar("adascale/progress", state.progress.read_value())
-  tf.compat.v1.summary.scalar("adascale/scale", state.scale_variable.read_value())
+  tf.compat.v1.summary.scalar(GAIN, state.gain.read_value())
+  tf.compat.v1.summary.scalar(PROGRESS, state.progress.read_value())
+  tf.compat.v1.summary.scalar(SCALE, state.scale_variable.read_value())

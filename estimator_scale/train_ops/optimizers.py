@@ -1,8 +1,14 @@
 """Optimizer registry: names the CLI accepts, mapped to v1 graph optimizers.
 
-Estimator's graph mode needs `tf.compat.v1.train` optimizers; AdamW is not
-among them, so decoupled weight decay is added here.
+Estimator's graph mode needs `tf.compat.v1.train` optimizers; AdamW and the
+large-batch optimizers LARS and LAMB are not among them, so they are built
+here on the v1 Momentum and Adam optimizers (whose slots, learning-rate
+tensors and, for Adam, bias-correction powers they reuse). They see the
+gradient after our own reduction (accumulation, replicas, Horovod) through
+`apply_gradients`, so one implementation serves every backend.
 """
+import re
+
 import tensorflow as tf
 
 _V1 = tf.compat.v1.train
@@ -41,6 +47,208 @@ class AdamWOptimizer(_V1.AdamOptimizer):
       return super()._apply_dense(grad, var)
 
 
+# Biases and normalisation parameters (v1/Keras batch_normalization, BERT's
+# LayerNorm, ResNet's gamma/beta) have no scale worth matching, and decaying
+# them only hurts (You et al. 2017; 2019), so layer-wise adaptation and weight
+# decay leave them out unless the `exclude` option says otherwise.
+DEFAULT_EXCLUDE = ("bias", "batch_norm", "batch_normalization", "BatchNorm",
+                   "layer_norm", "layer_normalization", "LayerNorm", "beta",
+                   "gamma")
+
+
+_VALID = {"in [0, 1)": lambda x: 0.0 <= x < 1.0, ">= 0": lambda x: x >= 0.0,
+          "> 0": lambda x: x > 0.0}
+
+
+def _check(optimizer, name, value, valid):
+  """Raises ValueError naming the option unless `value` is `valid`."""
+  if not _VALID[valid](value):
+    raise ValueError(f"--optimizer={optimizer}: option {name} must be "
+                     f"{valid}, got {value!r}")
+
+
+def _compile_exclusions(optimizer, exclude):
+  """The `exclude` regexes, compiled, or a ValueError naming the bad one."""
+  if isinstance(exclude, str):
+    raise ValueError(f"--optimizer={optimizer}: option exclude must be a "
+                     "sequence of regexes (a tuple of strings), not the single "
+                     f"string {exclude!r}")
+  compiled = []
+  for pattern in exclude:
+    try:
+      compiled.append(re.compile(pattern))
+    except (re.error, TypeError) as error:
+      raise ValueError(f"--optimizer={optimizer}: option exclude holds "
+                       f"{pattern!r}, which is not a valid regex "
+                       f"({error})") from None
+  return compiled
+
+
+def _trust_ratio(w_norm, other_norm, ratio):
+  """`ratio`, or 1 when ||w|| or the other norm (gradient, step) is 0.
+
+  A zero weight (a zero-initialised layer) has no scale to match, and a
+  ratio of 0 would freeze it for good; a zero gradient leaves nothing to
+  rescale. `ratio` should be computed with divide_no_nan, so the branch not
+  taken holds no inf or NaN.
+  """
+  defined = (w_norm > 0.0) & (other_norm > 0.0)
+  return tf.where(defined, ratio, tf.ones_like(ratio))
+
+
+class _LayerwiseMixin:
+  """What LARS and LAMB share: exclusions, and dense updates for any gradient.
+
+  A subclass implements `_update(grad, var)` from one read of each variable;
+  the v1 entry points (ref and resource variables, dense and sparse
+  gradients) all lead there. A sparse gradient is made dense first: the
+  trust ratio needs the norm of the whole gradient, and momentum and weight
+  decay change every row anyway, so the update is dense whatever the input.
+  """
+
+  def _init_exclusions(self, optimizer, exclude):
+    self._exclude = _compile_exclusions(
+        optimizer, DEFAULT_EXCLUDE if exclude is None else exclude)
+
+  def _adapts(self, var):
+    """Whether `var` gets weight decay and a trust ratio (not excluded)."""
+    name = var.op.name
+    return not any(pattern.search(name) for pattern in self._exclude)
+
+  def _apply_dense(self, grad, var):
+    """See base class."""
+    return self._update(grad, var)
+
+  def _resource_apply_dense(self, grad, var):
+    """See base class."""
+    return self._update(grad, var)
+
+  def _apply_sparse(self, grad, var):
+    """See base class."""
+    return self._resource_apply_sparse(grad.values, var, grad.indices)
+
+  def _resource_apply_sparse(self, grad, var, indices):
+    """See base class."""
+    dense = tf.math.unsorted_segment_sum(grad, indices, var.shape[0])
+    return self._update(dense, var)
+
+
+class LARSOptimizer(_LayerwiseMixin, _V1.MomentumOptimizer):
+  """LARS (You, Gitman and Ginsburg 2017), as in the ResNet large-batch recipe.
+
+  Per variable w with gradient g, momentum m, weight decay wd and trust
+  coefficient eta:
+
+    ratio = eta ||w|| / (||g|| + wd ||w||)     (1 if ||w|| or ||g|| is 0)
+    v <- m v + lr ratio (g + wd w);   w <- w - v
+
+  Excluded variables (biases, normalisation) take v <- m v + lr g. The rate
+  sits inside the velocity as in the paper, so a rate that changes per update
+  (AdaScale's gain, warm-up) scales only the new step.
+
+  Args:
+    learning_rate: float or scalar tensor.
+    momentum: m in [0, 1).
+    weight_decay: wd >= 0 (an L2 term added to the gradient).
+    trust_coefficient: eta > 0.
+    exclude: regexes; a variable whose name matches one gets neither weight
+      decay nor the trust ratio (None: `DEFAULT_EXCLUDE`; () excludes none).
+    name: prefix of the slot variables.
+  """
+
+  def __init__(self, learning_rate, momentum=0.9, weight_decay=1e-4,
+               trust_coefficient=0.001, exclude=None, name="LARS"):
+    _check("lars", "momentum", momentum, "in [0, 1)")
+    _check("lars", "weight_decay", weight_decay, ">= 0")
+    _check("lars", "trust_coefficient", trust_coefficient, "> 0")
+    super().__init__(learning_rate, momentum, name=name)
+    self._weight_decay = weight_decay
+    self._trust_coefficient = trust_coefficient
+    self._init_exclusions("lars", exclude)
+
+  def _update(self, grad, var):
+    dtype = var.dtype.base_dtype
+    lr = tf.cast(self._learning_rate_tensor, dtype)
+    momentum = tf.cast(self._momentum_tensor, dtype)
+    velocity = self.get_slot(var, "momentum")
+    weights = var.read_value()
+    if self._adapts(var):
+      decay = self._weight_decay
+      w_norm, g_norm = tf.norm(weights), tf.norm(grad)
+      ratio = _trust_ratio(w_norm, g_norm, self._trust_coefficient *
+                           tf.math.divide_no_nan(w_norm,
+                                                 g_norm + decay * w_norm))
+      step = lr * ratio * (grad + decay * weights)
+    else:
+      step = lr * grad
+    new_velocity = momentum * velocity.read_value() + step
+    return tf.group(
+        velocity.assign(new_velocity, use_locking=self._use_locking,
+                        read_value=False),
+        var.assign(weights - new_velocity, use_locking=self._use_locking,
+                   read_value=False))
+
+
+class LAMBOptimizer(_LayerwiseMixin, _V1.AdamOptimizer):
+  """LAMB (You et al. 2019), as in NVIDIA's BERT recipe.
+
+  Per variable w at step t, with Adam's moments and bias correction:
+
+    m <- b1 m + (1 - b1) g;   v <- b2 v + (1 - b2) g^2
+    u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w
+    w <- w - lr ratio u,   ratio = ||w|| / ||u||   (1 if either is 0)
+
+  The weight decay is decoupled (it enters u, never the moments). Excluded
+  variables (biases, normalisation) take neither decay nor ratio: plain
+  bias-corrected Adam.
+
+  Args:
+    learning_rate: float or scalar tensor.
+    beta1, beta2: moment decays in [0, 1).
+    epsilon: > 0, added to the root of the second moment.
+    weight_decay: wd >= 0.
+    exclude: as for `LARSOptimizer`.
+    name: prefix of the slot variables.
+  """
+
+  def __init__(self, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-6,
+               weight_decay=0.01, exclude=None, name="LAMB"):
+    _check("lamb", "beta1", beta1, "in [0, 1)")
+    _check("lamb", "beta2", beta2, "in [0, 1)")
+    _check("lamb", "epsilon", epsilon, "> 0")
+    _check("lamb", "weight_decay", weight_decay, ">= 0")
+    super().__init__(learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon,
+                     name=name)
+    self._weight_decay = weight_decay
+    self._init_exclusions("lamb", exclude)
+
+  def _update(self, grad, var):
+    dtype = var.dtype.base_dtype
+    lr, beta1, beta2, epsilon = [tf.cast(t, dtype) for t in (
+        self._lr_t, self._beta1_t, self._beta2_t, self._epsilon_t)]
+    beta1_power, beta2_power = [tf.cast(p, dtype)
+                                for p in self._get_beta_accumulators()]
+    first, second = self.get_slot(var, "m"), self.get_slot(var, "v")
+    new_first = beta1 * first.read_value() + (1.0 - beta1) * grad
+    new_second = beta2 * second.read_value() + (1.0 - beta2) * tf.square(grad)
+    weights = var.read_value()
+    adam = (new_first / (1.0 - beta1_power)) / (
+        tf.sqrt(new_second / (1.0 - beta2_power)) + epsilon)
+    if self._adapts(var):
+      step = adam + self._weight_decay * weights
+      w_norm, step_norm = tf.norm(weights), tf.norm(step)
+      step *= _trust_ratio(w_norm, step_norm,
+                           tf.math.divide_no_nan(w_norm, step_norm))
+    else:
+      step = adam
+    locking = self._use_locking
+    return tf.group(
+        first.assign(new_first, use_locking=locking, read_value=False),
+        second.assign(new_second, use_locking=locking, read_value=False),
+        var.assign(weights - lr * step, use_locking=locking,
+                   read_value=False))
+
+
 def _sgd(lr, **unused):
   return _V1.GradientDescentOptimizer(lr)
 
@@ -59,8 +267,20 @@ def _adamw(lr, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01,
                         beta2=beta2, epsilon=epsilon)
 
 
+def _lars(lr, momentum=0.9, weight_decay=1e-4, trust_coefficient=0.001,
+          exclude=None, **unused):
+  return LARSOptimizer(lr, momentum=momentum, weight_decay=weight_decay,
+                       trust_coefficient=trust_coefficient, exclude=exclude)
+
+
+def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
+          exclude=None, **unused):
+  return LAMBOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon,
+                       weight_decay=weight_decay, exclude=exclude)
+
+
 OPTIMIZERS = {"sgd": _sgd, "momentum": _momentum, "adam": _adam,
-              "adamw": _adamw}
+              "adamw": _adamw, "lars": _lars, "lamb": _lamb}
 
 
 def check_optimizer(name):

@@ -35,7 +35,7 @@ class TrainingConfig:
     scale: S; None means workers x replicas x k.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
-      (None: max(1 - S/1000, 0)).
+      (None: max(1 - n/1000, 0), n the gradient samples per update).
     optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
   """
   optimizer: str = "momentum"

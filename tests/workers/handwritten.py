@@ -2,7 +2,6 @@
 trains through the drop-in `es.build_train_op` (accumulation, AdaScale and
 the backend's reduction) on the real digits; writes its test accuracy."""
 import json
-import os
 
 from absl import app
 from absl import flags

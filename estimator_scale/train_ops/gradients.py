@@ -33,8 +33,8 @@ def cast(grad, dtype):
 
 def zero_unless(finite, grad):
   """grad where `finite` holds, zeros otherwise, so a skipped update writes no NaN."""
-  return map_values(lambda values: tf.where(finite, values,
-                                            tf.zeros_like(values)), grad)
+  return map_values(lambda values: tf.where(
+      finite, values, tf.zeros([], values.dtype)), grad)
 
 
 def squared_norm(grad):

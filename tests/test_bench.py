@@ -25,8 +25,9 @@ def bench():
   return _load("bench")
 
 
-def _fake(rate, rss=500.0, cores=1.0):
-  return {"examples_per_sec": rate, "peak_rss_mib": rss, "cores_used": cores}
+def _fake(rate, rss=500.0, cores=1.0, seconds=10.0):
+  return {"examples_per_sec": rate, "peak_rss_mib": rss, "cores_used": cores,
+          "seconds": seconds}
 
 
 def test_median_and_paired_ratios(bench):
@@ -58,6 +59,36 @@ def test_memory_rows_and_failed_rows(bench):
   assert memory["target"] is None and memory["met"] is None
   failed = bench.make_row(("f", "", "a", "b", bench.EPS, 1.0), samples)
   assert failed["ratio"] is None and failed["met"] is None
+
+
+def test_at_most_rows_are_met_at_or_below_their_target(bench):
+  samples = {"k64": [_fake(1, seconds=12.0, rss=600),
+                     _fake(1, seconds=30.0, rss=700)],
+             "k1": [_fake(1, seconds=10.0, rss=500),
+                    _fake(1, seconds=10.0, rss=500)]}
+  spec = ("t", "time", "k64", "k1", bench.SECONDS, 1.5, bench.AT_MOST)
+  row = bench.make_row(spec, samples)
+  assert row["ratio_samples"] == [1.2, 3.0] and row["ratio"] == 2.1
+  assert row["met"] is False and row["direction"] == "<="
+  row = bench.make_row(spec[:5] + (2.1, bench.AT_MOST), samples)
+  assert row["met"] is True  # at the bound counts as met
+  memory = bench.make_row(("m", "rss", "k64", "k1", bench.MIB, 1.3,
+                           bench.AT_MOST), samples)
+  assert memory["ratio"] == pytest.approx(1.3) and memory["met"] is True
+  # The same ratio against an AT_LEAST target reads the other way.
+  assert bench.make_row(spec[:6], samples)["met"] is True
+  result = {"machine": {"summary": "box", "date": "now"}, "rounds": 2,
+            "rows": [row, bench.make_row(spec, samples),
+                     bench.make_row(("h", "rate", "k64", "k1", bench.EPS,
+                                     0.97), samples)]}
+  text = bench.markdown(result)
+  assert "| t | time | 21 s | 10 s | 2.1 | ≤ 2.1 | met |" in text
+  assert "| 2.1 | ≤ 1.5 | **MISSED** |" in text
+  assert "| ≥ 0.97 | met |" in text
+  assert "- **t** missed (ratio 2.1, target ≤ 1.5; per round: 1.2, 3)" in text
+  # A bench.json saved before rows had a direction still renders as before.
+  del result["rows"][2]["direction"]
+  assert "| ≥ 0.97 | met |" in bench.markdown(result)
 
 
 def test_json_schema_and_markdown(bench):
@@ -115,6 +146,71 @@ def test_commands_and_combined_rate(bench):
       {"examples": 100, "seconds": 2.0, "peak_rss_mib": 7, "cores_used": 0.5}])
   assert combined["examples_per_sec"] == 100.0
   assert combined["peak_rss_mib"] == 7 and combined["cores_used"] == 0.75
+  assert combined["seconds"] == 2.0
+
+
+def test_startup_variants_differ_only_in_batch_and_k(bench):
+  worker = bench.bench_worker
+
+  def child(variant):
+    argv = worker.command(bench.VARIANTS[variant], "/tmp/out", "/tmp/m",
+                          scale=0.25)
+    assert argv[1].endswith("bench_worker.py") and "--kind=startup" in argv
+    return set(worker.startup_child_argv(worker.parse_args(argv[2:])))
+
+  k64, k1 = child("startup_k64"), child("startup_k1")
+  assert k64 - k1 == {"--batch=512", "--accumulation_steps=64"}
+  assert k1 - k64 == {"--batch=8", "--accumulation_steps=1"}
+  # The updates the rows name are not scaled down with the timed steps.
+  assert {"--kind=startup_child", "--model=resnet20", "--steps=4",
+          "--model_dir=/tmp/m", "--out=/tmp/out"} <= k1
+
+
+def test_startup_fields_and_their_way_through_combine(bench):
+  worker = bench.bench_worker
+  milestones = {"ready": 105.0, "run_ends": [107.0, 107.5, 108.0, 108.5]}
+  fields = worker.startup_fields(100.0, milestones, batch=512)
+  # Ready 5 s after the start; 3 x 512 examples in the 1.5 s after update 1.
+  assert fields == {"session_seconds": 5.0, "update_examples_per_sec": 1024}
+  result = dict(examples=2048, seconds=10.0, peak_rss_mib=600,
+                cores_used=1.0, rank=0, **fields)
+  combined = worker.combine([result])
+  assert combined["session_seconds"] == 5.0
+  assert combined["update_examples_per_sec"] == 1024
+  assert "rank" not in combined
+  assert "session_seconds" not in worker.combine([_fake(1, seconds=1.0) |
+                                                  {"examples": 1}])
+
+
+def _startup_rows(bench, rate_row=True):
+  """Rows 6a-6d from two rounds of fake startup runs."""
+  k64 = _fake(1, seconds=16.0, rss=560) | {"session_seconds": 5.0,
+                                           "update_examples_per_sec": 256.0}
+  k1 = _fake(1, seconds=8.0, rss=530) | {"session_seconds": 5.0,
+                                         "update_examples_per_sec": 32.0}
+  k2 = k1 | {"session_seconds": 4.0}
+  samples = {"startup_k64": [k64, k64], "startup_k1": [k1, k1],
+             "startup_k2": [k2, k2]}
+  return [bench.make_row(spec, samples) for spec in bench.ROWS
+          if spec[0].startswith("6") and (rate_row or spec[0] != "6d")]
+
+
+def test_startup_rows_and_the_compute_floor_of_6a(bench):
+  rows = {row["id"]: row for row in _startup_rows(bench)}
+  assert rows["6a"]["ratio"] == 2.0 and rows["6a"]["met"] is False
+  assert rows["6b"]["met"] is True and rows["6c"]["ratio"] == 1.25
+  assert rows["6c"]["met"] is False and rows["6d"]["ratio"] == 8.0
+  text = bench.markdown({"machine": {"summary": "box", "date": "now"},
+                         "rounds": 2, "rows": list(rows.values())})
+  assert "| 6c |" in text and "| 5 s | 4 s | 1.25 | ≤ 1.1 | **MISSED** |" in text
+  # 4 x 512 examples at 256/s take 8 s, 4 x 8 at 32/s 1 s: 8 - 1 + 8 = 15 s.
+  assert "about 8.0 s against 1.0 s" in text
+  assert "8.0 s - 1.0 s + 8.0 s: a ratio of about 1.88 at best" in text
+  # Without row 6d (a bench.json saved before it) the reason is in words.
+  text = bench.markdown({"machine": {"summary": "box", "date": "now"},
+                         "rounds": 2, "rows": _startup_rows(bench, False)})
+  assert "- **6a** missed" in text and "no accumulation design" in text
+  assert "at best" not in text
 
 
 def test_every_row_names_measured_variants_and_rows_have_groups(bench):

@@ -10,8 +10,10 @@ rounds of ours / peer within a round, which cancels the drift of a shared
 machine better than a ratio of medians. Table and JSON share one set of rows.
 """
 import argparse
+import collections
 import datetime
 import json
+import operator
 import os
 import platform
 import statistics
@@ -37,6 +39,22 @@ _ACCUM = dict(model="digits_cnn", batch=_K * _MICRO, accumulation_steps=_K,
 _MICRO_RUNS = dict(_ACCUM, batch=_MICRO, warmup=_K * 10, steps=_K * 120,
                    lr_scaling="identity", learning_rate=0.04)
 _PIPE = dict(batch=64, warmup=50, steps=3000)
+# What accumulation costs before training is under way: a fresh process
+# builds the graph and trains its first update and 3 more, k micro-batches
+# of 8 per update, nothing else (no evaluation).
+_STARTUP_MICRO, _STARTUP_UPDATES, _STARTUP_K = 8, 4, 64
+
+
+def _startup(k):
+  """A startup variant, k micro-batches per update.
+
+  Only the batch per update and accumulation_steps depend on k, so the
+  k=64 and k=1 runs differ in nothing else.
+  """
+  return ("python", 1, dict(kind="startup", model="resnet20",
+                            batch=_STARTUP_MICRO * k, accumulation_steps=k,
+                            steps=_STARTUP_UPDATES))
+
 
 # name -> (launcher, processes, bench_worker flags)
 VARIANTS = {
@@ -61,7 +79,16 @@ VARIANTS = {
     "hvd2_script": ("horovodrun", 2, dict(_PINNED, kind="horovod_script")),
     "mwms2_ours": ("launch", 2, dict(_PINNED, kind="ours",
                                      distribution="multi_worker_mirrored")),
+    "startup_k64": _startup(_STARTUP_K),
+    "startup_k1": _startup(1),
+    "startup_k2": _startup(2),
 }
+# Seconds before a measurement is stopped and recorded as failed, where not
+# bench_worker.DEFAULT_TIMEOUT_S. The limit caps what a slow run costs each
+# round of the budget: on this 2-core host, shared, startup_k1 took 7-10 s
+# and startup_k64 12 s (k=64 took 110 s while accumulation built the network
+# once per micro-batch, issue 10).
+TIMEOUT_S = {"startup_k64": 60, "startup_k1": 60, "startup_k2": 60}
 
 # Variants alternate inside a group; groups run one after another per round.
 GROUPS = [
@@ -70,11 +97,31 @@ GROUPS = [
     ["accum_ours", "accum_cond_apply", "plain_micro", "adascale",
      "accum_ours_hvd1", "accum_horovod_bpps"],
     ["single_pinned", "hvd2_ours", "hvd2_script", "mwms2_ours"],
+    ["startup_k64", "startup_k1", "startup_k2"],
 ]
 
 EPS = "examples/sec"
 MIB = "MiB peak RSS per process (lower is better)"
-# (id, description, ours, peer, metric, target)
+SECONDS = "seconds, whole process (lower is better)"
+SESSION = "seconds from process start to a ready session (lower is better)"
+UPDATE_EPS = "examples/sec over the updates after the first"
+# The measurement field and the table's short unit for each metric.
+_FIELD = {EPS: "examples_per_sec", MIB: "peak_rss_mib", SECONDS: "seconds",
+          SESSION: "session_seconds", UPDATE_EPS: "update_examples_per_sec"}
+_SHORT = {EPS: "ex/s", MIB: "MiB", SECONDS: "s", SESSION: "s",
+          UPDATE_EPS: "ex/s"}
+# A row's direction: its ratio must reach the target (higher is better) or
+# stay within it (lower is better).
+AT_LEAST, AT_MOST = ">=", "<="
+_MEETS = {AT_LEAST: operator.ge, AT_MOST: operator.le}
+_SIGN = {AT_LEAST: "≥", AT_MOST: "≤"}
+RowSpec = collections.namedtuple(
+    "RowSpec", "id description ours peer metric target direction",
+    defaults=(AT_LEAST,))
+_STARTUP = (f"accumulation k={_STARTUP_K} / k=1, resnet20 micro-batch "
+            f"{_STARTUP_MICRO}, fresh process")
+_STARTUP_RUN = f"(graph build, first update, {_STARTUP_UPDATES - 1} more)"
+# Each row gives RowSpec's fields in order; direction defaults to AT_LEAST.
 ROWS = [
     ("1a", "overhead, digits_cnn: factory model_fn / hand-written model_fn",
      "digits_ours", "digits_hand", EPS, 0.97),
@@ -98,6 +145,17 @@ ROWS = [
      "pipeline_ours", "digits_ours", EPS, 5.0),
     ("5b", "input: TFRecord input_fn / plain best-practice tf.data pipeline",
      "pipeline_ours", "pipeline_plain", EPS, 0.95),
+    ("6a", f"{_STARTUP} {_STARTUP_RUN}: wall time, whole process",
+     "startup_k64", "startup_k1", SECONDS, 1.5, AT_MOST),
+    ("6b", f"{_STARTUP} {_STARTUP_RUN}: peak RSS", "startup_k64",
+     "startup_k1", MIB, 1.2, AT_MOST),
+    ("6c", f"accumulation k={_STARTUP_K} / k=2, resnet20 micro-batch "
+     f"{_STARTUP_MICRO}, fresh process: time to a ready session (graph "
+     "built, session created, no update yet)", "startup_k64", "startup_k2",
+     SESSION, 1.1, AT_MOST),
+    ("6d", f"{_STARTUP}: examples/sec over updates 2-{_STARTUP_UPDATES} "
+     "(the compute inside 6a)", "startup_k64", "startup_k1", UPDATE_EPS,
+     None),
 ]
 # Peak memory per process for rows 1 and 4, same pairs (lower is better).
 ROWS += [("M" + r[0], "memory, " + r[1].replace(" (ideal 2.0)", ""), r[2],
@@ -114,6 +172,39 @@ _OVERHEAD = (
     "the round-to-round spread of this shared 2-core host: compare the "
     "per-round ratios. Fix if it persists: profile both graphs' step time "
     "with tf.profiler in one process.")
+
+
+def _startup_compute_bound(rows):
+  """Why 6a can miss, with the floor this run's own rates put under it.
+
+  Rows 6a (whole-process seconds) and 6d (examples/sec after the first
+  update) of the same run give the floor; a bench.json without 6d gets
+  the reason in words only.
+  """
+  k, micro, updates = _STARTUP_K, _STARTUP_MICRO, _STARTUP_UPDATES
+  text = (
+      f"k={k} computes {k}x the examples of k=1 ({updates} updates of "
+      f"{k * micro} examples against {updates} of {micro}), work that no "
+      "accumulation design removes; 6a's ratio is bounded below by that "
+      "compute, while 6b and 6c (memory, and the time to a ready session, "
+      "where building the network k times showed) leave it out.")
+  by_id = {row["id"]: row for row in rows}
+  whole, rate = by_id["6a"], by_id.get("6d")
+  if not rate or None in (whole["peer_median"], rate["ours_median"],
+                          rate["peer_median"]):
+    return text
+  compute_k = updates * k * micro / rate["ours_median"]
+  compute_1 = updates * micro / rate["peer_median"]
+  floor = (whole["peer_median"] - compute_1 + compute_k) / whole["peer_median"]
+  return text + (
+      f" In this run: at the rates of row 6d ({_fmt(rate['ours_median'])} "
+      f"examples/sec at k={k}, {_fmt(rate['peer_median'])} at k=1) that "
+      f"compute takes about {compute_k:.1f} s against {compute_1:.1f} s, so "
+      f"even if nothing else grew with k, the k={k} run would take about "
+      f"k=1's {whole['peer_median']:.1f} s - {compute_1:.1f} s + "
+      f"{compute_k:.1f} s: a ratio of about {floor:.2f} at best.")
+
+
 EXPLANATIONS = {
     "1a": _OVERHEAD, "1b": _OVERHEAD,
     "3": (
@@ -147,6 +238,7 @@ EXPLANATIONS = {
         "lets tf.data return records out of order (in an earlier run: ours "
         "151k, plain 160k, plain with deterministic=True 146k ex/s). Users "
         "who do not need a reproducible order pass deterministic=False."),
+    "6a": _startup_compute_bound,
 }
 
 
@@ -169,6 +261,28 @@ METHOD = [
     "sizes the pool before the context starts.",
     "Memory is each process's peak RSS (getrusage ru_maxrss); for "
     "multi-process variants the largest process's.",
+    "Rows 6a-6d: a fresh process (bench_worker.py --kind=startup_child) "
+    "trains resnet20 from a new model_dir through the public API only, "
+    "`es.make_estimator(model, model_dir=new, "
+    "training_config=es.TrainingConfig(accumulation_steps=k))` then "
+    "`estimator.train(estimator.model_input_fn(TRAIN, 8 * k), "
+    f"max_steps={_STARTUP_UPDATES})`, all else at its defaults and no "
+    f"evaluation; k={_STARTUP_K} against k=1, nothing else differs. It runs "
+    "as the only child of a wrapper (--kind=startup), which reads the clock "
+    "right before starting it and whose RUSAGE_CHILDREN is then that "
+    "process's own usage. 6a: start to exit. 6b: the child's peak RSS. 6c: "
+    "start to the child's SessionRunHook.after_create_session (interpreter "
+    "and TensorFlow start, graph build, session creation, variable "
+    "initialization, checkpoint 0; no update yet), the part that grew with "
+    "k while the network was built once per micro-batch; it compares "
+    "k=64 with k=2, since k=1 builds no accumulation loop at all (the "
+    "loop's fixed cost, the same for every k > 1, is in 6a). 6d: "
+    "examples/sec "
+    "from the end of update 1 to the end of the last. 6a also holds the "
+    f"compute of {_STARTUP_UPDATES} updates, {_STARTUP_K}x the examples at "
+    f"k={_STARTUP_K}, which no accumulation design removes; 6c leaves it "
+    f"out. A run past {TIMEOUT_S['startup_k64']} s is stopped and counted "
+    "as failed.",
     "The host is shared with other jobs; cores/process shows how much CPU "
     "each process really got, and the load average is under Machine.",
 ]
@@ -188,23 +302,26 @@ def paired_ratios(ours, peer):
 def make_row(spec, samples):
   """One bench.json row from a ROWS entry and {variant: [measurement]}.
 
-  A measurement is {"examples_per_sec": x, "peak_rss_mib": y}, or None when
-  that run failed.
+  A measurement is bench_worker.combine's dict (examples_per_sec,
+  peak_rss_mib, seconds, cores_used; a startup run's STARTUP_FIELDS too),
+  or None when that run failed.
   """
-  row_id, description, ours, peer, unit, target = spec
-  key = "examples_per_sec" if unit == EPS else "peak_rss_mib"
-  pick = lambda name, k=key: [m and m.get(k) for m in samples.get(name, [])]
-  ours_values, peer_values = pick(ours), pick(peer)
+  spec = RowSpec(*spec)
+  pick = lambda name, k=_FIELD[spec.metric]: [
+      m and m.get(k) for m in samples.get(name, [])]
+  ours_values, peer_values = pick(spec.ours), pick(spec.peer)
   ratios = paired_ratios(ours_values, peer_values)
   ratio = median(ratios)
-  met = None if target is None or ratio is None else ratio >= target
-  return {"id": row_id, "name": description, "ours": ours, "peer": peer,
-          "ours_median": median(ours_values),
-          "peer_median": median(peer_values), "unit": unit, "ratio": ratio,
-          "target": target, "met": met, "ours_samples": ours_values,
+  met = (None if spec.target is None or ratio is None
+         else _MEETS[spec.direction](ratio, spec.target))
+  return {"id": spec.id, "name": spec.description, "ours": spec.ours,
+          "peer": spec.peer, "ours_median": median(ours_values),
+          "peer_median": median(peer_values), "unit": spec.metric,
+          "ratio": ratio, "target": spec.target,
+          "direction": spec.direction, "met": met, "ours_samples": ours_values,
           "peer_samples": peer_values, "ratio_samples": ratios,
-          "ours_cores_per_process": median(pick(ours, "cores_used")),
-          "peer_cores_per_process": median(pick(peer, "cores_used"))}
+          "ours_cores_per_process": median(pick(spec.ours, "cores_used")),
+          "peer_cores_per_process": median(pick(spec.peer, "cores_used"))}
 
 
 def _fmt(value, digits=3):
@@ -213,6 +330,17 @@ def _fmt(value, digits=3):
   if abs(value) >= 100:
     return f"{value:,.0f}"
   return f"{value:.{digits}g}"
+
+
+def _target(row):
+  """The target cell, e.g. ≥ 0.97 or ≤ 1.5.
+
+  Rows of a bench.json saved before rows had a direction (--rerender) have
+  none; all of them were AT_LEAST.
+  """
+  if row["target"] is None:
+    return "-"
+  return f"{_SIGN[row.get('direction', AT_LEAST)]} {row['target']:g}"
 
 
 def _verdict(row):
@@ -229,6 +357,18 @@ def _noise_note(row):
   return "no analysis recorded for this row."
 
 
+def _explanation(row, rows):
+  """Why a row missed: its EXPLANATIONS entry, else the noise note.
+
+  An entry is a text, or a function of the run's rows when the reason
+  comes with numbers of the same run.
+  """
+  why = EXPLANATIONS.get(row["id"])
+  if why is None:
+    return _noise_note(row)
+  return why(rows) if callable(why) else why
+
+
 def markdown(result):
   """docs/PERFORMANCE.md: table, machine, how to reproduce, closing note."""
   machine = result["machine"]
@@ -238,18 +378,18 @@ def markdown(result):
       "Written by `make bench` (`tools/bench.py`); bench.json holds the same "
       "rows. Each ratio is ours / peer, the median over rounds of the ratio "
       "taken within a round (both sides alternate, one fresh process per "
-      "measurement); the medians are the examples/sec (or MiB) behind it.",
+      "measurement); the medians are the examples/sec (or MiB, or seconds) "
+      "behind it. A ≥ target is met at or above it, a ≤ target at or below.",
       "", f"Run {machine['date']} on {machine['summary']}.", "",
       "| row | what | ours (median) | peer (median) | ratio | target | "
       "result | cores/process ours, peer |",
       "|---|---|---|---|---|---|---|---|"]
   for row in rows:
-    unit = "ex/s" if row["unit"] == EPS else "MiB"
-    target = "-" if row["target"] is None else f"≥ {row['target']:g}"
+    unit = _SHORT[row["unit"]]
     lines.append(
         f"| {row['id']} | {row['name']} | {_fmt(row['ours_median'])} {unit} "
         f"| {_fmt(row['peer_median'])} {unit} | {_fmt(row['ratio'])} "
-        f"| {target} | {_verdict(row)} "
+        f"| {_target(row)} | {_verdict(row)} "
         f"| {_fmt(row['ours_cores_per_process'], 2)}, "
         f"{_fmt(row['peer_cores_per_process'], 2)} |")
   lines += ["", "## Machine", ""]
@@ -268,11 +408,11 @@ def markdown(result):
   if not missed and not failed:
     lines.append("Every target was met in this run.")
   for row in missed + failed:
-    why = EXPLANATIONS.get(row["id"]) or _noise_note(row)
+    why = _explanation(row, rows)
     state = "missed" if row["met"] is False else "not measured (runs failed)"
     rounds = ", ".join(_fmt(r) for r in row["ratio_samples"]) or "none"
     lines.append(f"- **{row['id']}** {state} (ratio {_fmt(row['ratio'])}, "
-                 f"target {row['target']:g}; per round: {rounds}): {why}")
+                 f"target {_target(row)}; per round: {rounds}): {why}")
   lines += ["", "## Method", ""] + [f"- {note}" for note in METHOD]
   return "\n".join(lines) + "\n"
 
@@ -339,7 +479,11 @@ def main(argv=None):
   parser.add_argument("--out", default="bench.json")
   parser.add_argument("--markdown", default="docs/PERFORMANCE.md")
   parser.add_argument("--rounds", type=int, default=5)
-  parser.add_argument("--budget_s", type=float, default=840.0,
+  # The last recorded run fitted 3 rounds in 840 s, so a round took 210-280
+  # s; the startup group adds ~25 s a round. 920 keeps those rounds and
+  # `make bench` well within 25 minutes: a round starts only if, at the mean
+  # round's length, it would end within the budget.
+  parser.add_argument("--budget_s", type=float, default=920.0,
                       help="no new round starts once it would end past this")
   parser.add_argument("--scale", type=float, default=1.0, help="step factor")
   parser.add_argument("--only", default="", help="variants to run (a,b)")
@@ -358,11 +502,14 @@ def main(argv=None):
 
   def measure_fn(variant):
     begin = time.time()
-    result = bench_worker.run_measurement(variant, VARIANTS[variant], log_dir,
-                                          args.scale)
+    result = bench_worker.run_measurement(
+        variant, VARIANTS[variant], log_dir, args.scale,
+        TIMEOUT_S.get(variant, bench_worker.DEFAULT_TIMEOUT_S))
     shown = "failed" if result is None else (
-        f"{result['examples_per_sec']:.0f} ex/s, "
-        f"{result['peak_rss_mib']:.0f} MiB")
+        f"{result['examples_per_sec']:.0f} ex/s over "
+        f"{result['seconds']:.1f} s, {result['peak_rss_mib']:.0f} MiB")
+    if result and "session_seconds" in result:
+      shown += f", session ready at {result['session_seconds']:.1f} s"
     print(f"  {variant}: {shown} ({time.time() - begin:.0f} s)", flush=True)
     return result
 

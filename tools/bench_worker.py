@@ -7,6 +7,11 @@ time between the end of warm-up run `--warmup` and the end of run
 `--warmup + --steps` counts: graph building, session creation, variable
 broadcast and the first runs are excluded alike for every variant.
 
+`--kind=startup` instead times a fresh training process from outside,
+start to exit (`time_startup`), for the costs that window leaves out: graph
+building, session creation and the first update. That process is this
+script again as `--kind=startup_child`, which writes only its milestones.
+
 Each process writes `<--out>.<rank>.json`: examples, seconds, peak RSS.
 `run_measurement` is the launching side that tools/bench.py calls.
 """
@@ -29,7 +34,7 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 KINDS = ("ours", "hand", "cond_apply", "horovod_script", "pipeline_ours",
-         "pipeline_plain")
+         "pipeline_plain", "startup", "startup_child")
 # No checkpoint, summary or step-log writes inside the timed window, for
 # every variant alike: the benchmark measures training, not disk writes.
 QUIET = dict(save_checkpoints_steps=10**9, save_summary_steps=10**9,
@@ -41,7 +46,8 @@ def parse_args(argv):
   parser.add_argument("--kind", choices=KINDS, required=True)
   parser.add_argument("--model", default="digits_cnn")
   parser.add_argument("--batch", type=int, required=True,
-                      help="examples one process reads per session run")
+                      help="examples one process reads per session run "
+                      "(startup: per update, k micro-batches)")
   parser.add_argument("--accumulation_steps", type=int, default=1)
   parser.add_argument("--distribution", default="none")
   parser.add_argument("--lr_scaling", default="identity")
@@ -49,20 +55,25 @@ def parse_args(argv):
   parser.add_argument("--threads", type=int, default=0,
                       help="intra- and inter-op threads (0: TF's default)")
   parser.add_argument("--warmup", type=int, default=5)
-  parser.add_argument("--steps", type=int, default=20)
+  parser.add_argument("--steps", type=int, default=20,
+                      help="timed runs (startup: updates from step 0)")
   parser.add_argument("--model_dir", default=None)
   parser.add_argument("--out", required=True)
   return parser.parse_args(argv)
 
 
-def peak_rss_mib():
-  """This process's peak resident set size (Linux reports KiB)."""
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def peak_rss_mib(who=resource.RUSAGE_SELF):
+  """This process's (or its children's) peak resident set size, in MiB.
+
+  Linux reports KiB. For RUSAGE_CHILDREN it is the largest over every child
+  waited for, not a sum.
+  """
+  return resource.getrusage(who).ru_maxrss / 1024.0
 
 
-def cpu_seconds():
+def cpu_seconds(who=resource.RUSAGE_SELF):
   """CPU time of all this process's threads, to show how many cores it used."""
-  usage = resource.getrusage(resource.RUSAGE_SELF)
+  usage = resource.getrusage(who)
   return usage.ru_utime + usage.ru_stime
 
 
@@ -143,11 +154,12 @@ def run_hand(args, hook, accumulate=False):
   from tools.bench_peers import cond_apply
   from tools.bench_peers import handwritten
   model, params = _model(args)
+  network = handwritten.zoo_network(model)
   if accumulate:
-    model_fn = cond_apply.make_model_fn(model.logits, args.learning_rate,
+    model_fn = cond_apply.make_model_fn(network, args.learning_rate,
                                         args.accumulation_steps)
   else:
-    model_fn = handwritten.make_model_fn(model.logits, args.learning_rate)
+    model_fn = handwritten.make_model_fn(network, args.learning_rate)
   session = _session_config(args.threads) if args.threads else None
   config = tf.estimator.RunConfig(model_dir=args.model_dir, tf_random_seed=0,
                                   session_config=session, **QUIET)
@@ -163,10 +175,12 @@ def run_hand(args, hook, accumulate=False):
 
 def run_horovod_script(args, hook):
   # pylint: disable=g-import-not-at-top
+  from tools.bench_peers import handwritten
   from tools.bench_peers import horovod_script
   model, params = _model(args)
   return horovod_script.train(
-      model.logits, params, _model_input_fn(model, params, args.batch),
+      handwritten.zoo_network(model), params,
+      _model_input_fn(model, params, args.batch),
       args.model_dir, args.learning_rate, args.warmup + args.steps,
       backward_passes_per_step=args.accumulation_steps, threads=args.threads,
       hooks=[hook], run_config_kwargs=dict(tf_random_seed=0, **QUIET))
@@ -203,9 +217,112 @@ def time_pipeline(args):
   return args.batch * args.steps, seconds, cpu
 
 
+class MilestoneHook:
+  """Records when the session is ready and when each run ends.
+
+  Readings of time.time(), not perf_counter: the wrapper subtracts its own
+  reading from just before it started this process, and only the wall
+  clock is defined alike in two processes. Built lazily, like TimingHook.
+  """
+
+  def __new__(cls):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+    class _Hook(tf.compat.v1.train.SessionRunHook):
+
+      def __init__(self):
+        self.ready, self.run_ends = None, []
+
+      def after_create_session(self, session, coord):
+        self.ready = time.time()
+
+      def after_run(self, run_context, run_values):
+        self.run_ends.append(time.time())
+
+    return _Hook()
+
+
+def train_startup_child(args):
+  """A user's first training run, public API only: --steps updates, no eval.
+
+  Everything but k and the batch is left at its default, so the runs a row
+  compares differ in nothing else. Writes its milestones to
+  `<--out>.milestones` for the wrapper (not `.json`: those are results).
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import estimator_scale as es
+  from estimator_scale import registry
+  estimator = es.make_estimator(
+      registry.get(args.model), model_dir=args.model_dir,
+      training_config=es.TrainingConfig(
+          accumulation_steps=args.accumulation_steps))
+  hook = MilestoneHook()
+  estimator.train(estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
+                                           args.batch),
+                  hooks=[hook], max_steps=args.steps)
+  with open(f"{args.out}.milestones", "w", encoding="utf-8") as f:
+    json.dump({"ready": hook.ready, "run_ends": hook.run_ends}, f)
+
+
+def startup_child_argv(args):
+  """The process `--kind=startup` times: its own flags, as startup_child."""
+  return [sys.executable, os.path.abspath(__file__), "--kind=startup_child",
+          f"--model={args.model}", f"--batch={args.batch}",
+          f"--accumulation_steps={args.accumulation_steps}",
+          f"--steps={args.steps}", f"--model_dir={args.model_dir}",
+          f"--out={args.out}"]
+
+
+# The fields startup_fields adds, which combine() passes on.
+STARTUP_FIELDS = ("session_seconds", "update_examples_per_sec")
+
+
+def startup_fields(start, milestones, batch):
+  """What a startup run adds to the result, from the child's milestones.
+
+  session_seconds: from `start` (taken just before the child started) to
+  its session being ready: interpreter and TensorFlow start, graph build,
+  session creation, variable initialization, checkpoint 0; no update yet.
+  update_examples_per_sec: over the updates after the first, the speed of
+  the compute the whole-process time also contains.
+  """
+  ends = milestones["run_ends"]
+  return {"session_seconds": milestones["ready"] - start,
+          "update_examples_per_sec":
+              batch * (len(ends) - 1) / (ends[-1] - ends[0])}
+
+
+def time_startup(args):
+  """A fresh training process, timed from outside, start to exit.
+
+  The child is this process's only child, so RUSAGE_CHILDREN is that one
+  process's own usage; that is why each such measurement runs in a wrapper
+  of its own (ru_maxrss of RUSAGE_CHILDREN is the largest over every child
+  ever waited for). The wrapper imports no TensorFlow: a child's peak also
+  counts the wrapper's pages it maps until exec, a floor far below the
+  child's own peak.
+  """
+  if args.steps < 2:
+    raise ValueError("--steps must be >= 2: the rate is taken after update 1")
+  child = startup_child_argv(args)
+  start = time.time()
+  subprocess.run(child, cwd=ROOT, check=True)
+  seconds = time.time() - start
+  milestones = json.loads(
+      pathlib.Path(f"{args.out}.milestones").read_text(encoding="utf-8"))
+  result = _result(0, args.batch * args.steps, seconds,
+                   cpu_seconds(resource.RUSAGE_CHILDREN),
+                   peak_rss_mib(resource.RUSAGE_CHILDREN))
+  result.update(startup_fields(start, milestones, args.batch))
+  return result
+
+
 def measure(args):
   """Runs the variant; returns this process's result dict."""
   args.model_dir = args.model_dir or tempfile.mkdtemp(prefix="bench-model-")
+  if args.kind == "startup":
+    return time_startup(args)
   if args.kind.startswith("pipeline"):
     examples, seconds, cpu = time_pipeline(args)
     rank = 0
@@ -222,9 +339,14 @@ def measure(args):
                          f"{args.warmup + args.steps}")
     examples, seconds, cpu = (args.batch * args.steps,
                               hook.ended - hook.started, hook.cpu)
+  return _result(rank, examples, seconds, cpu, peak_rss_mib())
+
+
+def _result(rank, examples, seconds, cpu, peak_mib):
+  """The result dict every kind writes, so tools/bench.py reads one shape."""
   return {"rank": rank, "examples": examples, "seconds": seconds,
           "examples_per_sec": examples / seconds, "cores_used": cpu / seconds,
-          "peak_rss_mib": peak_rss_mib()}
+          "peak_rss_mib": peak_mib}
 
 
 def pin_threads(threads):
@@ -242,6 +364,10 @@ def pin_threads(threads):
 
 # The launching side: what tools/bench.py calls to run one measurement.
 
+# Seconds before a measurement is stopped (its whole process group) and
+# recorded as failed.
+DEFAULT_TIMEOUT_S = 150
+
 
 def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
   """The argv that measures a variant, its timed steps multiplied by `scale`.
@@ -250,13 +376,15 @@ def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
     spec: (launcher: python | horovodrun | launch, processes, worker flags).
     out: result path prefix; each process adds `.<rank>.json`.
     model_dir: the (shared) checkpoint directory.
-    scale: multiplies the timed steps (and warm-up, when below 1/4).
+    scale: multiplies the timed steps (and warm-up, when below 1/4) of
+      every kind but startup.
     launch_timeout: tools/launch.py's own limit, so it stops its workers.
   """
   launcher, processes, flags = spec
   flags = dict(flags)
-  flags["steps"] = max(1, int(flags["steps"] * scale))
-  flags["warmup"] = max(1, int(flags["warmup"] * min(1.0, scale * 4)))
+  if flags["kind"] != "startup":  # startup trains the updates its rows name
+    flags["steps"] = max(1, int(flags["steps"] * scale))
+    flags["warmup"] = max(1, int(flags["warmup"] * min(1.0, scale * 4)))
   worker = [sys.executable, os.path.abspath(__file__), f"--out={out}",
             f"--model_dir={model_dir}"]
   worker += [f"--{k}={v}" for k, v in sorted(flags.items())]
@@ -274,14 +402,21 @@ def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
 def combine(results):
   """One measurement from its processes' results: the job's examples/sec.
 
-  Synchronous processes finish together, so the job's rate is all their
-  examples over the slowest one's time; memory is the largest process's.
+  Synchronous processes finish together, so the job's time is the slowest
+  one's and its rate all their examples over that time; memory is the
+  largest process's.
   """
-  return {"examples_per_sec": sum(r["examples"] for r in results) /
-                              max(r["seconds"] for r in results),
-          "peak_rss_mib": max(r["peak_rss_mib"] for r in results),
-          "cores_used": statistics.mean(r["cores_used"] for r in results),
-          "processes": len(results)}
+  seconds = max(r["seconds"] for r in results)
+  combined = {
+      "examples_per_sec": sum(r["examples"] for r in results) / seconds,
+      "seconds": seconds,
+      "peak_rss_mib": max(r["peak_rss_mib"] for r in results),
+      "cores_used": statistics.mean(r["cores_used"] for r in results),
+      "processes": len(results)}
+  # A startup run's own fields (startup_fields); that kind is one process.
+  combined.update((k, v) for k, v in results[0].items()
+                  if k in STARTUP_FIELDS)
+  return combined
 
 
 def _run(argv, env, log_path, timeout):
@@ -302,7 +437,8 @@ def _run(argv, env, log_path, timeout):
       return "timeout"
 
 
-def run_measurement(variant, spec, log_dir, scale=1.0, timeout=150):
+def run_measurement(variant, spec, log_dir, scale=1.0,
+                    timeout=DEFAULT_TIMEOUT_S):
   """Runs one measurement of `spec`; returns combine(...) or None on failure.
 
   Its log (and, briefly, its model_dir) live in a new folder of `log_dir`.
@@ -328,6 +464,9 @@ def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   pin_threads(args.threads)
+  if args.kind == "startup_child":
+    train_startup_child(args)  # its wrapper writes the result
+    return
   result = measure(args)
   with open(f"{args.out}.{result['rank']}.json", "w", encoding="utf-8") as f:
     json.dump(result, f)

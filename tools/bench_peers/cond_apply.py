@@ -10,13 +10,22 @@ for the same number of examples.
 """
 import tensorflow as tf
 
+from tools.bench_peers import handwritten
 
-def make_model_fn(network, learning_rate, accumulation_steps, momentum=0.9):
-  """A model_fn that applies the mean gradient of every k micro-batches."""
+
+def make_model_fn(build_network, learning_rate, accumulation_steps,
+                  momentum=0.9):
+  """A model_fn that applies the mean gradient of every k micro-batches.
+
+  `build_network(params) -> network(features, training)`, as for
+  handwritten.make_model_fn; each run's state updates (moving statistics)
+  run before its gradients are added, once per micro-batch.
+  """
   k = accumulation_steps
 
   def model_fn(features, labels, mode, params):
-    logits = network(features, mode == tf.estimator.ModeKeys.TRAIN, params)
+    logits, updates = handwritten.forward(
+        build_network(params), features, mode == tf.estimator.ModeKeys.TRAIN)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=labels, logits=logits))
     global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -30,8 +39,7 @@ def make_model_fn(network, learning_rate, accumulation_steps, momentum=0.9):
     count = tf.compat.v1.get_variable(
         "accumulate/count", [], tf.int64, trainable=False,
         initializer=tf.compat.v1.zeros_initializer())
-    update_ops = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.UPDATE_OPS)
-    with tf.control_dependencies(update_ops):
+    with tf.control_dependencies(updates):
       added = [s.assign_add(g) for s, (g, _) in zip(sums, grads_and_vars)]
       counted = count.assign_add(1)
 

@@ -18,24 +18,25 @@ import tensorflow as tf
 from tools.bench_peers import handwritten
 
 
-def make_model_fn(network, learning_rate, backward_passes_per_step=1,
+def make_model_fn(build_network, learning_rate, backward_passes_per_step=1,
                   momentum=0.9):
-  """The model_fn: a Horovod-wrapped momentum optimizer around `network`."""
+  """The model_fn: a Horovod-wrapped momentum optimizer around the network."""
   import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
   return handwritten.make_model_fn(
-      network, learning_rate, momentum,
+      build_network, learning_rate, momentum,
       wrap=lambda optimizer: hvd.DistributedOptimizer(
           optimizer, backward_passes_per_step=backward_passes_per_step,
           average_aggregated_gradients=True))
 
 
-def train(network, params, input_fn, model_dir, learning_rate, steps,
+def train(build_network, params, input_fn, model_dir, learning_rate, steps,
           backward_passes_per_step=1, threads=0, hooks=(),
           run_config_kwargs=None):
   """Trains `steps` runs on every rank; returns (rank, size).
 
   Args:
-    network: (features, training, params) -> logits.
+    build_network: params -> network(features, training) -> logits, called
+      once per graph (handwritten.zoo_network).
     params: the network's hyperparameters.
     input_fn: this rank's input_fn (one micro-batch per run).
     model_dir: rank 0's checkpoint directory.
@@ -53,7 +54,7 @@ def train(network, params, input_fn, model_dir, learning_rate, steps,
   config = tf.estimator.RunConfig(session_config=session,
                                   **(run_config_kwargs or {}))
   estimator = tf.estimator.Estimator(
-      make_model_fn(network, learning_rate, backward_passes_per_step),
+      make_model_fn(build_network, learning_rate, backward_passes_per_step),
       model_dir=model_dir if hvd.rank() == 0 else None, config=config,
       params=params)
   estimator.train(input_fn, steps=steps,
@@ -65,7 +66,7 @@ def main():
   from model_zoo import digits  # pylint: disable=g-import-not-at-top
   model = digits.DigitsCNN()
   params = model.default_hparams()
-  rank, size = train(model.logits, params,
+  rank, size = train(handwritten.zoo_network(model), params,
                      model.input_fn(tf.estimator.ModeKeys.TRAIN, 64, params),
                      tempfile.mkdtemp(prefix="hvd-script-"), 0.05, 200)
   print(f"rank {rank} of {size}: done")

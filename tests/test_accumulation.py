@@ -177,3 +177,33 @@ def test_handwritten_model_fn_matches_the_template(tmp_path):
       template.get_variable_value("adascale/progress"))
   with pytest.raises(ValueError, match="pass your own input_fn"):
     estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN, 16)
+
+
+class _MaskedEmbedding(tiny_models.TinyEmbedding):
+  """Looks up only token ids >= 5: a number of rows known only at run time."""
+
+  def logits(self, features, training, params):
+    table = tf.compat.v1.get_variable(
+        "table", [20, 4],
+        initializer=tf.compat.v1.random_normal_initializer(seed=2))
+    tokens = features["tokens"]
+    kept = tf.cast(tokens >= 5, tf.float32)[..., None]
+    rows = tf.nn.embedding_lookup(table, tf.boolean_mask(tokens, tokens >= 5))
+    looked_up = tf.scatter_nd(tf.where(tokens >= 5), rows,
+                              tf.concat([tf.shape(tokens, tf.int64), [4]], 0))
+    net = tf.reduce_sum(looked_up * kept, 1)
+    return tf.keras.layers.Dense(3, name="out",
+                                 kernel_initializer=tiny_models._glorot())(net)
+
+
+@pytest.mark.parametrize("model", [tiny_models.TinyEmbedding(),
+                                   _MaskedEmbedding()],
+                         ids=["fixed_lookups", "ragged_lookups"])
+def test_sparse_gradients_accumulate_exactly(model, tmp_path):
+  _, features, labels = tiny_models.generated_data("embedding", 64)
+  accumulated = _train(model, features, labels, tmp_path, "k4",
+                       optimizer="adam", accumulation_steps=4,
+                       lr_scaling="adascale", scale=1.0)
+  large = _train(model, features, labels, tmp_path, "k1", optimizer="adam")
+  weights = lambda e: {n: v for n, v in _weights(e).items() if "/Adam" not in n}
+  assert max_difference(weights(accumulated), weights(large)) <= 1e-5

@@ -110,11 +110,11 @@ def test_accumulation_on_two_horovod_ranks(optimizer, case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["keras", "keras_model", "mlp",
-                                  "autoencoder"])
+                                  "autoencoder", "embedding"])
 def test_micro_batches_equal_one_large_batch_on_every_backend(case, tmp_path):
-  # Keras layers made in logits, a subclassed tf.keras.Model, v1 layers and a
-  # label-free model: k = 4 micro-batches on every backend against one batch
-  # of 4x the size on one process.
+  # Keras layers made in logits, a subclassed tf.keras.Model, v1 layers, a
+  # label-free model and sparse gradients: k = 4 micro-batches on every
+  # backend against one batch of 4x the size on one process.
   flags = dict(case=case, examples=64, global_batch_size=16, steps=10,
                optimizer="momentum", learning_rate=0.05)
   _run_mode("none", tmp_path / "large", tmp_path / "large-model", **flags)

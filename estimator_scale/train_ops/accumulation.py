@@ -28,9 +28,15 @@ Three TensorFlow details make the loop take any network:
 - The number and shapes of the gradients are known only after the body is
   traced, so the running sums live in a TensorList (a loop variable of fixed
   type) that the first micro-batch fills. Sparse gradients are summed
-  densely there, with a mask of the rows any micro-batch touched, and leave
-  the loop as IndexedSlices of those rows, so the reduction and the
-  optimizer still see sparse gradients.
+  densely there (a buffer the size of the embedding table), with a count of
+  the lookups of each row, and leave the loop as IndexedSlices with one
+  entry per lookup (see `_Sums._sparse_mean`), so the reduction and the
+  optimizer still see sparse gradients of the size they had without
+  accumulation.
+
+The loop runs one micro-batch at a time (parallel_iterations=1): users
+accumulate because a larger batch does not fit, and overlapping iterations
+would keep several micro-batches' activations alive.
 """
 import dataclasses
 from typing import Any, List, Optional
@@ -158,18 +164,22 @@ class _Sums:
 
   The layout is decided while the body is traced (the first time the
   gradients exist) and read back after the loop. A dense gradient is one
-  item; a sparse one two: its dense sum and how often each row was looked up.
+  item; a sparse one two: its dense sum and how often each row was looked
+  up. The rows each micro-batch looked up go to a second, int64 list.
   """
 
   def __init__(self):
     self.variables = None
     self.kinds = None  # per variable: None, "dense" or "sparse"
+    self.lookups = None  # per sparse gradient: rows a micro-batch looks up
 
   def layout(self, micro):
     self.variables = micro.variables
     self.kinds = [None if g is None else
                   "sparse" if isinstance(g, tf.IndexedSlices) else "dense"
                   for g in micro.grads]
+    self.lookups = [g.indices.shape[0] for g in micro.grads
+                    if isinstance(g, tf.IndexedSlices)]
 
   def shapes(self):
     """The shape of every item, in TensorList order."""
@@ -195,20 +205,60 @@ class _Sums:
             tf.ones_like(grad.indices, tf.float32), grad.indices, rows))
     return items
 
-  def mean_grads(self, totals, k):
+  def store_lookups(self, ids_list, index, k, grads):
+    """ids_list[index * s + j] = rows that sparse gradient j looked up."""
+    sparse = [g for g in grads if isinstance(g, tf.IndexedSlices)]
+    if not sparse:
+      return ids_list
+    ids_list = tf.raw_ops.TensorListResize(input_handle=ids_list,
+                                           size=k * len(sparse))
+    for j, grad in enumerate(sparse):
+      ids_list = tf.raw_ops.TensorListSetItem(
+          input_handle=ids_list, index=index * len(sparse) + j,
+          item=tf.cast(grad.indices, tf.int64))
+    return ids_list
+
+  def mean_grads(self, totals, ids_list, k):
     """Per-variable mean gradients from the summed items."""
-    grads, totals = [], iter(totals)
+    grads, totals, sparse = [], iter(totals), 0
     for kind in self.kinds:
       if kind is None:
         grads.append(None)
       elif kind == "dense":
         grads.append(next(totals) / k)
       else:
-        total, touched = next(totals), next(totals)
-        rows = tf.where(touched > 0.0)[:, 0]
-        grads.append(tf.IndexedSlices(tf.gather(total, rows) / k, rows,
-                                      tf.shape(total, out_type=tf.int64)))
+        grads.append(self._sparse_mean(next(totals), next(totals), ids_list,
+                                       sparse, k))
+        sparse += 1
     return grads
+
+  def _sparse_mean(self, total, lookups_per_row, ids_list, position, k):
+    """The mean of a sparse gradient as IndexedSlices.
+
+    With a fixed number of lookups per micro-batch, it has one entry per
+    lookup of the k micro-batches, as summing them would give: every
+    replica's then has the same size, which tf.distribute's all-reduce
+    needs. Each entry carries its row's sum / lookups, so the entries of a
+    row add up to its sum. Otherwise (a ragged number of lookups) one entry
+    per row looked up.
+    """
+    dense_shape = tf.shape(total, out_type=tf.int64)
+    if self.lookups[position] is None:
+      rows = tf.where(lookups_per_row > 0.0)[:, 0]
+      return tf.IndexedSlices(tf.gather(total, rows) / k, rows, dense_shape)
+    count = len(self.lookups)
+    rows = tf.reshape(tf.raw_ops.TensorListGather(
+        input_handle=ids_list, indices=tf.range(position, k * count, count),
+        element_shape=[self.lookups[position]], element_dtype=tf.int64), [-1])
+    shares = tf.gather(lookups_per_row, rows) * k
+    shares = tf.reshape(shares, [-1] + [1] * (total.shape.rank - 1))
+    return tf.IndexedSlices(tf.gather(total, rows) / shares, rows,
+                            dense_shape)
+
+
+def _empty_list(dtype):
+  return tf.raw_ops.EmptyTensorList(element_shape=tf.constant(-1),
+                                    max_num_elements=-1, element_dtype=dtype)
 
 
 def _add_items(sums_list, items, shapes):
@@ -272,7 +322,7 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
   sums = _Sums()
   body_graphs = []
 
-  def body(index, loss_sum, norm_sum, sums_list):
+  def body(index, loss_sum, norm_sum, sums_list, ids_list):
     features_j, labels_j = tf.nest.map_structure(
         lambda t: None if t is None else _slice(t, index, k),
         (features, labels))
@@ -282,21 +332,20 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
     body_graphs.append(tf.compat.v1.get_default_graph())
     norm = micro.squared_norm if with_norms else 0.0
     return (index + 1, loss_sum + micro.loss, norm_sum + norm,
-            _add_items(sums_list, sums.items(micro.grads),
-                       sums.shapes()))
+            _add_items(sums_list, sums.items(micro.grads), sums.shapes()),
+            sums.store_lookups(ids_list, index, k, micro.grads))
 
-  empty = tf.raw_ops.EmptyTensorList(element_shape=tf.constant(-1),
-                                     max_num_elements=-1,
-                                     element_dtype=tf.float32)
-  _, loss_sum, norm_sum, sums_list = tf.while_loop(
+  _, loss_sum, norm_sum, sums_list, ids_list = tf.while_loop(
       lambda index, *_: index < k, body,
-      [tf.constant(0), tf.constant(0.0), tf.constant(0.0), empty],
+      [tf.constant(0), tf.constant(0.0), tf.constant(0.0),
+       _empty_list(tf.float32), _empty_list(tf.int64)],
       maximum_iterations=k, parallel_iterations=1,
       name="accumulation")
   _drop_from_collections(tf.compat.v1.get_default_graph(), body_graphs[0])
   totals = [tf.raw_ops.TensorListGetItem(
       input_handle=sums_list, index=i, element_shape=shape,
       element_dtype=tf.float32) for i, shape in enumerate(sums.shapes())]
-  return Gradients(grads=sums.mean_grads(totals, k), variables=sums.variables,
+  return Gradients(grads=sums.mean_grads(totals, ids_list, k),
+                   variables=sums.variables,
                    loss=loss_sum / k,
                    sum_squared_norms=norm_sum if with_norms else None)

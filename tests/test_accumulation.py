@@ -207,3 +207,23 @@ def test_sparse_gradients_accumulate_exactly(model, tmp_path):
   large = _train(model, features, labels, tmp_path, "k1", optimizer="adam")
   weights = lambda e: {n: v for n, v in _weights(e).items() if "/Adam" not in n}
   assert max_difference(weights(accumulated), weights(large)) <= 1e-5
+
+
+def test_micro_batches_of_dense_sparse_and_ragged_features():
+  from estimator_scale.train_ops import accumulation  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    dense = tf.reshape(tf.range(12), [4, 3])
+    sparse = tf.sparse.from_dense(dense)
+    ragged = tf.ragged.constant([[0], [1, 1], [2, 2, 2], [3]])
+    index = tf.constant(1)
+    parts = session.run([accumulation._slice(t, index, 2)
+                         for t in (dense, sparse, ragged)])
+  np.testing.assert_array_equal(parts[0], [[6, 7, 8], [9, 10, 11]])
+  np.testing.assert_array_equal(_dense(parts[1]), [[6, 7, 8], [9, 10, 11]])
+  assert parts[2].to_list() == [[2, 2, 2], [3]]
+
+
+def _dense(value):
+  out = np.zeros(value.dense_shape, value.values.dtype)
+  out[tuple(value.indices.T)] = value.values
+  return out

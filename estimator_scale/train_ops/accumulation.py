@@ -130,6 +130,7 @@ def _slice(tensor, index, k):
                            tf.concat([[rows], tensor.dense_shape[1:]], 0))
   if isinstance(tensor, tf.RaggedTensor):
     rows = tensor.nrows() // k
+    index = tf.cast(index, rows.dtype)
     return tensor[index * rows:(index + 1) * rows]
   rows = tf.shape(tensor)[0] // k
   part = tensor[index * rows:(index + 1) * rows]

@@ -8,11 +8,13 @@ activations are alive at a time; the running sums are one copy of the
 gradients.
 
 Why a loop in one session run rather than one micro-batch per session run
-with the apply every k-th run: measured on resnet20 (micro-batch 8), the
-in-graph loop keeps one `session.run` (and one pass of every hook, and one
-cross-worker exchange) per update, so steady-state throughput at k = 4 stays
-that of the old unrolled graph; `global_step` counts updates without a
-conditional apply (which tf.distribute cannot express inside a replica);
+with the apply every k-th run: the loop keeps one `session.run` (one pass
+of every hook, one cross-worker exchange) per update. Measured by `make
+bench` (docs/PERFORMANCE.md, digits_cnn, k = 4 micro-batches of 32): 1.29x
+the examples/sec of a conditional-apply accumulator that runs one
+micro-batch per session run (row 2b), 1.09x plain training at the
+micro-batch (row 2c). Besides, `global_step` counts updates without a
+conditional apply (which tf.distribute cannot express inside a replica),
 and a stop, a signal or a checkpoint never falls between micro-batches.
 
 Three TensorFlow details make the loop take any network:

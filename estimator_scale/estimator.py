@@ -156,6 +156,9 @@ def make_estimator(model, model_dir=None, distribution="none",
     model_fn = model_fn_lib.make_model_fn(model, training_config,
                                           scale_config.topology)
     params = hparams_lib.parse(model.default_hparams(), hparams)
+  elif isinstance(model, type) and issubclass(model, model_lib.BaseModel):
+    raise TypeError(f"model must be a BaseModel instance: pass "
+                    f"{model.__name__}(), not the class")
   elif callable(model):
     if hparams and not isinstance(hparams, dict):
       raise ValueError("hparams of a model_fn must be a dict (its params), "

@@ -30,8 +30,10 @@ flags.DEFINE_string("optimizer", "momentum",
                     "sgd | momentum | adam | adamw | lars | lamb.")
 flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
 flags.DEFINE_float("momentum", 0.9, "Momentum of `momentum` and `lars`.")
-flags.DEFINE_float("weight_decay", 0.01,
-                   "Weight decay of `adamw`, `lamb` (decoupled) and `lars`.")
+flags.DEFINE_float("weight_decay", None,
+                   "Weight decay of `adamw`, `lamb` (decoupled) and `lars` "
+                   "(unset: each one's default, 0.01 for adamw and lamb, "
+                   "1e-4 for lars).")
 flags.DEFINE_float("trust_coefficient", 0.001,
                    "LARS's trust coefficient eta.")
 flags.DEFINE_string("lr_schedule", "constant",
@@ -89,8 +91,10 @@ def training_config_from_flags():
       name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
       boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
       decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
-  options = {"momentum": FLAGS.momentum, "weight_decay": FLAGS.weight_decay,
+  options = {"momentum": FLAGS.momentum,
              "trust_coefficient": FLAGS.trust_coefficient}
+  if FLAGS.weight_decay is not None:
+    options["weight_decay"] = FLAGS.weight_decay
   return es.TrainingConfig(
       optimizer=FLAGS.optimizer, schedule=schedule,
       accumulation_steps=FLAGS.accumulation_steps,

@@ -125,7 +125,7 @@ def test_summary_inside_the_network_is_reported_not_a_crash(tmp_path, caplog):
   model, features, labels = tiny_models.generated_data("keras", 32)
   _train(_Summarised(), features, labels, tmp_path, "s", steps=2,
          accumulation_steps=2)
-  assert "summaries written inside the network" in caplog.text
+  assert "'summaries' collection" in caplog.text and "logits" in caplog.text
 
 
 def _handwritten_model_fn(training_config, topology):
@@ -227,3 +227,91 @@ def _dense(value):
   out = np.zeros(value.dense_shape, value.values.dtype)
   out[tuple(value.indices.T)] = value.values
   return out
+
+
+def _graph_with(model_fn, batch, k):
+  """Builds a TRAIN graph over a placeholder batch of unknown size."""
+  graph = tf.Graph()
+  with graph.as_default():
+    features = {"x": tf.compat.v1.placeholder(tf.float32, [None, 5]),
+                "id": tf.compat.v1.placeholder(tf.int64, [None])}
+    labels = tf.compat.v1.placeholder(tf.int64, [None])
+    spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {}, None)
+    feed = {features["x"]: np.zeros([batch, 5], np.float32),
+            features["id"]: np.zeros([batch], np.int64),
+            labels: np.zeros([batch], np.int64)}
+  return graph, spec, feed
+
+
+def test_batch_size_known_only_at_run_time_is_checked():
+  model_fn = es.make_model_fn(tiny_models.KerasMLP(), es.TrainingConfig(
+      accumulation_steps=4))
+  graph, spec, feed = _graph_with(model_fn, 10, 4)
+  with graph.as_default(), tf.compat.v1.Session() as session:
+    session.run(tf.compat.v1.global_variables_initializer())
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="accumulation_steps=4 does not divide"):
+      session.run(spec.train_op, feed)
+    feed = {t: np.concatenate([v, v[:2]]) for t, v in feed.items()}
+    session.run(spec.train_op, feed)  # 12 examples: 4 micro-batches of 3
+
+
+class _Float64Loss(tiny_models.KerasMLP):
+
+  def loss(self, labels, logits, params):
+    return tf.cast(tf.reshape(super().loss(labels, logits, params), [1]),
+                   tf.float64)
+
+
+def test_loss_of_another_dtype_or_shape_one_trains(tmp_path):
+  model, features, labels = tiny_models.generated_data("keras", 32)
+  estimator = _train(_Float64Loss(), features, labels, tmp_path, "f64",
+                     steps=2, accumulation_steps=4)
+  assert estimator.get_variable_value("global_step") == 2
+
+
+def test_handwritten_model_fn_inside_a_scope_keeps_its_names(tmp_path):
+  _, features, labels = tiny_models.generated_data("keras", 64)
+  training = es.TrainingConfig(accumulation_steps=4)
+  scale = es.build_run_config("none", model_dir=str(tmp_path / "m"))
+  inner = _handwritten_model_fn(training, scale.topology)
+
+  def model_fn(features, labels, mode, params):
+    with tf.compat.v1.variable_scope("net"):
+      return inner(features, labels, mode, params)
+
+  estimator = es.make_estimator(model_fn, scale_config=scale,
+                                training_config=training)
+  estimator.train(es.inputs.from_arrays(features, labels, 16,
+                                        accumulation_steps=4), max_steps=2)
+  assert "net/hidden/kernel" in estimator.get_variable_names()
+  metrics = estimator.evaluate(es.inputs.from_arrays(features, labels, 16,
+                                                     training=False))
+  assert np.isfinite(metrics["loss"])
+
+
+def test_restart_with_accumulation_from_a_checkpoint_without(tmp_path):
+  model, features, labels = tiny_models.generated_data("keras", 64)
+  _train(model, features, labels, tmp_path, "r", steps=2,
+         lr_scaling="adascale")
+  restarted = _train(model, features, labels, tmp_path, "r", steps=4,
+                     accumulation_steps=4, lr_scaling="adascale")
+  assert restarted.get_variable_value("global_step") == 4
+  assert restarted.get_variable_value("accumulation/micro_batches") == 2 + 8
+
+
+def test_a_model_class_instead_of_an_instance_is_refused():
+  with pytest.raises(TypeError, match=r"pass KerasMLP\(\), not the class"):
+    es.make_estimator(tiny_models.KerasMLP)
+
+
+def test_topology_of_another_backend_is_refused():
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  with tf.Graph().as_default(), strategy.scope():
+    model_fn = es.make_model_fn(tiny_models.KerasMLP(), topology=es.Topology(
+        backend="mirrored", replicas_per_worker=2))
+    features = {"x": tf.zeros([8, 5]), "id": tf.zeros([8], tf.int64)}
+    with pytest.raises(ValueError, match="does not match the running job"):
+      strategy.extended.call_for_each_replica(
+          model_fn, (features, tf.zeros([8], tf.int64),
+                     tf.estimator.ModeKeys.TRAIN, {}, None))

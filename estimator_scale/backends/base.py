@@ -43,6 +43,11 @@ class Backend:
     """The reducer `train_ops.pipeline` averages gradients with."""
     raise NotImplementedError
 
+  def replicas_in_sync(self, topology):
+    """Replicas a tf.distribute strategy runs in sync (1 without one)."""
+    del topology
+    return 1
+
 
 def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
   config = tf.compat.v1.ConfigProto(

@@ -22,6 +22,10 @@ class MultiWorkerMirrored(base.Backend):
     """See base class."""
     return reduce.StrategyReducer()
 
+  def replicas_in_sync(self, topology):
+    """See base class."""
+    return topology.num_replicas
+
 
 class ParameterServer(base.Backend):
   """Asynchronous workers, each applying its own updates on the servers."""

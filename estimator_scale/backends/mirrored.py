@@ -38,3 +38,7 @@ class Mirrored(base.Backend):
   def make_reducer(self):
     """See base class."""
     return reduce.StrategyReducer()
+
+  def replicas_in_sync(self, topology):
+    """See base class."""
+    return topology.num_replicas

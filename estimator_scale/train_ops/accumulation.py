@@ -48,8 +48,10 @@ import tensorflow as tf
 
 from estimator_scale.train_ops import gradients as gradients_lib
 
-# Op types that write a variable (resource and reference variables).
+# Op types that write a variable (resource and reference variables), and
+# ops whose functions may (a tf.cond on a tensor `training`, a tf.function).
 _WRITE_PREFIXES = ("Assign", "ResourceScatter", "Scatter")
+_MAY_WRITE = ("If", "While", "Case", "StatefulPartitionedCall")
 
 
 @dataclasses.dataclass
@@ -87,6 +89,10 @@ def _micro_batch(compute_loss, features, labels, with_norms):
   graph = tf.compat.v1.get_default_graph()
   first_op = len(graph.get_operations())
   loss = compute_loss(features, labels)
+  if loss.shape.num_elements() != 1:
+    raise ValueError(f"the loss function must return a scalar (the batch's "
+                     f"mean loss), got shape {loss.shape}")
+  loss = tf.reshape(tf.cast(loss, tf.float32), [])
   writes = _pending_writes(graph.get_operations()[first_op:], [loss])
   with tf.control_dependencies(writes):
     loss = tf.identity(loss)
@@ -118,8 +124,9 @@ def _pending_writes(ops, outputs):
       needed.add(op)
       frontier.extend(t.op for t in op.inputs)
       frontier.extend(op.control_inputs)
-  return [op for op in ops if op.type.startswith(_WRITE_PREFIXES) and
-          op not in needed and op not in initializers]
+  return [op for op in ops
+          if (op.type.startswith(_WRITE_PREFIXES) or op.type in _MAY_WRITE)
+          and op not in needed and op not in initializers]
 
 
 def _slice(tensor, index, k):
@@ -144,16 +151,35 @@ def _slice(tensor, index, k):
 
 
 def _check_divisible(nest, k):
-  for tensor in tf.nest.flatten(nest):
+  """Fails at build time when a batch cannot split into k micro-batches.
+
+  Returns:
+    Assertions to run first where a batch size is known only at run time.
+  """
+  checks = []
+  for tensor in tf.nest.flatten(nest, expand_composites=False):
     if tensor is None:
       continue
-    batch = tensor.shape[0] if tensor.shape.rank else None
-    if batch is not None and batch % k:
+    if tensor.shape.rank == 0:
       raise ValueError(
-          f"accumulation_steps={k} does not divide the replica's batch of "
-          f"{batch} examples; the input_fn must give each replica a multiple "
-          f"of {k} examples per update (the framework's input builders do, "
-          "given the same accumulation_steps)")
+          f"accumulation_steps={k} needs a batch axis on every feature and "
+          f"label; {tensor.name} is a scalar")
+    batch = tensor.shape[0] if tensor.shape.rank else None
+    message = (f"accumulation_steps={k} does not divide the replica's batch "
+               "of {} examples; the input_fn must give each replica a "
+               f"multiple of {k} examples per update (the framework's input "
+               "builders do, given the same accumulation_steps)")
+    if batch is not None:
+      if batch % k:
+        raise ValueError(message.format(batch))
+      continue
+    rows = (tensor.dense_shape[0] if isinstance(tensor, tf.SparseTensor) else
+            tensor.nrows() if isinstance(tensor, tf.RaggedTensor) else
+            tf.shape(tensor, out_type=tf.int64)[0])
+    checks.append(tf.debugging.assert_equal(
+        rows % k, tf.constant(0, tf.int64),
+        message=message.format("a size that is not a multiple")))
+  return checks
 
 
 def _lift_variables(next_creator, **kwargs):
@@ -277,25 +303,38 @@ def _add_items(sums_list, items, shapes):
   return sums_list
 
 
-def _drop_from_collections(graph, body_graph):
-  """Removes what the body put in the (shared) collections of the outer graph.
+def _drop_from_collections(graph):
+  """Removes what the loop put in the (shared) collections of the outer graph.
 
-  The loop's function graph shares the outer graph's collections, so v1
+  The loop's function graphs share the outer graph's collections, so v1
   layers' UPDATE_OPS or a summary written inside the network would leave
-  tensors there that the outer graph cannot use. Updates already run inside
-  the loop; summaries cannot leave it, which the user is told.
+  tensors there that the outer graph cannot use. Updates and losses already
+  run inside the loop; a lookup table's initializer cannot leave it, and
+  anything else is dropped with a warning naming it.
+
+  Raises:
+    ValueError: the network creates a lookup table.
   """
+  quiet = (tf.compat.v1.GraphKeys.UPDATE_OPS, tf.compat.v1.GraphKeys.LOSSES,
+           tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
   for key in graph.get_all_collection_keys():
     kept, dropped = [], []
     for item in graph.get_collection_ref(key):
-      (dropped if getattr(item, "graph", None) is body_graph else
+      (dropped if getattr(item, "graph", graph) is not graph else
        kept).append(item)
-    if dropped and key == tf.compat.v1.GraphKeys.SUMMARIES:
+    if dropped and key == tf.compat.v1.GraphKeys.TABLE_INITIALIZERS:
+      raise ValueError(
+          "the network creates a lookup table, which accumulation_steps > 1 "
+          "cannot initialise inside its loop; create the table (e.g. a "
+          "StringLookup layer or feature-column vocabulary) in the input_fn "
+          "or outside the network, or use accumulation_steps=1")
+    if dropped and key not in quiet:
       logging.warning(
-          "accumulation: %d summaries written inside the network (%s) are "
-          "not recorded when accumulation_steps > 1; write them in the "
-          "model_fn from its outputs instead", len(dropped),
-          ", ".join(t.op.name for t in dropped))
+          "accumulation: %d item(s) the network added to the %r collection "
+          "(%s) stay inside its loop when accumulation_steps > 1 and are "
+          "dropped; compute them outside the network (e.g. in a training "
+          "hook) or use accumulation_steps=1", len(dropped), key,
+          ", ".join(getattr(t, "name", repr(t)) for t in dropped))
     graph.get_collection_ref(key)[:] = kept
 
 
@@ -321,30 +360,35 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
     micro = _micro_batch(compute_loss, features, labels, with_norms)
     return Gradients(micro.grads, micro.variables, micro.loss,
                      micro.squared_norm)
-  _check_divisible((features, labels), k)
+  checks = _check_divisible((features, labels), k)
   sums = _Sums()
-  body_graphs = []
+  graph = tf.compat.v1.get_default_graph()
+  # The loop's graph starts at the root name scope; Keras names variables
+  # after the name scope, so the caller's is entered again inside.
+  scope = graph.get_name_scope()
 
   def body(index, loss_sum, norm_sum, sums_list, ids_list):
     features_j, labels_j = tf.nest.map_structure(
         lambda t: None if t is None else _slice(t, index, k),
         (features, labels))
-    with tf.variable_creator_scope(_lift_variables):
+    with tf.variable_creator_scope(_lift_variables), \
+        tf.compat.v1.name_scope(scope + "/" if scope else None):
       micro = _micro_batch(compute_loss, features_j, labels_j, with_norms)
     sums.layout(micro)
-    body_graphs.append(tf.compat.v1.get_default_graph())
     norm = micro.squared_norm if with_norms else 0.0
     return (index + 1, loss_sum + micro.loss, norm_sum + norm,
             _add_items(sums_list, sums.items(micro.grads), sums.shapes()),
             sums.store_lookups(ids_list, index, k, micro.grads))
 
+  with tf.control_dependencies(checks):
+    first = tf.constant(0)
   _, loss_sum, norm_sum, sums_list, ids_list = tf.while_loop(
       lambda index, *_: index < k, body,
-      [tf.constant(0), tf.constant(0.0), tf.constant(0.0),
+      [first, tf.constant(0.0), tf.constant(0.0),
        _empty_list(tf.float32), _empty_list(tf.int64)],
       maximum_iterations=k, parallel_iterations=1,
       name="accumulation")
-  _drop_from_collections(tf.compat.v1.get_default_graph(), body_graphs[0])
+  _drop_from_collections(graph)
   totals = [tf.raw_ops.TensorListGetItem(
       input_handle=sums_list, index=i, element_shape=shape,
       element_dtype=tf.float32) for i, shape in enumerate(sums.shapes())]

@@ -91,7 +91,10 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
   Builds the network once (through `loss_fn`) and runs it over the
   accumulation micro-batches, reduces across replicas as the topology's
   backend does, scales the learning rate and applies. Writes the
-  learning-rate (and AdaScale) summaries.
+  learning-rate (and AdaScale) summaries. Train through
+  `make_estimator(model_fn, scale_config=...)`: under Horovod the ranks
+  start from rank 0's variables and agree on when to stop through the hooks
+  and coordinator it adds.
 
   Args:
     loss_fn: (features, labels) -> scalar mean loss of that batch; it builds
@@ -114,7 +117,9 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
 def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
-  reducer = backends.get(topology.backend).make_reducer()
+  backend = backends.get(topology.backend)
+  _check_replicas(backend, topology)
+  reducer = backend.make_reducer()
   grads = accumulation.accumulate(loss_fn, features, labels, k,
                                   with_norms=use_adascale)
   global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -145,11 +150,24 @@ def _build(loss_fn, features, labels, config, topology):
         config.optimizer, learning_rate, **dict(config.optimizer_options))
     finished = [reducer.apply_mean(optimizer, grads.grads, grads.variables,
                                    global_step)]
-  if k > 1:
-    with _root_variable_scope():
-      finished.append(_micro_batch_counter().assign_add(k))
+  # Made at k = 1 too, so a checkpoint restarts with any accumulation.
+  with _root_variable_scope():
+    finished.append(_micro_batch_counter().assign_add(k))
   return TrainOp(train_op=tf.group(*finished), loss=_reported_loss(grads.loss),
                  learning_rate=learning_rate, adascale=state)
+
+
+def _check_replicas(backend, topology):
+  """A topology of another backend would reduce wrongly, silently."""
+  context = tf.distribute.get_replica_context()
+  in_sync = context.num_replicas_in_sync if context else 1
+  expected = backend.replicas_in_sync(topology)
+  if in_sync != expected:
+    raise ValueError(
+        f"topology (backend {topology.backend!r}, {expected} replica(s) in "
+        f"sync) does not match the running job ({in_sync} replica(s) in "
+        "sync); pass the topology of the run config the Estimator uses, "
+        "build_run_config(...).topology")
 
 
 def _reported_loss(loss):

@@ -65,7 +65,7 @@ def main(argv):
   if scale.topology.is_chief:
     with open(FLAGS.out, "w", encoding="utf-8") as f:
       json.dump({"accuracy": float(metrics["accuracy"]),
-                 "gain": float(estimator.get_variable_value("adascale/gain")),
+                 "gain": float(estimator.get_variable_value(es.ADASCALE_GAIN)),
                  "global_step": int(metrics["global_step"]),
                  "workers": scale.topology.num_workers}, f)
 

@@ -1,9 +1,10 @@
 """The provided factory: `make_estimator`.
 
 `make_estimator` returns an `Estimator` with tf.estimator.Estimator's
-methods, around a `BaseModel` or a hand-written model_fn. It wraps rather than subclasses because tf.estimator forbids
-overriding train/evaluate, and those are what must behave the same under
-every backend (see coordination.py).
+methods, around a `BaseModel` or a hand-written model_fn. It wraps rather
+than subclasses because tf.estimator forbids overriding train/evaluate, and
+those are what must behave the same under every backend (see
+coordination.py).
 """
 import tensorflow as tf
 

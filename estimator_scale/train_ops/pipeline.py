@@ -118,7 +118,7 @@ def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
   backend = backends.get(topology.backend)
-  _check_replicas(backend, topology)
+  in_sync = _replicas_in_sync(backend, topology)
   reducer = backend.make_reducer()
   grads = accumulation.accumulate(loss_fn, features, labels, k,
                                   with_norms=use_adascale)
@@ -153,12 +153,17 @@ def _build(loss_fn, features, labels, config, topology):
   # Made at k = 1 too, so a checkpoint restarts with any accumulation.
   with _root_variable_scope():
     finished.append(_micro_batch_counter().assign_add(k))
-  return TrainOp(train_op=tf.group(*finished), loss=_reported_loss(grads.loss),
+  return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
                  learning_rate=learning_rate, adascale=state)
 
 
-def _check_replicas(backend, topology):
-  """A topology of another backend would reduce wrongly, silently."""
+def _replicas_in_sync(backend, topology):
+  """The replicas this update runs in sync, checked against the topology.
+
+  A topology of another backend would reduce wrongly, silently. The count
+  also divides the reported loss: under tf.distribute Estimator sums the
+  replicas' losses.
+  """
   context = tf.distribute.get_replica_context()
   in_sync = context.num_replicas_in_sync if context else 1
   expected = backend.replicas_in_sync(topology)
@@ -168,14 +173,7 @@ def _check_replicas(backend, topology):
         f"sync) does not match the running job ({in_sync} replica(s) in "
         "sync); pass the topology of the run config the Estimator uses, "
         "build_run_config(...).topology")
-
-
-def _reported_loss(loss):
-  """The loss Estimator logs: under tf.distribute it sums replicas' losses."""
-  context = tf.distribute.get_replica_context()
-  if context is not None and context.num_replicas_in_sync > 1:
-    return loss / context.num_replicas_in_sync
-  return loss
+  return in_sync
 
 
 def _root_variable_scope():

@@ -40,6 +40,20 @@ def test_keras_digits_with_accumulation_and_adascale_reaches_accuracy(
   assert 1.0 < result["adascale_gain"] <= 4.0
 
 
+@pytest.mark.parametrize("flags", [
+    ["--optimizer=lars", "--learning_rate=0.05", "--trust_coefficient=0.02"],
+    ["--optimizer=lamb", "--learning_rate=0.005"],
+], ids=["lars", "lamb"])
+def test_large_batch_optimizers_train_digits_cnn_with_accumulation(
+    tmp_path, flags):
+  summary = tmp_path / "summary.json"
+  run(CLI + flags + ["--model=digits_cnn", "--accumulation_steps=4",
+                     f"--model_dir={tmp_path / 'model'}",
+                     f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  assert result["eval"]["accuracy"] >= 0.95, result
+
+
 def test_linear_regression_recovers_true_weights(tmp_path):
   run(CLI + ["--model=linear_regression", f"--model_dir={tmp_path}",
              "--train_steps=600"])

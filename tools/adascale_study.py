@@ -1,19 +1,28 @@
-"""AdaScale against linear scaling with warm-up over scales S = 1..32.
+"""AdaScale against linear scaling and LARS, S = 1..128, on two digit tasks.
 
   python tools/adascale_study.py --out_dir docs/adascale           # make study
   horovodrun -np 2 -H localhost:2 python tools/adascale_study.py ...
 
 A small-scale replay of Table 2 of Johnson et al. (AdaScale SGD, ICML 2020)
-on a model_zoo model. S is the number of gradient samples of
+on `digits_mlp` and `digits_cnn`. S is the number of gradient samples of
 `--micro_batch_size` examples that one update averages: accumulation steps on
-one process, or workers x accumulation steps under Horovod. Per scale:
+one process, or workers x accumulation steps under Horovod. Per task and S:
 
   baseline  S = 1: T updates of momentum SGD, step decay at 50% and 75% of T;
   AS        AdaScale, stopped once its progress tau reaches T (the same
             schedule, read at floor(tau));
   LSW       lr x S, warm-up over the first 5.5% of ceil(T/S) updates, decay
             boundaries moved to the same fractions of ceil(T/S);
-  LSW+      LSW stretched to as many updates as AS took (mean over seeds).
+  LSW+      LSW stretched to as many updates as AS took (mean over seeds);
+  LARS      the large-batch ResNet recipe: LARS, lr x S, warm-up from 0 over
+            5.5% of ceil(T/S) updates, then polynomial (power 2) decay to 0.
+
+At S = 1, LSW and LSW+ are the baseline (x 1, no warm-up), so they are not
+run there. Elastic rows change S during one run, as the paper's do: the run
+restarts from its checkpoint with another accumulation count after each
+third of T (8 -> 16 -> 32 and 32 -> 16 -> 8). AS carries tau and its
+estimates across; LSW re-applies its rule at each change, with its decay
+boundaries placed at the same S = 1 progress as the baseline's.
 
 Runs are independent, so a pool of single-threaded processes (one per core)
 shares them, each importing TensorFlow once and training its runs one after
@@ -39,9 +48,20 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tools import study_plots  # pylint: disable=g-import-not-at-top
 
-METHODS = ("AS", "LSW", "LSW+")
-RULES = {"baseline": "identity", "AS": "adascale"}  # LSW, LSW+: linear
-MODELS = ("digits_mlp", "digits_cnn")
+METHODS = ("AS", "LSW", "LSW+", "LARS")
+RULES = {"baseline": "identity", "AS": "adascale"}  # the rest: linear
+ELASTIC = {"rising": (8, 16, 32), "falling": (32, 16, 8)}
+ELASTIC_METHODS = ("AS", "LSW")
+TASKS = {
+    "digits_mlp": {"T": 20000, "learning_rate": 0.05,
+                   "lars_learning_rate": 0.05},
+    "digits_cnn": {"T": 3000, "learning_rate": 0.02,
+                   "lars_learning_rate": 0.05},
+}
+"""Per task: T and the S = 1 rates. T is long enough for the baseline to
+converge and short enough that both tasks fit `make study` into 40 minutes
+(the CNN costs about 8x the MLP per example); each rate is the best of a
+short sweep at S = 1 (docs/ADASCALE.md)."""
 TRACE_POINTS = 400  # (tau, gain, lr) samples per AdaScale run: enough to plot
 NEVER = 10**9  # a checkpoint interval no run reaches: only the final save
 
@@ -75,29 +95,105 @@ def adascale_lr(gain, tau_after, learning_rate, boundaries, decay_rate):
                         boundaries, decay_rate)
 
 
-def run_specs(settings, method, scale, as_updates=None, workers=1):
+def scale_label(scales):
+  """A row's S: `8` for a fixed scale, `8→16→32` for an elastic run."""
+  return "→".join(str(s) for s in scales)
+
+
+def elastic_updates(T, scales):
+  """LSW's updates per segment of an elastic run: a third of T each."""
+  return [math.ceil(T / len(scales) / s) for s in scales]
+
+
+def elastic_boundaries(T, scales, fractions):
+  """The updates at which an elastic LSW run has made `fractions` of T.
+
+  Each segment advances S = 1 progress by its S per update, so the baseline's
+  decay points (fractions of T in S = 1 steps) map to different updates
+  depending on which segment they fall in.
+  """
+  boundaries = []
+  for fraction in fractions:
+    progress, done = fraction * T, 0
+    for scale, updates in zip(scales, elastic_updates(T, scales)):
+      if progress <= updates * scale:
+        boundaries.append(max(1, int(round(done + progress / scale))))
+        break
+      progress -= updates * scale
+      done += updates
+    else:
+      boundaries.append(done)
+  return tuple(boundaries)
+
+
+def _segment(settings, method, scale, stop, boundaries, warmup, workers):
+  """One train() call of a run: its accumulation, rule, schedule and stop.
+
+  `stop` is the update count (global_step) to stop at, or for AS the tau.
+  """
+  spread = workers > 1 and scale >= workers and scale % workers == 0
+  if method == "LARS":
+    schedule = dict(name="polynomial",
+                    learning_rate=settings["lars_learning_rate"],
+                    decay_steps=stop, power=settings["lars_power"],
+                    warmup_steps=warmup)
+    optimizer = ("lars", (("momentum", settings["momentum"]),
+                          ("trust_coefficient",
+                           settings["lars_trust_coefficient"])))
+    warmup = 0  # the schedule warms up from 0, the rule only multiplies by S
+  else:
+    schedule = dict(name="piecewise", learning_rate=settings["learning_rate"],
+                    boundaries=boundaries, decay_rate=settings["decay_rate"])
+    optimizer = ("momentum", (("momentum", settings["momentum"]),))
+  adascale = method == "AS"
+  return dict(
+      scale=scale, optimizer=optimizer[0], optimizer_options=optimizer[1],
+      schedule=schedule, lr_scaling=RULES.get(method, "linear"),
+      warmup=warmup if method in ("LSW", "LSW+") and scale > 1 else 0,
+      distribution="horovod" if spread else "none",
+      accumulation_steps=scale // workers if spread else scale,
+      tau=stop if adascale else None,
+      max_updates=settings["T"] if adascale else stop,
+      trace_every=max(1, math.ceil(settings["T"] / scale / TRACE_POINTS)))
+
+
+def run_specs(settings, method, scales, as_updates=None, workers=1):
   """One spec (a plain dict, so a worker process can take it) per seed.
 
+  `scales` is a tuple: one S, or an elastic run's S per third of T.
   `as_updates` (LSW+ only) is the mean number of updates AS took at this S.
   Under Horovod, S that the ranks divide is spread over them; the rest (the
   baseline too) runs whole on every rank, which is redundant but needs no
   coordination.
   """
   T, fractions = settings["T"], settings["decay_fractions"]
-  if method in ("baseline", "AS"):
-    updates, boundaries = T, decay_boundaries(T, fractions)
+  if len(scales) > 1:
+    segments = []
+    if method == "AS":
+      for i, scale in enumerate(scales):
+        segments.append(_segment(
+            settings, method, scale, T * (i + 1) / len(scales),
+            decay_boundaries(T, fractions), 0, workers))
+    else:
+      counts = elastic_updates(T, scales)
+      boundaries = elastic_boundaries(T, scales, fractions)
+      warmup = warmup_updates(sum(counts), settings["warmup_fraction"])
+      for i, scale in enumerate(scales):
+        segments.append(_segment(settings, method, scale, sum(counts[:i + 1]),
+                                 boundaries, warmup, workers))
   else:
-    updates = math.ceil(T / scale) if method == "LSW" else int(as_updates)
-    boundaries = decay_boundaries(updates, fractions)
-  spread = workers > 1 and scale >= workers and scale % workers == 0
-  spec = dict(
-      method=method, scale=scale, max_updates=updates, boundaries=boundaries,
-      lr_scaling=RULES.get(method, "linear"),
-      warmup=(warmup_updates(updates, settings["warmup_fraction"])
-              if method in ("LSW", "LSW+") and scale > 1 else 0),
-      distribution="horovod" if spread else "none",
-      accumulation_steps=scale // workers if spread else scale,
-      trace_every=max(1, math.ceil(T / scale / TRACE_POINTS)))
+    scale = scales[0]
+    if method in ("baseline", "AS"):
+      updates = T
+    elif method == "LSW+":
+      updates = int(as_updates)
+    else:
+      updates = math.ceil(T / scale)
+    segments = [_segment(
+        settings, method, scale, updates,
+        decay_boundaries(updates, fractions),
+        warmup_updates(updates, settings["warmup_fraction"]), workers)]
+  spec = dict(method=method, scales=tuple(scales), segments=segments)
   return [dict(settings, seed=seed, **spec)
           for seed in range(settings["seeds"])]
 
@@ -109,11 +205,12 @@ def mean_std(values):
       statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def _row(runs, scale, method, micro_batch_size):
+def _row(runs, scales, method, micro_batch_size):
   accuracy, accuracy_std = mean_std(r["accuracy"] for r in runs)
   mean = lambda key: mean_std(r[key] for r in runs)[0]
-  return {"S": scale, "method": method,
-          "total_batch": scale * micro_batch_size,
+  return {"S": scale_label(scales), "method": method,
+          "elastic": len(scales) > 1,
+          "total_batch": scale_label([s * micro_batch_size for s in scales]),
           "accuracy_mean": round(accuracy, 3),
           "accuracy_std": round(accuracy_std, 3),
           "train_loss": float(f"{mean('train_loss'):.4g}"),
@@ -122,39 +219,45 @@ def _row(runs, scale, method, micro_batch_size):
 
 
 def build_table(results, settings):
-  """The study's JSON object from the runs' results.
+  """One task's JSON object from its runs' results.
 
   Accuracies are in percent of the test split; losses, updates and wall
   times are means over seeds. `target` records the issue's criterion: AS
-  within `accuracy_points` of the baseline at every S, and at the largest S
-  at most twice the T/S updates of perfect scaling.
+  within `accuracy_points` of the baseline at every S and in every elastic
+  run, and at most twice the T/S updates of perfect scaling for S <= 32.
   """
-  micro = settings["micro_batch_size"]
-  baseline_runs = [r for r in results if r["method"] == "baseline"]
-  baseline = _row(baseline_runs, 1, "baseline", micro)
+  micro, T = settings["micro_batch_size"], settings["T"]
+  mine = [r for r in results if r["model"] == settings["model"]]
+  baseline = _row([r for r in mine if r["method"] == "baseline"], (1,),
+                  "baseline", micro)
+  groups = [((s,), m) for s in settings["scales"] for m in METHODS]
+  groups += [(scales, m) for scales in settings["elastic"]
+             for m in ELASTIC_METHODS]
   rows = []
-  for scale in settings["scales"]:
-    for method in METHODS:
-      runs = [r for r in results
-              if r["method"] == method and r["scale"] == scale]
-      if runs:
-        row = _row(runs, scale, method, micro)
-        row["accuracy_delta"] = round(
-            row["accuracy_mean"] - baseline["accuracy_mean"], 3)
-        rows.append(row)
+  for scales, method in groups:
+    runs = [r for r in mine
+            if r["method"] == method and tuple(r["scales"]) == tuple(scales)]
+    if runs:
+      row = _row(runs, scales, method, micro)
+      row["accuracy_delta"] = round(
+          row["accuracy_mean"] - baseline["accuracy_mean"], 3)
+      rows.append(row)
   as_rows = [r for r in rows if r["method"] == "AS"]
   points = settings["accuracy_points"]
-  largest = max(as_rows, key=lambda r: r["S"]) if as_rows else None
-  limit = 2 * settings["T"] / largest["S"] if largest else None
+  limits = {r["S"]: (r["updates"], 2 * T / int(r["S"])) for r in as_rows
+            if not r["elastic"] and int(r["S"]) <= settings["updates_limit_S"]}
   target = {
       "accuracy_points": points,
-      "as_accuracy_within": {str(r["S"]): abs(r["accuracy_delta"]) <= points
+      "as_accuracy_within": {r["S"]: abs(r["accuracy_delta"]) <= points
                              for r in as_rows},
-      "largest_S": largest and largest["S"], "as_updates_limit": limit,
-      "as_updates_at_largest_S": largest and largest["updates"]}
+      "updates_limit_S": settings["updates_limit_S"],
+      "as_updates_within": {s: u <= limit for s, (u, limit) in limits.items()},
+      "as_updates_limits": {s: round(limit, 1)
+                            for s, (_, limit) in limits.items()}}
   target["met"] = bool(as_rows) and all(
-      target["as_accuracy_within"].values()) and largest["updates"] <= limit
-  return {"model": settings["model"], "T": settings["T"],
+      target["as_accuracy_within"].values()) and all(
+          target["as_updates_within"].values())
+  return {"model": settings["model"], "T": T,
           "baseline": {k: baseline[k] for k in (
               "accuracy_mean", "accuracy_std", "train_loss", "updates",
               "wall_seconds")},
@@ -173,8 +276,9 @@ def _quiet():
   tf.get_logger().setLevel("ERROR")
 
 
-def _trace_hook(every):
-  """A hook that samples AdaScale's gain and tau after every `every` updates.
+def _trace_hook(every, points):
+  """A hook that appends AdaScale's (tau, gain) to `points` every `every`
+  updates, and keeps the final global_step and tau.
 
   It reads in a session run of its own, after the update: a fetch in the
   update's own run may see the state from before or after the assigns.
@@ -191,13 +295,13 @@ def _trace_hook(every):
                              ("progress", es.ADASCALE_PROGRESS)):
         if variable in variables:
           self._fetch[name] = variables[variable].read_value()
-      self.points, self.final, self._runs = [], None, 0
+      self.final, self._runs = None, 0
 
     def after_run(self, run_context, run_values):
       self._runs += 1
       if "gain" in self._fetch and (self._runs - 1) % every == 0:
         state = run_context.session.run(self._fetch)
-        self.points.append((float(state["progress"]), float(state["gain"])))
+        points.append((float(state["progress"]), float(state["gain"])))
 
     def end(self, session):
       self.final = {k: float(v) for k, v in session.run(self._fetch).items()}
@@ -212,74 +316,105 @@ def _train_split_input(es, batch_size):
       batch_size, training=False)
 
 
+def _train_segment(es, spec, segment, model_dir, points):
+  """Trains one segment in `model_dir`, continuing from its checkpoint."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_scale import registry  # pylint: disable=g-import-not-at-top
+  config = es.TrainingConfig(
+      optimizer=segment["optimizer"],
+      schedule=es.Schedule(**segment["schedule"]),
+      accumulation_steps=segment["accumulation_steps"],
+      lr_scaling=segment["lr_scaling"],
+      scaling_warmup_updates=segment["warmup"],
+      optimizer_options=tuple(tuple(o) for o in segment["optimizer_options"]))
+  estimator = es.make_estimator(
+      registry.get(spec["model"]), model_dir=model_dir,
+      distribution=segment["distribution"], training_config=config,
+      hparams={"data_seed": spec["seed"]}, random_seed=spec["seed"],
+      scale_invariant_steps=segment["tau"], intra_op_threads=spec["threads"],
+      save_checkpoints_steps=NEVER, save_summary_steps=NEVER,
+      log_step_count_steps=NEVER)
+  trace = _trace_hook(segment["trace_every"], points)
+  estimator.train(
+      estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
+                               spec["micro_batch_size"] * segment["scale"]),
+      hooks=[trace], max_steps=segment["max_updates"])
+  return estimator, trace.final
+
+
 def train_run(spec):
   """Trains and evaluates one run; returns its result (a plain dict)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
-  from estimator_scale import registry  # pylint: disable=g-import-not-at-top
   _quiet()
-  schedule = es.Schedule(name="piecewise", learning_rate=spec["learning_rate"],
-                         boundaries=spec["boundaries"],
-                         decay_rate=spec["decay_rate"])
-  config = es.TrainingConfig(
-      optimizer="momentum", schedule=schedule,
-      accumulation_steps=spec["accumulation_steps"],
-      lr_scaling=spec["lr_scaling"], scaling_warmup_updates=spec["warmup"],
-      optimizer_options=(("momentum", spec["momentum"]),))
-  adascale = spec["method"] == "AS"
   model_dir = tempfile.mkdtemp(prefix="adascale-study-")
+  points, wall = [], 0.0
   try:
-    estimator = es.make_estimator(
-        registry.get(spec["model"]), model_dir=model_dir,
-        distribution=spec["distribution"], training_config=config,
-        hparams={"data_seed": spec["seed"]}, random_seed=spec["seed"],
-        scale_invariant_steps=spec["T"] if adascale else None,
-        intra_op_threads=spec["threads"], save_checkpoints_steps=NEVER,
-        save_summary_steps=NEVER, log_step_count_steps=NEVER)
-    trace = _trace_hook(spec["trace_every"])
-    start = time.time()
-    estimator.train(
-        estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
-                                 spec["micro_batch_size"] * spec["scale"]),
-        hooks=[trace], max_steps=spec["max_updates"])
-    wall = time.time() - start
+    for segment in spec["segments"]:
+      start = time.time()
+      estimator, final = _train_segment(es, spec, segment, model_dir, points)
+      wall += time.time() - start
     test = estimator.evaluate(
         estimator.model_input_fn(tf.estimator.ModeKeys.EVAL, 512))
     train = estimator.evaluate(_train_split_input(es, 512), name="train")
   finally:
     shutil.rmtree(model_dir, ignore_errors=True)
+  schedule = spec["segments"][0]["schedule"]
   return dict(
-      method=spec["method"], scale=spec["scale"], seed=spec["seed"],
-      accuracy=100.0 * float(test["accuracy"]), test_loss=float(test["loss"]),
-      train_loss=float(train["loss"]), updates=int(trace.final["updates"]),
-      tau=trace.final.get("progress"), wall_seconds=wall,
-      trace=[(tau, gain, adascale_lr(gain, tau, spec["learning_rate"],
-                                     spec["boundaries"], spec["decay_rate"]))
-             for tau, gain in trace.points])
+      model=spec["model"], method=spec["method"], scales=spec["scales"],
+      seed=spec["seed"], accuracy=100.0 * float(test["accuracy"]),
+      test_loss=float(test["loss"]), train_loss=float(train["loss"]),
+      updates=int(final["updates"]), tau=final.get("progress"),
+      wall_seconds=wall,
+      trace=[(tau, gain, adascale_lr(
+          gain, tau, schedule["learning_rate"], schedule.get("boundaries", ()),
+          schedule.get("decay_rate", 1.0))) for tau, gain in points])
 
 
-def _settings(args, workers):
-  settings = {k: v for k, v in vars(args).items()
-              if k not in ("out_dir", "steps", "processes")}
-  return dict(settings, T=args.steps, accuracy_points=1.0, workers=workers,
-              decay_fractions=tuple(args.decay_fractions))
+def task_settings(args, model, workers):
+  """The settings of one task: the shared flags with the task's T and rates."""
+  shared = {k: v for k, v in vars(args).items()
+            if k not in ("out_dir", "steps", "tasks", "processes",
+                         "learning_rate", "no_elastic")}
+  task = dict(TASKS[model])
+  if args.steps:
+    task["T"] = args.steps
+  if args.learning_rate:
+    task["learning_rate"] = args.learning_rate
+  return dict(shared, model=model, accuracy_points=1.0, updates_limit_S=32,
+              workers=workers, decay_fractions=tuple(args.decay_fractions),
+              elastic=[] if args.no_elastic else list(ELASTIC.values()),
+              **task)
 
 
-def _expected_cost(spec):  # session runs dominate: most updates first
-  return -spec["max_updates"] / (2.0 if spec["method"] == "AS" else 1.0)
+def _expected_seconds(spec):
+  """A rough cost, to start the longest runs first (the pool's tail is short).
+
+  Session runs cost about a millisecond each; examples cost by task. AS at
+  large S takes more examples than T x micro-batch (gain < S), so it counts
+  double.
+  """
+  per_example = 2.5e-4 if spec["model"] == "digits_cnn" else 3e-5
+  total = 0.0
+  for segment in spec["segments"]:
+    updates = (segment["tau"] / max(1, segment["scale"] / 2)
+               if segment["tau"] else segment["max_updates"])
+    examples = updates * segment["scale"] * spec["micro_batch_size"]
+    total += 1e-3 * updates + per_example * examples
+  return total
 
 
 def _log(done, total, r, started):
   tau = f", tau {r['tau']:.0f}" if r["tau"] is not None else ""
-  print(f"[{done}/{total} {time.time() - started:4.0f}s] {r['method']:8s} "
-        f"S={r['scale']:<3d} seed={r['seed']}: accuracy {r['accuracy']:.2f}%,"
-        f" train loss {r['train_loss']:.2e}, {r['updates']} updates{tau}, "
-        f"{r['wall_seconds']:.1f}s", flush=True)
+  print(f"[{done}/{total} {time.time() - started:4.0f}s] {r['model']} "
+        f"{r['method']:8s} S={scale_label(r['scales']):9s} seed={r['seed']}: "
+        f"accuracy {r['accuracy']:.2f}%, train loss {r['train_loss']:.2e}, "
+        f"{r['updates']} updates{tau}, {r['wall_seconds']:.1f}s", flush=True)
 
 
 def _run_all(specs, pool, log_from=None):
   """Results of `specs`, from the pool (or this process when it is None)."""
-  specs = sorted(specs, key=_expected_cost)
+  specs = sorted(specs, key=_expected_seconds, reverse=True)
   results = []
   for result in (pool.imap_unordered(train_run, specs) if pool else
                  map(train_run, specs)):
@@ -300,89 +435,121 @@ def _horovod_topology():
   return found.num_workers, found.is_chief
 
 
-def run_study(settings, run, workers=1):
-  """All runs of the study; LSW+ after AS, whose update counts it needs."""
-  first = run_specs(settings, "baseline", 1, workers=workers)
+def first_round(settings, workers=1):
+  """Every run that needs no other's result: all but LSW+."""
+  specs = run_specs(settings, "baseline", (1,), workers=workers)
   for scale in settings["scales"]:
-    for method in ("AS", "LSW"):
-      first += run_specs(settings, method, scale, workers=workers)
-  results = run(first)
-  second = []
+    for method in ("AS", "LSW", "LARS"):
+      if method != "LSW" or scale > 1:
+        specs += run_specs(settings, method, (scale,), workers=workers)
+  for scales in settings["elastic"]:
+    for method in ELASTIC_METHODS:
+      specs += run_specs(settings, method, tuple(scales), workers=workers)
+  return specs
+
+
+def second_round(settings, results, workers=1):
+  """LSW+ at each S > 1, as long as AS took there (mean over seeds)."""
+  specs = []
   for scale in settings["scales"]:
     taken = [r["updates"] for r in results
-             if r["method"] == "AS" and r["scale"] == scale]
-    second += run_specs(settings, "LSW+", scale,
-                        as_updates=round(statistics.fmean(taken)),
-                        workers=workers)
-  return results + run(second)
+             if r["model"] == settings["model"] and r["method"] == "AS"
+             and tuple(r["scales"]) == (scale,)]
+    if scale > 1 and taken:
+      specs += run_specs(settings, "LSW+", (scale,),
+                         as_updates=round(statistics.fmean(taken)),
+                         workers=workers)
+  return specs
+
+
+def run_study(tasks, run, workers=1):
+  """All runs of every task, in two rounds shared by the tasks."""
+  results = run([s for t in tasks for s in first_round(t, workers)])
+  return results + run([s for t in tasks
+                        for s in second_round(t, results, workers)])
 
 
 def traces_of(results):
   """AdaScale's sampled (tau, gain, lr) per run, for plots and re-plots."""
-  return [{"S": r["scale"], "seed": r["seed"],
+  return [{"model": r["model"], "S": scale_label(r["scales"]),
+           "seed": r["seed"],
            "points": [[round(v, 6) for v in p] for p in r["trace"]]}
-          for r in sorted(results, key=lambda r: (r["scale"], r["seed"]))
+          for r in sorted(results, key=lambda r: (
+              r["model"], len(r["scales"]), r["scales"], r["seed"]))
           if r["method"] == "AS"]
 
 
-def write_outputs(out_dir, table, traces):
+def write_outputs(out_dir, study, traces):
   """study.json and traces.json, then the renderings of them."""
   os.makedirs(out_dir, exist_ok=True)
   with open(os.path.join(out_dir, "study.json"), "w", encoding="utf-8") as f:
-    json.dump(table, f, indent=1)
+    json.dump(study, f, indent=1)
   with open(os.path.join(out_dir, "traces.json"), "w", encoding="utf-8") as f:
     json.dump(traces, f, separators=(",", ":"))
   return [os.path.join(out_dir, n) for n in ("study.json", "traces.json")] + (
-      study_plots.render(table, traces, out_dir))
+      study_plots.render(study, traces, out_dir))
 
 
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out_dir", default="docs/adascale")
-  parser.add_argument("--model", default="digits_mlp", choices=MODELS)
-  parser.add_argument("--steps", type=int, default=20000,
-                      help="T: the baseline's updates and AS's target tau.")
+  parser.add_argument("--tasks", nargs="+", default=list(TASKS),
+                      choices=list(TASKS))
+  parser.add_argument("--steps", type=int, default=None,
+                      help="T for every task (default: each task's own).")
+  parser.add_argument("--learning_rate", type=float, default=None,
+                      help="S = 1 rate for every task (default: each own).")
   parser.add_argument("--scales", type=int, nargs="+",
-                      default=[1, 2, 4, 8, 16, 32])
+                      default=[1, 2, 4, 8, 16, 32, 64, 128])
+  parser.add_argument("--no_elastic", action="store_true",
+                      help="Skip the elastic rows.")
   parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--micro_batch_size", type=int, default=8,
                       help="Examples per gradient sample (S of them/update).")
-  parser.add_argument("--learning_rate", type=float, default=0.05)
   parser.add_argument("--momentum", type=float, default=0.9)
   parser.add_argument("--decay_fractions", type=float, nargs="+",
                       default=[0.5, 0.75])
   parser.add_argument("--decay_rate", type=float, default=0.1)
   parser.add_argument("--warmup_fraction", type=float, default=0.055)
+  parser.add_argument("--lars_trust_coefficient", type=float, default=0.02)
+  parser.add_argument("--lars_power", type=float, default=2.0,
+                      help="LARS's polynomial decay exponent.")
   parser.add_argument("--processes", type=int,
                       default=min(2, os.cpu_count() or 1),
                       help="Worker processes (ignored under Horovod).")
   parser.add_argument("--threads", type=int, default=1, help="intra-op")
   args = parser.parse_args(argv)
-  if any(s < 1 for s in args.scales) or args.seeds < 1 or args.steps < 1:
-    parser.error("--scales, --seeds and --steps must be >= 1")
+  if any(s < 1 for s in args.scales):
+    parser.error(f"--scales must all be >= 1, got {args.scales}")
+  for name in ("seeds", "steps", "processes", "threads"):
+    value = getattr(args, name)
+    if value is not None and value < 1:
+      parser.error(f"--{name} must be >= 1, got {value}")
   return args
 
 
 def main(argv=None):
   args = parse_args(argv)
   workers, is_chief = _horovod_topology()
-  settings = _settings(args, workers)
+  tasks = [task_settings(args, model, workers) for model in args.tasks]
   started = time.time()
   pool = None if workers > 1 else multiprocessing.get_context("spawn").Pool(
       args.processes, initializer=_quiet)
   try:
     log_from = started if is_chief else None
-    results = run_study(
-        settings, lambda specs: _run_all(specs, pool, log_from), workers)
+    results = run_study(tasks, lambda specs: _run_all(specs, pool, log_from),
+                        workers)
   finally:
     if pool is not None:
       pool.close()
       pool.join()
-  settings["study_wall_seconds"] = round(time.time() - started, 1)
   if is_chief:
-    table = build_table(results, settings)
-    paths = write_outputs(args.out_dir, table, traces_of(results))
-    print(study_plots.markdown(table) + "\nwrote " + ", ".join(paths))
+    study = {"tasks": [build_table(results, t) for t in tasks],
+             "study_wall_seconds": round(time.time() - started, 1),
+             "processes": 1 if workers > 1 else args.processes,
+             "workers": workers}
+    paths = write_outputs(args.out_dir, study, traces_of(results))
+    print(study_plots.markdown(study) + "\nwrote " + ", ".join(paths))
 
 
 if __name__ == "__main__":

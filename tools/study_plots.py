@@ -10,8 +10,9 @@ import json
 import os
 
 STYLE = {"AS": ("tab:blue", "o"), "LSW": ("tab:orange", "s"),
-         "LSW+": ("tab:green", "^")}
-FILES = ("accuracy.png", "gain.png", "lr.png")
+         "LSW+": ("tab:green", "^"), "LARS": ("tab:red", "D")}
+FIGURES = ("accuracy", "gain", "lr", "elastic")
+"""One PNG of each per task, named `<figure>_<model>.png`."""
 ZOOM_POINTS = 6.0
 """The accuracy axis shows this much below the baseline; lower points (a
 diverged run) sit on its edge with their value written, so the ±1 point
@@ -25,12 +26,25 @@ def _cells(scale, batch, method, row):
           f"{row['wall_seconds']:.1f} |")
 
 
-def markdown(table):
-  """The study as the paper's Table 2, plus the verdict on the target."""
-  settings, target = table["settings"], table["target"]
+def _verdict(table):
+  target = table["target"]
+  missed = [s for s, ok in target["as_accuracy_within"].items() if not ok]
+  within = "yes" if not missed else "no, missed at S = " + ", ".join(missed)
+  over = [s for s, ok in target["as_updates_within"].items() if not ok]
+  updates = ("yes" if not over else "no, over at S = " + ", ".join(over))
+  return (f"Target: AS within {target['accuracy_points']:g} point of the "
+          f"baseline at every S and in the elastic runs: {within}; AS "
+          f"updates <= 2T/S for S <= {target['updates_limit_S']}: {updates}. "
+          f"Met: **{'yes' if target['met'] else 'no'}**.")
+
+
+def task_markdown(table):
+  """One task as the paper's Table 2, plus the verdict on the target."""
+  settings = table["settings"]
   micro = settings["micro_batch_size"]
   lines = [
       f"Model `{table['model']}`, T = {table['T']} scale-invariant steps, "
+      f"lr {settings['learning_rate']:g} (LARS {settings['lars_learning_rate']:g}), "
       f"{micro} examples per gradient sample, {settings['seeds']} seeds "
       "(mean ± sample std; train loss, updates and wall time are means).", "",
       "| S | total batch | method | test accuracy (%) | final train loss "
@@ -39,16 +53,14 @@ def markdown(table):
       _cells(1, micro, "baseline", table["baseline"])]
   lines += [_cells(r["S"], r["total_batch"], r["method"], r)
             for r in table["rows"]]
-  if target["largest_S"]:
-    missed = [s for s, ok in target["as_accuracy_within"].items() if not ok]
-    within = "yes" if not missed else "no, missed at S = " + ", ".join(missed)
-    lines += ["", (
-        f"Target: AS within {target['accuracy_points']:g} point of the "
-        f"baseline at every S: {within}; AS updates at S = "
-        f"{target['largest_S']}: {target['as_updates_at_largest_S']:.0f} "
-        f"(limit 2T/S = {target['as_updates_limit']:.0f}). "
-        f"Met: **{'yes' if target['met'] else 'no'}**.")]
-  return "\n".join(lines) + "\n"
+  return "\n".join(lines + ["", _verdict(table)]) + "\n"
+
+
+def markdown(study):
+  """Every task's table, and how long the whole study took."""
+  return "\n".join(task_markdown(t) for t in study["tasks"]) + (
+      f"\nThe study took {study['study_wall_seconds']:.0f} s with "
+      f"{study['processes']} process(es) x {study['workers']} rank(s).\n")
 
 
 def _pyplot():
@@ -66,13 +78,14 @@ def _scale_axis(axis, scales):
 
 
 def plot_accuracy(table, path):
-  """Accuracy and updates against S for AS, LSW and LSW+.
+  """Accuracy and updates against S per method (elastic runs aside).
 
   The baseline's grey band is the target (±1 point); the updates panel has
   perfect scaling (T/S) and the target's limit (2T/S) as references.
   """
   plt = _pyplot()
-  rows, base, T = table["rows"], table["baseline"], table["T"]
+  rows = [dict(r, S=int(r["S"])) for r in table["rows"] if not r["elastic"]]
+  base, T = table["baseline"], table["T"]
   scales = sorted({r["S"] for r in rows})
   points = table["target"]["accuracy_points"]
   floor = base["accuracy_mean"] - ZOOM_POINTS
@@ -120,8 +133,9 @@ def plot_accuracy(table, path):
 
 
 def _first_seed_per_scale(traces):
+  """The first seed's trace at each fixed S (elastic runs aside)."""
   chosen = {}
-  for trace in traces:
+  for trace in (dict(t, S=int(t["S"])) for t in traces if "→" not in t["S"]):
     if trace["S"] not in chosen or trace["seed"] < chosen[trace["S"]]["seed"]:
       chosen[trace["S"]] = trace
   return [chosen[s] for s in sorted(chosen)]
@@ -176,15 +190,53 @@ def plot_lr(table, traces, path):
              "(first seed per S)", reference=_schedule_curve(table))
 
 
-def render(table, traces, out_dir):
-  """Writes study.md and every figure into out_dir; returns their paths."""
+def plot_elastic(table, traces, path):
+  """Gain and lr over tau of the elastic AS runs (first seed), S changes
+  marked: the gain should follow the new S while tau runs on."""
+  plt = _pyplot()
+  elastic = {}
+  for trace in traces:
+    if "→" in trace["S"] and trace["S"] not in elastic:
+      elastic[trace["S"]] = trace  # traces come sorted by seed
+  fig, (gain, lr) = plt.subplots(1, 2, figsize=(11, 4.2))
+  for (label, trace), color in zip(sorted(elastic.items()),
+                                   ("tab:purple", "tab:olive")):
+    points = trace["points"]
+    taus = [p[0] for p in points]
+    gain.plot(taus, [p[1] for p in points], color=color, label=f"S = {label}")
+    lr.plot(taus, [p[2] for p in points], color=color, label=f"S = {label}")
+  lr.plot(*_schedule_curve(table), "k--", lw=1, label="S = 1 schedule")
+  stages = len(next(iter(elastic.values()))["S"].split("→")) if elastic else 0
+  for axis in (gain, lr):
+    for i in range(1, stages):
+      axis.axvline(table["T"] * i / stages, color="0.6", ls=":", lw=1)
+    axis.set_xlabel("scale-invariant progress τ (S = 1 steps; dotted: S "
+                    "changes)")
+    axis.set_yscale("log", base=2 if axis is gain else 10)
+    axis.legend(fontsize=8)
+  gain.set_ylabel("gain r")
+  lr.set_ylabel("effective learning rate r × lr(⌊τ⌋)")
+  gain.set_title(f"{table['model']}: elastic AdaScale, gain over τ",
+                 fontsize=10)
+  lr.set_title("learning rate over τ (first seed)", fontsize=10)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def render(study, traces, out_dir):
+  """Writes study.md and every task's figures into out_dir; returns paths."""
   os.makedirs(out_dir, exist_ok=True)
-  paths = [os.path.join(out_dir, name) for name in ("study.md",) + FILES]
+  paths = [os.path.join(out_dir, "study.md")]
   with open(paths[0], "w", encoding="utf-8") as f:
-    f.write(markdown(table))
-  plot_accuracy(table, paths[1])
-  plot_gain(table, traces, paths[2])
-  plot_lr(table, traces, paths[3])
+    f.write(markdown(study))
+  plots = {"accuracy": lambda t, tr, p: plot_accuracy(t, p),
+           "gain": plot_gain, "lr": plot_lr, "elastic": plot_elastic}
+  for table in study["tasks"]:
+    mine = [t for t in traces if t["model"] == table["model"]]
+    for figure in FIGURES:
+      paths.append(os.path.join(out_dir, f"{figure}_{table['model']}.png"))
+      plots[figure](table, mine, paths[-1])
   return paths
 
 
@@ -193,10 +245,10 @@ def main(argv=None):
   parser.add_argument("--out_dir", default="docs/adascale")
   args = parser.parse_args(argv)
   with open(os.path.join(args.out_dir, "study.json"), encoding="utf-8") as f:
-    table = json.load(f)
+    study = json.load(f)
   with open(os.path.join(args.out_dir, "traces.json"), encoding="utf-8") as f:
     traces = json.load(f)
-  print("\n".join(render(table, traces, args.out_dir)))
+  print("\n".join(render(study, traces, args.out_dir)))
 
 
 if __name__ == "__main__":

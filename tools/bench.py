@@ -242,6 +242,20 @@ EXPLANATIONS = {
 }
 
 
+GPU_ROWS = (
+    "Not measured yet: resnet20 in float32 and mixed_float16, on 1 process "
+    "and `mirrored`, needs TensorFlow 2.15 on a GPU host, and the one GPU "
+    "machine lent so far (2026-11-22: an NVIDIA H100 80GB HBM3, driver "
+    "580.159.04, CUDA 13.0) could not run it. It has Python 3.12 and no "
+    "TensorFlow; TF 2.15 publishes no Python 3.12 wheels (pip there: \"No "
+    "matching distribution found for tensorflow==2.15.1\"), nothing can be "
+    "installed there from a registry, and the wheel (about half a GiB) with "
+    "the CUDA 12.2 and cuDNN 8.9 libraries it was built against is far over "
+    "the 64 MiB a run may carry. So the GPU paths (one GPU per Horovod rank "
+    "through `visible_device_list`, `mirrored` over the GPUs, mixed_float16 "
+    "with loss scaling) have not run on a GPU; CI has none, and every CPU "
+    "test runs without one.")
+
 METHOD = [
     "Timing: a hook starts the clock after the warm-up runs and stops it "
     "after the timed runs; graph building, session creation, variable "
@@ -413,6 +427,7 @@ def markdown(result):
     rounds = ", ".join(_fmt(r) for r in row["ratio_samples"]) or "none"
     lines.append(f"- **{row['id']}** {state} (ratio {_fmt(row['ratio'])}, "
                  f"target {_target(row)}; per round: {rounds}): {why}")
+  lines += ["", "## GPU rows", "", GPU_ROWS]
   lines += ["", "## Method", ""] + [f"- {note}" for note in METHOD]
   return "\n".join(lines) + "\n"
 

@@ -1,6 +1,9 @@
 """Mixed precision and allreduce compression on one process: float16 loss
 scaling (overflow, growth), every network style in bfloat16 with
 accumulation, and the refusals of what a backend cannot do."""
+import json
+
+from google.protobuf import text_format
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +11,7 @@ import tensorflow as tf
 import estimator_scale as es
 from estimator_scale import backends
 from estimator_scale.train_ops import precision
+from tests.conftest import PYTHON, run
 from tests.workers import tiny_models
 
 
@@ -76,7 +80,6 @@ def test_bfloat16_trains_every_network_style_with_accumulation(case,
       estimator.get_variable_value(n).dtype in (np.float32, np.int64)
       for n in names)
   graph = tf.compat.v1.GraphDef()
-  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   with open(tmp_path / "graph.pbtxt", encoding="utf-8") as f:
     text_format.Merge(f.read(), graph)
   # The network runs in the accumulation loop's body, a library function.
@@ -116,3 +119,18 @@ def test_bad_precision_and_compression_names():
     es.make_estimator(tiny_models.SumLinear(2, True),
                       training_config=es.TrainingConfig(
                           allreduce_compression="fp16"))
+
+
+def test_mixed_bfloat16_trains_digits_and_exports_float32_from_the_cli(
+    tmp_path):
+  summary = tmp_path / "summary.json"
+  run([PYTHON, "-m", "estimator_scale.train", "--model=digits_cnn",
+       "--precision=mixed_bfloat16", "--train_steps=500",
+       f"--model_dir={tmp_path / 'model'}", f"--summary_json={summary}",
+       f"--export_dir={tmp_path / 'export'}"])
+  assert json.loads(summary.read_text())["eval"]["accuracy"] >= 0.95
+  export = next((tmp_path / "export").iterdir())
+  serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+  assert serve.structured_input_signature[1]["image"].dtype == tf.float32
+  logits = serve(image=tf.zeros([2, 8, 8, 1]))["logits"]
+  assert logits.dtype == tf.float32 and logits.shape == (2, 10)

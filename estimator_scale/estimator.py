@@ -8,6 +8,7 @@ coordination.py).
 """
 import tensorflow as tf
 
+from estimator_scale import backends
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import hparams as hparams_lib
 from estimator_scale import model as model_lib
@@ -148,6 +149,8 @@ def make_estimator(model, model_dir=None, distribution="none",
                      "arguments, not both")
   if scale_invariant_steps and training_config.lr_scaling != "adascale":
     raise ValueError("--scale_invariant_steps needs --lr_scaling=adascale")
+  backends.get(scale_config.topology.backend).check_compression(
+      training_config.allreduce_compression)
   if training_config.lr_scaling == "adascale":
     # Fail at construction, not at the first train(), for an impossible S.
     topology = scale_config.topology

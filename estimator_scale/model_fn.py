@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from estimator_scale import topology as topology_lib
 from estimator_scale.train_ops import pipeline
+from estimator_scale.train_ops import precision as precision_lib
 
 ModeKeys = tf.estimator.ModeKeys
 SCOPE = "model"
@@ -36,7 +37,7 @@ def make_model_fn(model, training_config=None, topology=None):
   def model_fn(features, labels, mode, params, config):
     if config is not None and config.tf_random_seed is not None:
       _seed_layer_initializers(config.tf_random_seed)
-    network = _network(model, params)
+    network = _network(model, params, training_config.precision)
     if mode == ModeKeys.PREDICT:
       outputs = network(features, False)
       return tf.estimator.EstimatorSpec(
@@ -61,25 +62,33 @@ def make_model_fn(model, training_config=None, topology=None):
   return model_fn
 
 
-def _network(model, params):
+def _network(model, params, precision):
   """(features, training) -> outputs, with every variable under `model/`.
 
   A `keras_model` is built here, once per graph and replica, outside the
-  accumulation loop (a functional model's Input layers must be).
+  accumulation loop (a functional model's Input layers must be). Under
+  mixed precision the floating features enter the network in the compute
+  type and its floating outputs leave it in float32, so the loss, the
+  metrics, the predictions and an export's signature stay float32 in every
+  mode.
   """
-  with _model_scope():
+  with _model_scope(precision):
     keras_model = model.keras_model(params)
 
   def network(features, training):
-    with _model_scope():
+    with _model_scope(precision):
+      inputs = precision_lib.cast_floating(
+          features, precision_lib.compute_dtype(precision))
       if keras_model is not None:
-        return keras_model(model.keras_inputs(features), training=training)
-      return model.logits(features, training, params)
+        outputs = keras_model(model.keras_inputs(inputs), training=training)
+      else:
+        outputs = model.logits(inputs, training, params)
+    return precision_lib.cast_floating(outputs, tf.float32)
   return network
 
 
 @contextlib.contextmanager
-def _model_scope():
+def _model_scope(precision):
   """`model/` for variable names, whatever graph or loop the network is in.
 
   Keras names variables after the name scope, v1 layers after the variable
@@ -89,7 +98,8 @@ def _model_scope():
   """
   with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE,
                                    auxiliary_name_scope=False):
-    with tf.compat.v1.name_scope(SCOPE + "/"):
+    with tf.compat.v1.name_scope(SCOPE + "/"), \
+        precision_lib.network_scope(precision):
       yield
 
 

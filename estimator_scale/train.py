@@ -60,6 +60,13 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "AdaScale's moving-average factor in [0, 1); default "
                    "max(1 - n/1000, 0), n = gradient samples per update. "
                    "Lower it for runs of few updates.")
+flags.DEFINE_enum("precision", "float32",
+                  ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "The network's compute type; variables and the optimizer "
+                  "stay float32; mixed_float16 adds dynamic loss scaling.")
+flags.DEFINE_enum("allreduce_compression", "none", ["none", "fp16", "bf16"],
+                  "16-bit gradients on the wire of the allreduce "
+                  "(--distribution=horovod: none or fp16).")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.")
@@ -101,7 +108,9 @@ def training_config_from_flags():
       lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
-      optimizer_options=tuple(sorted(options.items())))
+      optimizer_options=tuple(sorted(options.items())),
+      precision=FLAGS.precision,
+      allreduce_compression=FLAGS.allreduce_compression)
 
 
 def _summary(estimator, metrics, wall_seconds, examples_per_sec):

@@ -19,6 +19,12 @@ class ScaleConfig:
   hooks: List[Any] = dataclasses.field(default_factory=list)
 
 
+STRATEGY_REFUSAL = (
+    "tf.distribute (TF 2.15) offers no allreduce compression: its "
+    "CommunicationOptions set only bytes_per_pack, timeout_seconds and the "
+    "collective implementation")
+
+
 class Backend:
   """One way to run a job; the only code that knows which one runs.
 
@@ -27,6 +33,10 @@ class Backend:
   """
 
   name = None
+  compressions = ("none",)
+  """The `allreduce_compression` values this backend carries out."""
+  compression_refusal = ""
+  """Why the others are refused, for the message."""
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """The ScaleConfig of this process.
@@ -39,9 +49,27 @@ class Backend:
     """
     raise NotImplementedError
 
-  def make_reducer(self):
-    """The reducer `train_ops.pipeline` averages gradients with."""
+  def make_reducer(self, compression="none"):
+    """The reducer `train_ops.pipeline` averages gradients with.
+
+    Args:
+      compression: an `allreduce_compression`; one this backend does not
+        offer raises ValueError (see `check_compression`).
+    """
+    self.check_compression(compression)
+    return self._reducer(compression)
+
+  def _reducer(self, compression):
+    """`make_reducer` after the compression was checked."""
     raise NotImplementedError
+
+  def check_compression(self, compression):
+    """Raises ValueError when this backend cannot compress as asked."""
+    if compression not in self.compressions:
+      raise ValueError(
+          f"--allreduce_compression={compression} is not available with "
+          f"--distribution={self.name}: {self.compression_refusal}; valid "
+          f"there: {', '.join(self.compressions)}")
 
   def replicas_in_sync(self, topology):
     """Replicas a tf.distribute strategy runs in sync (1 without one)."""

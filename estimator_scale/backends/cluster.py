@@ -11,6 +11,7 @@ class MultiWorkerMirrored(base.Backend):
   """Synchronous workers; gradients all-reduced by collective ops."""
 
   name = "multi_worker_mirrored"
+  compression_refusal = base.STRATEGY_REFUSAL
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
@@ -18,8 +19,9 @@ class MultiWorkerMirrored(base.Backend):
         self.name, run_config_kwargs, model_dir, intra_op_threads,
         tf.distribute.experimental.MultiWorkerMirroredStrategy)
 
-  def make_reducer(self):
+  def _reducer(self, compression):
     """See base class."""
+    del compression  # only "none" passes check_compression here
     return reduce.StrategyReducer()
 
   def replicas_in_sync(self, topology):
@@ -31,13 +33,16 @@ class ParameterServer(base.Backend):
   """Asynchronous workers, each applying its own updates on the servers."""
 
   name = "parameter_server"
+  compression_refusal = ("workers send their gradients to the parameter "
+                         "servers, not through an allreduce")
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
     return _cluster(self.name, run_config_kwargs, model_dir, intra_op_threads)
 
-  def make_reducer(self):
+  def _reducer(self, compression):
     """See base class."""
+    del compression  # only "none" passes check_compression here
     return reduce.LocalReducer()
 
 

@@ -13,6 +13,10 @@ class Horovod(base.Backend):
   """See base class."""
 
   name = "horovod"
+  compressions = ("none", "fp16")
+  compression_refusal = (
+      "Horovod 0.28.1's allreduce has no bfloat16 type (it carries uint8, "
+      "int8, int32, int64, float16, float32 and float64)")
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
@@ -35,9 +39,9 @@ class Horovod(base.Backend):
                             coordination.HorovodCoordinator(topology, hvd),
                             hooks=[hvd.BroadcastGlobalVariablesHook(0)])
 
-  def make_reducer(self):
+  def _reducer(self, compression):
     """See base class."""
-    return reduce.HorovodReducer(_import_horovod())
+    return reduce.HorovodReducer(_import_horovod(), compression)
 
 
 def _import_horovod():

@@ -11,6 +11,7 @@ class Local(base.Backend):
   """See base class."""
 
   name = "none"
+  compression_refusal = "one process has no allreduce to compress"
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
@@ -24,6 +25,7 @@ class Local(base.Backend):
                                **run_config_kwargs),
         topology, coordination.LocalCoordinator(topology))
 
-  def make_reducer(self):
+  def _reducer(self, compression):
     """See base class."""
+    del compression  # only "none" passes check_compression here
     return reduce.LocalReducer()

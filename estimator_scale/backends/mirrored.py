@@ -11,6 +11,7 @@ class Mirrored(base.Backend):
   """See base class."""
 
   name = "mirrored"
+  compression_refusal = base.STRATEGY_REFUSAL
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
@@ -35,8 +36,9 @@ class Mirrored(base.Backend):
     return base.ScaleConfig(config, topology,
                             coordination.LocalCoordinator(topology))
 
-  def make_reducer(self):
+  def _reducer(self, compression):
     """See base class."""
+    del compression  # only "none" passes check_compression here
     return reduce.StrategyReducer()
 
   def replicas_in_sync(self, topology):

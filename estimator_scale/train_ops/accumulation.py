@@ -80,11 +80,15 @@ class _MicroBatch:
   squared_norm: Optional[tf.Tensor]
 
 
-def _micro_batch(compute_loss, features, labels, with_norms):
+def _micro_batch(compute_loss, features, labels, with_norms, loss_scale):
   """Loss, gradients and squared norm of one micro-batch.
 
   The network's writes to its own state (moving statistics) run before the
-  returned tensors are available.
+  returned tensors are available. With a loss scale the gradients are
+  unscaled here, per micro-batch, so the sums, the squared norms AdaScale
+  takes and the reduction all see true gradients; a non-finite one stays
+  non-finite through the sums, so one check per update (after the
+  reduction) finds it.
   """
   graph = tf.compat.v1.get_default_graph()
   first_op = len(graph.get_operations())
@@ -97,8 +101,11 @@ def _micro_batch(compute_loss, features, labels, with_norms):
   with tf.control_dependencies(writes):
     loss = tf.identity(loss)
   variables = tf.compat.v1.trainable_variables()
+  target = loss if loss_scale is None else loss * loss_scale
   grads = [gradients_lib.cast(g, tf.float32)
-           for g in tf.gradients(loss, variables)]
+           for g in tf.gradients(target, variables)]
+  if loss_scale is not None:
+    grads = [gradients_lib.scale(g, 1.0 / loss_scale) for g in grads]
   norm = gradients_lib.total_squared_norm(grads) if with_norms else None
   return _MicroBatch(loss, grads, variables, norm)
 
@@ -338,7 +345,8 @@ def _drop_from_collections(graph):
     graph.get_collection_ref(key)[:] = kept
 
 
-def accumulate(compute_loss, features, labels, k, with_norms=False):
+def accumulate(compute_loss, features, labels, k, with_norms=False,
+               loss_scale=None):
   """Mean gradient of k micro-batches of (features, labels).
 
   Args:
@@ -349,6 +357,8 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
     k: accumulation steps.
     with_norms: also sum the squared norms of the k micro-batch gradients
       (AdaScale's variance estimate needs them).
+    loss_scale: a scalar the loss is multiplied by before differentiating
+      (float16 loss scaling), or None; the gradients returned are unscaled.
 
   Returns:
     `Gradients`.
@@ -357,7 +367,8 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
     ValueError: the batch does not split into k micro-batches.
   """
   if k == 1:
-    micro = _micro_batch(compute_loss, features, labels, with_norms)
+    micro = _micro_batch(compute_loss, features, labels, with_norms,
+                         loss_scale)
     return Gradients(micro.grads, micro.variables, micro.loss,
                      micro.squared_norm)
   checks = _check_divisible((features, labels), k)
@@ -373,7 +384,8 @@ def accumulate(compute_loss, features, labels, k, with_norms=False):
         (features, labels))
     with tf.variable_creator_scope(_lift_variables), \
         tf.compat.v1.name_scope(scope + "/" if scope else None):
-      micro = _micro_batch(compute_loss, features_j, labels_j, with_norms)
+      micro = _micro_batch(compute_loss, features_j, labels_j, with_norms,
+                           loss_scale)
     sums.layout(micro)
     norm = micro.squared_norm if with_norms else 0.0
     return (index + 1, loss_sum + micro.loss, norm_sum + norm,

@@ -37,6 +37,14 @@ def zero_unless(finite, grad):
       finite, values, tf.zeros([], values.dtype)), grad)
 
 
+def all_finite(grads):
+  """One bool: every value of every gradient is finite (None skipped)."""
+  checks = [tf.reduce_all(tf.math.is_finite(
+      g.values if isinstance(g, tf.IndexedSlices) else g))
+            for g in grads if g is not None]
+  return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+
+
 def squared_norm(grad):
   """||grad||^2 in float32; duplicate indices of IndexedSlices are summed first."""
   if isinstance(grad, tf.IndexedSlices):

@@ -17,6 +17,8 @@ from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
+from estimator_scale.train_ops import precision as precision_lib
+from estimator_scale.train_ops import reduce
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
 
@@ -37,6 +39,10 @@ class TrainingConfig:
     adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
       (None: max(1 - n/1000, 0), n the gradient samples per update).
     optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
+    precision: a name of `precision.PRECISIONS` (mixed_float16 adds dynamic
+      loss scaling).
+    allreduce_compression: a name of `reduce.COMPRESSIONS`; which ones a
+      backend offers is checked against it (`Backend.check_compression`).
   """
   optimizer: str = "momentum"
   schedule: schedules.Schedule = schedules.Schedule()
@@ -46,9 +52,13 @@ class TrainingConfig:
   scaling_warmup_updates: int = 0
   adascale_smoothing: Optional[float] = None
   optimizer_options: tuple = ()
+  precision: str = "float32"
+  allreduce_compression: str = "none"
 
   def __post_init__(self):
     optimizers.check_optimizer(self.optimizer)
+    precision_lib.check_precision(self.precision)
+    reduce.check_compression(self.allreduce_compression)
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
       raise ValueError("--accumulation_steps must be an integer >= 1, got "
                        f"{self.accumulation_steps!r}")
@@ -78,11 +88,14 @@ class TrainOp:
     loss: the update's mean loss, as an EstimatorSpec's `loss` should be.
     learning_rate: the rate this update applies (scaled, scheduled).
     adascale: AdaScale's state, or None without AdaScale.
+    loss_scale: the dynamic loss scale's state, or None (only
+      mixed_float16 scales the loss).
   """
   train_op: tf.Operation
   loss: tf.Tensor
   learning_rate: tf.Tensor
   adascale: Optional[adascale.AdaScale]
+  loss_scale: Optional[precision_lib.LossScale] = None
 
 
 def build_train_op(loss_fn, features, labels, training_config, topology):
@@ -99,6 +112,9 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
   Args:
     loss_fn: (features, labels) -> scalar mean loss of that batch; it builds
       the network (any style: Keras layers, a tf.keras.Model, v1 layers).
+      Under mixed precision it runs inside `precision.network_scope`: Keras
+      layers made there compute in the low type, v1 variables are read in
+      it; cast floating features yourself where raw ops meet them.
     features, labels: the model_fn's arguments in TRAIN mode (this
       replica's share of one update); labels may be None.
     training_config: `TrainingConfig`.
@@ -119,42 +135,56 @@ def _build(loss_fn, features, labels, config, topology):
   use_adascale = config.lr_scaling == "adascale"
   backend = backends.get(topology.backend)
   in_sync = _replicas_in_sync(backend, topology)
-  reducer = backend.make_reducer()
-  grads = accumulation.accumulate(loss_fn, features, labels, k,
-                                  with_norms=use_adascale)
+  reducer = backend.make_reducer(config.allreduce_compression)
+  loss_scale = None
+  if precision_lib.needs_loss_scaling(config.precision):
+    with _root_variable_scope():
+      loss_scale = precision_lib.LossScale()
+  with precision_lib.network_scope(config.precision):
+    grads = accumulation.accumulate(
+        loss_fn, features, labels, k, with_norms=use_adascale,
+        loss_scale=loss_scale.value() if loss_scale else None)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   scale = config.resolved_scale(topology)
   state = None
+  finished = []
   if use_adascale:
     with _root_variable_scope():
       state = adascale.AdaScale(scale, config.samples_per_update(topology),
                                 config.adascale_smoothing)
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
-    learning_rate, finite, assigns = state.update(mean, sum_sq,
-                                                  config.schedule)
-    # A skipped update must not write inf * 0 = NaN into the weights.
-    mean = [gradients.zero_unless(finite, g) for g in mean]
-    optimizer = optimizers.make_optimizer(
-        config.optimizer, learning_rate, **dict(config.optimizer_options))
-    apply = reducer.apply_reduced(optimizer, mean, grads.variables,
-                                  global_step)
-    # The apply needs only the learning rate: the state assigns and tau's
-    # advance (after tau was read for this rate) run beside it.
+    learning_rate, finite, finished = state.update(mean, sum_sq,
+                                                   config.schedule)
+    # tau advances beside the apply, after it was read for this rate.
     with tf.control_dependencies([learning_rate]):
-      finished = [apply, state.advance()] + assigns
+      finished.append(state.advance())
   else:
     learning_rate = scaling.scaled_learning_rate(
         config.lr_scaling, config.schedule, global_step, scale,
         config.scaling_warmup_updates)
-    optimizer = optimizers.make_optimizer(
-        config.optimizer, learning_rate, **dict(config.optimizer_options))
-    finished = [reducer.apply_mean(optimizer, grads.grads, grads.variables,
-                                   global_step)]
+  skip_nonfinite = use_adascale or loss_scale is not None
+  if skip_nonfinite and not use_adascale:
+    mean, _ = reducer.all_mean(grads.grads, [])
+    finite = gradients.all_finite(mean)
+    learning_rate = tf.where(finite, learning_rate, 0.0)
+  optimizer = optimizers.make_optimizer(
+      config.optimizer, learning_rate, **dict(config.optimizer_options))
+  if skip_nonfinite:
+    # A skipped update must not write inf * 0 = NaN into the weights.
+    mean = [gradients.zero_unless(finite, g) for g in mean]
+    finished.append(reducer.apply_reduced(optimizer, mean, grads.variables,
+                                          global_step))
+  else:
+    finished.append(reducer.apply_mean(optimizer, grads.grads,
+                                       grads.variables, global_step))
+  if loss_scale is not None:
+    finished.append(loss_scale.update(finite))
   # Made at k = 1 too, so a checkpoint restarts with any accumulation.
   with _root_variable_scope():
     finished.append(_micro_batch_counter().assign_add(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
-                 learning_rate=learning_rate, adascale=state)
+                 learning_rate=learning_rate, adascale=state,
+                 loss_scale=loss_scale)
 
 
 def _replicas_in_sync(backend, topology):

@@ -6,6 +6,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale.train_ops import adascale
+from estimator_scale.train_ops import reduce
 
 
 def _variable(name):
@@ -137,9 +138,11 @@ class LastStepHook(tf.compat.v1.train.SessionRunHook):
 class SignalStopHook(tf.compat.v1.train.SessionRunHook):
   """Turns SIGTERM on any worker into a stop of all workers after one update.
 
-  Each update all-reduces a "stop requested" flag with the gradients' peers
-  (`agree` builds that op), so every worker stops after the same update and
-  the chief's checkpoint saver writes that step.
+  Each update all-reduces a "stop requested" flag with the gradients' peers,
+  so every worker stops after the same update and the chief's checkpoint
+  saver writes that step. The framework's Horovod reducer folds the flag into
+  the gradients' allreduce (`reduce.STOP_AGREEMENT`); a graph without it (a
+  model_fn that reduces on its own) gets a separate op from `agree`.
 
   Args:
     agree: flag tensor -> tensor summed over all workers.
@@ -151,9 +154,13 @@ class SignalStopHook(tf.compat.v1.train.SessionRunHook):
     self.stopped = False
 
   def begin(self):
-    self._flag = tf.compat.v1.placeholder_with_default(
-        tf.constant(0, tf.int32), [], name="stop_requested")
-    self._total = self._agree(self._flag)
+    folded = tf.compat.v1.get_collection(reduce.STOP_AGREEMENT)
+    if folded:
+      self._flag, self._total = folded[-1]
+    else:
+      self._flag = tf.compat.v1.placeholder_with_default(
+          0.0, [], name="stop_requested")
+      self._total = self._agree(self._flag)
 
   def after_create_session(self, session, coord):
     self._previous = signal.signal(signal.SIGTERM, self._on_signal)
@@ -165,7 +172,7 @@ class SignalStopHook(tf.compat.v1.train.SessionRunHook):
 
   def before_run(self, run_context):
     return tf.compat.v1.train.SessionRunArgs(
-        self._total, feed_dict={self._flag: int(self.requested)})
+        self._total, feed_dict={self._flag: float(self.requested)})
 
   def after_run(self, run_context, run_values):
     if run_values.results > 0:

@@ -232,3 +232,34 @@ def test_worker_pins_threads_through_the_environment(bench, monkeypatch):
   assert os.environ["TF_NUM_INTEROP_THREADS"] == "1"
   args = worker.parse_args(["--kind", "ours", "--batch", "8", "--out", "x"])
   assert args.warmup >= 1 and args.distribution == "none"
+
+
+def test_horovod_knobs_ratios_are_taken_within_rounds(bench, tmp_path):
+  horovod_knobs = _load("horovod_knobs")
+  samples = {horovod_knobs.SINGLE: [100.0, 50.0],
+             "2 Horovod ranks, framework defaults": [180.0, 95.0],
+             "2 multi_worker_mirrored workers": [None, 90.0]}
+  rows = {r["variant"]: r for r in horovod_knobs.summarise(samples)}
+  assert rows["2 Horovod ranks, framework defaults"]["ratios_per_round"] == [
+      1.8, 1.9]
+  assert rows["2 Horovod ranks, framework defaults"][
+      "ratio_to_1_process"] == pytest.approx(1.85)
+  assert rows["2 multi_worker_mirrored workers"]["ratios_per_round"] == [1.8]
+  path = tmp_path / "knobs.json"
+  path.write_text(json.dumps({"updates": 250, "rounds": 2,
+                              "examples_per_replica": 32,
+                              "rows": list(rows.values())}))
+  text = "\n".join(bench.horovod_knobs_lines(str(path)))
+  assert "| 2 Horovod ranks, framework defaults | 138 | 1.85 | 1.8, 1.9 |" in (
+      text)
+  assert "Not measured" in bench.horovod_knobs_lines(str(tmp_path / "no"))[0]
+
+
+def test_horovod_defaults_yield_to_the_users_environment():
+  from estimator_scale.backends import horovod  # pylint: disable=g-import-not-at-top
+  environ = {"HOROVOD_CYCLE_TIME": "0.5"}
+  horovod.apply_defaults(environ)
+  assert environ == {"HOROVOD_CYCLE_TIME": "0.5"}
+  environ = {}
+  horovod.apply_defaults(environ)
+  assert environ == horovod.HOROVOD_DEFAULTS

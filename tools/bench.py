@@ -242,6 +242,7 @@ EXPLANATIONS = {
 }
 
 
+KNOBS_JSON = os.path.join(ROOT, "docs", "horovod_knobs.json")
 GPU_ROWS = (
     "Not measured yet: resnet20 in float32 and mixed_float16, on 1 process "
     "and `mirrored`, needs TensorFlow 2.15 on a GPU host, and the one GPU "
@@ -427,9 +428,32 @@ def markdown(result):
     rounds = ", ".join(_fmt(r) for r in row["ratio_samples"]) or "none"
     lines.append(f"- **{row['id']}** {state} (ratio {_fmt(row['ratio'])}, "
                  f"target {_target(row)}; per round: {rounds}): {why}")
+  lines += ["", "## Horovod knobs", ""] + horovod_knobs_lines()
   lines += ["", "## GPU rows", "", GPU_ROWS]
   lines += ["", "## Method", ""] + [f"- {note}" for note in METHOD]
   return "\n".join(lines) + "\n"
+
+
+def horovod_knobs_lines(path=KNOBS_JSON):
+  """The Horovod settings' section, from tools/horovod_knobs.py's JSON."""
+  if not os.path.exists(path):
+    return ["Not measured on this host yet: `python tools/horovod_knobs.py`."]
+  with open(path, encoding="utf-8") as f:
+    knobs = json.load(f)
+  lines = [
+      f"`python tools/horovod_knobs.py` ({knobs['rounds']} interleaved "
+      f"rounds): resnet20 through the CLI, {knobs['examples_per_replica']} "
+      f"examples per replica per update, 1 intra-op thread per process, "
+      f"{knobs['updates']} updates; the CLI's own examples/sec, median over "
+      "rounds, and the ratio to 1 process taken within each round.", "",
+      "| variant | examples/sec | x 1 process | per round |",
+      "|---|---|---|---|"]
+  for row in knobs["rows"]:
+    lines.append(
+        f"| {row['variant']} | {_fmt(row['examples_per_sec'])} | "
+        f"{_fmt(row['ratio_to_1_process'])} | "
+        f"{', '.join(_fmt(r) for r in row['ratios_per_round'])} |")
+  return lines
 
 
 def _version(name):

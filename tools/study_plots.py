@@ -38,15 +38,21 @@ def _verdict(table):
           f"Met: **{'yes' if target['met'] else 'no'}**.")
 
 
+def _smoothing(theta):
+  return "θ = max(1 − n/1000, 0)" if theta is None else f"θ = {theta:g}"
+
+
 def task_markdown(table):
   """One task as the paper's Table 2, plus the verdict on the target."""
   settings = table["settings"]
   micro = settings["micro_batch_size"]
   lines = [
       f"Model `{table['model']}`, T = {table['T']} scale-invariant steps, "
-      f"lr {settings['learning_rate']:g} (LARS {settings['lars_learning_rate']:g}), "
-      f"{micro} examples per gradient sample, {settings['seeds']} seeds "
-      "(mean ± sample std; train loss, updates and wall time are means).", "",
+      f"{micro} examples per gradient sample, lr {settings['learning_rate']:g}"
+      f" (LARS {settings['lars_learning_rate']:g}), AdaScale smoothing "
+      f"{_smoothing(settings.get('adascale_smoothing'))}, {settings['seeds']} "
+      "seeds (mean ± sample std; train loss, updates and wall time are "
+      "means).", "",
       "| S | total batch | method | test accuracy (%) | final train loss "
       "| updates | wall time (s) |",
       "|---:|---:|:---|---:|---:|---:|---:|",

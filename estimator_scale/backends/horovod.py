@@ -8,6 +8,22 @@ from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
 from estimator_scale.train_ops import reduce
 
+HOROVOD_DEFAULTS = {"HOROVOD_CYCLE_TIME": "5"}
+"""Horovod settings this framework starts ranks with unless the user's
+environment sets them. The background thread wakes every cycle to negotiate
+ready tensors; on a host whose cores all compute (one thread per rank), the
+1 ms default wakes it often enough to take CPU from the ranks, and an update
+allreduces once (the reducer folds everything into one group), so a longer
+cycle costs at most a few ms per update. Measured by tools/horovod_knobs.py;
+docs/PERFORMANCE.md has what each setting bought."""
+
+
+def apply_defaults(environ):
+  """Sets `HOROVOD_DEFAULTS` in `environ` where the user has not (before
+  hvd.init(), which reads them)."""
+  for key, value in HOROVOD_DEFAULTS.items():
+    environ.setdefault(key, value)
+
 
 class Horovod(base.Backend):
   """See base class."""
@@ -22,6 +38,7 @@ class Horovod(base.Backend):
     """See base class."""
     base.require_model_dir(self.name, model_dir)
     hvd = _import_horovod()
+    apply_defaults(os.environ)
     hvd.init()
     topology = topology_lib.from_horovod(hvd)
     threads = intra_op_threads or max(

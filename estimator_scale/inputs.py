@@ -14,6 +14,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -59,8 +60,9 @@ class _Builder:
           global_batch_size, accumulation_steps)
     else:
       if global_batch_size is None or global_batch_size < 1:
-        raise ValueError("--global_batch_size must be a positive integer, got "
-                         f"{global_batch_size!r}")
+        raise errors.ConfigError(
+            "--global_batch_size must be a positive integer, got "
+            f"{global_batch_size!r}")
       self.replica_batch = global_batch_size
 
   def shard(self, input_context):
@@ -89,12 +91,14 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
     count = len(labels) if labels is not None else len(
         next(iter(features.values())) if isinstance(features, dict) else features)
     if count == 0:
-      raise ValueError("from_arrays: the data set is empty (0 examples)")
+      raise errors.ConfigError(
+          "from_arrays: the data set is empty (0 examples)")
     if isinstance(features, dict):
       for name, array in features.items():
         if len(array) != count:
-          raise ValueError(f"from_arrays: feature {name!r} has {len(array)} "
-                           f"examples, labels have {count}")
+          raise errors.ConfigError(
+              f"from_arrays: feature {name!r} has {len(array)} "
+              f"examples, labels have {count}")
     self.count = count
 
   def __call__(self, params=None, input_context=None):
@@ -105,8 +109,9 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
     shards, index = self.shard(input_context)
     if shards > 1:
       if self.count < shards:
-        raise ValueError(f"from_arrays: {self.count} examples cannot be "
-                         f"sharded over {shards} workers")
+        raise errors.ConfigError(
+            f"from_arrays: {self.count} examples cannot be "
+            f"sharded over {shards} workers")
       dataset = dataset.shard(shards, index)
     buffer = (self.shuffle_buffer or self.count) if self.seed is not None else 0
     return _finish(dataset, self.training, self.replica_batch, self.seed,
@@ -117,8 +122,9 @@ def list_files(pattern, flag="file pattern"):
   """Sorted files matching a glob, or a ValueError naming the pattern."""
   files = sorted(_glob.glob(pattern))
   if not files:
-    raise ValueError(f"{flag} {pattern!r} matches no files; check the path "
-                     "(globs like data/train-*.tfrecord are allowed)")
+    raise errors.ConfigError(
+        f"{flag} {pattern!r} matches no files; check the path "
+        "(globs like data/train-*.tfrecord are allowed)")
   return files
 
 
@@ -197,12 +203,12 @@ def write_tfrecord_shards(features, labels, directory, num_shards,
     The sorted list of paths written.
   """
   if num_shards < 1:
-    raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    raise errors.ConfigError(f"num_shards must be >= 1, got {num_shards}")
   columns = dict(features)
   columns[label_key] = np.asarray(labels)
   count = len(columns[label_key])
   if count == 0:
-    raise ValueError("write_tfrecord_shards: the data set is empty")
+    raise errors.ConfigError("write_tfrecord_shards: the data set is empty")
   os.makedirs(directory, exist_ok=True)
   paths = [os.path.join(directory, f"{prefix}-{i:05d}-of-{num_shards:05d}"
                         ".tfrecord") for i in range(num_shards)]
@@ -230,7 +236,8 @@ def check_csv(files, num_columns):
     with open(path, encoding="utf-8") as f:
       for number, line in enumerate(f, start=1):
         if line.strip() and len(line.rstrip("\n").split(",")) != num_columns:
-          raise ValueError(
+          raise errors.ConfigError(
+              
               f"{path}:{number}: expected {num_columns} comma-separated "
               f"columns, found {len(line.rstrip(chr(10)).split(','))}")
 
@@ -253,11 +260,13 @@ class from_csv(_Builder):  # pylint: disable=invalid-name
     super().__init__(global_batch_size, training, topology, accumulation_steps,
                      seed, shuffle_buffer)
     if label_column not in column_names:
-      raise ValueError(f"from_csv: label column {label_column!r} is not one of "
-                       f"the columns {column_names}")
+      raise errors.ConfigError(
+          f"from_csv: label column {label_column!r} is not one of "
+          f"the columns {column_names}")
     if len(column_defaults) != len(column_names):
-      raise ValueError("from_csv: column_defaults and column_names differ in "
-                       "length")
+      raise errors.ConfigError(
+          "from_csv: column_defaults and column_names differ in "
+          "length")
     self.files = list_files(pattern, "CSV pattern")
     check_csv(self.files, len(column_names))
     self.names, self.label = list(column_names), label_column

@@ -217,6 +217,7 @@ def train_run(spec):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
+  registry.load_module("model_zoo")
   _quiet()
   schedule = es.Schedule(name="piecewise", learning_rate=spec["learning_rate"],
                          boundaries=spec["boundaries"],

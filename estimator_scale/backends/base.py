@@ -7,6 +7,7 @@ from typing import Any, List
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 
 
@@ -85,7 +86,7 @@ def pin_threads(intra_op_threads, requested):
              f"{running or 'all cores'}; build the run config before any "
              "TensorFlow op runs, or in a new process")
   if requested:
-    raise ValueError(message)
+    raise errors.ConfigError(message)
   logging.warning(message)
 
 
@@ -100,5 +101,6 @@ def forbid_tf_config(distribution):
 
 def require_model_dir(distribution, model_dir):
   if not model_dir:
-    raise ValueError(f"--distribution={distribution} needs --model_dir: all "
-                     "workers must name the same checkpoint directory")
+    raise errors.ConfigError(
+        f"--distribution={distribution} needs --model_dir: all "
+        "workers must name the same checkpoint directory")

@@ -37,6 +37,17 @@ def _target_step(start, steps, max_steps, backend):
   return max_steps if max_steps is not None else start + steps
 
 
+def _ended_at(last, estimator):
+  """The step a train() call ended at, also when Estimator skipped it.
+
+  Estimator returns without a session (no hook runs) when the checkpoint is
+  at max_steps already, e.g. written by another worker meanwhile.
+  """
+  if last.last_step is None:
+    return checkpoint_step(estimator.model_dir)
+  return last.last_step
+
+
 class LocalCoordinator:
   """One process (with any number of replicas): Estimator as it is."""
 
@@ -59,9 +70,7 @@ class LocalCoordinator:
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [last], steps=steps,
                     max_steps=max_steps)
-    if last.last_step is None:  # Estimator skipped: checkpoint at max_steps
-      return checkpoint_step(estimator.model_dir)
-    return last.last_step
+    return _ended_at(last, estimator)
 
   def evaluate(self, estimator, input_fn, **kwargs):
     return estimator.evaluate(input_fn, **kwargs)
@@ -164,7 +173,7 @@ class ClusterCoordinator(LocalCoordinator):
           tf.estimator.EvalSpec(input_fn, steps=1))
     self._servers_started = True
     self._target = target
-    return last.last_step
+    return _ended_at(last, estimator)
 
   def _wait_for_checkpoint(self, model_dir, timeout=300):
     target = self._target

@@ -46,3 +46,18 @@ def as_config_error():
     raise
   except ValueError as e:
     raise ConfigError(str(e)) from None
+
+
+def note_model_method(error, method):
+  """Adds "raised in <method>" to an exception from a user's model method.
+
+  Only the innermost method is named (the one that raised), and framework
+  errors are left alone: their message already says what to fix.
+  """
+  if isinstance(error, Error) or getattr(error, "_model_method", None):
+    return
+  error._model_method = method  # pylint: disable=protected-access
+  note = (f"raised in the model's {method}(); the traceback above shows "
+          "the line")
+  if hasattr(error, "add_note"):  # Python 3.11+
+    error.add_note(note)

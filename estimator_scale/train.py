@@ -1,8 +1,13 @@
 """The command line: `estimator-scale train ...` / `python -m estimator_scale.train ...`.
 
-Trains a registered model (or one from --model_module), evaluates it,
-optionally exports a SavedModel, and writes a one-object JSON summary.
+Trains a registered model (or one from --model_module) with evaluations
+(at the end, or every --eval_every_n_steps / --eval_every_secs), optionally
+exports the best and the final SavedModel, and writes a JSON summary.
 `estimator-scale models` lists the registered models.
+
+Exit codes: 0 done; 2 a flag or configuration the framework rejects (one
+line on stderr); 1 an exception from the model's code or from TensorFlow
+at run time (its traceback, naming the model method that was running).
 """
 import json
 import os
@@ -13,6 +18,10 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from estimator_scale import cli_evaluation
+from estimator_scale import errors
+from estimator_scale import topology
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("model", "digits_cnn", "Registered model name.")
@@ -22,10 +31,13 @@ flags.DEFINE_string("model_dir", None,
                     "Checkpoint directory, shared by all workers "
                     "(default: a new temporary directory).")
 flags.DEFINE_integer("global_batch_size", 64,
-                     "Examples per update, summed over all workers.")
-flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).")
+                     "Examples per update, summed over all workers.",
+                     lower_bound=1)
+flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).",
+                     lower_bound=1)
 flags.DEFINE_integer("eval_steps", None,
-                     "Evaluation batches (default: the whole eval set).")
+                     "Evaluation batches (default: the whole eval set).",
+                     lower_bound=1)
 flags.DEFINE_string("optimizer", "momentum",
                     "sgd | momentum | adam | adamw | lars | lamb.")
 flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
@@ -43,9 +55,8 @@ flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
 flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
 flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
 flags.DEFINE_string("hparams", "", "Model hyperparameters: a=1,b=0.5.")
-flags.DEFINE_string("distribution", "none",
-                    "none | mirrored | multi_worker_mirrored | "
-                    "parameter_server | horovod.")
+flags.DEFINE_enum("distribution", "none", topology.BACKENDS,
+                  "How the job runs.")
 flags.DEFINE_integer("replicas", None, "`mirrored` replicas in this process.")
 flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
 flags.DEFINE_string("lr_scaling", "identity",
@@ -62,21 +73,14 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "Lower it for runs of few updates.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
-flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.")
-flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.")
+flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
+                     lower_bound=1)
+flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.",
+                     lower_bound=1)
 flags.DEFINE_integer("random_seed", 0, "Graph-level random seed.")
 flags.DEFINE_integer("intra_op_threads", None,
-                     "Threads per op (default: cores, / ranks per host).")
-
-
-class UsageError(ValueError):
-  """A flag value the CLI rejects before any training."""
-
-
-def _positive(name):
-  value = getattr(FLAGS, name)
-  if value is not None and value <= 0:
-    raise UsageError(f"--{name} must be > 0, got {value}")
+                     "Threads per op (default: cores, / ranks per host).",
+                     lower_bound=1)
 
 
 def training_config_from_flags():
@@ -85,8 +89,8 @@ def training_config_from_flags():
   try:
     boundaries = tuple(int(b) for b in FLAGS.lr_boundaries)
   except ValueError:
-    raise UsageError("--lr_boundaries must be integers, got "
-                     f"{FLAGS.lr_boundaries}") from None
+    raise app.UsageError("--lr_boundaries must be integers, got "
+                         f"{FLAGS.lr_boundaries}") from None
   schedule = es.Schedule(
       name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
       boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
@@ -127,22 +131,30 @@ def _summary(estimator, metrics, wall_seconds, examples_per_sec):
   return summary
 
 
-def run_training():
-  """Trains, evaluates, exports and summarises as the flags say."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+def _load_models():
+  """Registers the zoo's models and --model_module's; returns the registry.
+
+  The framework does not import the zoo (the zoo imports the framework);
+  the command line is where both meet.
+  """
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
-  for name in ("global_batch_size", "train_steps", "eval_steps",
-               "save_checkpoints_steps", "log_every_n_steps",
-               "intra_op_threads"):
-    _positive(name)
+  registry.load_module("model_zoo")
   if FLAGS.model_module:
     registry.load_module(FLAGS.model_module)
-  model = registry.get(FLAGS.model)
-  model_dir = FLAGS.model_dir
-  estimator = es.make_estimator(
-      model, model_dir=model_dir, distribution=FLAGS.distribution,
-      training_config=training_config_from_flags(), hparams=FLAGS.hparams,
+  return registry
+
+
+def _registered_model():
+  return _load_models().get(FLAGS.model)
+
+
+def _estimator(model):
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  with errors.as_config_error():
+    training_config = training_config_from_flags()
+  return es.make_estimator(
+      model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
+      training_config=training_config, hparams=FLAGS.hparams,
       global_batch_size=FLAGS.global_batch_size,
       progress_every_n_steps=FLAGS.log_every_n_steps,
       scale_invariant_steps=FLAGS.scale_invariant_steps,
@@ -151,18 +163,27 @@ def run_training():
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
       save_summary_steps=FLAGS.log_every_n_steps,
       log_step_count_steps=FLAGS.log_every_n_steps)
+
+
+def run_training():
+  """Trains, evaluates, exports and summarises as the flags say."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  estimator = _estimator(_registered_model())
   train_input = estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
                                          FLAGS.global_batch_size)
   eval_input = estimator.model_input_fn(tf.estimator.ModeKeys.EVAL,
                                         FLAGS.global_batch_size)
+  train_spec, eval_spec, every = cli_evaluation.specs(estimator, train_input,
+                                                      eval_input)
   start = time.time()
-  estimator.train(train_input, max_steps=FLAGS.train_steps)
+  metrics, _ = es.train_and_evaluate(estimator, train_spec, eval_spec,
+                                     eval_every_n_steps=every)
   wall = time.time() - start
   if estimator.stopped_by_signal:
     logging.warning("stopped by a signal at step %s; checkpoint written by "
                     "the chief, skipping evaluation", estimator.last_step)
     return
-  metrics = estimator.evaluate(eval_input, steps=FLAGS.eval_steps)
   if FLAGS.export_dir:
     path = estimator.export_saved_model(FLAGS.export_dir)
     logging.info("exported SavedModel to %s", os.fsdecode(path))
@@ -173,6 +194,8 @@ def run_training():
   if speed is None and wall > 0:
     speed = FLAGS.global_batch_size * (estimator.last_step or 0) / wall
   summary = _summary(estimator, metrics, wall, speed)
+  summary["evaluations"] = [{k: float(v) for k, v in e.items()}
+                            for e in estimator.evaluations]
   logging.info("final: %s", json.dumps(summary["eval"]))
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in
                                    sorted(summary["eval"].items())))
@@ -184,32 +207,44 @@ def run_training():
 
 
 def list_models():
-  from estimator_scale import registry  # pylint: disable=g-import-not-at-top
-  if FLAGS.model_module:
-    registry.load_module(FLAGS.model_module)
+  registry = _load_models()
   for name in registry.names():
     print(f"{name:20s} {registry.describe(name)}")
 
 
+_COMMANDS = {"train": run_training, "models": list_models}
+
+
+def _fail(message):
+  """One line on stderr and exit 2: what a usage or configuration error gets."""
+  print(f"estimator-scale: error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _parse_flags(argv):
+  """absl's parser, but a bad flag is one line and exit 2, like the rest."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    _fail(e)
+
+
 def main(argv):
   command = argv[1:] or ["train"]
-  if command not in (["train"], ["models"]):
-    print(f"estimator-scale: unknown command {' '.join(command)!r}; valid: "
-          "train, models", file=sys.stderr)
-    sys.exit(2)
+  if len(command) != 1 or command[0] not in _COMMANDS:
+    _fail(f"unknown command {' '.join(command)!r}; valid: "
+          f"{', '.join(_COMMANDS)}")
   try:
-    if command == ["models"]:
-      list_models()
-    else:
-      run_training()
-  except ValueError as e:  # includes TopologyError and UsageError
-    print(f"estimator-scale: error: {e}", file=sys.stderr)
-    sys.exit(2)
+    _COMMANDS[command[0]]()
+  except (errors.Error, app.UsageError) as e:
+    _fail(e)
+  # Anything else (the model's code, TensorFlow at run time) propagates:
+  # Python prints its traceback and exits 1.
 
 
 def run():
   """Console-script entry point."""
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

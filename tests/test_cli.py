@@ -40,6 +40,34 @@ def test_keras_digits_with_accumulation_and_adascale_reaches_accuracy(
   assert 1.0 < result["adascale_gain"] <= 4.0
 
 
+def test_periodic_evaluation_best_export_and_summary(tmp_path):
+  summary, model_dir = tmp_path / "summary.json", tmp_path / "model"
+  run(CLI + ["--model=digits_mlp", f"--model_dir={model_dir}",
+             "--train_steps=300", "--eval_every_n_steps=100",
+             "--export_best=accuracy:max", f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  steps = [e["global_step"] for e in result["evaluations"]]
+  assert steps == [100, 200, 300]
+  assert result["eval"] == result["evaluations"][-1]
+  best = max(result["evaluations"], key=lambda e: e["accuracy"])
+  (export,) = (model_dir / "export" / "best").iterdir()
+  assert tf.train.load_variable(str(export / "variables" / "variables"),
+                                "global_step") == best["global_step"]
+
+
+def test_early_stopping_from_the_cli(tmp_path):
+  # global_step never improves on its first value under :min, so the
+  # second evaluation in a row without improvement (step 30) must stop it.
+  summary = tmp_path / "summary.json"
+  run(CLI + ["--model=digits_mlp", f"--model_dir={tmp_path / 'model'}",
+             "--train_steps=1000", "--eval_every_n_steps=10",
+             "--export_best=global_step:min", "--early_stopping=2",
+             f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  assert result["global_step"] == 30
+  assert [e["global_step"] for e in result["evaluations"]] == [10, 20, 30]
+
+
 def test_linear_regression_recovers_true_weights(tmp_path):
   run(CLI + ["--model=linear_regression", f"--model_dir={tmp_path}",
              "--train_steps=600"])
@@ -74,8 +102,15 @@ def test_models_command_lists_the_zoo():
                        r"digits_autoencoder, digits_cnn"),
     (["--distribution=mirrored", "--replicas=2", "--global_batch_size=3"],
      r"--global_batch_size=3 does not divide .* multiple of 2"),
-    (["--train_steps=0"], r"--train_steps must be > 0"),
-    (["--global_batch_size=-8"], r"--global_batch_size must be > 0"),
+    (["--train_steps=0"], r"--train_steps=0: 0 is not a positive integer"),
+    (["--global_batch_size=-8"], r"--global_batch_size=-8: -8 is not a "
+                                 r"positive integer"),
+    (["--distribution=ring"], r"--distribution=ring: value should be one of "
+                              r"<none\|mirrored"),
+    (["--export_best=loss"], r"--export_best=loss: must be METRIC:min or "
+                             r"METRIC:max"),
+    (["--nonexistent_flag=1"], r"Unknown command line flag 'nonexistent_flag'"),
+    (["evaluate_all"], r"unknown command 'evaluate_all'; valid: train"),
     (["--hparams=filters"], r"--hparams: malformed item 'filters'"),
     (["--hparams=width=3"], r"unknown hyperparameter 'width'; valid: "
                             r"data_seed, dense_units, filters"),
@@ -89,10 +124,25 @@ def test_models_command_lists_the_zoo():
 ])
 def test_bad_input_fails_fast_with_a_clear_message(flags, message, tmp_path):
   proc = run(CLI + [f"--model_dir={tmp_path}"] + flags, check=False)
-  assert proc.returncode != 0
+  assert proc.returncode == 2
   assert proc.stderr.count("Traceback") == 0, proc.stderr[-2000:]
+  errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+  assert len(errors) == 1, proc.stderr[-2000:]
   import re  # pylint: disable=g-import-not-at-top
-  assert re.search(message, proc.stderr), proc.stderr[-2000:]
+  assert re.search(message, errors[0]), proc.stderr[-2000:]
+
+
+def test_a_bug_in_the_users_model_keeps_its_traceback(tmp_path):
+  from tests.workers import broken_models  # pylint: disable=g-import-not-at-top
+  proc = run(CLI + ["--model_module=tests.workers.broken_models",
+                    "--model=shape_bug", f"--model_dir={tmp_path}",
+                    "--train_steps=5"], check=False)
+  assert proc.returncode not in (0, 2), proc.stderr[-2000:]
+  assert "Traceback" in proc.stderr
+  assert f'{broken_models.__file__}", line' in proc.stderr
+  assert broken_models.BUG_LINE in proc.stderr
+  assert "Dimensions must be equal, but are 64 and 63" in proc.stderr
+  assert "raised in the model's ShapeBug.logits()" in proc.stderr
 
 
 @pytest.mark.parametrize("tf_config,message", [

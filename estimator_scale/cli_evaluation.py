@@ -1,4 +1,5 @@
-"""The CLI's evaluation flags: cadence, best export and early stopping.
+"""The CLI's data and evaluation flags: the user's files, cadence, best
+export and early stopping.
 
 Kept apart from train.py so the command's training flags and these stay
 small; train.py imports this module, which defines the flags, and asks it
@@ -9,6 +10,15 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 
+flags.DEFINE_string("train_data", None,
+                    "Glob of TFRecord files (or CSV files: *.csv) to train "
+                    "on, read by the model's feature spec; any tf.io.gfile "
+                    "path (gs://, hdfs://, s3://). Default: the model's own "
+                    "data.")
+flags.DEFINE_string("eval_data", None,
+                    "Glob of TFRecord or CSV files to evaluate on.")
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Skip unreadable TFRecord records instead of failing.")
 flags.DEFINE_integer("eval_every_n_steps", None,
                      "Evaluate every this many updates (default: once, at "
                      "the end).", lower_bound=1)
@@ -56,6 +66,24 @@ def _compare(name, higher_is_better):
     best, current = best_eval_result[name], current_eval_result[name]
     return current > best if higher_is_better else current < best
   return compare
+
+
+def input_fns(estimator):
+  """(train input_fn, eval input_fn): the user's files or the model's data."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if bool(FLAGS.train_data) != bool(FLAGS.eval_data):
+    raise app.UsageError("pass both --train_data and --eval_data, or "
+                         "neither (the model's own data)")
+  result = []
+  for mode, pattern in ((tf.estimator.ModeKeys.TRAIN, FLAGS.train_data),
+                        (tf.estimator.ModeKeys.EVAL, FLAGS.eval_data)):
+    if pattern:
+      result.append(estimator.files_input_fn(
+          pattern, mode, FLAGS.global_batch_size,
+          skip_corrupt=FLAGS.skip_corrupt_records))
+    else:
+      result.append(estimator.model_input_fn(mode, FLAGS.global_batch_size))
+  return tuple(result)
 
 
 def specs(estimator, train_input, eval_input):

@@ -8,6 +8,7 @@ coordination.py).
 """
 import tensorflow as tf
 
+from estimator_scale import data_files
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import hparams as hparams_lib
@@ -63,6 +64,24 @@ class Estimator:
                                self.topology,
                                self.training_config.accumulation_steps)
 
+  def files_input_fn(self, pattern, mode, global_batch_size,
+                     skip_corrupt=False):
+    """The model's data from TFRecord or CSV files, sharded for this process.
+
+    Parsed by the model's `feature_spec`; see `data_files.from_files`.
+    """
+    if self.model is None:
+      raise errors.UsageError("files_input_fn needs a BaseModel's feature "
+                              "spec; this Estimator wraps a model_fn")
+    spec = self.model.feature_spec()
+    label_key = self.model.label_key if self.model.label_key in spec else None
+    return data_files.from_files(
+        pattern, spec, label_key, global_batch_size,
+        skip_corrupt=skip_corrupt,
+        training=mode == tf.estimator.ModeKeys.TRAIN, topology=self.topology,
+        accumulation_steps=self.training_config.accumulation_steps,
+        seed=self.config.tf_random_seed or 0)
+
   def _hooks(self, hooks, target):
     hooks = list(hooks or []) + list(self._scale.hooks)
     if self._scale_invariant_steps:
@@ -79,17 +98,19 @@ class Estimator:
     Returns:
       self, like tf.estimator.Estimator.train.
     """
-    self.last_step = self._scale.coordinator.train(
-        self.tf_estimator, input_fn, self._hooks(hooks, max_steps), steps,
-        max_steps)
+    with data_files.naming_corrupt_files(input_fn):
+      self.last_step = self._scale.coordinator.train(
+          self.tf_estimator, input_fn, self._hooks(hooks, max_steps), steps,
+          max_steps)
     return self
 
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
                name=None):
     """Evaluates the latest checkpoint; every worker gets the same metrics."""
-    return self._scale.coordinator.evaluate(
-        self.tf_estimator, input_fn, steps=steps, hooks=hooks,
-        checkpoint_path=checkpoint_path, name=name)
+    with data_files.naming_corrupt_files(input_fn):
+      return self._scale.coordinator.evaluate(
+          self.tf_estimator, input_fn, steps=steps, hooks=hooks,
+          checkpoint_path=checkpoint_path, name=name)
 
   def predict(self, input_fn, predict_keys=None, hooks=None,
               checkpoint_path=None, yield_single_examples=True):

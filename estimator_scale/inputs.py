@@ -5,9 +5,9 @@ whole job) and serves each replica its share, global / (workers x replicas),
 which the model_fn splits into accumulation micro-batches. Training input is
 sharded per worker, shuffled with a seed, repeated (so ranks never run out of
 data at different steps) and batched with drop_remainder; evaluation input
-is one ordered pass over everything.
+is one ordered pass over everything. Files are found and read through
+tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
 """
-import glob as _glob
 import os
 
 from absl import logging
@@ -119,8 +119,9 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
 
 
 def list_files(pattern, flag="file pattern"):
-  """Sorted files matching a glob, or a ValueError naming the pattern."""
-  files = sorted(_glob.glob(pattern))
+  """Sorted files matching a glob (any tf.io.gfile file system), or a
+  ConfigError naming the pattern."""
+  files = sorted(tf.io.gfile.glob(pattern))
   if not files:
     raise errors.ConfigError(
         f"{flag} {pattern!r} matches no files; check the path "
@@ -145,17 +146,29 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
       data order; False lets records arrive as they are read (a few percent
       faster). Record sharding (fewer files than workers) needs the fixed
       order, so there it stays on.
+    skip_corrupt: drop records that cannot be read (a truncated shard's
+      tail) instead of failing; TensorFlow logs each one dropped.
     other arguments: as `from_arrays`.
   """
 
   def __init__(self, pattern, feature_spec, label_key, global_batch_size,
                training=True, topology=None, accumulation_steps=1, seed=0,
-               shuffle_buffer=10000, deterministic=True):
+               shuffle_buffer=10000, deterministic=True, skip_corrupt=False):
     super().__init__(global_batch_size, training, topology, accumulation_steps,
                      seed, shuffle_buffer)
     self.files = list_files(pattern, "TFRecord pattern")
     self.feature_spec, self.label_key = feature_spec, label_key
     self.deterministic = deterministic
+    self.skip_corrupt = skip_corrupt
+    if skip_corrupt:
+      logging.warning("from_tfrecords: corrupt records in %s are skipped, "
+                      "each one logged by TensorFlow", pattern)
+
+  def _records(self, path):
+    records = tf.data.TFRecordDataset(path)
+    if self.skip_corrupt:
+      records = records.ignore_errors(log_warning=True)
+    return records
 
   def _parse(self, serialized):
     parsed = tf.io.parse_example(serialized, self.feature_spec)
@@ -181,7 +194,7 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
                       "record, which needs a fixed order: deterministic=False "
                       "does not apply", len(self.files), shards)
     dataset = files.interleave(
-        tf.data.TFRecordDataset, cycle_length=min(4, len(self.files)),
+        self._records, cycle_length=min(4, len(self.files)),
         num_parallel_calls=AUTOTUNE,
         deterministic=self.deterministic or by_record)
     if by_record:
@@ -209,7 +222,7 @@ def write_tfrecord_shards(features, labels, directory, num_shards,
   count = len(columns[label_key])
   if count == 0:
     raise errors.ConfigError("write_tfrecord_shards: the data set is empty")
-  os.makedirs(directory, exist_ok=True)
+  tf.io.gfile.makedirs(directory)
   paths = [os.path.join(directory, f"{prefix}-{i:05d}-of-{num_shards:05d}"
                         ".tfrecord") for i in range(num_shards)]
   writers = [tf.io.TFRecordWriter(p) for p in paths]
@@ -233,11 +246,10 @@ def write_tfrecord_shards(features, labels, directory, num_shards,
 def check_csv(files, num_columns):
   """Fails naming the file and line of the first row with a wrong column count."""
   for path in files:
-    with open(path, encoding="utf-8") as f:
+    with tf.io.gfile.GFile(path) as f:
       for number, line in enumerate(f, start=1):
         if line.strip() and len(line.rstrip("\n").split(",")) != num_columns:
-          raise errors.ConfigError(
-              
+          raise errors.DataError(
               f"{path}:{number}: expected {num_columns} comma-separated "
               f"columns, found {len(line.rstrip(chr(10)).split(','))}")
 

@@ -95,7 +95,6 @@ class Topology:
       lower = max(divisor, global_batch_size // divisor * divisor)
       upper = (global_batch_size // divisor + 1) * divisor
       raise errors.ConfigError(
-          
           f"--{flag}={global_batch_size} does not divide into "
           f"{self.replicas_per_update} replica(s) x {accumulation_steps} "
           f"accumulation step(s) = {divisor} "

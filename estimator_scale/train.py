@@ -167,13 +167,9 @@ def _estimator(model):
 
 def run_training():
   """Trains, evaluates, exports and summarises as the flags say."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   estimator = _estimator(_registered_model())
-  train_input = estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
-                                         FLAGS.global_batch_size)
-  eval_input = estimator.model_input_fn(tf.estimator.ModeKeys.EVAL,
-                                        FLAGS.global_batch_size)
+  train_input, eval_input = cli_evaluation.input_fns(estimator)
   train_spec, eval_spec, every = cli_evaluation.specs(estimator, train_input,
                                                       eval_input)
   start = time.time()
@@ -200,9 +196,9 @@ def run_training():
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in
                                    sorted(summary["eval"].items())))
   if FLAGS.summary_json:
-    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.summary_json)),
-                exist_ok=True)
-    with open(FLAGS.summary_json, "w", encoding="utf-8") as f:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.io.gfile.makedirs(os.path.dirname(FLAGS.summary_json) or ".")
+    with tf.io.gfile.GFile(FLAGS.summary_json, "w") as f:
       json.dump(summary, f, indent=2, sort_keys=True)
 
 

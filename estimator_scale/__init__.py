@@ -2,6 +2,13 @@
 
 The public API; nothing else in the package is meant to be imported by users.
 """
+import os
+
+# TensorFlow's C++ INFO lines (oneDNN notice, CPU features, MLIR pass) print
+# once per process before any flag is read; warnings and errors still show.
+# Set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
 from estimator_scale import errors
 from estimator_scale import inputs
 from estimator_scale.estimator import Estimator

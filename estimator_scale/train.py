@@ -20,6 +20,7 @@ from absl import logging
 
 from estimator_scale import cli_evaluation
 from estimator_scale import errors
+from estimator_scale import logs
 from estimator_scale import topology
 
 FLAGS = flags.FLAGS
@@ -169,6 +170,7 @@ def run_training():
   """Trains, evaluates, exports and summarises as the flags say."""
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   estimator = _estimator(_registered_model())
+  logs.configure(estimator.topology.is_chief)
   train_input, eval_input = cli_evaluation.input_fns(estimator)
   train_spec, eval_spec, every = cli_evaluation.specs(estimator, train_input,
                                                       eval_input)
@@ -192,7 +194,6 @@ def run_training():
   summary = _summary(estimator, metrics, wall, speed)
   summary["evaluations"] = [{k: float(v) for k, v in e.items()}
                             for e in estimator.evaluations]
-  logging.info("final: %s", json.dumps(summary["eval"]))
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in
                                    sorted(summary["eval"].items())))
   if FLAGS.summary_json:
@@ -230,6 +231,7 @@ def main(argv):
   if len(command) != 1 or command[0] not in _COMMANDS:
     _fail(f"unknown command {' '.join(command)!r}; valid: "
           f"{', '.join(_COMMANDS)}")
+  logs.configure()
   try:
     _COMMANDS[command[0]]()
   except (errors.Error, app.UsageError) as e:

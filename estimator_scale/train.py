@@ -3,6 +3,8 @@
 Trains a registered model (or one from --model_module) with evaluations
 (at the end, or every --eval_every_n_steps / --eval_every_secs), optionally
 exports the best and the final SavedModel, and writes a JSON summary.
+`estimator-scale evaluate` and `estimator-scale export` evaluate or export
+the latest (or --checkpoint) checkpoint in --model_dir without training;
 `estimator-scale models` lists the registered models.
 
 Exit codes: 0 done; 2 a flag or configuration the framework rejects (one
@@ -73,6 +75,9 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "max(1 - n/1000, 0), n = gradient samples per update. "
                    "Lower it for runs of few updates.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
+flags.DEFINE_string("checkpoint", None,
+                    "evaluate/export: this checkpoint (a path or a name in "
+                    "--model_dir) instead of the latest.")
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
                      lower_bound=1)
@@ -197,10 +202,62 @@ def run_training():
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in
                                    sorted(summary["eval"].items())))
   if FLAGS.summary_json:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tf.io.gfile.makedirs(os.path.dirname(FLAGS.summary_json) or ".")
-    with tf.io.gfile.GFile(FLAGS.summary_json, "w") as f:
-      json.dump(summary, f, indent=2, sort_keys=True)
+    _write_json(summary)
+
+
+def _checkpoint(estimator):
+  """The checkpoint --checkpoint names, or the latest in --model_dir."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not FLAGS.model_dir:
+    raise app.UsageError("evaluate and export need --model_dir")
+  if FLAGS.checkpoint is None:
+    path = estimator.latest_checkpoint()
+    if path is None:
+      raise app.UsageError(f"--model_dir={FLAGS.model_dir} holds no "
+                           "checkpoint; train first, or pass --checkpoint")
+    return path
+  path = FLAGS.checkpoint
+  if not tf.io.gfile.exists(path + ".index"):
+    path = os.path.join(FLAGS.model_dir, FLAGS.checkpoint)
+  if not tf.io.gfile.exists(path + ".index"):
+    raise app.UsageError(f"--checkpoint={FLAGS.checkpoint} is not a "
+                         f"checkpoint (no {path}.index); e.g. "
+                         "--checkpoint=model.ckpt-1000")
+  return path
+
+
+def run_evaluation():
+  """Evaluates a checkpoint of --model_dir on the eval data; prints metrics."""
+  estimator = _estimator(_registered_model())
+  logs.configure(estimator.topology.is_chief)
+  checkpoint = _checkpoint(estimator)
+  _, eval_input = cli_evaluation.input_fns(estimator)
+  metrics = estimator.evaluate(eval_input, steps=FLAGS.eval_steps,
+                               checkpoint_path=checkpoint)
+  metrics = {k: float(v) for k, v in metrics.items()}
+  print(f"eval of {checkpoint}: " + ", ".join(
+      f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+  if FLAGS.summary_json and estimator.topology.is_chief:
+    _write_json({"model": FLAGS.model, "checkpoint": checkpoint,
+                 "eval": metrics})
+
+
+def run_export():
+  """Exports a checkpoint of --model_dir as a SavedModel under --export_dir."""
+  if not FLAGS.export_dir:
+    raise app.UsageError("export needs --export_dir")
+  estimator = _estimator(_registered_model())
+  logs.configure(estimator.topology.is_chief)
+  path = estimator.export_saved_model(FLAGS.export_dir,
+                                      checkpoint_path=_checkpoint(estimator))
+  print(f"exported SavedModel to {os.fsdecode(path)}")
+
+
+def _write_json(summary):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.io.gfile.makedirs(os.path.dirname(FLAGS.summary_json) or ".")
+  with tf.io.gfile.GFile(FLAGS.summary_json, "w") as f:
+    json.dump(summary, f, indent=2, sort_keys=True)
 
 
 def list_models():
@@ -209,7 +266,8 @@ def list_models():
     print(f"{name:20s} {registry.describe(name)}")
 
 
-_COMMANDS = {"train": run_training, "models": list_models}
+_COMMANDS = {"train": run_training, "evaluate": run_evaluation,
+             "export": run_export, "models": list_models}
 
 
 def _fail(message):

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from model_zoo import linear_regression
-from tests.conftest import PYTHON, run
+from tests.conftest import PYTHON, ROOT, run
 
 CLI = [PYTHON, "-m", "estimator_scale.train"]
 
@@ -171,3 +171,31 @@ def test_missing_horovod_says_how_to_install(tmp_path):
   proc = run(CLI + [f"--model_dir={tmp_path}", "--distribution=horovod"],
              check=False, env=env)
   assert proc.returncode != 0 and "make setup" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_evaluate_and_export_an_existing_model_dir(tmp_path):
+  model_dir, summary = tmp_path / "model", tmp_path / "eval.json"
+  common = ["--model=digits_mlp", f"--model_dir={model_dir}"]
+  run(CLI + common + ["--train_steps=100", "--save_checkpoints_steps=50"])
+  latest = run(CLI + ["evaluate"] + common).stdout
+  assert "model.ckpt-100: accuracy=" in latest
+  run(CLI + ["evaluate", "--checkpoint=model.ckpt-50",
+             f"--summary_json={summary}"] + common)
+  assert json.loads(summary.read_text())["eval"]["global_step"] == 50
+  run(CLI + ["export", "--checkpoint=model.ckpt-50",
+             f"--export_dir={tmp_path / 'export'}"] + common)
+  (export,) = (tmp_path / "export").iterdir()
+  assert tf.train.load_variable(str(export / "variables" / "variables"),
+                                "global_step") == 50
+  missing = run(CLI + ["evaluate", "--checkpoint=model.ckpt-7"] + common,
+                check=False)
+  assert missing.returncode == 2
+  assert "--checkpoint=model.ckpt-7 is not a checkpoint" in missing.stderr
+
+
+def test_launcher_is_a_console_script():
+  setup = open(f"{ROOT}/setup.py", encoding="utf-8").read()
+  assert '"estimator-scale-launch=estimator_scale.launch:run"' in setup
+  out = run([PYTHON, "-m", "estimator_scale.launch", "--workers", "2", "--",
+             PYTHON, "-c", "import os; print(os.environ['TF_CONFIG'])"]).stdout
+  assert '"task": {"type": "worker", "index": 1}' in out

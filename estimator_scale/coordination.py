@@ -28,7 +28,7 @@ def checkpoint_step(model_dir):
 def _target_step(start, steps, max_steps, backend):
   if steps is None and max_steps is None:
     raise errors.ConfigError(
-        f"training with --distribution={backend} needs steps or max_steps: "
+        f"training with distribution={backend!r} needs steps or max_steps: "
         "every worker must run the same number of updates")
   for name, value in (("steps", steps), ("max_steps", max_steps)):
     if value is not None and value <= 0:

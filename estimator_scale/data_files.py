@@ -149,4 +149,4 @@ def naming_corrupt_files(input_fn):
     raise errors.DataError(
         f"{path}: {error.message}; the file is corrupt or truncated: "
         "replace it, or skip unreadable records with skip_corrupt=True "
-        "(--skip_corrupt_records)") from e
+        "(the CLI's --skip_corrupt_records)") from e

@@ -175,7 +175,8 @@ def make_estimator(model, model_dir=None, distribution="none",
         "arguments, not both")
   if scale_invariant_steps and training_config.lr_scaling != "adascale":
     raise errors.ConfigError(
-        "--scale_invariant_steps needs --lr_scaling=adascale")
+        f"scale_invariant_steps={scale_invariant_steps} needs "
+        "lr_scaling='adascale'")
   if training_config.lr_scaling == "adascale":
     # Fail at construction, not at the first train(), for an impossible S.
     topology = scale_config.topology

@@ -88,7 +88,7 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
   def __init__(self, scale_invariant_steps):
     if scale_invariant_steps <= 0:
-      raise errors.ConfigError("--scale_invariant_steps must be > 0, got "
+      raise errors.ConfigError("scale_invariant_steps must be > 0, got "
                                f"{scale_invariant_steps}")
     self._target = scale_invariant_steps
 
@@ -96,7 +96,8 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
     var = _variable(adascale.PROGRESS)
     if var is None:
       raise errors.ConfigError(
-          "--scale_invariant_steps needs --lr_scaling=adascale")
+          "scale_invariant_steps needs lr_scaling='adascale' (no "
+          "adascale/progress variable in the graph)")
     self._progress = var.read_value()
 
   def after_create_session(self, session, coord):

@@ -12,7 +12,7 @@ def _convert(name, default, text):
       return True
     if text.lower() in ("false", "0", "no"):
       return False
-    raise errors.ConfigError(f"--hparams: {name}={text!r} is not a boolean "
+    raise errors.ConfigError(f"hparams: {name}={text!r} is not a boolean "
                              "(use true or false)")
   try:
     if isinstance(default, int):
@@ -21,7 +21,7 @@ def _convert(name, default, text):
       return float(text)
   except ValueError:
     raise errors.ConfigError(
-        f"--hparams: {name}={text!r} is not a valid "
+        f"hparams: {name}={text!r} is not a valid "
         f"{type(default).__name__} (default {default!r})") from None
   if isinstance(default, (list, tuple)):
     item = default[0] if default else ""
@@ -46,7 +46,7 @@ def parse(defaults, overrides=""):
     for part in filter(None, (overrides or "").split(",")):
       if part.count("=") != 1 or not part.split("=")[0].strip():
         raise errors.ConfigError(
-            f"--hparams: malformed item {part!r}; expected "
+            f"hparams: malformed item {part!r}; expected "
             "name=value pairs separated by commas, e.g. "
             "'learning_rate=0.1,units=64:32'")
       key, value = part.split("=")
@@ -55,7 +55,7 @@ def parse(defaults, overrides=""):
     if key not in defaults:
       valid = ", ".join(sorted(defaults)) or "(this model has none)"
       raise errors.ConfigError(
-          f"--hparams: unknown hyperparameter {key!r}; valid: "
+          f"hparams: unknown hyperparameter {key!r}; valid: "
           f"{valid}")
     params[key] = _convert(key, defaults[key], value) if isinstance(
         value, str) else value

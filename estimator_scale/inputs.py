@@ -61,7 +61,7 @@ class _Builder:
     else:
       if global_batch_size is None or global_batch_size < 1:
         raise errors.ConfigError(
-            "--global_batch_size must be a positive integer, got "
+            "global_batch_size must be a positive integer, got "
             f"{global_batch_size!r}")
       self.replica_batch = global_batch_size
 

@@ -29,7 +29,7 @@ def load_module(module):
     importlib.import_module(module)
   except ImportError as e:
     raise errors.ConfigError(
-        f"--model_module={module!r} cannot be imported: {e}") from None
+        f"model_module={module!r} cannot be imported: {e}") from None
 
 
 def names():
@@ -41,9 +41,9 @@ def get(name):
   """A new instance of the model registered as `name`."""
   if name not in _MODELS:
     raise errors.ConfigError(
-        f"--model={name!r} is not a registered model; valid: "
+        f"model={name!r} is not a registered model; valid: "
         f"{', '.join(sorted(_MODELS))} (or register your own and "
-        "pass --model_module)")
+        "pass model_module=your.module)")
   return _MODELS[name]()
 
 

@@ -13,6 +13,7 @@ at run time (its traceback, naming the model method that was running).
 """
 import json
 import os
+import re
 import sys
 import time
 
@@ -270,9 +271,22 @@ _COMMANDS = {"train": run_training, "evaluate": run_evaluation,
              "export": run_export, "models": list_models}
 
 
+def _as_flags(message):
+  """The library's message in the user's words: `global_batch_size=3` (an
+  argument) becomes `--global_batch_size=3` (the flag they typed).
+
+  The one place the CLI adds dashes: a flag's name directly followed by
+  `=` or `:`, not inside a path, a quoted example or a flag already dashed.
+  """
+  names = sorted((name for name in FLAGS if len(name) > 3), key=len,
+                 reverse=True)
+  pattern = rf"(?<![\w./'\"-])({'|'.join(map(re.escape, names))})(?=[=:])"
+  return re.sub(pattern, r"--\1", str(message))
+
+
 def _fail(message):
   """One line on stderr and exit 2: what a usage or configuration error gets."""
-  print(f"estimator-scale: error: {message}", file=sys.stderr)
+  print(f"estimator-scale: error: {_as_flags(message)}", file=sys.stderr)
   sys.exit(2)
 
 

@@ -94,13 +94,13 @@ def forbid_tf_config(distribution):
   """A single-process backend refuses a TF_CONFIG it would silently ignore."""
   if os.environ.get("TF_CONFIG"):
     raise topology_lib.TopologyError(
-        f"TF_CONFIG is set but --distribution={distribution} ignores it; use "
-        "--distribution=multi_worker_mirrored or parameter_server, or unset "
+        f"TF_CONFIG is set but distribution={distribution!r} ignores it; use "
+        "distribution='multi_worker_mirrored' or 'parameter_server', or unset "
         "TF_CONFIG")
 
 
 def require_model_dir(distribution, model_dir):
   if not model_dir:
     raise errors.ConfigError(
-        f"--distribution={distribution} needs --model_dir: all "
+        f"distribution={distribution!r} needs a model_dir: all "
         "workers must name the same checkpoint directory")

@@ -22,7 +22,7 @@ class Mirrored(base.Backend):
     if gpus:
       if replicas > len(gpus):
         raise errors.ConfigError(
-            f"--replicas={replicas} exceeds the {len(gpus)} GPUs")
+            f"replicas={replicas} exceeds the {len(gpus)} GPUs")
       devices = [f"/gpu:{i}" for i in range(replicas)]
       session = base.session_config()
     else:

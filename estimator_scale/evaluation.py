@@ -234,7 +234,10 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
     step = estimator.last_step
     if estimator.stopped_by_signal:
       break
-    if not agree(lambda: cadence.due(step, max_steps)):
+    # A hook's stop (AdaScale's tau, a user's hook) ends training for good;
+    # every worker sees it at the same step, as the stop is agreed in-graph.
+    hook_stopped = step < target
+    if not (hook_stopped or agree(lambda: cadence.due(step, max_steps))):
       continue
     eval_result = estimator.evaluate(
         eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks,
@@ -246,7 +249,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
     if stop:
       logging.info("early stopping at step %d: no improvement of %s", step,
                    ", ".join(stop))
-    done = bool(stop) or step >= max_steps
+    done = bool(stop) or hook_stopped or step >= max_steps
     exports = _export(estimator, eval_spec, eval_result, done) or exports
     if done:
       break

@@ -77,3 +77,16 @@ def test_restart_at_max_steps_evaluates_once_without_training(tmp_path):
   es.train_and_evaluate(estimator, train, evaluate, eval_every_n_steps=5)
   result, _ = es.train_and_evaluate(estimator, train, evaluate)
   assert result["global_step"] == 5 and len(estimator.evaluations) == 1
+
+
+def test_a_hooks_stop_ends_training_with_a_final_evaluation(tmp_path):
+  model, features, labels = generated_data("mlp", 32)
+  estimator = es.make_estimator(model, model_dir=str(tmp_path))
+  stop_at_7 = tf.estimator.StopAtStepHook(last_step=7)
+  train = tf.estimator.TrainSpec(es.inputs.from_arrays(features, labels, 8),
+                                 max_steps=1000, hooks=[stop_at_7])
+  evaluate = tf.estimator.EvalSpec(
+      es.inputs.from_arrays(features, labels, 8, training=False))
+  result, _ = es.train_and_evaluate(estimator, train, evaluate,
+                                    eval_every_n_steps=500)
+  assert result["global_step"] == 7 and len(estimator.evaluations) == 1

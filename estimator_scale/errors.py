@@ -12,6 +12,8 @@ speaks in `--flags`.
 """
 import contextlib
 
+from absl import logging
+
 
 class Error(ValueError):
   """Base of the framework's errors."""
@@ -59,5 +61,7 @@ def note_model_method(error, method):
   error._model_method = method  # pylint: disable=protected-access
   note = (f"raised in the model's {method}(); the traceback above shows "
           "the line")
-  if hasattr(error, "add_note"):  # Python 3.11+
+  if hasattr(error, "add_note"):  # Python 3.11+: printed with the traceback
     error.add_note(note)
+  else:
+    logging.error("%s: %s", type(error).__name__, note)

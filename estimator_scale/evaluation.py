@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from estimator_scale import coordination
 from estimator_scale import errors
+from estimator_scale import estimator as estimator_lib
 
 
 class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
@@ -134,7 +135,6 @@ class _Cadence:
 
 
 def _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps):
-  from estimator_scale import estimator as estimator_lib  # pylint: disable=g-import-not-at-top
   if not isinstance(estimator, estimator_lib.Estimator):
     raise errors.ConfigError(
         "train_and_evaluate: estimator must come from es.make_estimator, got "

@@ -10,7 +10,7 @@ setup:
 # The main job: 2 Horovod ranks on this host train and evaluate digits_cnn.
 run: setup
 	rm -rf /tmp/estimator_scale_run
-	.venv/bin/horovodrun --gloo -np $(NP) -H localhost:$(NP) \
+	TF_CPP_MIN_LOG_LEVEL=1 .venv/bin/horovodrun --gloo -np $(NP) -H localhost:$(NP) \
 	  $(PY) -m estimator_scale.train --distribution=horovod --model=digits_cnn \
 	  --model_dir=/tmp/estimator_scale_run \
 	  --summary_json=/tmp/estimator_scale_run/summary.json \

@@ -17,5 +17,8 @@ setuptools.setup(
         "scikit-learn",
     ],
     extras_require={"horovod": ["horovod==0.28.1"], "plots": ["matplotlib"]},
-    entry_points={"console_scripts": ["estimator-scale=estimator_scale.train:run"]},
+    entry_points={"console_scripts": [
+        "estimator-scale=estimator_scale.train:run",
+        "estimator-scale-launch=estimator_scale.launch:run",
+    ]},
 )

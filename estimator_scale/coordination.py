@@ -13,6 +13,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 
 
@@ -26,31 +27,49 @@ def checkpoint_step(model_dir):
 
 def _target_step(start, steps, max_steps, backend):
   if steps is None and max_steps is None:
-    raise ValueError(
-        f"training with --distribution={backend} needs steps or max_steps: "
+    raise errors.ConfigError(
+        f"training with distribution={backend!r} needs steps or max_steps: "
         "every worker must run the same number of updates")
   for name, value in (("steps", steps), ("max_steps", max_steps)):
     if value is not None and value <= 0:
-      raise ValueError(f"{name} must be > 0, got {value}")
+      raise errors.ConfigError(f"{name} must be > 0, got {value}")
   return max_steps if max_steps is not None else start + steps
+
+
+def _ended_at(last, estimator):
+  """The step a train() call ended at, also when Estimator skipped it.
+
+  Estimator returns without a session (no hook runs) when the checkpoint is
+  at max_steps already, e.g. written by another worker meanwhile.
+  """
+  if last.last_step is None:
+    return checkpoint_step(estimator.model_dir)
+  return last.last_step
 
 
 class LocalCoordinator:
   """One process (with any number of replicas): Estimator as it is."""
 
+  can_broadcast = True
+  """Whether `broadcast` hands the chief's value to every worker."""
+
   def __init__(self, topology):
     self.topology = topology
     self.stopped_by_signal = False
+
+  def broadcast(self, value):
+    """The chief's `value`, on every worker (here: the only one)."""
+    return value
 
   def train(self, estimator, input_fn, hooks, steps, max_steps):
     """Runs training; returns the step it ended at."""
     for name, value in (("steps", steps), ("max_steps", max_steps)):
       if value is not None and value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
+        raise errors.ConfigError(f"{name} must be > 0, got {value}")
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [last], steps=steps,
                     max_steps=max_steps)
-    return last.last_step
+    return _ended_at(last, estimator)
 
   def evaluate(self, estimator, input_fn, **kwargs):
     return estimator.evaluate(input_fn, **kwargs)
@@ -72,7 +91,8 @@ class HorovodCoordinator(LocalCoordinator):
     super().__init__(topology)
     self._hvd = hvd
 
-  def _broadcast(self, value):
+  def broadcast(self, value):
+    """See base class."""
     return self._hvd.broadcast_object(value, root_rank=0)
 
   def _agree_stop(self, flag):
@@ -80,7 +100,7 @@ class HorovodCoordinator(LocalCoordinator):
 
   def train(self, estimator, input_fn, hooks, steps, max_steps):
     """See base class."""
-    start = self._broadcast(checkpoint_step(estimator.model_dir)
+    start = self.broadcast(checkpoint_step(estimator.model_dir)
                             if self.topology.is_chief else None)
     target = _target_step(start, steps, max_steps, "horovod")
     if start >= target:
@@ -96,7 +116,7 @@ class HorovodCoordinator(LocalCoordinator):
           f"rank {self.topology.worker_index}: training input ended at step "
           f"{last.last_step}, before step {target}; every rank must run the "
           "same number of updates, so the training input_fn must repeat")
-    self._broadcast(None)  # rank 0's final checkpoint is written past here
+    self.broadcast(None)  # rank 0's final checkpoint is written past here
     return last.last_step
 
   def evaluate(self, estimator, input_fn, **kwargs):
@@ -104,7 +124,7 @@ class HorovodCoordinator(LocalCoordinator):
     result = None
     if self.topology.is_chief:
       result = estimator.evaluate(input_fn, **kwargs)
-    return self._broadcast(result)
+    return self.broadcast(result)
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
     """Rank 0 exports; every rank gets the path."""
@@ -112,15 +132,19 @@ class HorovodCoordinator(LocalCoordinator):
     if self.topology.is_chief:
       path = estimator.export_saved_model(export_dir_base, receiver_fn,
                                           **kwargs)
-    return self._broadcast(path)
+    return self.broadcast(path)
 
 
 class ClusterCoordinator(LocalCoordinator):
   """TF_CONFIG workers (multi_worker_mirrored, parameter_server).
 
   TF 2.15's Estimator trains these only through train_and_evaluate, which
-  this wraps; workers share model_dir, where only the chief writes.
+  this wraps; workers share model_dir, where only the chief writes. Outside
+  a training session they have no channel, so `broadcast` cannot share the
+  chief's value: decisions must follow from steps alone.
   """
+
+  can_broadcast = False
 
   def __init__(self, topology):
     super().__init__(topology)
@@ -148,7 +172,7 @@ class ClusterCoordinator(LocalCoordinator):
           tf.estimator.EvalSpec(input_fn, steps=1))
     self._servers_started = True
     self._target = target
-    return last.last_step
+    return _ended_at(last, estimator)
 
   def _wait_for_checkpoint(self, model_dir, timeout=300):
     target = self._target

@@ -5,6 +5,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import reduce
 
@@ -88,14 +89,16 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
   def __init__(self, scale_invariant_steps):
     if scale_invariant_steps <= 0:
-      raise ValueError("--scale_invariant_steps must be > 0, got "
-                       f"{scale_invariant_steps}")
+      raise errors.ConfigError("scale_invariant_steps must be > 0, got "
+                               f"{scale_invariant_steps}")
     self._target = scale_invariant_steps
 
   def begin(self):
     var = _variable(adascale.PROGRESS)
     if var is None:
-      raise ValueError("--scale_invariant_steps needs --lr_scaling=adascale")
+      raise errors.ConfigError(
+          "scale_invariant_steps needs lr_scaling='adascale' (no "
+          "adascale/progress variable in the graph)")
     self._progress = var.read_value()
 
   def after_create_session(self, session, coord):

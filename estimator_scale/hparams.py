@@ -3,6 +3,7 @@
 `--hparams=hidden_units=128,dropout=0.1` keeps the type of each default, so a
 typo or a wrong type fails before any graph is built.
 """
+from estimator_scale import errors
 
 
 def _convert(name, default, text):
@@ -11,16 +12,17 @@ def _convert(name, default, text):
       return True
     if text.lower() in ("false", "0", "no"):
       return False
-    raise ValueError(f"--hparams: {name}={text!r} is not a boolean "
-                     "(use true or false)")
+    raise errors.ConfigError(f"hparams: {name}={text!r} is not a boolean "
+                             "(use true or false)")
   try:
     if isinstance(default, int):
       return int(text)
     if isinstance(default, float):
       return float(text)
   except ValueError:
-    raise ValueError(f"--hparams: {name}={text!r} is not a valid "
-                     f"{type(default).__name__} (default {default!r})") from None
+    raise errors.ConfigError(
+        f"hparams: {name}={text!r} is not a valid "
+        f"{type(default).__name__} (default {default!r})") from None
   if isinstance(default, (list, tuple)):
     item = default[0] if default else ""
     return type(default)(_convert(name, item, t) for t in text.split(":") if t)
@@ -43,16 +45,18 @@ def parse(defaults, overrides=""):
     items = []
     for part in filter(None, (overrides or "").split(",")):
       if part.count("=") != 1 or not part.split("=")[0].strip():
-        raise ValueError(f"--hparams: malformed item {part!r}; expected "
-                         "name=value pairs separated by commas, e.g. "
-                         "'learning_rate=0.1,units=64:32'")
+        raise errors.ConfigError(
+            f"hparams: malformed item {part!r}; expected "
+            "name=value pairs separated by commas, e.g. "
+            "'learning_rate=0.1,units=64:32'")
       key, value = part.split("=")
       items.append((key.strip(), value.strip()))
   for key, value in items:
     if key not in defaults:
       valid = ", ".join(sorted(defaults)) or "(this model has none)"
-      raise ValueError(f"--hparams: unknown hyperparameter {key!r}; valid: "
-                       f"{valid}")
+      raise errors.ConfigError(
+          f"hparams: unknown hyperparameter {key!r}; valid: "
+          f"{valid}")
     params[key] = _convert(key, defaults[key], value) if isinstance(
         value, str) else value
   return params

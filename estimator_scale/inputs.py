@@ -5,15 +5,16 @@ whole job) and serves each replica its share, global / (workers x replicas),
 which the model_fn splits into accumulation micro-batches. Training input is
 sharded per worker, shuffled with a seed, repeated (so ranks never run out of
 data at different steps) and batched with drop_remainder; evaluation input
-is one ordered pass over everything.
+is one ordered pass over everything. Files are found and read through
+tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
 """
-import glob as _glob
 import os
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -59,8 +60,9 @@ class _Builder:
           global_batch_size, accumulation_steps)
     else:
       if global_batch_size is None or global_batch_size < 1:
-        raise ValueError("--global_batch_size must be a positive integer, got "
-                         f"{global_batch_size!r}")
+        raise errors.ConfigError(
+            "global_batch_size must be a positive integer, got "
+            f"{global_batch_size!r}")
       self.replica_batch = global_batch_size
 
   def shard(self, input_context):
@@ -89,12 +91,14 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
     count = len(labels) if labels is not None else len(
         next(iter(features.values())) if isinstance(features, dict) else features)
     if count == 0:
-      raise ValueError("from_arrays: the data set is empty (0 examples)")
+      raise errors.ConfigError(
+          "from_arrays: the data set is empty (0 examples)")
     if isinstance(features, dict):
       for name, array in features.items():
         if len(array) != count:
-          raise ValueError(f"from_arrays: feature {name!r} has {len(array)} "
-                           f"examples, labels have {count}")
+          raise errors.ConfigError(
+              f"from_arrays: feature {name!r} has {len(array)} "
+              f"examples, labels have {count}")
     self.count = count
 
   def __call__(self, params=None, input_context=None):
@@ -105,8 +109,9 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
     shards, index = self.shard(input_context)
     if shards > 1:
       if self.count < shards:
-        raise ValueError(f"from_arrays: {self.count} examples cannot be "
-                         f"sharded over {shards} workers")
+        raise errors.ConfigError(
+            f"from_arrays: {self.count} examples cannot be "
+            f"sharded over {shards} workers")
       dataset = dataset.shard(shards, index)
     buffer = (self.shuffle_buffer or self.count) if self.seed is not None else 0
     return _finish(dataset, self.training, self.replica_batch, self.seed,
@@ -114,11 +119,13 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
 
 
 def list_files(pattern, flag="file pattern"):
-  """Sorted files matching a glob, or a ValueError naming the pattern."""
-  files = sorted(_glob.glob(pattern))
+  """Sorted files matching a glob (any tf.io.gfile file system), or a
+  ConfigError naming the pattern."""
+  files = sorted(tf.io.gfile.glob(pattern))
   if not files:
-    raise ValueError(f"{flag} {pattern!r} matches no files; check the path "
-                     "(globs like data/train-*.tfrecord are allowed)")
+    raise errors.ConfigError(
+        f"{flag} {pattern!r} matches no files; check the path "
+        "(globs like data/train-*.tfrecord are allowed)")
   return files
 
 
@@ -139,17 +146,29 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
       data order; False lets records arrive as they are read (a few percent
       faster). Record sharding (fewer files than workers) needs the fixed
       order, so there it stays on.
+    skip_corrupt: drop records that cannot be read (a truncated shard's
+      tail) instead of failing; TensorFlow logs each one dropped.
     other arguments: as `from_arrays`.
   """
 
   def __init__(self, pattern, feature_spec, label_key, global_batch_size,
                training=True, topology=None, accumulation_steps=1, seed=0,
-               shuffle_buffer=10000, deterministic=True):
+               shuffle_buffer=10000, deterministic=True, skip_corrupt=False):
     super().__init__(global_batch_size, training, topology, accumulation_steps,
                      seed, shuffle_buffer)
     self.files = list_files(pattern, "TFRecord pattern")
     self.feature_spec, self.label_key = feature_spec, label_key
     self.deterministic = deterministic
+    self.skip_corrupt = skip_corrupt
+    if skip_corrupt:
+      logging.warning("from_tfrecords: corrupt records in %s are skipped, "
+                      "each one logged by TensorFlow", pattern)
+
+  def _records(self, path):
+    records = tf.data.TFRecordDataset(path)
+    if self.skip_corrupt:
+      records = records.ignore_errors(log_warning=True)
+    return records
 
   def _parse(self, serialized):
     parsed = tf.io.parse_example(serialized, self.feature_spec)
@@ -175,7 +194,7 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
                       "record, which needs a fixed order: deterministic=False "
                       "does not apply", len(self.files), shards)
     dataset = files.interleave(
-        tf.data.TFRecordDataset, cycle_length=min(4, len(self.files)),
+        self._records, cycle_length=min(4, len(self.files)),
         num_parallel_calls=AUTOTUNE,
         deterministic=self.deterministic or by_record)
     if by_record:
@@ -197,13 +216,13 @@ def write_tfrecord_shards(features, labels, directory, num_shards,
     The sorted list of paths written.
   """
   if num_shards < 1:
-    raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    raise errors.ConfigError(f"num_shards must be >= 1, got {num_shards}")
   columns = dict(features)
   columns[label_key] = np.asarray(labels)
   count = len(columns[label_key])
   if count == 0:
-    raise ValueError("write_tfrecord_shards: the data set is empty")
-  os.makedirs(directory, exist_ok=True)
+    raise errors.ConfigError("write_tfrecord_shards: the data set is empty")
+  tf.io.gfile.makedirs(directory)
   paths = [os.path.join(directory, f"{prefix}-{i:05d}-of-{num_shards:05d}"
                         ".tfrecord") for i in range(num_shards)]
   writers = [tf.io.TFRecordWriter(p) for p in paths]
@@ -227,10 +246,10 @@ def write_tfrecord_shards(features, labels, directory, num_shards,
 def check_csv(files, num_columns):
   """Fails naming the file and line of the first row with a wrong column count."""
   for path in files:
-    with open(path, encoding="utf-8") as f:
+    with tf.io.gfile.GFile(path) as f:
       for number, line in enumerate(f, start=1):
         if line.strip() and len(line.rstrip("\n").split(",")) != num_columns:
-          raise ValueError(
+          raise errors.DataError(
               f"{path}:{number}: expected {num_columns} comma-separated "
               f"columns, found {len(line.rstrip(chr(10)).split(','))}")
 
@@ -253,11 +272,13 @@ class from_csv(_Builder):  # pylint: disable=invalid-name
     super().__init__(global_batch_size, training, topology, accumulation_steps,
                      seed, shuffle_buffer)
     if label_column not in column_names:
-      raise ValueError(f"from_csv: label column {label_column!r} is not one of "
-                       f"the columns {column_names}")
+      raise errors.ConfigError(
+          f"from_csv: label column {label_column!r} is not one of "
+          f"the columns {column_names}")
     if len(column_defaults) != len(column_names):
-      raise ValueError("from_csv: column_defaults and column_names differ in "
-                       "length")
+      raise errors.ConfigError(
+          "from_csv: column_defaults and column_names differ in "
+          "length")
     self.files = list_files(pattern, "CSV pattern")
     check_csv(self.files, len(column_names))
     self.names, self.label = list(column_names), label_column

@@ -24,6 +24,9 @@ class BaseModel(abc.ABC):
   name = None
   """The registry name (`estimator-scale models` lists them)."""
 
+  label_key = "label"
+  """The label's name in data files (`feature_spec`, `--train_data`)."""
+
   def default_hparams(self):
     """Hyperparameters and their defaults; their types are enforced."""
     return {}
@@ -96,6 +99,24 @@ class BaseModel(abc.ABC):
         f"model {self.name or type(self).__name__!r} ships no data; pass your "
         "own input_fn to estimator.train/evaluate")
 
+  def label_feature(self):
+    """How one record's label is parsed, or None for a label-free model."""
+    return None
+
+  def feature_spec(self):
+    """{name: tf.io.FixedLenFeature} of one record in data files.
+
+    What `--train_data`/`--eval_data` read (TFRecord Examples or CSV
+    columns): the serving features, and the label under `label_key`.
+    Override it when the files hold more or other features than serving.
+    """
+    spec = {name: tf.io.FixedLenFeature(tensor.shape, tensor.dtype)
+            for name, tensor in self.serving_features().items()}
+    label = self.label_feature()
+    if label is not None:
+      spec[self.label_key] = label
+    return spec
+
   def serving_input_receiver_fn(self):
     """Placeholders for `serving_features`, batch axis unknown."""
     specs = self.serving_features()
@@ -117,6 +138,10 @@ class ClassifierModel(BaseModel):
   predictions; a subclass only builds the network.
   """
 
+  def label_feature(self):
+    """See base class: a class id."""
+    return tf.io.FixedLenFeature([], tf.int64)
+
   def loss(self, labels, logits, params):
     """See base class."""
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -136,6 +161,10 @@ class ClassifierModel(BaseModel):
 
 class RegressionModel(BaseModel):
   """A regression: `logits` returns predictions; mean squared error."""
+
+  def label_feature(self):
+    """See base class: one number."""
+    return tf.io.FixedLenFeature([1], tf.float32)
 
   def loss(self, labels, logits, params):
     """See base class."""

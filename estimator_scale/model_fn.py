@@ -6,11 +6,13 @@ a hand-written model_fn makes, so accumulation, lr scaling, AdaScale and the
 backend's reduction apply to every model alike.
 """
 import contextlib
+import functools
 import random
 
 import numpy as np
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import precision as precision_lib
@@ -33,6 +35,7 @@ def make_model_fn(model, training_config=None, topology=None):
   """
   training_config = training_config or pipeline.TrainingConfig()
   topology = topology or topology_lib.local()
+  model = _Attributed(model)
 
   def model_fn(features, labels, mode, params, config):
     if config is not None and config.tf_random_seed is not None:
@@ -60,6 +63,32 @@ def make_model_fn(model, training_config=None, topology=None):
         mode, loss=built.loss, train_op=built.train_op,
         training_hooks=model.training_hooks(features, labels))
   return model_fn
+
+
+class _Attributed:
+  """The model, whose methods name themselves in what they raise.
+
+  A user's shape bug surfaces as a TensorFlow error deep in graph
+  construction; the note ("raised in DigitsMLP.logits") says which of the
+  model's methods was running, and the traceback keeps the user's line.
+  """
+
+  def __init__(self, model):
+    self._model = model
+
+  def __getattr__(self, name):
+    attribute = getattr(self._model, name)
+    if name.startswith("_") or not callable(attribute):
+      return attribute
+
+    @functools.wraps(attribute)
+    def call(*args, **kwargs):
+      try:
+        return attribute(*args, **kwargs)
+      except Exception as e:  # pylint: disable=broad-except
+        errors.note_model_method(e, f"{type(self._model).__name__}.{name}")
+        raise
+    return call
 
 
 def _network(model, params, precision):

@@ -1,5 +1,12 @@
-"""Model registry: names the CLI and the contract test iterate over."""
+"""Model registry: names the CLI and the contract test iterate over.
+
+It imports no model: the zoo imports the framework, never the other way
+round. Whoever wants the zoo's names (the CLI, a test) imports `model_zoo`
+or calls `load_module("model_zoo")` first.
+"""
 import importlib
+
+from estimator_scale import errors
 
 _MODELS = {}
 
@@ -7,10 +14,11 @@ _MODELS = {}
 def register(cls):
   """Class decorator: registers a BaseModel subclass under `cls.name`."""
   if not cls.name:
-    raise ValueError(f"{cls.__name__} needs a `name` to be registered")
+    raise errors.ConfigError(f"{cls.__name__} needs a `name` to be registered")
   if _MODELS.get(cls.name, cls) is not cls:
-    raise ValueError(f"model name {cls.name!r} is already registered by "
-                     f"{_MODELS[cls.name].__name__}")
+    raise errors.ConfigError(
+        f"model name {cls.name!r} is already registered by "
+        f"{_MODELS[cls.name].__name__}")
   _MODELS[cls.name] = cls
   return cls
 
@@ -20,30 +28,25 @@ def load_module(module):
   try:
     importlib.import_module(module)
   except ImportError as e:
-    raise ValueError(f"--model_module={module!r} cannot be imported: {e}") from None
-
-
-def _load_zoo():
-  importlib.import_module("model_zoo")
+    raise errors.ConfigError(
+        f"model_module={module!r} cannot be imported: {e}") from None
 
 
 def names():
-  """Sorted names of the registered models (the model zoo included)."""
-  _load_zoo()
+  """Sorted names of the registered models."""
   return sorted(_MODELS)
 
 
 def get(name):
   """A new instance of the model registered as `name`."""
-  _load_zoo()
   if name not in _MODELS:
-    raise ValueError(f"--model={name!r} is not a registered model; valid: "
-                     f"{', '.join(sorted(_MODELS))} (or register your own and "
-                     "pass --model_module)")
+    raise errors.ConfigError(
+        f"model={name!r} is not a registered model; valid: "
+        f"{', '.join(sorted(_MODELS))} (or register your own and "
+        "pass model_module=your.module)")
   return _MODELS[name]()
 
 
 def describe(name):
   """The first line of a model's docstring."""
-  _load_zoo()
   return (_MODELS[name].__doc__ or "").strip().splitlines()[0]

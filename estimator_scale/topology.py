@@ -7,12 +7,14 @@ import dataclasses
 import json
 import os
 
+from estimator_scale import errors
+
 BACKENDS = ("none", "mirrored", "multi_worker_mirrored", "parameter_server",
             "horovod")
 
 
-class TopologyError(ValueError):
-  """The environment does not describe a job this backend can run."""
+TopologyError = errors.TopologyError
+"""Kept here too: the modules that read the environment raise it by this name."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,17 +85,17 @@ class Topology:
       ValueError: naming the nearest valid global batch sizes.
     """
     if global_batch_size is None or int(global_batch_size) < 1:
-      raise ValueError(f"--{flag} must be a positive integer, got "
-                       f"{global_batch_size!r}")
+      raise errors.ConfigError(f"{flag} must be a positive integer, got "
+                               f"{global_batch_size!r}")
     if int(accumulation_steps) < 1:
-      raise ValueError("--accumulation_steps must be >= 1, got "
-                       f"{accumulation_steps!r}")
+      raise errors.ConfigError("accumulation_steps must be >= 1, got "
+                               f"{accumulation_steps!r}")
     divisor = self.replicas_per_update * int(accumulation_steps)
     if global_batch_size % divisor:
       lower = max(divisor, global_batch_size // divisor * divisor)
       upper = (global_batch_size // divisor + 1) * divisor
-      raise ValueError(
-          f"--{flag}={global_batch_size} does not divide into "
+      raise errors.ConfigError(
+          f"{flag}={global_batch_size} does not divide into "
           f"{self.replicas_per_update} replica(s) x {accumulation_steps} "
           f"accumulation step(s) = {divisor} "
           f"({self.num_workers} worker(s) x {self.replicas_per_worker} "
@@ -152,7 +154,7 @@ def from_tf_config(backend, environ=None):
   if backend == "multi_worker_mirrored" and "ps" in cluster:
     raise TopologyError("distribution=multi_worker_mirrored takes a cluster of "
                         "'chief'/'worker' tasks only; TF_CONFIG has a 'ps' job "
-                        "(use --distribution=parameter_server)")
+                        "(use distribution=parameter_server)")
   chiefs = len(cluster.get("chief", []))
   num_workers = chiefs + len(cluster.get("worker", []))
   if task_type in ("chief", "worker"):

@@ -1,17 +1,30 @@
 """The command line: `estimator-scale train ...` / `python -m estimator_scale.train ...`.
 
-Trains a registered model (or one from --model_module), evaluates it,
-optionally exports a SavedModel, and writes a one-object JSON summary.
+Trains a registered model (or one from --model_module) with evaluations
+(at the end, or every --eval_every_n_steps / --eval_every_secs), optionally
+exports the best and the final SavedModel, and writes a JSON summary.
+`estimator-scale evaluate` and `estimator-scale export` evaluate or export
+the latest (or --checkpoint) checkpoint in --model_dir without training;
 `estimator-scale models` lists the registered models.
+
+Exit codes: 0 done; 2 a flag or configuration the framework rejects (one
+line on stderr); 1 an exception from the model's code or from TensorFlow
+at run time (its traceback, naming the model method that was running).
 """
 import json
 import os
+import re
 import sys
 import time
 
 from absl import app
 from absl import flags
 from absl import logging
+
+from estimator_scale import cli_evaluation
+from estimator_scale import errors
+from estimator_scale import logs
+from estimator_scale import topology
 
 FLAGS = flags.FLAGS
 
@@ -22,10 +35,13 @@ flags.DEFINE_string("model_dir", None,
                     "Checkpoint directory, shared by all workers "
                     "(default: a new temporary directory).")
 flags.DEFINE_integer("global_batch_size", 64,
-                     "Examples per update, summed over all workers.")
-flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).")
+                     "Examples per update, summed over all workers.",
+                     lower_bound=1)
+flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).",
+                     lower_bound=1)
 flags.DEFINE_integer("eval_steps", None,
-                     "Evaluation batches (default: the whole eval set).")
+                     "Evaluation batches (default: the whole eval set).",
+                     lower_bound=1)
 flags.DEFINE_string("optimizer", "momentum",
                     "sgd | momentum | adam | adamw | lars | lamb.")
 flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
@@ -43,9 +59,8 @@ flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
 flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
 flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
 flags.DEFINE_string("hparams", "", "Model hyperparameters: a=1,b=0.5.")
-flags.DEFINE_string("distribution", "none",
-                    "none | mirrored | multi_worker_mirrored | "
-                    "parameter_server | horovod.")
+flags.DEFINE_enum("distribution", "none", topology.BACKENDS,
+                  "How the job runs.")
 flags.DEFINE_integer("replicas", None, "`mirrored` replicas in this process.")
 flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
 flags.DEFINE_string("lr_scaling", "identity",
@@ -68,22 +83,18 @@ flags.DEFINE_enum("allreduce_compression", "none", ["none", "fp16", "bf16"],
                   "16-bit gradients on the wire of the allreduce "
                   "(--distribution=horovod: none or fp16).")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
+flags.DEFINE_string("checkpoint", None,
+                    "evaluate/export: this checkpoint (a path or a name in "
+                    "--model_dir) instead of the latest.")
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
-flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.")
-flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.")
+flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
+                     lower_bound=1)
+flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.",
+                     lower_bound=1)
 flags.DEFINE_integer("random_seed", 0, "Graph-level random seed.")
 flags.DEFINE_integer("intra_op_threads", None,
-                     "Threads per op (default: cores, / ranks per host).")
-
-
-class UsageError(ValueError):
-  """A flag value the CLI rejects before any training."""
-
-
-def _positive(name):
-  value = getattr(FLAGS, name)
-  if value is not None and value <= 0:
-    raise UsageError(f"--{name} must be > 0, got {value}")
+                     "Threads per op (default: cores, / ranks per host).",
+                     lower_bound=1)
 
 
 def training_config_from_flags():
@@ -92,8 +103,8 @@ def training_config_from_flags():
   try:
     boundaries = tuple(int(b) for b in FLAGS.lr_boundaries)
   except ValueError:
-    raise UsageError("--lr_boundaries must be integers, got "
-                     f"{FLAGS.lr_boundaries}") from None
+    raise app.UsageError("--lr_boundaries must be integers, got "
+                         f"{FLAGS.lr_boundaries}") from None
   schedule = es.Schedule(
       name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
       boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
@@ -136,22 +147,30 @@ def _summary(estimator, metrics, wall_seconds, examples_per_sec):
   return summary
 
 
-def run_training():
-  """Trains, evaluates, exports and summarises as the flags say."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+def _load_models():
+  """Registers the zoo's models and --model_module's; returns the registry.
+
+  The framework does not import the zoo (the zoo imports the framework);
+  the command line is where both meet.
+  """
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
-  for name in ("global_batch_size", "train_steps", "eval_steps",
-               "save_checkpoints_steps", "log_every_n_steps",
-               "intra_op_threads"):
-    _positive(name)
+  registry.load_module("model_zoo")
   if FLAGS.model_module:
     registry.load_module(FLAGS.model_module)
-  model = registry.get(FLAGS.model)
-  model_dir = FLAGS.model_dir
-  estimator = es.make_estimator(
-      model, model_dir=model_dir, distribution=FLAGS.distribution,
-      training_config=training_config_from_flags(), hparams=FLAGS.hparams,
+  return registry
+
+
+def _registered_model():
+  return _load_models().get(FLAGS.model)
+
+
+def _estimator(model):
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  with errors.as_config_error():
+    training_config = training_config_from_flags()
+  return es.make_estimator(
+      model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
+      training_config=training_config, hparams=FLAGS.hparams,
       global_batch_size=FLAGS.global_batch_size,
       progress_every_n_steps=FLAGS.log_every_n_steps,
       scale_invariant_steps=FLAGS.scale_invariant_steps,
@@ -160,18 +179,24 @@ def run_training():
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
       save_summary_steps=FLAGS.log_every_n_steps,
       log_step_count_steps=FLAGS.log_every_n_steps)
-  train_input = estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
-                                         FLAGS.global_batch_size)
-  eval_input = estimator.model_input_fn(tf.estimator.ModeKeys.EVAL,
-                                        FLAGS.global_batch_size)
+
+
+def run_training():
+  """Trains, evaluates, exports and summarises as the flags say."""
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  estimator = _estimator(_registered_model())
+  logs.configure(estimator.topology.is_chief)
+  train_input, eval_input = cli_evaluation.input_fns(estimator)
+  train_spec, eval_spec, every = cli_evaluation.specs(estimator, train_input,
+                                                      eval_input)
   start = time.time()
-  estimator.train(train_input, max_steps=FLAGS.train_steps)
+  metrics, _ = es.train_and_evaluate(estimator, train_spec, eval_spec,
+                                     eval_every_n_steps=every)
   wall = time.time() - start
   if estimator.stopped_by_signal:
     logging.warning("stopped by a signal at step %s; checkpoint written by "
                     "the chief, skipping evaluation", estimator.last_step)
     return
-  metrics = estimator.evaluate(eval_input, steps=FLAGS.eval_steps)
   if FLAGS.export_dir:
     path = estimator.export_saved_model(FLAGS.export_dir)
     logging.info("exported SavedModel to %s", os.fsdecode(path))
@@ -182,43 +207,123 @@ def run_training():
   if speed is None and wall > 0:
     speed = FLAGS.global_batch_size * (estimator.last_step or 0) / wall
   summary = _summary(estimator, metrics, wall, speed)
-  logging.info("final: %s", json.dumps(summary["eval"]))
+  summary["evaluations"] = [{k: float(v) for k, v in e.items()}
+                            for e in estimator.evaluations]
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in
                                    sorted(summary["eval"].items())))
   if FLAGS.summary_json:
-    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.summary_json)),
-                exist_ok=True)
-    with open(FLAGS.summary_json, "w", encoding="utf-8") as f:
-      json.dump(summary, f, indent=2, sort_keys=True)
+    _write_json(summary)
+
+
+def _checkpoint(estimator):
+  """The checkpoint --checkpoint names, or the latest in --model_dir."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not FLAGS.model_dir:
+    raise app.UsageError("evaluate and export need --model_dir")
+  if FLAGS.checkpoint is None:
+    path = estimator.latest_checkpoint()
+    if path is None:
+      raise app.UsageError(f"--model_dir={FLAGS.model_dir} holds no "
+                           "checkpoint; train first, or pass --checkpoint")
+    return path
+  path = FLAGS.checkpoint
+  if not tf.io.gfile.exists(path + ".index"):
+    path = os.path.join(FLAGS.model_dir, FLAGS.checkpoint)
+  if not tf.io.gfile.exists(path + ".index"):
+    raise app.UsageError(f"--checkpoint={FLAGS.checkpoint} is not a "
+                         f"checkpoint (no {path}.index); e.g. "
+                         "--checkpoint=model.ckpt-1000")
+  return path
+
+
+def run_evaluation():
+  """Evaluates a checkpoint of --model_dir on the eval data; prints metrics."""
+  estimator = _estimator(_registered_model())
+  logs.configure(estimator.topology.is_chief)
+  checkpoint = _checkpoint(estimator)
+  _, eval_input = cli_evaluation.input_fns(estimator)
+  metrics = estimator.evaluate(eval_input, steps=FLAGS.eval_steps,
+                               checkpoint_path=checkpoint)
+  metrics = {k: float(v) for k, v in metrics.items()}
+  print(f"eval of {checkpoint}: " + ", ".join(
+      f"{k}={v:.4f}" for k, v in sorted(metrics.items())))
+  if FLAGS.summary_json and estimator.topology.is_chief:
+    _write_json({"model": FLAGS.model, "checkpoint": checkpoint,
+                 "eval": metrics})
+
+
+def run_export():
+  """Exports a checkpoint of --model_dir as a SavedModel under --export_dir."""
+  if not FLAGS.export_dir:
+    raise app.UsageError("export needs --export_dir")
+  estimator = _estimator(_registered_model())
+  logs.configure(estimator.topology.is_chief)
+  path = estimator.export_saved_model(FLAGS.export_dir,
+                                      checkpoint_path=_checkpoint(estimator))
+  print(f"exported SavedModel to {os.fsdecode(path)}")
+
+
+def _write_json(summary):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.io.gfile.makedirs(os.path.dirname(FLAGS.summary_json) or ".")
+  with tf.io.gfile.GFile(FLAGS.summary_json, "w") as f:
+    json.dump(summary, f, indent=2, sort_keys=True)
 
 
 def list_models():
-  from estimator_scale import registry  # pylint: disable=g-import-not-at-top
-  if FLAGS.model_module:
-    registry.load_module(FLAGS.model_module)
+  registry = _load_models()
   for name in registry.names():
     print(f"{name:20s} {registry.describe(name)}")
 
 
+_COMMANDS = {"train": run_training, "evaluate": run_evaluation,
+             "export": run_export, "models": list_models}
+
+
+def _as_flags(message):
+  """The library's message in the user's words: `global_batch_size=3` (an
+  argument) becomes `--global_batch_size=3` (the flag they typed).
+
+  The one place the CLI adds dashes: a flag's name directly followed by
+  `=` or `:`, not inside a path, a quoted example or a flag already dashed.
+  """
+  names = sorted((name for name in FLAGS if len(name) > 3), key=len,
+                 reverse=True)
+  pattern = rf"(?<![\w./'\"-])({'|'.join(map(re.escape, names))})(?=[=:])"
+  return re.sub(pattern, r"--\1", str(message))
+
+
+def _fail(message):
+  """One line on stderr and exit 2: what a usage or configuration error gets."""
+  print(f"estimator-scale: error: {_as_flags(message)}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _parse_flags(argv):
+  """absl's parser, but a bad flag is one line and exit 2, like the rest."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    _fail(e)
+
+
 def main(argv):
   command = argv[1:] or ["train"]
-  if command not in (["train"], ["models"]):
-    print(f"estimator-scale: unknown command {' '.join(command)!r}; valid: "
-          "train, models", file=sys.stderr)
-    sys.exit(2)
+  if len(command) != 1 or command[0] not in _COMMANDS:
+    _fail(f"unknown command {' '.join(command)!r}; valid: "
+          f"{', '.join(_COMMANDS)}")
+  logs.configure()
   try:
-    if command == ["models"]:
-      list_models()
-    else:
-      run_training()
-  except ValueError as e:  # includes TopologyError and UsageError
-    print(f"estimator-scale: error: {e}", file=sys.stderr)
-    sys.exit(2)
+    _COMMANDS[command[0]]()
+  except (errors.Error, app.UsageError) as e:
+    _fail(e)
+  # Anything else (the model's code, TensorFlow at run time) propagates:
+  # Python prints its traceback and exits 1.
 
 
 def run():
   """Console-script entry point."""
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@ class _DigitsData:
     """See base class."""
     return {"image": tf.TensorSpec([8, 8, 1], tf.float32)}
 
+  def feature_spec(self):
+    """See base class: the spec the digits' own shards are written with."""
+    if self.with_labels:
+      return dict(digits_data.FEATURE_SPEC)
+    return {"image": digits_data.FEATURE_SPEC["image"]}
+
   def input_fn(self, mode, global_batch_size, params, topology=None,
                accumulation_steps=1):
     """See base class."""

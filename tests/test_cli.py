@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from model_zoo import linear_regression
-from tests.conftest import PYTHON, run
+from tests.conftest import PYTHON, ROOT, run
 
 CLI = [PYTHON, "-m", "estimator_scale.train"]
 
@@ -54,6 +54,34 @@ def test_large_batch_optimizers_train_digits_cnn_with_accumulation(
   assert result["eval"]["accuracy"] >= 0.95, result
 
 
+def test_periodic_evaluation_best_export_and_summary(tmp_path):
+  summary, model_dir = tmp_path / "summary.json", tmp_path / "model"
+  run(CLI + ["--model=digits_mlp", f"--model_dir={model_dir}",
+             "--train_steps=300", "--eval_every_n_steps=100",
+             "--export_best=accuracy:max", f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  steps = [e["global_step"] for e in result["evaluations"]]
+  assert steps == [100, 200, 300]
+  assert result["eval"] == result["evaluations"][-1]
+  best = max(result["evaluations"], key=lambda e: e["accuracy"])
+  (export,) = (model_dir / "export" / "best").iterdir()
+  assert tf.train.load_variable(str(export / "variables" / "variables"),
+                                "global_step") == best["global_step"]
+
+
+def test_early_stopping_from_the_cli(tmp_path):
+  # global_step never improves on its first value under :min, so the
+  # second evaluation in a row without improvement (step 30) must stop it.
+  summary = tmp_path / "summary.json"
+  run(CLI + ["--model=digits_mlp", f"--model_dir={tmp_path / 'model'}",
+             "--train_steps=1000", "--eval_every_n_steps=10",
+             "--export_best=global_step:min", "--early_stopping=2",
+             f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  assert result["global_step"] == 30
+  assert [e["global_step"] for e in result["evaluations"]] == [10, 20, 30]
+
+
 def test_linear_regression_recovers_true_weights(tmp_path):
   run(CLI + ["--model=linear_regression", f"--model_dir={tmp_path}",
              "--train_steps=600"])
@@ -88,8 +116,15 @@ def test_models_command_lists_the_zoo():
                        r"digits_autoencoder, digits_cnn"),
     (["--distribution=mirrored", "--replicas=2", "--global_batch_size=3"],
      r"--global_batch_size=3 does not divide .* multiple of 2"),
-    (["--train_steps=0"], r"--train_steps must be > 0"),
-    (["--global_batch_size=-8"], r"--global_batch_size must be > 0"),
+    (["--train_steps=0"], r"--train_steps=0: 0 is not a positive integer"),
+    (["--global_batch_size=-8"], r"--global_batch_size=-8: -8 is not a "
+                                 r"positive integer"),
+    (["--distribution=ring"], r"--distribution=ring: value should be one of "
+                              r"<none\|mirrored"),
+    (["--export_best=loss"], r"--export_best=loss: must be METRIC:min or "
+                             r"METRIC:max"),
+    (["--nonexistent_flag=1"], r"Unknown command line flag 'nonexistent_flag'"),
+    (["evaluate_all"], r"unknown command 'evaluate_all'; valid: train"),
     (["--hparams=filters"], r"--hparams: malformed item 'filters'"),
     (["--hparams=width=3"], r"unknown hyperparameter 'width'; valid: "
                             r"data_seed, dense_units, filters"),
@@ -103,10 +138,25 @@ def test_models_command_lists_the_zoo():
 ])
 def test_bad_input_fails_fast_with_a_clear_message(flags, message, tmp_path):
   proc = run(CLI + [f"--model_dir={tmp_path}"] + flags, check=False)
-  assert proc.returncode != 0
+  assert proc.returncode == 2
   assert proc.stderr.count("Traceback") == 0, proc.stderr[-2000:]
+  errors = [l for l in proc.stderr.splitlines() if "error" in l.lower()]
+  assert len(errors) == 1, proc.stderr[-2000:]
   import re  # pylint: disable=g-import-not-at-top
-  assert re.search(message, proc.stderr), proc.stderr[-2000:]
+  assert re.search(message, errors[0]), proc.stderr[-2000:]
+
+
+def test_a_bug_in_the_users_model_keeps_its_traceback(tmp_path):
+  from tests.workers import broken_models  # pylint: disable=g-import-not-at-top
+  proc = run(CLI + ["--model_module=tests.workers.broken_models",
+                    "--model=shape_bug", f"--model_dir={tmp_path}",
+                    "--train_steps=5"], check=False)
+  assert proc.returncode not in (0, 2), proc.stderr[-2000:]
+  assert "Traceback" in proc.stderr
+  assert f'{broken_models.__file__}", line' in proc.stderr
+  assert broken_models.BUG_LINE in proc.stderr
+  assert "Dimensions must be equal, but are 64 and 63" in proc.stderr
+  assert "raised in the model's ShapeBug.logits()" in proc.stderr
 
 
 @pytest.mark.parametrize("tf_config,message", [
@@ -135,3 +185,31 @@ def test_missing_horovod_says_how_to_install(tmp_path):
   proc = run(CLI + [f"--model_dir={tmp_path}", "--distribution=horovod"],
              check=False, env=env)
   assert proc.returncode != 0 and "make setup" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_evaluate_and_export_an_existing_model_dir(tmp_path):
+  model_dir, summary = tmp_path / "model", tmp_path / "eval.json"
+  common = ["--model=digits_mlp", f"--model_dir={model_dir}"]
+  run(CLI + common + ["--train_steps=100", "--save_checkpoints_steps=50"])
+  latest = run(CLI + ["evaluate"] + common).stdout
+  assert "model.ckpt-100: accuracy=" in latest
+  run(CLI + ["evaluate", "--checkpoint=model.ckpt-50",
+             f"--summary_json={summary}"] + common)
+  assert json.loads(summary.read_text())["eval"]["global_step"] == 50
+  run(CLI + ["export", "--checkpoint=model.ckpt-50",
+             f"--export_dir={tmp_path / 'export'}"] + common)
+  (export,) = (tmp_path / "export").iterdir()
+  assert tf.train.load_variable(str(export / "variables" / "variables"),
+                                "global_step") == 50
+  missing = run(CLI + ["evaluate", "--checkpoint=model.ckpt-7"] + common,
+                check=False)
+  assert missing.returncode == 2
+  assert "--checkpoint=model.ckpt-7 is not a checkpoint" in missing.stderr
+
+
+def test_launcher_is_a_console_script():
+  setup = open(f"{ROOT}/setup.py", encoding="utf-8").read()
+  assert '"estimator-scale-launch=estimator_scale.launch:run"' in setup
+  out = run([PYTHON, "-m", "estimator_scale.launch", "--workers", "2", "--",
+             PYTHON, "-c", "import os; print(os.environ['TF_CONFIG'])"]).stdout
+  assert '"task": {"type": "worker", "index": 1}' in out

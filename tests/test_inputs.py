@@ -108,7 +108,7 @@ def test_empty_data_set():
 
 
 def test_batch_that_does_not_divide_names_valid_values():
-  with pytest.raises(ValueError, match=r"--global_batch_size=10 .* multiple "
+  with pytest.raises(ValueError, match=r"^global_batch_size=10 .* multiple "
                      r"of 4, e\.g\. 8 or 12"):
     es.inputs.from_arrays({"x": np.zeros((16, 2))}, np.zeros(16), 10,
                           topology=_worker(0), accumulation_steps=2)

@@ -73,7 +73,7 @@ def test_unknown_distribution():
 
 
 def test_multi_worker_needs_model_dir():
-  with pytest.raises(ValueError, match="--model_dir"):
+  with pytest.raises(ValueError, match="needs a model_dir"):
     es.build_run_config("multi_worker_mirrored")
 
 

@@ -349,6 +349,8 @@ def train_run(spec):
   """Trains and evaluates one run; returns its result (a plain dict)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  from estimator_scale import registry  # pylint: disable=g-import-not-at-top
+  registry.load_module("model_zoo")
   _quiet()
   model_dir = tempfile.mkdtemp(prefix="adascale-study-")
   points, wall = [], 0.0

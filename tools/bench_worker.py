@@ -116,6 +116,7 @@ def _session_config(threads):
 def _model(args):
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
   from estimator_scale import hparams  # pylint: disable=g-import-not-at-top
+  registry.load_module("model_zoo")
   model = registry.get(args.model)
   return model, hparams.parse(model.default_hparams())
 
@@ -253,6 +254,7 @@ def train_startup_child(args):
   import tensorflow as tf
   import estimator_scale as es
   from estimator_scale import registry
+  registry.load_module("model_zoo")
   estimator = es.make_estimator(
       registry.get(args.model), model_dir=args.model_dir,
       training_config=es.TrainingConfig(

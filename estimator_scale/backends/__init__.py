@@ -16,6 +16,6 @@ def get(name):
   """The backend called `name`, or a TopologyError listing the valid ones."""
   if name not in _BACKENDS:
     raise topology_lib.TopologyError(
-        f"--distribution={name!r} is unknown; valid: "
+        f"distribution={name!r} is unknown; valid: "
         f"{', '.join(topology_lib.BACKENDS)}")
   return _BACKENDS[name]

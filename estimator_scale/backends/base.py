@@ -7,6 +7,7 @@ from typing import Any, List
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 
 
@@ -113,7 +114,7 @@ def pin_threads(intra_op_threads, requested):
              f"{running or 'all cores'}; build the run config before any "
              "TensorFlow op runs, or in a new process")
   if requested:
-    raise ValueError(message)
+    raise errors.ConfigError(message)
   logging.warning(message)
 
 
@@ -121,12 +122,13 @@ def forbid_tf_config(distribution):
   """A single-process backend refuses a TF_CONFIG it would silently ignore."""
   if os.environ.get("TF_CONFIG"):
     raise topology_lib.TopologyError(
-        f"TF_CONFIG is set but --distribution={distribution} ignores it; use "
-        "--distribution=multi_worker_mirrored or parameter_server, or unset "
+        f"TF_CONFIG is set but distribution={distribution!r} ignores it; use "
+        "distribution='multi_worker_mirrored' or 'parameter_server', or unset "
         "TF_CONFIG")
 
 
 def require_model_dir(distribution, model_dir):
   if not model_dir:
-    raise ValueError(f"--distribution={distribution} needs --model_dir: all "
-                     "workers must name the same checkpoint directory")
+    raise errors.ConfigError(
+        f"distribution={distribution!r} needs a model_dir: all "
+        "workers must name the same checkpoint directory")

@@ -64,13 +64,13 @@ class Horovod(base.Backend):
 def _import_horovod():
   if not topology_lib.horovod_launched():
     raise topology_lib.TopologyError(
-        "--distribution=horovod needs the process to be started by horovodrun, "
+        "distribution='horovod' needs the process to be started by horovodrun, "
         "e.g. horovodrun -np 2 -H localhost:2 python -m estimator_scale.train "
         "--distribution=horovod ...")
   try:
     import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise topology_lib.TopologyError(
-        f"--distribution=horovod needs Horovod ({e}); install it with "
+        f"distribution='horovod' needs Horovod ({e}); install it with "
         "`make setup` (builds horovod==0.28.1 with Gloo)") from None
   return hvd

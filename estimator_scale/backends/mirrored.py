@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from estimator_scale import coordination
+from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
 from estimator_scale.train_ops import reduce
@@ -21,7 +22,8 @@ class Mirrored(base.Backend):
     replicas = replicas or len(gpus) or 2
     if gpus:
       if replicas > len(gpus):
-        raise ValueError(f"--replicas={replicas} exceeds the {len(gpus)} GPUs")
+        raise errors.ConfigError(
+            f"replicas={replicas} exceeds the {len(gpus)} GPUs")
       devices = [f"/gpu:{i}" for i in range(replicas)]
       session = base.session_config()
     else:

@@ -1,0 +1,120 @@
+"""The CLI's data and evaluation flags: the user's files, cadence, best
+export and early stopping.
+
+Kept apart from train.py so the command's training flags and these stay
+small; train.py imports this module, which defines the flags, and asks it
+for the `TrainSpec`/`EvalSpec` of a run.
+"""
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("train_data", None,
+                    "Glob of TFRecord files (or CSV files: *.csv) to train "
+                    "on, read by the model's feature spec; any tf.io.gfile "
+                    "path (gs://, hdfs://, s3://). Default: the model's own "
+                    "data.")
+flags.DEFINE_string("eval_data", None,
+                    "Glob of TFRecord or CSV files to evaluate on.")
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Skip unreadable TFRecord records instead of failing.")
+flags.DEFINE_integer("eval_every_n_steps", None,
+                     "Evaluate every this many updates (default: once, at "
+                     "the end).", lower_bound=1)
+flags.DEFINE_integer("eval_every_secs", None,
+                     "Evaluate after each checkpoint once this many seconds "
+                     "have passed since the last evaluation.", lower_bound=0)
+flags.DEFINE_string("export_best", None,
+                    "METRIC:min or METRIC:max, e.g. loss:min or "
+                    "accuracy:max: export a SavedModel under "
+                    "<model_dir>/export/best whenever an evaluation is the "
+                    "best so far.")
+flags.DEFINE_integer("early_stopping", None,
+                     "Stop after this many evaluations in a row without "
+                     "improving --export_best's metric (loss:min if unset).",
+                     lower_bound=1)
+
+
+
+def _split_best(text):
+  name, _, direction = (text or "loss:min").partition(":")
+  return name, direction
+
+
+flags.register_validator(
+    "export_best",
+    lambda text: all(_split_best(text)) and _split_best(text)[1] in (
+        "min", "max"),
+    message="must be METRIC:min or METRIC:max, e.g. loss:min or accuracy:max")
+
+
+def best_metric():
+  """(metric name, higher_is_better) of --export_best, default loss:min."""
+  name, direction = _split_best(FLAGS.export_best)
+  return name, direction == "max"
+
+
+def _compare(name, higher_is_better):
+  """A BestExporter compare_fn: whether `current` beats `best` on `name`."""
+  def compare(best_eval_result, current_eval_result):
+    for result in (best_eval_result, current_eval_result):
+      if name not in result:
+        raise app.UsageError(
+            f"--export_best: {name!r} is not an eval metric; valid: "
+            f"{', '.join(sorted(result))}")
+    best, current = best_eval_result[name], current_eval_result[name]
+    return current > best if higher_is_better else current < best
+  return compare
+
+
+def input_fns(estimator):
+  """(train input_fn, eval input_fn): the user's files or the model's data."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if bool(FLAGS.train_data) != bool(FLAGS.eval_data):
+    raise app.UsageError("pass both --train_data and --eval_data, or "
+                         "neither (the model's own data)")
+  result = []
+  for mode, pattern in ((tf.estimator.ModeKeys.TRAIN, FLAGS.train_data),
+                        (tf.estimator.ModeKeys.EVAL, FLAGS.eval_data)):
+    if pattern:
+      result.append(estimator.files_input_fn(
+          pattern, mode, FLAGS.global_batch_size,
+          skip_corrupt=FLAGS.skip_corrupt_records))
+    else:
+      result.append(estimator.model_input_fn(mode, FLAGS.global_batch_size))
+  return tuple(result)
+
+
+def specs(estimator, train_input, eval_input):
+  """(TrainSpec, EvalSpec, eval_every_n_steps) the flags describe."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  if FLAGS.eval_every_n_steps and FLAGS.eval_every_secs is not None:
+    raise app.UsageError("pass --eval_every_n_steps or --eval_every_secs, "
+                         "not both")
+  name, higher_is_better = best_metric()
+  hooks = []
+  if FLAGS.early_stopping:
+    hooks.append(es.EarlyStoppingHook(
+        name, higher_is_better,
+        max_evaluations_without_improvement=FLAGS.early_stopping))
+  exporters = []
+  if FLAGS.export_best:
+    if estimator.model is None:
+      raise app.UsageError("--export_best needs a model with serving inputs")
+    exporters.append(tf.estimator.BestExporter(
+        name="best", compare_fn=_compare(name, higher_is_better),
+        serving_input_receiver_fn=(
+            estimator.model.serving_input_receiver_fn()),
+        exports_to_keep=1))
+  every = FLAGS.eval_every_n_steps
+  if every is None and FLAGS.eval_every_secs is None:
+    every = FLAGS.train_steps  # one evaluation, at the end
+  train_spec = tf.estimator.TrainSpec(train_input,
+                                      max_steps=FLAGS.train_steps,
+                                      hooks=hooks)
+  eval_spec = tf.estimator.EvalSpec(
+      eval_input, steps=FLAGS.eval_steps, exporters=exporters,
+      throttle_secs=FLAGS.eval_every_secs or 0)
+  return train_spec, eval_spec, every

@@ -1,0 +1,152 @@
+"""A model's data from the user's own files: TFRecord or CSV, by feature spec.
+
+`from_files` is what `--train_data`/`--eval_data` read: a glob on any
+tf.io.gfile file system, parsed by the model's declared `feature_spec`.
+TFRecord files hold tf.train.Examples of those features; CSV files (names
+ending in .csv) have a header naming a column per value: `label`, or
+`image_0` ... `image_63` for a feature of 64 values, flattened row-major.
+"""
+import contextlib
+
+import numpy as np
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale import inputs
+
+
+def csv_columns(name, feature):
+  """The CSV header names of one feature: its name, or name_i per value."""
+  size = int(np.prod(list(feature.shape), dtype=np.int64))
+  return [name] if size == 1 else [f"{name}_{i}" for i in range(size)]
+
+
+def _column_default(feature):
+  return [0] if feature.dtype.is_integer else [0.0]
+
+
+class from_csv_features(inputs.from_csv):  # pylint: disable=invalid-name
+  """input_fn over CSV files whose header names the feature spec's columns.
+
+  The first file's header decides the column order (all files must share
+  it); extra columns are read and dropped.
+
+  Args:
+    pattern: a glob of CSV files.
+    feature_spec: {name: tf.io.FixedLenFeature}, the label included.
+    label_key: the label's name in feature_spec, or None (no labels).
+    other arguments: as `inputs.from_arrays`.
+  """
+
+  def __init__(self, pattern, feature_spec, label_key, global_batch_size,
+               **kwargs):
+    files = inputs.list_files(pattern, "CSV pattern")
+    with tf.io.gfile.GFile(files[0]) as f:
+      header = f.readline().strip().split(",")
+    wanted = {name: csv_columns(name, feature)
+              for name, feature in feature_spec.items()}
+    missing = [c for columns in wanted.values() for c in columns
+               if c not in header]
+    if missing:
+      raise errors.DataError(
+          f"{files[0]}: the header lacks the columns {missing[:5]}"
+          f"{' ...' if len(missing) > 5 else ''} of the model's feature "
+          f"spec; it has {header[:5]}{' ...' if len(header) > 5 else ''}")
+    types = {c: feature_spec[name] for name, columns in wanted.items()
+             for c in columns}
+    defaults = [_column_default(types[c]) if c in types else [""]
+                for c in header]
+    self._spec, self._wanted, self._has_labels = (
+        feature_spec, wanted, label_key is not None)
+    self._label_key = label_key
+    # from_csv's own label column goes unused: _parse regroups the columns.
+    super().__init__(pattern, header, header[0], defaults, global_batch_size,
+                     header=True, **kwargs)
+
+  def _parse(self, line):
+    values = dict(zip(self.names, tf.io.decode_csv(line, self.defaults)))
+    features = {}
+    for name, columns in self._wanted.items():
+      feature = self._spec[name]
+      stacked = tf.stack([values[c] for c in columns], axis=-1)
+      features[name] = tf.cast(tf.reshape(stacked, list(feature.shape)),
+                               feature.dtype)
+    if not self._has_labels:
+      return features
+    return features, features.pop(self._label_key)
+
+
+def is_csv(pattern):
+  return pattern.lower().endswith(".csv")
+
+
+def from_files(pattern, feature_spec, label_key, global_batch_size,
+               skip_corrupt=False, **kwargs):
+  """The input_fn over TFRecord or CSV files (by the pattern's extension).
+
+  Args:
+    pattern: a glob; `.csv` means CSV files, anything else TFRecord.
+    feature_spec: {name: tf.io.FixedLenFeature}, the label included.
+    label_key: the label's key in feature_spec, or None.
+    global_batch_size: examples per update over the whole job.
+    skip_corrupt: TFRecord only: drop unreadable records instead of failing.
+    **kwargs: training, topology, accumulation_steps, seed.
+  """
+  if is_csv(pattern):
+    if skip_corrupt:
+      raise errors.ConfigError("skip_corrupt applies to TFRecord files; "
+                               f"{pattern!r} names CSV files")
+    return from_csv_features(pattern, feature_spec, label_key,
+                             global_batch_size, **kwargs)
+  return inputs.from_tfrecords(pattern, feature_spec, label_key,
+                               global_batch_size, skip_corrupt=skip_corrupt,
+                               **kwargs)
+
+
+def write_csv(features, labels, path, feature_spec, label_key="label"):
+  """Writes {name: array} and labels as one CSV file with `csv_columns`."""
+  columns = dict(features)
+  if labels is not None:
+    columns[label_key] = labels
+  header, blocks = [], []
+  for name, array in columns.items():
+    header += csv_columns(name, feature_spec[name])
+    blocks.append(np.asarray(array).reshape(len(array), -1))
+  rows = np.concatenate([b.astype(object) for b in blocks], axis=1)
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(",".join(header) + "\n")
+    for row in rows:
+      f.write(",".join(str(v) for v in row) + "\n")
+
+
+def _first_unreadable(files):
+  """(path, error) of the first file tf.data cannot read to its end."""
+  for path in files:
+    try:
+      for _ in tf.data.TFRecordDataset(path):
+        pass
+    except tf.errors.DataLossError as e:
+      return path, e
+  return None, None
+
+
+@contextlib.contextmanager
+def naming_corrupt_files(input_fn):
+  """Turns a DataLossError from reading `input_fn`'s files into a DataError
+  that names the file.
+
+  TensorFlow's message ("truncated record at 55490") names no file, and a
+  dataset interleaves hundreds; the files are scanned only once reading
+  has failed, so a good run pays nothing.
+  """
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    files = getattr(input_fn, "files", None)
+    path, error = _first_unreadable(files or [])
+    if path is None:
+      raise
+    raise errors.DataError(
+        f"{path}: {error.message}; the file is corrupt or truncated: "
+        "replace it, or skip unreadable records with skip_corrupt=True "
+        "(the CLI's --skip_corrupt_records)") from e

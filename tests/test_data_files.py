@@ -1,0 +1,99 @@
+"""--train_data/--eval_data: the user's TFRecord and CSV files, any file system."""
+import json
+
+import pytest
+import tensorflow as tf
+
+import estimator_scale as es
+from estimator_scale import data_files
+from model_zoo import digits
+from model_zoo import digits_data
+from tests.conftest import PYTHON, run
+
+CLI = [PYTHON, "-m", "estimator_scale.train"]
+DIGITS = ["--model=digits_mlp", "--train_steps=600"]
+
+
+@pytest.fixture(scope="module")
+def digits_files(tmp_path_factory):
+  """The digits split as 4 TFRecord shards and as 2 CSV files per split."""
+  root = tmp_path_factory.mktemp("digits")
+  spec = digits.DigitsMLP().feature_spec()
+  for split, (images, labels) in zip(("train", "test"),
+                                     digits_data.load_split()):
+    es.inputs.write_tfrecord_shards({"image": images}, labels, str(root), 4,
+                                    prefix=split)
+    for half in (0, 1):
+      data_files.write_csv({"image": images[half::2]}, labels[half::2],
+                           str(root / f"{split}-{half}.csv"), spec)
+  return root
+
+
+def _accuracy(tmp_path, extra, command=CLI):
+  summary = tmp_path / "summary.json"
+  run(command + DIGITS + [f"--model_dir={tmp_path / 'model'}",
+                          f"--summary_json={summary}"] + extra)
+  return json.loads(summary.read_text())["eval"]["accuracy"]
+
+
+@pytest.mark.parametrize("extension", ["tfrecord", "csv"])
+def test_cli_trains_on_the_users_files(digits_files, extension, tmp_path):
+  accuracy = _accuracy(tmp_path, [
+      f"--train_data={digits_files}/train-*.{extension}",
+      f"--eval_data={digits_files}/test-*.{extension}"])
+  assert accuracy >= 0.95
+
+
+def test_cli_reads_a_remote_file_system(digits_files, tmp_path):
+  ram_cli = [PYTHON, "-m", "tests.workers.ram_cli", str(digits_files),
+             "ram://digits", "--", "estimator-scale"]
+  accuracy = _accuracy(tmp_path, ["--train_data=ram://digits/train-*.tfrecord",
+                                  "--eval_data=ram://digits/test-*.tfrecord"],
+                       command=ram_cli)
+  assert accuracy >= 0.95
+
+
+def test_csv_columns_follow_the_feature_spec(tmp_path):
+  spec = {"image": tf.io.FixedLenFeature([2, 2, 1], tf.float32),
+          "label": tf.io.FixedLenFeature([], tf.int64)}
+  data_files.write_csv({"image": [[[[0.5], [1]], [[2], [3]]]]}, [7],
+                       str(tmp_path / "a.csv"), spec)
+  header, row = (tmp_path / "a.csv").read_text().splitlines()
+  assert header == "image_0,image_1,image_2,image_3,label"
+  input_fn = data_files.from_files(str(tmp_path / "*.csv"), spec, "label", 1,
+                                   training=False)
+  features, labels = next(iter(input_fn()))
+  assert features["image"].numpy().reshape(-1).tolist() == [0.5, 1, 2, 3]
+  assert labels.numpy().tolist() == [7]
+  bad = {"pixels": spec["image"], "label": spec["label"]}
+  with pytest.raises(es.errors.DataError, match=r"a\.csv: the header lacks "
+                                                 r"the columns \['pixels_0'"):
+    data_files.from_files(str(tmp_path / "*.csv"), bad, "label", 1)
+
+
+def _truncated_shards(directory):
+  """Two digits shards, the second cut short mid-record."""
+  (images, labels), _ = digits_data.load_split()
+  paths = es.inputs.write_tfrecord_shards({"image": images[:64]}, labels[:64],
+                                          str(directory), 2)
+  data = open(paths[1], "rb").read()
+  with open(paths[1], "wb") as f:
+    f.write(data[:len(data) - 100])
+  return paths
+
+
+def test_a_truncated_shard_is_named_or_skipped(tmp_path):
+  paths = _truncated_shards(tmp_path)
+  estimator = es.make_estimator(digits.DigitsMLP(), model_dir=str(tmp_path /
+                                                                  "model"))
+  pattern = str(tmp_path / "*.tfrecord")
+  eval_fn = estimator.files_input_fn(pattern, tf.estimator.ModeKeys.EVAL, 8)
+  train_fn = estimator.files_input_fn(pattern, tf.estimator.ModeKeys.TRAIN, 8)
+  with pytest.raises(es.errors.DataError,
+                     match=f"{paths[1]}: .*truncated.*skip_corrupt"):
+    estimator.train(train_fn, max_steps=20)
+  skipping = estimator.files_input_fn(pattern, tf.estimator.ModeKeys.TRAIN, 8,
+                                      skip_corrupt=True)
+  estimator.train(skipping, max_steps=20)
+  with pytest.raises(es.errors.DataError, match=paths[1]):
+    estimator.evaluate(eval_fn)

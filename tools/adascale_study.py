@@ -328,7 +328,8 @@ def _train_segment(es, spec, segment, model_dir, points):
       accumulation_steps=segment["accumulation_steps"],
       lr_scaling=segment["lr_scaling"],
       scaling_warmup_updates=segment["warmup"],
-      adascale_smoothing=spec["adascale_smoothing"],
+      adascale_smoothing=(spec["adascale_smoothing"]
+                          if segment["lr_scaling"] == "adascale" else None),
       optimizer_options=tuple(tuple(o) for o in segment["optimizer_options"]))
   estimator = es.make_estimator(
       registry.get(spec["model"]), model_dir=model_dir,

@@ -144,7 +144,7 @@ class SignalStopHook(tf.compat.v1.train.SessionRunHook):
   Each update all-reduces a "stop requested" flag with the gradients' peers,
   so every worker stops after the same update and the chief's checkpoint
   saver writes that step. The framework's Horovod reducer folds the flag into
-  the gradients' allreduce (`reduce.STOP_AGREEMENT`); a graph without it (a
+  the gradients' allreduce (`reduce.STOP_FLAG`); a graph without it (a
   model_fn that reduces on its own) gets a separate op from `agree`.
 
   Args:
@@ -157,9 +157,10 @@ class SignalStopHook(tf.compat.v1.train.SessionRunHook):
     self.stopped = False
 
   def begin(self):
-    folded = tf.compat.v1.get_collection(reduce.STOP_AGREEMENT)
+    folded = tf.compat.v1.get_collection(reduce.STOP_TOTAL)
     if folded:
-      self._flag, self._total = folded[-1]
+      self._flag = tf.compat.v1.get_collection(reduce.STOP_FLAG)[-1]
+      self._total = folded[-1]
     else:
       self._flag = tf.compat.v1.placeholder_with_default(
           0.0, [], name="stop_requested")

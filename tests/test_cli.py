@@ -130,8 +130,8 @@ def test_models_command_lists_the_zoo():
                             r"data_seed, dense_units, filters"),
     (["--lr_scaling=cubic"], r"--lr_scaling='cubic' is unknown; valid: "
                              r"identity, linear"),
-    (["--accumulation_steps=0"], r"--accumulation_steps must be"),
-    (["--scale=0.5"], r"--scale must be >= 1"),
+    (["--accumulation_steps=0"], r"--accumulation_steps=0 must be"),
+    (["--scale=0.5"], r"--scale=0.5 must be >= 1"),
     (["--distribution=horovod", "--model_dir=/tmp/x"],
      r"started by horovodrun"),
     (["--optimizer=rmsprop"], r"--optimizer='rmsprop' is unknown"),

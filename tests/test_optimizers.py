@@ -182,6 +182,6 @@ def test_trains_with_accumulation_and_adascale(name, case, tmp_path):
     ("lars", dict(exclude=("bias", "(")), r"'\(', which is not a valid regex"),
 ])
 def test_bad_options_are_named(name, options, message):
-  with pytest.raises(ValueError, match=f"--optimizer={name}: option .*"
+  with pytest.raises(ValueError, match=f"optimizer='{name}': option .*"
                      f"{message}"):
     optimizers.make_optimizer(name, 0.1, **options)

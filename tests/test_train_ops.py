@@ -173,13 +173,13 @@ def test_schedules():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(accumulation_steps=0), "--accumulation_steps"),
-    (dict(scale=0.5), "--scale"),
-    (dict(lr_scaling="cubic"), "--lr_scaling"),
-    (dict(optimizer="rmsprop"), "--optimizer"),
+    (dict(accumulation_steps=0), "^accumulation_steps=0 must be"),
+    (dict(scale=0.5), "^scale=0.5 must be >= 1"),
+    (dict(lr_scaling="cubic"), "^lr_scaling='cubic' is unknown"),
+    (dict(optimizer="rmsprop"), "^optimizer='rmsprop' is unknown"),
     (dict(lr_scaling="adascale", adascale_smoothing=1.0),
-     r"--adascale_smoothing must be in \[0, 1\)"),
-    (dict(adascale_smoothing=0.5), "--adascale_smoothing needs"),
+     r"^adascale_smoothing=1.0 must be in \[0, 1\)"),
+    (dict(adascale_smoothing=0.5), "^adascale_smoothing=0.5 needs"),
 ])
 def test_bad_training_config(kwargs, message):
   with pytest.raises(ValueError, match=message):

@@ -68,8 +68,8 @@ class Backend:
     """Raises ValueError when this backend cannot compress as asked."""
     if compression not in self.compressions:
       raise ValueError(
-          f"--allreduce_compression={compression} is not available with "
-          f"--distribution={self.name}: {self.compression_refusal}; valid "
+          f"allreduce_compression={compression!r} is not available with "
+          f"distribution={self.name!r}: {self.compression_refusal}; valid "
           f"there: {', '.join(self.compressions)}")
 
   def replicas_in_sync(self, topology):

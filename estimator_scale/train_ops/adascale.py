@@ -78,18 +78,18 @@ def smoothing(samples):
 def check_smoothing(theta):
   """Raises ValueError unless theta is None (the default) or in [0, 1)."""
   if theta is not None and not 0.0 <= theta < 1.0:
-    raise ValueError("--adascale_smoothing must be in [0, 1) (0: no "
+    raise ValueError(f"adascale_smoothing={theta} must be in [0, 1) (0: no "
                      "smoothing; unset: max(1 - n/1000, 0) with n the "
-                     f"gradient samples per update), got {theta}")
+                     "gradient samples per update)")
 
 
 def check_samples(scale, samples):
   """Raises ValueError when S > 1 but the variance cannot be estimated."""
   if scale > 1 and samples < 2:
     raise ValueError(
-        f"--lr_scaling=adascale with --scale={scale:g} needs at least 2 "
+        f"lr_scaling='adascale' with scale={scale:g} needs at least 2 "
         "gradient samples per update to estimate the gradient variance; use "
-        "--accumulation_steps >= 2 or more workers/replicas")
+        "accumulation_steps >= 2 or more workers/replicas")
 
 
 class AdaScale:

@@ -63,14 +63,14 @@ _VALID = {"in [0, 1)": lambda x: 0.0 <= x < 1.0, ">= 0": lambda x: x >= 0.0,
 def _check(optimizer, name, value, valid):
   """Raises ValueError naming the option unless `value` is `valid`."""
   if not _VALID[valid](value):
-    raise ValueError(f"--optimizer={optimizer}: option {name} must be "
+    raise ValueError(f"optimizer={optimizer!r}: option {name} must be "
                      f"{valid}, got {value!r}")
 
 
 def _compile_exclusions(optimizer, exclude):
   """The `exclude` regexes, compiled, or a ValueError naming the bad one."""
   if isinstance(exclude, str):
-    raise ValueError(f"--optimizer={optimizer}: option exclude must be a "
+    raise ValueError(f"optimizer={optimizer!r}: option exclude must be a "
                      "sequence of regexes (a tuple of strings), not the single "
                      f"string {exclude!r}")
   compiled = []
@@ -78,7 +78,7 @@ def _compile_exclusions(optimizer, exclude):
     try:
       compiled.append(re.compile(pattern))
     except (re.error, TypeError) as error:
-      raise ValueError(f"--optimizer={optimizer}: option exclude holds "
+      raise ValueError(f"optimizer={optimizer!r}: option exclude holds "
                        f"{pattern!r}, which is not a valid regex "
                        f"({error})") from None
   return compiled
@@ -286,7 +286,7 @@ OPTIMIZERS = {"sgd": _sgd, "momentum": _momentum, "adam": _adam,
 def check_optimizer(name):
   """Raises ValueError naming the valid optimizers when `name` is not one."""
   if name not in OPTIMIZERS:
-    raise ValueError(f"--optimizer={name!r} is unknown; valid: "
+    raise ValueError(f"optimizer={name!r} is unknown; valid: "
                      f"{', '.join(sorted(OPTIMIZERS))}")
 
 

@@ -60,15 +60,16 @@ class TrainingConfig:
     precision_lib.check_precision(self.precision)
     reduce.check_compression(self.allreduce_compression)
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
-      raise ValueError("--accumulation_steps must be an integer >= 1, got "
-                       f"{self.accumulation_steps!r}")
+      raise ValueError(f"accumulation_steps={self.accumulation_steps!r} must "
+                       "be an integer >= 1")
     scaling.check_rule(self.lr_scaling, self.scale)
     if self.scaling_warmup_updates < 0:
-      raise ValueError("--scaling_warmup_updates must be >= 0, got "
-                       f"{self.scaling_warmup_updates}")
+      raise ValueError("scaling_warmup_updates="
+                       f"{self.scaling_warmup_updates} must be >= 0")
     adascale.check_smoothing(self.adascale_smoothing)
     if self.adascale_smoothing is not None and self.lr_scaling != "adascale":
-      raise ValueError("--adascale_smoothing needs --lr_scaling=adascale")
+      raise ValueError(f"adascale_smoothing={self.adascale_smoothing} needs "
+                       "lr_scaling='adascale'")
 
   def samples_per_update(self, topology):
     """Gradient samples averaged by one update (S's default)."""

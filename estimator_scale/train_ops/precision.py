@@ -45,8 +45,8 @@ _active = threading.local()
 def check_precision(precision):
   """Raises ValueError unless `precision` is one of PRECISIONS."""
   if precision not in PRECISIONS:
-    raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, "
-                     f"got {precision!r}")
+    raise ValueError(f"precision={precision!r} is unknown; valid: "
+                     f"{', '.join(PRECISIONS)}")
 
 
 def compute_dtype(precision):

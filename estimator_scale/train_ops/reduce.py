@@ -28,8 +28,8 @@ COMPRESSIONS = ("none", "fp16", "bf16")
 def check_compression(compression):
   """Raises ValueError unless `compression` is one of COMPRESSIONS."""
   if compression not in COMPRESSIONS:
-    raise ValueError("--allreduce_compression must be one of "
-                     f"{', '.join(COMPRESSIONS)}, got {compression!r}")
+    raise ValueError(f"allreduce_compression={compression!r} is unknown; "
+                     f"valid: {', '.join(COMPRESSIONS)}")
 
 
 def _pairs(grads, variables):
@@ -98,9 +98,11 @@ class StrategyReducer(LocalReducer):
     return self.apply_reduced(optimizer, grads, variables, global_step)
 
 
-STOP_AGREEMENT = "estimator_scale_stop_agreement"
-"""Graph collection of the (flag, total) pair a reducer folded into its
-allreduce; `hooks.SignalStopHook` feeds the flag and reads the total."""
+STOP_FLAG = "estimator_scale_stop_flag"
+STOP_TOTAL = "estimator_scale_stop_total"
+"""Graph collections of the stop flag a reducer folded into its allreduce and
+of its sum over the ranks; `hooks.SignalStopHook` feeds one, reads the other.
+(Tensors, not pairs: a collection must serialise into the MetaGraph.)"""
 
 
 def _grouped_sum(hvd, tensors):
@@ -150,7 +152,8 @@ class HorovodReducer(LocalReducer):
     summed = _grouped_sum(hvd, [t for t, _ in wire] + list(sums) + [flag])
     for i, total, (_, context) in zip(dense, summed, wire):
       means[i] = self._compression.decompress(total, context)
-    tf.compat.v1.add_to_collection(STOP_AGREEMENT, (flag, summed[-1]))
+    tf.compat.v1.add_to_collection(STOP_FLAG, flag)
+    tf.compat.v1.add_to_collection(STOP_TOTAL, summed[-1])
     for i in present:
       if isinstance(grads[i], tf.IndexedSlices):
         means[i] = hvd.allreduce(grads[i], op=hvd.Average)

@@ -13,10 +13,10 @@ RULES = ("identity", "linear", "sqrt", "adascale")
 def check_rule(rule, scale):
   """Raises ValueError for an unknown rule or a scale below 1."""
   if rule not in RULES:
-    raise ValueError(f"--lr_scaling={rule!r} is unknown; valid: "
+    raise ValueError(f"lr_scaling={rule!r} is unknown; valid: "
                      f"{', '.join(RULES)}")
   if scale is not None and not scale >= 1:
-    raise ValueError(f"--scale must be >= 1, got {scale}")
+    raise ValueError(f"scale={scale} must be >= 1")
 
 
 def scaled_learning_rate(rule, schedule, step, scale, warmup_updates=0):

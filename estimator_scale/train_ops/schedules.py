@@ -39,17 +39,18 @@ class Schedule:
 
   def __post_init__(self):
     if self.name not in SCHEDULES:
-      raise ValueError(f"--lr_schedule={self.name!r} is unknown; valid: "
+      raise ValueError(f"lr_schedule={self.name!r} is unknown; valid: "
                        f"{', '.join(SCHEDULES)}")
     if not self.learning_rate > 0:
-      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
+      raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
     if self.name in ("cosine", "polynomial") and self.decay_steps < 1:
-      raise ValueError(f"--lr_schedule={self.name} needs --lr_decay_steps >= 1")
+      raise ValueError(f"lr_schedule={self.name!r} needs lr_decay_steps >= 1, "
+                       f"got lr_decay_steps={self.decay_steps}")
     if list(self.boundaries) != sorted(self.boundaries):
-      raise ValueError("--lr_boundaries must be increasing, got "
-                       f"{list(self.boundaries)}")
+      raise ValueError(f"lr_boundaries={list(self.boundaries)} must be "
+                       "increasing")
     if self.warmup_steps < 0:
-      raise ValueError(f"--warmup_steps must be >= 0, got {self.warmup_steps}")
+      raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0")
 
   def __call__(self, step):
     """The learning rate at `step` (a float tensor)."""

@@ -142,7 +142,6 @@ def _segment(settings, method, scale, stop, boundaries, warmup, workers):
     optimizer = ("lars", (("momentum", settings["momentum"]),
                           ("trust_coefficient",
                            settings["lars_trust_coefficient"])))
-    warmup = 0  # the schedule warms up from 0, the rule only multiplies by S
   else:
     schedule = dict(name="piecewise", learning_rate=settings["learning_rate"],
                     boundaries=boundaries, decay_rate=settings["decay_rate"])
@@ -151,6 +150,7 @@ def _segment(settings, method, scale, stop, boundaries, warmup, workers):
   return dict(
       scale=scale, optimizer=optimizer[0], optimizer_options=optimizer[1],
       schedule=schedule, lr_scaling=RULES.get(method, "linear"),
+      # LSW's rule ramps lr up to S x lr; LARS warms up inside its schedule.
       warmup=warmup if method in ("LSW", "LSW+") and scale > 1 else 0,
       distribution="horovod" if spread else "none",
       accumulation_steps=scale // workers if spread else scale,

@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the checkout importable
   sys.path.insert(0, ROOT)
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from estimator_scale.backends import horovod as horovod_backend
 from tools import bench
 
 BIN = os.path.dirname(sys.executable)
@@ -68,7 +69,7 @@ def measure(name, updates, timeout):
   env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1",
              TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2",
              **environment)
-  for key in ("HOROVOD_CYCLE_TIME",):
+  for key in horovod_backend.HOROVOD_DEFAULTS:  # unset: the framework's own
     if key not in environment:
       env.pop(key, None)
   try:

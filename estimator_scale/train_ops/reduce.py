@@ -109,10 +109,11 @@ def _grouped_sum(hvd, tensors):
   """Sums `tensors` over the ranks: one grouped allreduce per dtype.
 
   A grouped allreduce takes one dtype; everything of that dtype shares one
-  negotiation per update.
+  negotiation per update. The groups are made in the order their dtypes
+  first appear, the same on every rank, as Horovod's op names must be.
   """
   summed = [None] * len(tensors)
-  for dtype in {t.dtype for t in tensors}:
+  for dtype in dict.fromkeys(t.dtype for t in tensors):
     indices = [i for i, t in enumerate(tensors) if t.dtype == dtype]
     for i, total in zip(indices, hvd.grouped_allreduce(
         [tensors[i] for i in indices], op=hvd.Sum)):

@@ -82,9 +82,11 @@ def test_at_most_rows_are_met_at_or_below_their_target(bench):
                      bench.make_row(("h", "rate", "k64", "k1", bench.EPS,
                                      0.97), samples)]}
   text = bench.markdown(result)
-  assert "| t | time | 21 s | 10 s | 2.1 | ≤ 2.1 | met |" in text
-  assert "| 2.1 | ≤ 1.5 | **MISSED** |" in text
-  assert "| ≥ 0.97 | met |" in text
+  assert "| t | time | 21 s | 10 s | 2.1 | 1.2, 3 | ≤ 2.1 | met |" in text
+  assert "| 2.1 | 1.2, 3 | ≤ 1.5 | **MISSED** |" in text
+  # A throughput row shows its shortest timed window; a seconds row none.
+  assert "| ≥ 0.97 | met | 1, 1 | 10.0 s |" in text
+  assert "| ≤ 2.1 | met | 1, 1 | - |" in text
   assert "- **t** missed (ratio 2.1, target ≤ 1.5; per round: 1.2, 3)" in text
   # A bench.json saved before rows had a direction still renders as before.
   del result["rows"][2]["direction"]
@@ -202,7 +204,7 @@ def test_startup_rows_and_the_compute_floor_of_6a(bench):
   assert rows["6c"]["met"] is False and rows["6d"]["ratio"] == 8.0
   text = bench.markdown({"machine": {"summary": "box", "date": "now"},
                          "rounds": 2, "rows": list(rows.values())})
-  assert "| 6c |" in text and "| 5 s | 4 s | 1.25 | ≤ 1.1 | **MISSED** |" in text
+  assert "| 6c |" in text and "| 5 s | 4 s | 1.25 | 1.25, 1.25 | ≤ 1.1 | **MISSED** |" in text
   # 4 x 512 examples at 256/s take 8 s, 4 x 8 at 32/s 1 s: 8 - 1 + 8 = 15 s.
   assert "about 8.0 s against 1.0 s" in text
   assert "8.0 s - 1.0 s + 8.0 s: a ratio of about 1.88 at best" in text
@@ -263,3 +265,25 @@ def test_horovod_defaults_yield_to_the_users_environment():
   environ = {}
   horovod.apply_defaults(environ)
   assert environ == horovod.HOROVOD_DEFAULTS
+
+
+def test_horovod_ranks_get_even_disjoint_shares_of_the_cores():
+  from estimator_scale.backends import horovod  # pylint: disable=g-import-not-at-top
+  assert horovod.rank_cores({3, 1, 0, 2}, 1, 2) == [2, 3]
+  assert horovod.rank_cores(range(5), 2, 3) == [2]
+  assert horovod.rank_cores(range(2), 0, 3) is None  # more ranks than cores
+  assert horovod.rank_cores(range(8), 0, 1) is None  # one rank: nothing to do
+
+
+def test_core_binding_is_checked_and_can_be_turned_off():
+  from estimator_scale import errors  # pylint: disable=g-import-not-at-top
+  from estimator_scale import topology  # pylint: disable=g-import-not-at-top
+  from estimator_scale.backends import horovod  # pylint: disable=g-import-not-at-top
+  ranks = topology.Topology(backend="horovod", num_workers=2, local_size=2)
+  with pytest.raises(errors.ConfigError, match="ESTIMATOR_SCALE_CORE_BINDING"):
+    horovod.bind_to_cores(ranks, {horovod.CORE_BINDING: "socket"})
+  before = os.sched_getaffinity(0)
+  assert horovod.bind_to_cores(ranks, {horovod.CORE_BINDING: "none"}) is None
+  # More threads asked for than a rank's share: left unbound.
+  assert horovod.bind_to_cores(ranks, {}, threads=len(before) + 1) is None
+  assert os.sched_getaffinity(0) == before

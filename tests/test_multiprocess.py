@@ -63,6 +63,12 @@ def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
       seen = [set(w["__ids__"].tolist()) for w in workers]
       assert not seen[0] & seen[1], f"{mode}: workers read the same examples"
       assert seen[0] | seen[1] == set(range(64)), mode
+    cores = [set(r["cores"]) for r in load_results(out)]
+    unbound_host = len(os.sched_getaffinity(0)) == os.cpu_count() >= 2
+    if mode == "horovod" and unbound_host:
+      # Each rank bound to its own share of this host's cores.
+      assert all(cores) and not cores[0] & cores[1], cores
+      assert cores[0] | cores[1] == os.sched_getaffinity(0), cores
   reference = results.pop("none")
   for mode, variables in results.items():
     assert max_difference(reference, variables) <= TOLERANCE, mode

@@ -52,6 +52,8 @@ def parse_args(argv):
   parser.add_argument("--distribution", default="none")
   parser.add_argument("--lr_scaling", default="identity")
   parser.add_argument("--learning_rate", type=float, default=0.01)
+  parser.add_argument("--precision", default="float32")
+  parser.add_argument("--allreduce_compression", default="none")
   parser.add_argument("--threads", type=int, default=0,
                       help="intra- and inter-op threads (0: TF's default)")
   parser.add_argument("--warmup", type=int, default=5)
@@ -138,7 +140,9 @@ def run_ours(args, hook):
   k = args.accumulation_steps
   config = es.TrainingConfig(
       optimizer="momentum", accumulation_steps=k, lr_scaling=args.lr_scaling,
-      schedule=es.Schedule(learning_rate=args.learning_rate))
+      schedule=es.Schedule(learning_rate=args.learning_rate),
+      precision=args.precision,
+      allreduce_compression=args.allreduce_compression)
   estimator = es.make_estimator(model, scale_config=scale,
                                 training_config=config)
   workers = estimator.topology.num_workers

@@ -31,16 +31,25 @@ CLI = [sys.executable, "-m", "estimator_scale.train", "--model=resnet20",
        "--log_every_n_steps=1000000"]
 PER_REPLICA = 32
 SINGLE = "1 process"
+BINDING = horovod_backend.CORE_BINDING
 # name -> (processes, launcher, environment). A variant that sets nothing
-# gets the framework's defaults (backends/horovod.py HOROVOD_DEFAULTS:
-# HOROVOD_CYCLE_TIME=5); 1 is Horovod's own default.
+# gets the framework's defaults: each rank bound to its share of the cores
+# (backends/horovod.py bind_to_cores) and HOROVOD_DEFAULTS
+# (HOROVOD_CYCLE_TIME=5). Each other Horovod variant changes one of them;
+# the last sets Horovod's own settings back (unbound, 1 ms cycle).
 VARIANTS = {
     SINGLE: (1, "python", {}),
     "2 Horovod ranks, framework defaults": (2, "horovodrun", {}),
+    f"2 Horovod ranks, unbound ({BINDING}=none)": (2, "horovodrun",
+                                                   {BINDING: "none"}),
     "2 Horovod ranks, HOROVOD_CYCLE_TIME=1": (2, "horovodrun",
                                               {"HOROVOD_CYCLE_TIME": "1"}),
     "2 Horovod ranks, HOROVOD_CYCLE_TIME=10": (2, "horovodrun",
                                                {"HOROVOD_CYCLE_TIME": "10"}),
+    "2 Horovod ranks, HOROVOD_FUSION_THRESHOLD=0 (no fusion)": (
+        2, "horovodrun", {"HOROVOD_FUSION_THRESHOLD": "0"}),
+    "2 Horovod ranks, Horovod's own settings (unbound, HOROVOD_CYCLE_TIME=1)":
+        (2, "horovodrun", {BINDING: "none", "HOROVOD_CYCLE_TIME": "1"}),
     "2 multi_worker_mirrored workers": (2, "launch", {}),
 }
 
@@ -69,7 +78,8 @@ def measure(name, updates, timeout):
   env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1",
              TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2",
              **environment)
-  for key in horovod_backend.HOROVOD_DEFAULTS:  # unset: the framework's own
+  for key in (*horovod_backend.HOROVOD_DEFAULTS, BINDING,
+              "HOROVOD_FUSION_THRESHOLD"):  # unset: the framework's own
     if key not in environment:
       env.pop(key, None)
   try:

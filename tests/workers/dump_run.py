@@ -124,7 +124,8 @@ def main(argv):
   estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps * FLAGS.rounds)
   result = {"last_step": estimator.last_step,
             "first_step": getattr(dump, "first_step", None),
-            "stopped_by_signal": estimator.stopped_by_signal}
+            "stopped_by_signal": estimator.stopped_by_signal,
+            "cores": sorted(os.sched_getaffinity(0))}
   if FLAGS.evaluate:
     eval_fn = es.inputs.from_arrays(features, labels, 16, training=False)
     result["eval"] = {k: float(v) for k, v in

@@ -143,17 +143,23 @@ class HorovodReducer(LocalReducer):
   def all_mean(self, grads, sums):
     """See base class."""
     hvd = self._hvd
+    flag = tf.compat.v1.placeholder_with_default(0.0, [],
+                                                 name="stop_requested")
+    tf.compat.v1.add_to_collection(STOP_FLAG, flag)
+    if hvd.size() == 1:
+      # One rank's mean is its own, so nothing is exchanged (nor compressed),
+      # as in Horovod's DistributedOptimizer; an allreduce would still wait
+      # for the background thread's next cycle every update.
+      tf.compat.v1.add_to_collection(STOP_TOTAL, flag)
+      return list(grads), list(sums)
     present = [i for i, g in enumerate(grads) if g is not None]
     means = [None] * len(grads)
     dense = [i for i in present if not isinstance(grads[i], tf.IndexedSlices)]
     wire = [self._compression.compress(
         gradients.scale(grads[i], 1.0 / hvd.size())) for i in dense]
-    flag = tf.compat.v1.placeholder_with_default(0.0, [],
-                                                 name="stop_requested")
     summed = _grouped_sum(hvd, [t for t, _ in wire] + list(sums) + [flag])
     for i, total, (_, context) in zip(dense, summed, wire):
       means[i] = self._compression.decompress(total, context)
-    tf.compat.v1.add_to_collection(STOP_FLAG, flag)
     tf.compat.v1.add_to_collection(STOP_TOTAL, summed[-1])
     for i in present:
       if isinstance(grads[i], tf.IndexedSlices):

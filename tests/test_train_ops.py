@@ -206,3 +206,25 @@ def test_adamw_decay_is_decoupled_from_the_gradient():
       sess.run(step)
       # Zero gradient: Adam moves nothing; only w -= lr * wd * w remains.
       assert sess.run(var) == pytest.approx([0.95, -1.9])
+
+
+def test_one_horovod_rank_exchanges_nothing():
+  """Its allreduce would only wait for Horovod's next cycle each update."""
+  from estimator_scale.train_ops import reduce  # pylint: disable=g-import-not-at-top
+
+  class OneRank:  # what HorovodReducer asks of Horovod when it is one rank
+    Compression = type("Compression", (), {"none": None, "fp16": None})
+
+    @staticmethod
+    def size():
+      return 1
+
+  with tf.Graph().as_default():
+    grad, total = tf.constant([1.0, 2.0]), tf.constant(3.0)
+    means, sums = reduce.HorovodReducer(OneRank, "fp16").all_mean(
+        [grad, None], [total])
+    assert means[0] is grad and means[1] is None and sums == [total]
+    flag = tf.compat.v1.get_collection(reduce.STOP_FLAG)
+    assert tf.compat.v1.get_collection(reduce.STOP_TOTAL) == flag
+    assert not [op for op in tf.compat.v1.get_default_graph().get_operations()
+                if op.type.startswith("Horovod")]

@@ -89,9 +89,10 @@ def bind_to_cores(topology, environ, threads=None):
       os.sched_setaffinity(int(thread), cores)
     except OSError:  # a thread that ended since the listing
       pass
-  logging.info("Horovod rank %d (local %d of %d) bound to cores %s",
-               topology.worker_index, topology.local_rank,
-               topology.local_size, cores)
+  if topology.is_chief:  # one line per job, as every rank's log is shown
+    logging.info("Horovod ranks bound to %d core(s) each (%s=none turns "
+                 "this off); rank 0: cores %s", len(cores), CORE_BINDING,
+                 cores)
   return cores
 
 

@@ -536,6 +536,9 @@ HOROVOD_PROBES = [
     "bound, one allreduce per gradient instead of the grouped one, so the "
     "exchange of the last layers' gradients overlaps the rest of the "
     "backward pass: 1.59, 1.60",
+    "the framework's binding with HOROVOD_CYCLE_TIME=0.5: 1.65, 1.60; "
+    "=2.5: 1.68, 1.63; with HOROVOD_STALL_CHECK_DISABLE=1: 1.68, 1.68 "
+    "(framework defaults in the same rounds: 1.72, 1.69)",
     "what folding is worth, from the table above (2026-11-22): without "
     "fusion each of resnet20's 65 gradient tensors is its own allreduce, and "
     "an update of 2 x 32 examples took 336 ms instead of 102 ms, about 3.6 "

@@ -28,10 +28,11 @@ if ROOT not in sys.path:
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from tools import bench_worker
 
-# Steps are sized so that the rows the issue tracker found straddling their
-# targets (1b, 2a, 5b) and every scaling row time windows of 15-30 s on this
-# 2-core host; a window of a few seconds moved 4a by 0.92-1.26 from round to
-# round. Rows whose ratios sit far from their targets keep short windows.
+# Steps are sized so that, on this 2-core host, the weak-scaling rows time
+# windows of at least 20 s and the rows the issue tracker found straddling
+# their targets (1b, 2a, 5b) 7-13 s; a window of a few seconds moved 4a by
+# 0.92-1.26 from round to round. Rows whose ratios sit far from their
+# targets keep short windows.
 _DIGITS = dict(model="digits_cnn", batch=64, warmup=20, steps=300)
 _RESNET = dict(model="resnet20", batch=32, warmup=3, steps=250)
 # Scaling (row 4): one intra- and inter-op thread per process, so a process
@@ -52,7 +53,7 @@ _ACCUM = dict(model="digits_cnn", batch=_K * _MICRO, accumulation_steps=_K,
               lr_scaling="linear", warmup=10, steps=120)
 _MICRO_RUNS = dict(_ACCUM, batch=_MICRO, warmup=_K * 10, steps=_K * 120,
                    lr_scaling="identity", learning_rate=0.04)
-# Row 2a's pair, timed 10x longer than the rest of rows 2-3.
+# Row 2a's pair, timed 7.5x longer than the rest of rows 2-3.
 _ACCUM_LONG = dict(_ACCUM, steps=900)
 _MICRO_RUNS_LONG = dict(_MICRO_RUNS, steps=_K * 900)
 _PIPE = dict(batch=64, warmup=50, steps=16000)

@@ -52,6 +52,10 @@ VARIANTS = {
         (2, "horovodrun", {BINDING: "none", "HOROVOD_CYCLE_TIME": "1"}),
     "2 multi_worker_mirrored workers": (2, "launch", {}),
 }
+# Every setting some variant changes: a variant that does not change one
+# runs with it unset, whatever the caller's environment holds.
+_KNOBS = set(horovod_backend.HOROVOD_DEFAULTS).union(
+    *(environment for _, _, environment in VARIANTS.values()))
 
 
 def command(processes, launcher, model_dir, summary, updates):
@@ -78,10 +82,8 @@ def measure(name, updates, timeout):
   env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1",
              TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2",
              **environment)
-  for key in (*horovod_backend.HOROVOD_DEFAULTS, BINDING,
-              "HOROVOD_FUSION_THRESHOLD"):  # unset: the framework's own
-    if key not in environment:
-      env.pop(key, None)
+  for key in _KNOBS - set(environment):  # unset: the framework's own
+    env.pop(key, None)
   try:
     subprocess.run(command(processes, launcher, os.path.join(work, "model"),
                            summary, updates), env=env, cwd=ROOT, check=True,

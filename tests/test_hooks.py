@@ -7,19 +7,20 @@ from tests.workers import tiny_models
 
 
 class _StopAt(tf.compat.v1.train.SessionRunHook):
-  """Asks to stop once global_step reaches `step` (like a model's hook)."""
+  """Asks to stop after its `step`-th update (like a model's hook).
+
+  It counts its own runs: a global_step fetched in the same run as the
+  update may be read before or after the increment (the two ops are not
+  ordered), which made the stop land on step 3 or 4 by chance.
+  """
 
   def __init__(self, step):
     self._stop_at = step
-
-  def begin(self):
-    self._global_step = tf.compat.v1.train.get_global_step()
-
-  def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs(self._global_step)
+    self._runs = 0
 
   def after_run(self, run_context, run_values):
-    if run_values.results + 1 >= self._stop_at:
+    self._runs += 1
+    if self._runs >= self._stop_at:
       run_context.request_stop()
 
 

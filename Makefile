@@ -6,6 +6,7 @@ NP ?= 2
 
 setup:
 	bash tools/setup_env.sh
+	bash tools/setup_rig.sh
 
 # The main job: 2 Horovod ranks on this host train and evaluate digits_cnn.
 run: setup
@@ -27,7 +28,7 @@ test-multiprocess: setup
 	$(PY) -m pytest -q tests -m multiprocess
 
 bench: setup
-	$(PY) tools/bench.py --out bench.json --markdown docs/PERFORMANCE.md
+	$(PY) -m tools.bench --out bench.json --markdown docs/PERFORMANCE.md
 
 study: setup
 	$(PY) tools/adascale_study.py --out_dir docs/adascale

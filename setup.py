@@ -16,7 +16,13 @@ setuptools.setup(
         "absl-py>=2",
         "scikit-learn",
     ],
-    extras_require={"horovod": ["horovod==0.28.1"], "plots": ["matplotlib"]},
+    extras_require={
+        "horovod": ["horovod==0.28.1"],
+        "plots": ["matplotlib"],
+        # s3:// and hdfs:// paths: TensorFlow 2.15 has no file system for
+        # them; this release of tensorflow-io is the one built for it.
+        "s3": ["tensorflow-io==0.36.0"],
+    },
     entry_points={"console_scripts": [
         "estimator-scale=estimator_scale.train:run",
         "estimator-scale-launch=estimator_scale.launch:run",

@@ -1,48 +1,71 @@
 """estimator_scale: TensorFlow Estimator training that scales.
 
 The public API; nothing else in the package is meant to be imported by users.
+
+Each public name is imported on first touch, not here: importing a
+submodule runs this file first, and the launcher (`estimator-scale-launch`),
+which only starts other processes, should not pay for loading TensorFlow.
 """
+import importlib
 import os
 
 # TensorFlow's C++ INFO lines (oneDNN notice, CPU features, MLIR pass) print
 # once per process before any flag is read; warnings and errors still show.
-# Set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+# Set TF_CPP_MIN_LOG_LEVEL=0 to see them. Set here, before any submodule
+# can import TensorFlow, because TensorFlow reads it once, when it loads.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
-from estimator_scale import errors
-from estimator_scale import inputs
-from estimator_scale.estimator import Estimator
-from estimator_scale.estimator import make_estimator
-from estimator_scale.evaluation import EarlyStoppingHook
-from estimator_scale.evaluation import stop_if_no_decrease
-from estimator_scale.evaluation import stop_if_no_increase
-from estimator_scale.evaluation import train_and_evaluate
-from estimator_scale.hooks import ProgressHook
-from estimator_scale.hooks import StopAtProgressHook
-from estimator_scale.model import BaseModel
-from estimator_scale.model import ClassifierModel
-from estimator_scale.model import RegressionModel
-from estimator_scale.model_fn import make_model_fn
-from estimator_scale.registry import register
-from estimator_scale.backends.base import ScaleConfig
-from estimator_scale.run_config import build_run_config
-from estimator_scale.topology import Topology
-from estimator_scale.topology import TopologyError
-from estimator_scale.train_ops.adascale import GAIN as ADASCALE_GAIN
-from estimator_scale.train_ops.adascale import PROGRESS as ADASCALE_PROGRESS
-from estimator_scale.train_ops.adascale import SCALE as ADASCALE_SCALE
-from estimator_scale.train_ops.pipeline import TrainOp
-from estimator_scale.train_ops.pipeline import TrainingConfig
-from estimator_scale.train_ops.pipeline import build_train_op
-from estimator_scale.train_ops.schedules import Schedule
+_PUBLIC = {
+    # name: (module, attribute in it; None for the module itself)
+    "ADASCALE_GAIN": ("estimator_scale.train_ops.adascale", "GAIN"),
+    "ADASCALE_PROGRESS": ("estimator_scale.train_ops.adascale", "PROGRESS"),
+    "ADASCALE_SCALE": ("estimator_scale.train_ops.adascale", "SCALE"),
+    "BaseModel": ("estimator_scale.model", "BaseModel"),
+    "ClassifierModel": ("estimator_scale.model", "ClassifierModel"),
+    "EarlyStoppingHook": ("estimator_scale.evaluation", "EarlyStoppingHook"),
+    "Estimator": ("estimator_scale.estimator", "Estimator"),
+    "ProgressHook": ("estimator_scale.hooks", "ProgressHook"),
+    "RegressionModel": ("estimator_scale.model", "RegressionModel"),
+    "Schedule": ("estimator_scale.train_ops.schedules", "Schedule"),
+    "ScaleConfig": ("estimator_scale.backends.base", "ScaleConfig"),
+    "StopAtProgressHook": ("estimator_scale.hooks", "StopAtProgressHook"),
+    "Topology": ("estimator_scale.topology", "Topology"),
+    "TopologyError": ("estimator_scale.topology", "TopologyError"),
+    "TrainOp": ("estimator_scale.train_ops.pipeline", "TrainOp"),
+    "TrainingConfig": ("estimator_scale.train_ops.pipeline", "TrainingConfig"),
+    "build_run_config": ("estimator_scale.run_config", "build_run_config"),
+    "build_train_op": ("estimator_scale.train_ops.pipeline", "build_train_op"),
+    "canned_optimizer": ("estimator_scale.canned", "canned_optimizer"),
+    "errors": ("estimator_scale.errors", None),
+    "inputs": ("estimator_scale.inputs", None),
+    "make_estimator": ("estimator_scale.estimator", "make_estimator"),
+    "make_model_fn": ("estimator_scale.model_fn", "make_model_fn"),
+    "register": ("estimator_scale.registry", "register"),
+    "stop_if_no_decrease": ("estimator_scale.evaluation",
+                            "stop_if_no_decrease"),
+    "stop_if_no_increase": ("estimator_scale.evaluation",
+                            "stop_if_no_increase"),
+    "train_and_evaluate": ("estimator_scale.evaluation", "train_and_evaluate"),
+}
 
-__all__ = [
-    "ADASCALE_GAIN", "ADASCALE_PROGRESS", "ADASCALE_SCALE",
-    "BaseModel", "ClassifierModel", "EarlyStoppingHook", "Estimator",
-    "ProgressHook",
-    "RegressionModel", "Schedule", "ScaleConfig", "StopAtProgressHook",
-    "Topology", "TopologyError", "TrainOp", "TrainingConfig",
-    "build_run_config", "build_train_op", "errors", "inputs",
-    "make_estimator", "make_model_fn", "register", "stop_if_no_decrease",
-    "stop_if_no_increase", "train_and_evaluate",
-]
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+  """Imports a public name's module on first touch and keeps the name.
+
+  Raises AttributeError for any other name, as `from estimator_scale import
+  submodule` needs to fall back to importing the submodule.
+  """
+  if name not in _PUBLIC:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  module_name, attribute = _PUBLIC[name]
+  value = importlib.import_module(module_name)
+  if attribute is not None:
+    value = getattr(value, attribute)
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))

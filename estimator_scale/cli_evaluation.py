@@ -13,8 +13,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("train_data", None,
                     "Glob of TFRecord files (or CSV files: *.csv) to train "
                     "on, read by the model's feature spec; any tf.io.gfile "
-                    "path (gs://, hdfs://, s3://). Default: the model's own "
-                    "data.")
+                    "path (gs://; s3:// and hdfs:// with the s3 extra). "
+                    "Default: the model's own data.")
 flags.DEFINE_string("eval_data", None,
                     "Glob of TFRecord or CSV files to evaluate on.")
 flags.DEFINE_bool("skip_corrupt_records", False,

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import filesystems
 from estimator_scale import inputs
 
 
@@ -25,7 +26,8 @@ def _column_default(feature):
   return [0] if feature.dtype.is_integer else [0.0]
 
 
-class from_csv_features(inputs.from_csv):  # pylint: disable=invalid-name
+def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
+                      **kwargs):
   """input_fn over CSV files whose header names the feature spec's columns.
 
   The first file's header decides the column order (all files must share
@@ -35,45 +37,45 @@ class from_csv_features(inputs.from_csv):  # pylint: disable=invalid-name
     pattern: a glob of CSV files.
     feature_spec: {name: tf.io.FixedLenFeature}, the label included.
     label_key: the label's name in feature_spec, or None (no labels).
-    other arguments: as `inputs.from_arrays`.
+    global_batch_size: examples per update over the whole job.
+    **kwargs: training, topology, accumulation_steps, seed, shuffle_buffer
+      (as `inputs.from_arrays`).
+
+  Returns:
+    An `inputs.InputFn` whose `files` are the files the pattern matched.
   """
+  files = inputs.list_files(pattern, "CSV pattern")
+  with tf.io.gfile.GFile(files[0]) as f:
+    header = f.readline().strip().split(",")
+  wanted = {name: csv_columns(name, feature)
+            for name, feature in feature_spec.items()}
+  missing = [c for columns in wanted.values() for c in columns
+             if c not in header]
+  if missing:
+    raise errors.DataError(
+        f"{files[0]}: the header lacks the columns {missing[:5]}"
+        f"{' ...' if len(missing) > 5 else ''} of the model's feature "
+        f"spec; it has {header[:5]}{' ...' if len(header) > 5 else ''}")
+  types = {c: feature_spec[name] for name, columns in wanted.items()
+           for c in columns}
+  defaults = [_column_default(types[c]) if c in types else [""]
+              for c in header]
+  inputs.check_csv(files, len(header))
 
-  def __init__(self, pattern, feature_spec, label_key, global_batch_size,
-               **kwargs):
-    files = inputs.list_files(pattern, "CSV pattern")
-    with tf.io.gfile.GFile(files[0]) as f:
-      header = f.readline().strip().split(",")
-    wanted = {name: csv_columns(name, feature)
-              for name, feature in feature_spec.items()}
-    missing = [c for columns in wanted.values() for c in columns
-               if c not in header]
-    if missing:
-      raise errors.DataError(
-          f"{files[0]}: the header lacks the columns {missing[:5]}"
-          f"{' ...' if len(missing) > 5 else ''} of the model's feature "
-          f"spec; it has {header[:5]}{' ...' if len(header) > 5 else ''}")
-    types = {c: feature_spec[name] for name, columns in wanted.items()
-             for c in columns}
-    defaults = [_column_default(types[c]) if c in types else [""]
-                for c in header]
-    self._spec, self._wanted, self._has_labels = (
-        feature_spec, wanted, label_key is not None)
-    self._label_key = label_key
-    # from_csv's own label column goes unused: _parse regroups the columns.
-    super().__init__(pattern, header, header[0], defaults, global_batch_size,
-                     header=True, **kwargs)
-
-  def _parse(self, line):
-    values = dict(zip(self.names, tf.io.decode_csv(line, self.defaults)))
+  def parse_line(line):
+    values = dict(zip(header, tf.io.decode_csv(line, defaults)))
     features = {}
-    for name, columns in self._wanted.items():
-      feature = self._spec[name]
+    for name, columns in wanted.items():
+      feature = feature_spec[name]
       stacked = tf.stack([values[c] for c in columns], axis=-1)
       features[name] = tf.cast(tf.reshape(stacked, list(feature.shape)),
                                feature.dtype)
-    if not self._has_labels:
+    if label_key is None:
       return features
-    return features, features.pop(self._label_key)
+    return features, features.pop(label_key)
+
+  return inputs.from_csv_lines(files, parse_line, global_batch_size,
+                               header=True, **kwargs)
 
 
 def is_csv(pattern):
@@ -92,6 +94,7 @@ def from_files(pattern, feature_spec, label_key, global_batch_size,
     skip_corrupt: TFRecord only: drop unreadable records instead of failing.
     **kwargs: training, topology, accumulation_steps, seed.
   """
+  filesystems.require("pattern", pattern)
   if is_csv(pattern):
     if skip_corrupt:
       raise errors.ConfigError("skip_corrupt applies to TFRecord files; "
@@ -130,20 +133,29 @@ def _first_unreadable(files):
   return None, None
 
 
+def files_of(input_fn):
+  """The files an input_fn reads, as far as it says: an `inputs.InputFn`'s
+  `files`, and () for any other callable (nothing to name)."""
+  return input_fn.files if isinstance(input_fn, inputs.InputFn) else ()
+
+
 @contextlib.contextmanager
-def naming_corrupt_files(input_fn):
-  """Turns a DataLossError from reading `input_fn`'s files into a DataError
-  that names the file.
+def naming_corrupt_files(files):
+  """Turns a DataLossError from reading `files` into a DataError that names
+  the file.
 
   TensorFlow's message ("truncated record at 55490") names no file, and a
   dataset interleaves hundreds; the files are scanned only once reading
   has failed, so a good run pays nothing.
+
+  Args:
+    files: the paths being read (`files_of(input_fn)`); with none, the
+      error passes unchanged.
   """
   try:
     yield
   except tf.errors.DataLossError as e:
-    files = getattr(input_fn, "files", None)
-    path, error = _first_unreadable(files or [])
+    path, error = _first_unreadable(files)
     if path is None:
       raise
     raise errors.DataError(

@@ -1,14 +1,24 @@
 """The provided factory: `make_estimator`.
 
 `make_estimator` returns an `Estimator` with tf.estimator.Estimator's
-methods, around a `BaseModel` or a hand-written model_fn. It wraps rather
-than subclasses because tf.estimator forbids overriding train/evaluate, and
-those are what must behave the same under every backend (see
-coordination.py).
-"""
-import tensorflow as tf
+methods, around a `BaseModel`, a hand-written model_fn, or an Estimator the
+user made (a canned one). It wraps rather than subclasses because
+tf.estimator forbids overriding train/evaluate, and those are what must
+behave the same under every backend (each backend's coordinator,
+backends/coordinator.py).
 
-from estimator_scale import backends
+An Estimator's RunConfig is fixed when it is made, and a canned estimator's
+optimizer needs the job's topology (`canned.canned_optimizer`), so both come
+from one `build_run_config` result made first: the user makes the
+Estimator with `config=scale_config.run_config`, and `make_estimator`
+checks that it did (a factory called with the RunConfig would save that one
+argument and still need the topology for the optimizer).
+"""
+from typing import List, Optional
+
+import tensorflow as tf
+from tensorflow.python.util import function_utils  # pylint: disable=g-direct-tensorflow-import
+
 from estimator_scale import data_files
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
@@ -16,6 +26,7 @@ from estimator_scale import hparams as hparams_lib
 from estimator_scale import model as model_lib
 from estimator_scale import model_fn as model_fn_lib
 from estimator_scale import run_config as run_config_lib
+from estimator_scale.backends import coordinator as coordinator_lib
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import pipeline
 
@@ -24,14 +35,21 @@ class Estimator:
   """An Estimator whose train/evaluate/export work alike in every backend.
 
   Attributes:
-    tf_estimator: the underlying `tf.estimator.Estimator`.
+    tf_estimator: the underlying `tf.estimator.Estimator` (the user's own,
+      e.g. a canned one, when `make_estimator` was given one).
     topology: this process's `Topology`.
-    model: the `BaseModel`, or None around a hand-written model_fn.
+    model: the `BaseModel`, or None around a hand-written model_fn or an
+      existing Estimator.
     training_config: the `TrainingConfig`.
+    last_train: where and why the last train() ended (None before one).
+    progress: the chief's `ProgressHook` of the last train() (its
+      throughput), or None (other workers, or no global_batch_size).
+    evaluations: every evaluation of the last `train_and_evaluate`, in step
+      order.
   """
 
-  def __init__(self, model_fn, scale_config, training_config, params,
-               model=None, global_batch_size=None, progress_every_n_steps=100,
+  def __init__(self, tf_estimator, scale_config, training_config, model=None,
+               global_batch_size=None, progress_every_n_steps=100,
                scale_invariant_steps=None):
     self.model = model
     self.topology = scale_config.topology
@@ -40,10 +58,10 @@ class Estimator:
     self._global_batch_size = global_batch_size
     self._progress_every = progress_every_n_steps
     self._scale_invariant_steps = scale_invariant_steps
-    self.tf_estimator = tf.estimator.Estimator(
-        model_fn, config=scale_config.run_config, params=params)
-    self.evaluations = []
-    """Every evaluation of the last `train_and_evaluate`, in step order."""
+    self.tf_estimator = tf_estimator
+    self.last_train: Optional[coordinator_lib.TrainResult] = None
+    self.progress: Optional[hooks_lib.ProgressHook] = None
+    self.evaluations: List[dict] = []
 
   model_dir = property(lambda self: self.tf_estimator.model_dir)
   coordinator = property(lambda self: self._scale.coordinator)
@@ -51,9 +69,15 @@ class Estimator:
   params = property(lambda self: self.tf_estimator.params)
 
   @property
+  def last_step(self):
+    """The step the last train() ended at (None before one)."""
+    return self.last_train.step if self.last_train else None
+
+  @property
   def stopped_by_signal(self):
     """Whether the last train() ended because a worker received SIGTERM."""
-    return self._scale.coordinator.stopped_by_signal
+    return bool(self.last_train and
+                self.last_train.reason is coordinator_lib.StopReason.SIGNAL)
 
   def model_input_fn(self, mode, global_batch_size):
     """The model's own data for `mode`, sharded for this process."""
@@ -87,6 +111,7 @@ class Estimator:
     hooks = list(hooks or []) + list(self._scale.hooks)
     if self._scale_invariant_steps:
       hooks.append(hooks_lib.StopAtProgressHook(self._scale_invariant_steps))
+    self.progress = None
     if self._global_batch_size and self.topology.is_chief:
       self.progress = hooks_lib.ProgressHook(
           self._global_batch_size, self._progress_every, target)
@@ -99,8 +124,8 @@ class Estimator:
     Returns:
       self, like tf.estimator.Estimator.train.
     """
-    with data_files.naming_corrupt_files(input_fn):
-      self.last_step = self._scale.coordinator.train(
+    with data_files.naming_corrupt_files(data_files.files_of(input_fn)):
+      self.last_train = self._scale.coordinator.train(
           self.tf_estimator, input_fn, self._hooks(hooks, max_steps), steps,
           max_steps)
     return self
@@ -108,7 +133,7 @@ class Estimator:
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
                name=None):
     """Evaluates the latest checkpoint; every worker gets the same metrics."""
-    with data_files.naming_corrupt_files(input_fn):
+    with data_files.naming_corrupt_files(data_files.files_of(input_fn)):
       return self._scale.coordinator.evaluate(
           self.tf_estimator, input_fn, steps=steps, hooks=hooks,
           checkpoint_path=checkpoint_path, name=name)
@@ -149,15 +174,20 @@ def make_estimator(model, model_dir=None, distribution="none",
   """The Estimator for `model` under `distribution`.
 
   Args:
-    model: a `BaseModel` instance, or a hand-written Estimator model_fn
-      that trains through `build_train_op` (then `hparams` is its params
-      dict).
+    model: a `BaseModel` instance; a hand-written Estimator model_fn that
+      trains through `build_train_op` (any signature tf.estimator takes:
+      `features` with any of `labels`, `mode`, `params`, `config`; with
+      `params`, `hparams` is its params dict); or a `tf.estimator.Estimator`
+      (canned or your own) made with `config=scale_config.run_config`,
+      whose optimizers reduce across workers (`canned_optimizer`).
     model_dir: checkpoint directory (shared by all workers).
     distribution: a backend name for `build_run_config`.
-    training_config: `TrainingConfig`.
+    training_config: `TrainingConfig` (not for an existing Estimator: its
+      optimizers are inside it).
     hparams: overrides of the model's `default_hparams`, "a=1,b=2" or a dict.
     scale_config: an existing `build_run_config` result (then `distribution`
-      and `run_config_kwargs` are not used and must be left at defaults).
+      and `run_config_kwargs` are not used and must be left at defaults);
+      required with an existing Estimator.
     global_batch_size: when given, the chief logs progress lines.
     progress_every_n_steps: how often it logs them.
     scale_invariant_steps: stop when AdaScale's tau reaches this.
@@ -166,46 +196,116 @@ def make_estimator(model, model_dir=None, distribution="none",
   Returns:
     `Estimator`.
   """
+  existing = isinstance(model, tf.estimator.Estimator)
+  if existing and scale_config is None:
+    raise errors.ConfigError(
+        "an existing Estimator needs scale_config=, the build_run_config "
+        "result whose run_config it was made with")
+  if existing and training_config is not None:
+    raise errors.ConfigError(
+        "training_config does not apply to an existing Estimator: its "
+        "optimizers are inside it; give them es.canned_optimizer(..., "
+        "lr_scaling=...)")
   training_config = training_config or pipeline.TrainingConfig()
   if scale_config is None:
     scale_config = run_config_lib.build_run_config(
         distribution, model_dir=model_dir, **run_config_kwargs)
-  elif run_config_kwargs or distribution != "none":
+  elif run_config_kwargs or distribution != "none" or model_dir is not None:
     raise errors.ConfigError(
-        "pass either scale_config or distribution/run config "
+        "pass either scale_config or distribution/model_dir/run config "
         "arguments, not both")
-  if scale_invariant_steps and training_config.lr_scaling != "adascale":
+  if (scale_invariant_steps and not existing and
+      training_config.lr_scaling != "adascale"):
     raise errors.ConfigError(
         f"scale_invariant_steps={scale_invariant_steps} needs "
         "lr_scaling='adascale'")
   with errors.as_config_error():
-    backends.get(scale_config.topology.backend).check_compression(
-        training_config.allreduce_compression)
+    scale_config.topology.backend.check_offers(
+        training_config.allreduce_compression,
+        training_config.sparse_exchange)
   if training_config.lr_scaling == "adascale":
     # Fail at construction, not at the first train(), for an impossible S.
     topology = scale_config.topology
     with errors.as_config_error():
       adascale.check_samples(training_config.resolved_scale(topology),
                              training_config.samples_per_update(topology))
-  if isinstance(model, model_lib.BaseModel):
-    model_fn = model_fn_lib.make_model_fn(model, training_config,
-                                          scale_config.topology)
-    params = hparams_lib.parse(model.default_hparams(), hparams)
+  if existing:
+    _check_made_with(model, scale_config.run_config)
+    tf_estimator, model = model, None
+  elif isinstance(model, model_lib.BaseModel):
+    tf_estimator = tf.estimator.Estimator(
+        model_fn_lib.make_model_fn(model, training_config,
+                                   scale_config.topology),
+        config=scale_config.run_config,
+        params=hparams_lib.parse(model.default_hparams(), hparams))
   elif isinstance(model, type) and issubclass(model, model_lib.BaseModel):
     raise errors.UsageError(f"model must be a BaseModel instance: pass "
                             f"{model.__name__}(), not the class")
   elif callable(model):
-    if hparams and not isinstance(hparams, dict):
-      raise errors.ConfigError(
-          "hparams of a model_fn must be a dict (its params), "
-          f"got {hparams!r}")
-    model_fn, params, model = model, dict(hparams or {}), None
+    tf_estimator = tf.estimator.Estimator(
+        model, config=scale_config.run_config,
+        params=_model_fn_params(model, hparams))
+    model = None
   else:
     raise errors.UsageError(
-        "model must be a BaseModel instance or an Estimator "
-        f"model_fn, got {type(model).__name__}")
-  return Estimator(model_fn, scale_config, training_config, params,
-                   model=model, global_batch_size=global_batch_size,
+        "model must be a BaseModel instance, an Estimator model_fn or a "
+        f"tf.estimator.Estimator, got {type(model).__name__}")
+  return Estimator(tf_estimator, scale_config, training_config, model=model,
+                   global_batch_size=global_batch_size,
                    progress_every_n_steps=progress_every_n_steps,
                    scale_invariant_steps=scale_invariant_steps)
 
+
+def _model_fn_params(model_fn, hparams):
+  """The params tf.estimator passes `model_fn`: None unless it takes them.
+
+  tf.estimator refuses params (even {}) for a model_fn without a `params`
+  argument, as in TF's guides and Horovod's Estimator example.
+  """
+  args = function_utils.fn_args(model_fn)
+  if "features" not in args:
+    raise errors.UsageError(
+        f"model_fn {getattr(model_fn, '__name__', model_fn)!r} must take a "
+        "`features` argument (and any of labels, mode, params, config), as "
+        f"tf.estimator requires; it takes ({', '.join(args)})")
+  if hparams and not isinstance(hparams, dict):
+    raise errors.ConfigError(
+        "hparams of a model_fn must be a dict (its params), "
+        f"got {hparams!r}")
+  if "params" in args:
+    return dict(hparams or {})
+  if hparams:
+    raise errors.ConfigError(
+        f"hparams={hparams!r} given, but the model_fn takes no `params` "
+        "argument to receive them")
+  return None
+
+
+_RUN_CONFIG_FIELDS = ("model_dir", "tf_random_seed", "save_checkpoints_steps",
+                      "save_checkpoints_secs", "save_summary_steps",
+                      "log_step_count_steps", "keep_checkpoint_max",
+                      "num_worker_replicas", "task_type", "task_id",
+                      "is_chief")
+
+
+def _check_made_with(estimator, run_config):
+  """Refuses an Estimator whose RunConfig is not the backend's.
+
+  Estimator copies the RunConfig it is given (to fill in a model_dir or a
+  session config), so the copy is compared field by field: where
+  checkpoints go and who writes them, and the distribution strategy.
+  """
+  made = estimator.config
+  differ = [name for name in _RUN_CONFIG_FIELDS
+            if getattr(made, name) != getattr(run_config, name)]
+  strategies = (made.train_distribute, run_config.train_distribute)
+  if type(strategies[0]) is not type(strategies[1]):
+    differ.append("train_distribute")
+  if run_config.session_config is not None and (
+      made.session_config != run_config.session_config):
+    differ.append("session_config")
+  if differ:
+    raise errors.ConfigError(
+        f"{type(estimator).__name__} was not made with the backend's "
+        f"RunConfig ({', '.join(differ)} differ): make it with "
+        "config=scale_config.run_config")

@@ -17,9 +17,9 @@ import time
 from absl import logging
 import tensorflow as tf
 
-from estimator_scale import coordination
 from estimator_scale import errors
 from estimator_scale import estimator as estimator_lib
+from estimator_scale.backends import coordinator as coordinator_lib
 
 
 class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
@@ -223,20 +223,22 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
   cadence = _Cadence(eval_every_n_steps,
                      eval_spec.throttle_secs if coordinator.can_broadcast
                      else 0, checkpoint_steps)
-  step = agree(lambda: coordination.checkpoint_step(estimator.model_dir))
+  step = agree(lambda: coordinator_lib.checkpoint_step(estimator.model_dir))
   estimator.evaluations = []
   eval_result, exports = None, {}
   while True:
     target = agree(lambda: cadence.next_stop(step, max_steps))
     start = time.time()
     estimator.train(train_spec.input_fn, hooks=hooks, max_steps=target)
-    cadence.trained(estimator.last_step - step, time.time() - start)
-    step = estimator.last_step
-    if estimator.stopped_by_signal:
+    trained = estimator.last_train
+    cadence.trained(trained.step - step, time.time() - start)
+    step = trained.step
+    if trained.reason is coordinator_lib.StopReason.SIGNAL:
       break
-    # A hook's stop (AdaScale's tau, a user's hook) ends training for good;
-    # every worker sees it at the same step, as the stop is agreed in-graph.
-    hook_stopped = step < target
+    # A hook's stop (AdaScale's tau, a user's hook) or an input that ran out
+    # ends training for good; every worker sees it at the same step, as the
+    # stop is agreed in-graph.
+    hook_stopped = trained.reason is not coordinator_lib.StopReason.TARGET
     if not (hook_stopped or agree(lambda: cadence.due(step, max_steps))):
       continue
     eval_result = estimator.evaluate(

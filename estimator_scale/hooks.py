@@ -1,5 +1,4 @@
 """Session hooks: progress lines, AdaScale's stop at tau, and run bookkeeping."""
-import signal
 import time
 
 from absl import logging
@@ -7,7 +6,6 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale.train_ops import adascale
-from estimator_scale.train_ops import reduce
 
 
 def _variable(name):
@@ -136,52 +134,3 @@ class LastStepHook(tf.compat.v1.train.SessionRunHook):
 
   def end(self, session):
     self.last_step = int(session.run(self._step))
-
-
-class SignalStopHook(tf.compat.v1.train.SessionRunHook):
-  """Turns SIGTERM on any worker into a stop of all workers after one update.
-
-  Each update all-reduces a "stop requested" flag with the gradients' peers,
-  so every worker stops after the same update and the chief's checkpoint
-  saver writes that step. The framework's Horovod reducer folds the flag into
-  the gradients' allreduce (`reduce.STOP_FLAG`); a graph without it (a
-  model_fn that reduces on its own) gets a separate op from `agree`.
-
-  Args:
-    agree: flag tensor -> tensor summed over all workers.
-  """
-
-  def __init__(self, agree):
-    self._agree = agree
-    self.requested = False
-    self.stopped = False
-
-  def begin(self):
-    folded = tf.compat.v1.get_collection(reduce.STOP_TOTAL)
-    if folded:
-      self._flag = tf.compat.v1.get_collection(reduce.STOP_FLAG)[-1]
-      self._total = folded[-1]
-    else:
-      self._flag = tf.compat.v1.placeholder_with_default(
-          0.0, [], name="stop_requested")
-      self._total = self._agree(self._flag)
-
-  def after_create_session(self, session, coord):
-    self._previous = signal.signal(signal.SIGTERM, self._on_signal)
-
-  def _on_signal(self, signum, frame):
-    del frame
-    logging.warning("signal %d: stopping all workers after this update", signum)
-    self.requested = True
-
-  def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs(
-        self._total, feed_dict={self._flag: float(self.requested)})
-
-  def after_run(self, run_context, run_values):
-    if run_values.results > 0:
-      self.stopped = True
-      run_context.request_stop()
-
-  def end(self, session):
-    signal.signal(signal.SIGTERM, self._previous)

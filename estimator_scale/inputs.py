@@ -7,6 +7,10 @@ sharded per worker, shuffled with a seed, repeated (so ranks never run out of
 data at different steps) and batched with drop_remainder; evaluation input
 is one ordered pass over everything. Files are found and read through
 tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
+
+Each builder is a function that checks its arguments at once (a batch size
+that does not divide fails before any graph is built) and returns an
+`InputFn`, the callable Estimator takes as input_fn.
 """
 import os
 
@@ -20,8 +24,46 @@ from estimator_scale import topology as topology_lib
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def _shard_of(topology, input_context):
-  """(number of shards, this worker's shard) for training input."""
+class InputFn:
+  """An Estimator input_fn, and the files it reads.
+
+  Estimator calls it as any input_fn (with `params` and, under
+  tf.distribute, an `input_context`). The files are kept beside it because
+  TensorFlow's error for an unreadable record names no file:
+  `Estimator.train`/`evaluate` look for the culprit among them
+  (`data_files.naming_corrupt_files`).
+
+  Attributes:
+    files: the paths it reads, in order; () for in-memory data.
+  """
+
+  def __init__(self, make_dataset, files=()):
+    self._make_dataset = make_dataset
+    self.files = tuple(files)
+
+  def __call__(self, params=None, input_context=None):
+    del params  # every setting was fixed when the input_fn was built
+    return self._make_dataset(input_context)
+
+
+def _replica_batch(global_batch_size, training, topology, accumulation_steps):
+  """The examples one replica reads per batch.
+
+  Training splits the global batch over the job (and its micro-batches);
+  evaluation is one ordered pass, so its batch is taken as given.
+  """
+  if training:
+    return topology.replica_batch_size(global_batch_size, accumulation_steps)
+  if global_batch_size is None or global_batch_size < 1:
+    raise errors.ConfigError("global_batch_size must be a positive integer, "
+                             f"got {global_batch_size!r}")
+  return global_batch_size
+
+
+def _shards(topology, training, input_context):
+  """(number of shards, this worker's shard); evaluation reads everything."""
+  if not training:
+    return 1, 0
   if input_context is not None and input_context.num_input_pipelines > 1:
     return input_context.num_input_pipelines, input_context.input_pipeline_id
   return topology.num_workers, topology.worker_index
@@ -46,30 +88,23 @@ def _finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
   return dataset.prefetch(AUTOTUNE)
 
 
-class _Builder:
-  """Shared arguments of the builders; `__call__` is the Estimator input_fn."""
-
-  def __init__(self, global_batch_size, training, topology, accumulation_steps,
-               seed, shuffle_buffer):
-    self.topology = topology or topology_lib.local()
-    self.training = training
-    self.seed = seed
-    self.shuffle_buffer = shuffle_buffer
-    if training:
-      self.replica_batch = self.topology.replica_batch_size(
-          global_batch_size, accumulation_steps)
-    else:
-      if global_batch_size is None or global_batch_size < 1:
+def _count(features, labels):
+  """The number of examples, checked to agree between features and labels."""
+  count = len(labels) if labels is not None else len(
+      next(iter(features.values())) if isinstance(features, dict) else features)
+  if count == 0:
+    raise errors.ConfigError("from_arrays: the data set is empty (0 examples)")
+  if isinstance(features, dict):
+    for name, array in features.items():
+      if len(array) != count:
         raise errors.ConfigError(
-            "global_batch_size must be a positive integer, got "
-            f"{global_batch_size!r}")
-      self.replica_batch = global_batch_size
-
-  def shard(self, input_context):
-    return _shard_of(self.topology, input_context) if self.training else (1, 0)
+            f"from_arrays: feature {name!r} has {len(array)} examples, labels "
+            f"have {count}")
+  return count
 
 
-class from_arrays(_Builder):  # pylint: disable=invalid-name
+def from_arrays(features, labels, global_batch_size, training=True,
+                topology=None, accumulation_steps=1, seed=0, shuffle_buffer=0):
   """input_fn over in-memory arrays; records are sharded round-robin.
 
   Args:
@@ -81,41 +116,28 @@ class from_arrays(_Builder):  # pylint: disable=invalid-name
     accumulation_steps: micro-batches per update, to check divisibility.
     seed: shuffle seed; None disables shuffling.
     shuffle_buffer: 0 = the whole array.
+
+  Returns:
+    An `InputFn`.
   """
+  topology = topology or topology_lib.Topology()
+  replica_batch = _replica_batch(global_batch_size, training, topology,
+                                 accumulation_steps)
+  count = _count(features, labels)
+  data = (features, labels) if labels is not None else features
+  buffer = (shuffle_buffer or count) if seed is not None else 0
 
-  def __init__(self, features, labels, global_batch_size, training=True,
-               topology=None, accumulation_steps=1, seed=0, shuffle_buffer=0):
-    super().__init__(global_batch_size, training, topology, accumulation_steps,
-                     seed, shuffle_buffer)
-    self.features, self.labels = features, labels
-    count = len(labels) if labels is not None else len(
-        next(iter(features.values())) if isinstance(features, dict) else features)
-    if count == 0:
-      raise errors.ConfigError(
-          "from_arrays: the data set is empty (0 examples)")
-    if isinstance(features, dict):
-      for name, array in features.items():
-        if len(array) != count:
-          raise errors.ConfigError(
-              f"from_arrays: feature {name!r} has {len(array)} "
-              f"examples, labels have {count}")
-    self.count = count
-
-  def __call__(self, params=None, input_context=None):
-    del params
-    data = (self.features, self.labels) if self.labels is not None else (
-        self.features)
+  def make_dataset(input_context):
     dataset = tf.data.Dataset.from_tensor_slices(data)
-    shards, index = self.shard(input_context)
+    shards, index = _shards(topology, training, input_context)
     if shards > 1:
-      if self.count < shards:
-        raise errors.ConfigError(
-            f"from_arrays: {self.count} examples cannot be "
-            f"sharded over {shards} workers")
+      if count < shards:
+        raise errors.ConfigError(f"from_arrays: {count} examples cannot be "
+                                 f"sharded over {shards} workers")
       dataset = dataset.shard(shards, index)
-    buffer = (self.shuffle_buffer or self.count) if self.seed is not None else 0
-    return _finish(dataset, self.training, self.replica_batch, self.seed,
-                   buffer)
+    return _finish(dataset, training, replica_batch, seed, buffer)
+
+  return InputFn(make_dataset)
 
 
 def list_files(pattern, flag="file pattern"):
@@ -129,7 +151,10 @@ def list_files(pattern, flag="file pattern"):
   return files
 
 
-class from_tfrecords(_Builder):  # pylint: disable=invalid-name
+def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
+                   training=True, topology=None, accumulation_steps=1, seed=0,
+                   shuffle_buffer=10000, deterministic=True,
+                   skip_corrupt=False):
   """input_fn over TFRecord files of tf.train.Examples.
 
   Files are sharded per worker when there are at least as many files as
@@ -143,65 +168,62 @@ class from_tfrecords(_Builder):  # pylint: disable=invalid-name
       then yields features only and Estimator passes labels=None to the
       model_fn.
     deterministic: read files in a fixed order, so a seed reproduces the
-      data order; False lets records arrive as they are read (a few percent
+      data order; False lets records arrive as they are read (a little
       faster). Record sharding (fewer files than workers) needs the fixed
       order, so there it stays on.
     skip_corrupt: drop records that cannot be read (a truncated shard's
       tail) instead of failing; TensorFlow logs each one dropped.
     other arguments: as `from_arrays`.
+
+  Returns:
+    An `InputFn` whose `files` are the files the pattern matched.
   """
+  topology = topology or topology_lib.Topology()
+  replica_batch = _replica_batch(global_batch_size, training, topology,
+                                 accumulation_steps)
+  files = list_files(pattern, "TFRecord pattern")
+  if skip_corrupt:
+    logging.warning("from_tfrecords: corrupt records in %s are skipped, "
+                    "each one logged by TensorFlow", pattern)
+  buffer = shuffle_buffer if seed is not None else 0
 
-  def __init__(self, pattern, feature_spec, label_key, global_batch_size,
-               training=True, topology=None, accumulation_steps=1, seed=0,
-               shuffle_buffer=10000, deterministic=True, skip_corrupt=False):
-    super().__init__(global_batch_size, training, topology, accumulation_steps,
-                     seed, shuffle_buffer)
-    self.files = list_files(pattern, "TFRecord pattern")
-    self.feature_spec, self.label_key = feature_spec, label_key
-    self.deterministic = deterministic
-    self.skip_corrupt = skip_corrupt
+  def records(path):
+    dataset = tf.data.TFRecordDataset(path)
     if skip_corrupt:
-      logging.warning("from_tfrecords: corrupt records in %s are skipped, "
-                      "each one logged by TensorFlow", pattern)
+      dataset = dataset.ignore_errors(log_warning=True)
+    return dataset
 
-  def _records(self, path):
-    records = tf.data.TFRecordDataset(path)
-    if self.skip_corrupt:
-      records = records.ignore_errors(log_warning=True)
-    return records
-
-  def _parse(self, serialized):
-    parsed = tf.io.parse_example(serialized, self.feature_spec)
-    if self.label_key is None:
+  def parse(serialized):
+    parsed = tf.io.parse_example(serialized, feature_spec)
+    if label_key is None:
       return parsed
-    labels = parsed.pop(self.label_key)
+    labels = parsed.pop(label_key)
     return parsed, labels
 
-  def __call__(self, params=None, input_context=None):
-    del params
-    shards, index = self.shard(input_context)
-    files = tf.data.Dataset.from_tensor_slices(self.files)
-    by_file = shards > 1 and len(self.files) >= shards
+  def make_dataset(input_context):
+    shards, index = _shards(topology, training, input_context)
+    names = tf.data.Dataset.from_tensor_slices(files)
+    by_file = shards > 1 and len(files) >= shards
     by_record = shards > 1 and not by_file
     if by_file:
-      files = files.shard(shards, index)
+      names = names.shard(shards, index)
     # Record sharding needs one fixed record order on every worker, so files
     # are only shuffled when each worker owns whole files.
-    if self.training and self.seed is not None and not by_record:
-      files = files.shuffle(len(self.files), seed=self.seed)
-    if by_record and not self.deterministic:
+    if training and seed is not None and not by_record:
+      names = names.shuffle(len(files), seed=seed)
+    if by_record and not deterministic:
       logging.warning("from_tfrecords: %d files for %d workers shard by "
                       "record, which needs a fixed order: deterministic=False "
-                      "does not apply", len(self.files), shards)
-    dataset = files.interleave(
-        self._records, cycle_length=min(4, len(self.files)),
-        num_parallel_calls=AUTOTUNE,
-        deterministic=self.deterministic or by_record)
+                      "does not apply", len(files), shards)
+    dataset = names.interleave(
+        records, cycle_length=min(4, len(files)), num_parallel_calls=AUTOTUNE,
+        deterministic=deterministic or by_record)
     if by_record:
       dataset = dataset.shard(shards, index)
-    buffer = self.shuffle_buffer if self.seed is not None else 0
-    return _finish(dataset, self.training, self.replica_batch, self.seed,
-                   buffer, parse=self._parse, parse_batches=True)
+    return _finish(dataset, training, replica_batch, seed, buffer,
+                   parse=parse, parse_batches=True)
+
+  return InputFn(make_dataset, files)
 
 
 def write_tfrecord_shards(features, labels, directory, num_shards,
@@ -254,7 +276,9 @@ def check_csv(files, num_columns):
               f"columns, found {len(line.rstrip(chr(10)).split(','))}")
 
 
-class from_csv(_Builder):  # pylint: disable=invalid-name
+def from_csv(pattern, column_names, label_column, column_defaults,
+             global_batch_size, training=True, topology=None,
+             accumulation_steps=1, seed=0, shuffle_buffer=10000, header=True):
   """input_fn over CSV files (no quoting) with a header line or given names.
 
   Args:
@@ -264,45 +288,69 @@ class from_csv(_Builder):  # pylint: disable=invalid-name
     column_defaults: per-column default/type, e.g. [[0.0], [0.0], [0]].
     header: whether each file starts with a header line to skip.
     other arguments: as `from_arrays`.
+
+  Returns:
+    An `InputFn` whose `files` are the files the pattern matched.
   """
+  if label_column not in column_names:
+    raise errors.ConfigError(f"from_csv: label column {label_column!r} is not "
+                             f"one of the columns {column_names}")
+  if len(column_defaults) != len(column_names):
+    raise errors.ConfigError(
+        "from_csv: column_defaults and column_names differ in length")
+  names = list(column_names)
 
-  def __init__(self, pattern, column_names, label_column, column_defaults,
-               global_batch_size, training=True, topology=None,
-               accumulation_steps=1, seed=0, shuffle_buffer=10000, header=True):
-    super().__init__(global_batch_size, training, topology, accumulation_steps,
-                     seed, shuffle_buffer)
-    if label_column not in column_names:
-      raise errors.ConfigError(
-          f"from_csv: label column {label_column!r} is not one of "
-          f"the columns {column_names}")
-    if len(column_defaults) != len(column_names):
-      raise errors.ConfigError(
-          "from_csv: column_defaults and column_names differ in "
-          "length")
-    self.files = list_files(pattern, "CSV pattern")
-    check_csv(self.files, len(column_names))
-    self.names, self.label = list(column_names), label_column
-    self.defaults, self.header = column_defaults, header
+  def parse_line(line):
+    features = dict(zip(names, tf.io.decode_csv(line, column_defaults)))
+    return features, features.pop(label_column)
 
-  def _parse(self, line):
-    values = tf.io.decode_csv(line, self.defaults)
-    features = dict(zip(self.names, values))
-    return features, features.pop(self.label)
+  files = list_files(pattern, "CSV pattern")
+  check_csv(files, len(names))
+  return from_csv_lines(files, parse_line, global_batch_size,
+                        training=training, topology=topology,
+                        accumulation_steps=accumulation_steps, seed=seed,
+                        shuffle_buffer=shuffle_buffer, header=header)
 
-  def __call__(self, params=None, input_context=None):
-    del params
-    shards, index = self.shard(input_context)
-    dataset = tf.data.Dataset.from_tensor_slices(self.files).interleave(
-        lambda f: tf.data.TextLineDataset(f).skip(1 if self.header else 0),
+
+def from_csv_lines(files, parse_line, global_batch_size, training=True,
+                   topology=None, accumulation_steps=1, seed=0,
+                   shuffle_buffer=10000, header=True):
+  """input_fn over the lines of CSV files, each parsed by `parse_line`.
+
+  What `from_csv` and `data_files.from_files` share: they differ only in
+  how a line becomes features (and labels). Lines are sharded per worker.
+
+  Args:
+    files: the CSV files, in order.
+    parse_line: a scalar string tensor -> features, or (features, labels).
+    header: whether each file starts with a header line to skip.
+    other arguments: as `from_arrays`.
+
+  Returns:
+    An `InputFn` whose `files` are `files`.
+  """
+  files = list(files)
+  topology = topology or topology_lib.Topology()
+  replica_batch = _replica_batch(global_batch_size, training, topology,
+                                 accumulation_steps)
+  buffer = shuffle_buffer if seed is not None else 0
+
+  def make_dataset(input_context):
+    shards, index = _shards(topology, training, input_context)
+    dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TextLineDataset(f).skip(1 if header else 0),
         cycle_length=1)
     if shards > 1:
       dataset = dataset.shard(shards, index)
-    buffer = self.shuffle_buffer if self.seed is not None else 0
-    return _finish(dataset, self.training, self.replica_batch, self.seed,
-                   buffer, parse=self._parse)
+    return _finish(dataset, training, replica_batch, seed, buffer,
+                   parse=parse_line)
+
+  return InputFn(make_dataset, files)
 
 
-class synthetic(_Builder):  # pylint: disable=invalid-name
+def synthetic(feature_shapes, global_batch_size, num_classes=None,
+              label_shape=(), training=True, topology=None,
+              accumulation_steps=1, seed=0):
   """input_fn of fixed random tensors of a given shape, for throughput work.
 
   One batch is generated once and repeated, so the pipeline costs nothing
@@ -312,32 +360,32 @@ class synthetic(_Builder):  # pylint: disable=invalid-name
     feature_shapes: {name: shape without batch axis}.
     num_classes: labels are ints in [0, num_classes); None gives float labels
       of `label_shape`.
+    other arguments: as `from_arrays`.
+
+  Returns:
+    An `InputFn`.
   """
+  topology = topology or topology_lib.Topology()
+  n = _replica_batch(global_batch_size, training, topology, accumulation_steps)
+  shapes = sorted(dict(feature_shapes).items())
+  label_shape = tuple(label_shape)
+  seed = seed or 0
 
-  def __init__(self, feature_shapes, global_batch_size, num_classes=None,
-               label_shape=(), training=True, topology=None,
-               accumulation_steps=1, seed=0):
-    super().__init__(global_batch_size, training, topology, accumulation_steps,
-                     seed, 0)
-    self.shapes, self.num_classes = dict(feature_shapes), num_classes
-    self.label_shape = tuple(label_shape)
+  def batch(unused_index):
+    features = {name: tf.random.stateless_normal((n,) + tuple(shape),
+                                                 [seed, i])
+                for i, (name, shape) in enumerate(shapes)}
+    if num_classes:
+      labels = tf.random.stateless_uniform((n,), [seed, -1], minval=0,
+                                           maxval=num_classes, dtype=tf.int64)
+    else:
+      labels = tf.random.stateless_normal((n,) + label_shape, [seed, -1])
+    return features, labels
 
-  def __call__(self, params=None, input_context=None):
-    del params, input_context
+  def make_dataset(unused_input_context):
     # Made by an op and cached, not embedded as a constant: a large batch in
     # the GraphDef is copied at every stage of building the session.
-    dataset = tf.data.Dataset.range(1).map(self._batch).cache()
-    return dataset.repeat() if self.training else dataset
+    dataset = tf.data.Dataset.range(1).map(batch).cache()
+    return dataset.repeat() if training else dataset
 
-  def _batch(self, unused_index):
-    n, seed = self.replica_batch, self.seed or 0
-    features = {
-        name: tf.random.stateless_normal((n,) + tuple(shape), [seed, i])
-        for i, (name, shape) in enumerate(sorted(self.shapes.items()))}
-    if self.num_classes:
-      labels = tf.random.stateless_uniform((n,), [seed, -1], minval=0,
-                                           maxval=self.num_classes,
-                                           dtype=tf.int64)
-    else:
-      labels = tf.random.stateless_normal((n,) + self.label_shape, [seed, -1])
-    return features, labels
+  return InputFn(make_dataset)

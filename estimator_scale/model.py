@@ -27,6 +27,13 @@ class BaseModel(abc.ABC):
   label_key = "label"
   """The label's name in data files (`feature_spec`, `--train_data`)."""
 
+  serving_examples = False
+  """Whether the SavedModel takes serialized tf.train.Examples (one string
+  input, `examples`) and parses them with `feature_spec()` less the label,
+  as TF Serving's classify and regress APIs and canned estimators' exports
+  expect, instead of one input per serving feature. The export then reads
+  what the data files hold, values left out included (sparse ids)."""
+
   def default_hparams(self):
     """Hyperparameters and their defaults; their types are enforced."""
     return {}
@@ -118,7 +125,12 @@ class BaseModel(abc.ABC):
     return spec
 
   def serving_input_receiver_fn(self):
-    """Placeholders for `serving_features`, batch axis unknown."""
+    """Placeholders for `serving_features`, batch axis unknown; or one for
+    serialized tf.train.Examples (`serving_examples`)."""
+    if self.serving_examples:
+      spec = dict(self.feature_spec())
+      spec.pop(self.label_key, None)
+      return tf.estimator.export.build_parsing_serving_input_receiver_fn(spec)
     specs = self.serving_features()
 
     def receiver():

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import resume
 from estimator_scale import topology as topology_lib
 from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import precision as precision_lib
@@ -34,7 +35,7 @@ def make_model_fn(model, training_config=None, topology=None):
     model_fn(features, labels, mode, params, config) -> EstimatorSpec.
   """
   training_config = training_config or pipeline.TrainingConfig()
-  topology = topology or topology_lib.local()
+  topology = topology or topology_lib.Topology()
   model = _Attributed(model)
 
   def model_fn(features, labels, mode, params, config):
@@ -59,8 +60,11 @@ def make_model_fn(model, training_config=None, topology=None):
 
     built = pipeline.build_train_op(loss_fn, features, labels,
                                     training_config, topology)
+    # A checkpoint of another recipe restores what it has; see resume.py.
+    scaffold = (resume.training_scaffold(config, SCOPE, topology.is_chief)
+                if config is not None and config.model_dir else None)
     return tf.estimator.EstimatorSpec(
-        mode, loss=built.loss, train_op=built.train_op,
+        mode, loss=built.loss, train_op=built.train_op, scaffold=scaffold,
         training_hooks=model.training_hooks(features, labels))
   return model_fn
 

@@ -4,6 +4,7 @@ Each backend is one object in `backends/` (its RunConfig, coordinator and
 reducer); this picks it and passes the settings every backend shares.
 """
 from estimator_scale import backends
+from estimator_scale import filesystems
 
 
 def build_run_config(distribution="none", model_dir=None, replicas=None,
@@ -15,8 +16,9 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   Args:
     distribution: none | mirrored | multi_worker_mirrored | parameter_server
       | horovod.
-    model_dir: where the chief writes checkpoints; shared by all workers
-      (multi-node jobs need a shared file system or the same path on each).
+    model_dir: where the chief writes checkpoints. TF_CONFIG workers must
+      share it (a shared file system, or object storage); Horovod ranks
+      may each have their own, as only rank 0's is read.
     replicas: `mirrored` replicas in this process (default: GPUs, or 2 CPUs).
     save_checkpoints_steps, save_summary_steps, log_step_count_steps: as in
       RunConfig; step-based because collective ops and time-based saving can
@@ -33,7 +35,10 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   Raises:
     TopologyError: the environment cannot run this distribution; the message
       says what to do.
+    ConfigError: model_dir's scheme has no file system here
+      (`filesystems.require`).
   """
+  filesystems.require("model_dir", model_dir)
   common = dict(tf_random_seed=random_seed,
                 save_checkpoints_steps=save_checkpoints_steps,
                 save_checkpoints_secs=None,

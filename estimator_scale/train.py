@@ -23,8 +23,13 @@ from absl import logging
 
 from estimator_scale import cli_evaluation
 from estimator_scale import errors
+from estimator_scale import filesystems
 from estimator_scale import logs
-from estimator_scale import topology
+from estimator_scale import backends
+from estimator_scale.train_ops import optimizers
+from estimator_scale.train_ops import precision
+from estimator_scale.train_ops import scaling
+from estimator_scale.train_ops import schedules
 
 FLAGS = flags.FLAGS
 
@@ -32,8 +37,9 @@ flags.DEFINE_string("model", "digits_cnn", "Registered model name.")
 flags.DEFINE_string("model_module", None,
                     "Python module to import first; it registers your models.")
 flags.DEFINE_string("model_dir", None,
-                    "Checkpoint directory, shared by all workers "
-                    "(default: a new temporary directory).")
+                    "Checkpoint directory (default: a new temporary "
+                    "directory). TF_CONFIG workers must share it: a shared "
+                    "file system, s3:// or gs://; Horovod reads rank 0's.")
 flags.DEFINE_integer("global_batch_size", 64,
                      "Examples per update, summed over all workers.",
                      lower_bound=1)
@@ -42,8 +48,8 @@ flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).",
 flags.DEFINE_integer("eval_steps", None,
                      "Evaluation batches (default: the whole eval set).",
                      lower_bound=1)
-flags.DEFINE_string("optimizer", "momentum",
-                    "sgd | momentum | adam | adamw | lars | lamb.")
+flags.DEFINE_enum("optimizer", "momentum", tuple(optimizers.OPTIMIZERS),
+                  "The optimizer; the flags below set the options it takes.")
 flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
 flags.DEFINE_float("momentum", 0.9, "Momentum of `momentum` and `lars`.")
 flags.DEFINE_float("weight_decay", None,
@@ -52,19 +58,19 @@ flags.DEFINE_float("weight_decay", None,
                    "1e-4 for lars).")
 flags.DEFINE_float("trust_coefficient", 0.001,
                    "LARS's trust coefficient eta.")
-flags.DEFINE_string("lr_schedule", "constant",
-                    "constant | piecewise | cosine | polynomial.")
+flags.DEFINE_enum("lr_schedule", "constant", schedules.SCHEDULES,
+                  "How the base rate decays over the updates.")
 flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
 flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
 flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
 flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
 flags.DEFINE_string("hparams", "", "Model hyperparameters: a=1,b=0.5.")
-flags.DEFINE_enum("distribution", "none", topology.BACKENDS,
+flags.DEFINE_enum("distribution", "none", backends.NAMES,
                   "How the job runs.")
 flags.DEFINE_integer("replicas", None, "`mirrored` replicas in this process.")
 flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
-flags.DEFINE_string("lr_scaling", "identity",
-                    "identity | linear | sqrt | adascale.")
+flags.DEFINE_enum("lr_scaling", "identity", scaling.RULES,
+                  "How the learning rate grows with the scale S.")
 flags.DEFINE_float("scale", None,
                    "S; default workers x replicas x accumulation_steps.")
 flags.DEFINE_integer("scaling_warmup_updates", 0,
@@ -75,13 +81,16 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "AdaScale's moving-average factor in [0, 1); default "
                    "max(1 - n/1000, 0), n = gradient samples per update. "
                    "Lower it for runs of few updates.")
-flags.DEFINE_enum("precision", "float32",
-                  ["float32", "mixed_bfloat16", "mixed_float16"],
+flags.DEFINE_enum("precision", "float32", precision.PRECISIONS,
                   "The network's compute type; variables and the optimizer "
                   "stay float32; mixed_float16 adds dynamic loss scaling.")
-flags.DEFINE_enum("allreduce_compression", "none", ["none", "fp16", "bf16"],
+flags.DEFINE_enum("allreduce_compression", "none", backends.COMPRESSIONS,
                   "16-bit gradients on the wire of the allreduce "
-                  "(--distribution=horovod: none or fp16).")
+                  "(--distribution=horovod).")
+flags.DEFINE_enum("sparse_exchange", "auto", backends.SPARSE_EXCHANGES,
+                  "How Horovod exchanges sparse (embedding) gradients: as "
+                  "the rows touched, as a dense table, or chosen per update "
+                  "by how many rows the ranks touch.")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
 flags.DEFINE_string("checkpoint", None,
                     "evaluate/export: this checkpoint (a path or a name in "
@@ -109,19 +118,41 @@ def training_config_from_flags():
       name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
       boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
       decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
-  options = {"momentum": FLAGS.momentum,
-             "trust_coefficient": FLAGS.trust_coefficient}
-  if FLAGS.weight_decay is not None:
-    options["weight_decay"] = FLAGS.weight_decay
   return es.TrainingConfig(
       optimizer=FLAGS.optimizer, schedule=schedule,
       accumulation_steps=FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
-      optimizer_options=tuple(sorted(options.items())),
+      optimizer_options=_optimizer_options(),
       precision=FLAGS.precision,
-      allreduce_compression=FLAGS.allreduce_compression)
+      allreduce_compression=FLAGS.allreduce_compression,
+      sparse_exchange=FLAGS.sparse_exchange)
+
+
+_OPTION_FLAGS = ("momentum", "trust_coefficient", "weight_decay")
+"""Flags named after the optimizer option they set."""
+
+
+def _optimizer_options():
+  """The option flags that --optimizer takes, as (name, value) pairs.
+
+  The flags have defaults, so each goes only to the optimizers that take
+  it; one typed for an optimizer that does not would change nothing, and
+  is refused rather than ignored.
+  """
+  takes = optimizers.valid_options(FLAGS.optimizer)
+  options = {}
+  for name in _OPTION_FLAGS:
+    if name in takes:
+      if FLAGS[name].value is not None:
+        options[name] = FLAGS[name].value
+    elif FLAGS[name].present:
+      usable = [f"--{flag}" for flag in _OPTION_FLAGS if flag in takes]
+      raise app.UsageError(
+          f"--{name} does not apply to --optimizer={FLAGS.optimizer} (its "
+          f"option flags: {', '.join(usable) or 'none'})")
+  return tuple(sorted(options.items()))
 
 
 def _summary(estimator, metrics, wall_seconds, examples_per_sec):
@@ -202,7 +233,7 @@ def run_training():
     logging.info("exported SavedModel to %s", os.fsdecode(path))
   if not estimator.topology.is_chief:
     return
-  progress = getattr(estimator, "progress", None)
+  progress = estimator.progress
   speed = progress.examples_per_sec if progress else None
   if speed is None and wall > 0:
     speed = FLAGS.global_batch_size * (estimator.last_step or 0) / wall
@@ -307,6 +338,18 @@ def _parse_flags(argv):
     _fail(e)
 
 
+_PATH_FLAGS = ("model_dir", "train_data", "eval_data", "export_dir",
+               "checkpoint", "summary_json")
+
+
+def _require_file_systems():
+  """Loads the file system of every path flag's scheme, before any work: a
+  missing one would otherwise surface as a traceback at the first save or
+  read, minutes into a job."""
+  for name in _PATH_FLAGS:
+    filesystems.require(name, FLAGS[name].value)
+
+
 def main(argv):
   command = argv[1:] or ["train"]
   if len(command) != 1 or command[0] not in _COMMANDS:
@@ -314,6 +357,7 @@ def main(argv):
           f"{', '.join(_COMMANDS)}")
   logs.configure()
   try:
+    _require_file_systems()
     _COMMANDS[command[0]]()
   except (errors.Error, app.UsageError) as e:
     _fail(e)
@@ -322,8 +366,24 @@ def main(argv):
 
 
 def run():
-  """Console-script entry point."""
-  app.run(main, flags_parser=_parse_flags)
+  """Console-script entry point.
+
+  A process that loaded tensorflow-io ends through
+  `filesystems.exit_process`, with the status it would have had (a
+  traceback is printed first, as Python would), because its normal exit
+  aborts in tensorflow-io's destructors after the work is done.
+  """
+  try:
+    app.run(main, flags_parser=_parse_flags)
+  except SystemExit as e:
+    if not filesystems.io_loaded():
+      raise
+    filesystems.exit_process(filesystems.exit_status(e.code))
+  except BaseException:  # pylint: disable=broad-except
+    if not filesystems.io_loaded():
+      raise
+    sys.excepthook(*sys.exc_info())
+    filesystems.exit_process(1)
 
 
 if __name__ == "__main__":

@@ -2,3 +2,4 @@
 from model_zoo import digits
 from model_zoo import linear_regression
 from model_zoo import resnet20
+from model_zoo import wide_deep

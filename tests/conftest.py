@@ -48,8 +48,8 @@ def horovod(np_, args, **kwargs):
 
 
 def launch(workers, args, **kwargs):
-  return run([PYTHON, "tools/launch.py", "--workers", str(workers), "--",
-              PYTHON] + args, **kwargs)
+  return run([PYTHON, "-m", "estimator_scale.launch", "--workers",
+              str(workers), "--", PYTHON] + args, **kwargs)
 
 
 def dump_args(out, model_dir=None, **flags):

@@ -6,21 +6,10 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale import backends
+from tests import trainer
 from tests.conftest import max_difference
 from tests.workers import tiny_models
-
-
-def _train(model, features, labels, tmp_path, name, steps=10, batch=16,
-           **config):
-  lr = config.pop("learning_rate", 0.05)
-  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=lr),
-                               **config)
-  estimator = es.make_estimator(model, model_dir=str(tmp_path / name),
-                                training_config=training, random_seed=0)
-  estimator.train(es.inputs.from_arrays(
-      features, labels, batch, seed=None,
-      accumulation_steps=training.accumulation_steps), max_steps=steps)
-  return estimator
 
 
 def _weights(estimator):
@@ -30,34 +19,76 @@ def _weights(estimator):
 
 
 @pytest.mark.parametrize("case", ["mlp", "keras", "keras_model",
-                                  "autoencoder"])
+                                  "autoencoder", "feature_columns",
+                                  "shared_embeddings", "lookup_tables"])
 @pytest.mark.parametrize("lr_scaling", ["identity", "adascale"])
 def test_micro_batches_equal_one_large_batch(case, lr_scaling, tmp_path):
   model, features, labels = tiny_models.generated_data(case, 64)
-  accumulated = _train(model, features, labels, tmp_path, "k4",
-                       optimizer="momentum", accumulation_steps=4,
-                       lr_scaling=lr_scaling, scale=1.0)
-  large = _train(model, features, labels, tmp_path, "k1",
-                 optimizer="momentum")
+  accumulated = trainer.train(model, features, labels, tmp_path / "k4", 16,
+                              10, learning_rate=0.05, optimizer="momentum",
+                              accumulation_steps=4, lr_scaling=lr_scaling,
+                              scale=1.0)
+  large = trainer.train(model, features, labels, tmp_path / "k1", 16, 10,
+                        learning_rate=0.05, optimizer="momentum")
   assert max_difference(_weights(accumulated), _weights(large)) <= 1e-5
   assert accumulated.get_variable_value("global_step") == 10
   assert accumulated.get_variable_value("accumulation/micro_batches") == 40
 
 
+# Each network style's two layers (tanh, then linear) by variable scope.
+_LAYERS = {"keras": ("hidden", "out"),
+           "keras_model": ("two_layers/hidden", "two_layers/out"),
+           "autoencoder": ("encoder", "decoder")}
+
+
+def _forward(estimator, layers, x):
+  """The network's output on `x` in NumPy, from the trained variables."""
+  value = lambda layer, name: estimator.get_variable_value(
+      f"model/{layer}/{name}")
+  first, second = layers
+  hidden = np.tanh(x @ value(first, "kernel") + value(first, "bias"))
+  return hidden @ value(second, "kernel") + value(second, "bias")
+
+
 @pytest.mark.parametrize("case", ["keras", "keras_model", "autoencoder"])
 def test_adascale_trains_every_network_style(case, tmp_path):
   model, features, labels = tiny_models.generated_data(case, 64)
-  estimator = _train(model, features, labels, tmp_path, "a", steps=5,
-                     optimizer="momentum", accumulation_steps=4,
-                     lr_scaling="adascale")
-  assert 1.0 <= estimator.get_variable_value("adascale/gain") <= 4.0
-  assert estimator.get_variable_value("adascale/progress") >= 5.0
-  metrics = estimator.evaluate(es.inputs.from_arrays(
-      features, labels, 16, training=False))
+  recorder = trainer.GainRecorder()
+  estimator = trainer.train(model, features, labels, tmp_path / "a", 16, 5,
+                            hooks=[recorder], learning_rate=0.05,
+                            optimizer="momentum", accumulation_steps=4,
+                            lr_scaling="adascale")
+  gain = estimator.get_variable_value("adascale/gain")
+  assert 1.0 <= gain <= 4.0
+  # tau is the sum of the 5 updates' gains, each between 1 and S = 4.
+  gains = recorder.gains
+  assert len(gains) == 5 and gains[-1] == gain
+  assert all(1.0 <= g <= 4.0 for g in gains)
+  assert estimator.get_variable_value("adascale/progress") == pytest.approx(
+      sum(gains), rel=1e-6)
+  metrics = estimator.evaluate(trainer.array_input(features, labels, 16,
+                                                   one_pass=True))
   assert np.isfinite(metrics["loss"])
-  predictions = next(iter(estimator.predict(es.inputs.from_arrays(
-      features, labels, 16, training=False))))
-  assert predictions
+  # One prediction per example, each the trained network's output on it.
+  predictions = list(estimator.predict(trainer.array_input(
+      features, labels, 16, one_pass=True)))
+  expected = _forward(estimator, _LAYERS[case], features["x"])
+  assert len(predictions) == len(expected)
+  if case == "autoencoder":
+    outputs = np.stack([p["outputs"] for p in predictions])
+    assert outputs.shape == (64, 5)
+    np.testing.assert_allclose(outputs, expected, atol=1e-5)
+    return
+  logits = np.stack([p["logits"] for p in predictions])
+  assert logits.shape == (64, 3)
+  np.testing.assert_allclose(logits, expected, atol=1e-5)
+  # Classes and probabilities follow from those logits.
+  classes = np.array([p["classes"] for p in predictions])
+  np.testing.assert_array_equal(classes, np.argmax(logits, axis=1))
+  assert set(classes) <= {0, 1, 2}
+  probabilities = np.stack([p["probabilities"] for p in predictions])
+  softmax = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+  np.testing.assert_allclose(probabilities, softmax, atol=1e-6)
 
 
 class _Normalised(es.RegressionModel):
@@ -77,8 +108,9 @@ def test_batch_norm_statistics_update_once_per_micro_batch(tmp_path):
   # moving-average steps of momentum 0.5 the moving mean is (1 - 0.5^n) x.
   x = np.tile(np.array([[3.0, -1.0]], np.float32), (32, 1))
   y = np.zeros((32, 1), np.float32)
-  estimator = _train(_Normalised(), {"x": x}, y, tmp_path, "bn", steps=1,
-                     batch=16, optimizer="sgd", accumulation_steps=4)
+  estimator = trainer.train(_Normalised(), {"x": x}, y, tmp_path / "bn", 16,
+                            1, learning_rate=0.05, optimizer="sgd",
+                            accumulation_steps=4)
   moving_mean = estimator.get_variable_value("model/bn/moving_mean")
   np.testing.assert_allclose(moving_mean, (1 - 0.5 ** 4) * x[0], rtol=1e-6)
 
@@ -123,8 +155,8 @@ class _Summarised(tiny_models.KerasMLP):
 
 def test_summary_inside_the_network_is_reported_not_a_crash(tmp_path, caplog):
   model, features, labels = tiny_models.generated_data("keras", 32)
-  _train(_Summarised(), features, labels, tmp_path, "s", steps=2,
-         accumulation_steps=2)
+  trainer.train(_Summarised(), features, labels, tmp_path / "s", 16, 2,
+                learning_rate=0.05, accumulation_steps=2)
   assert "'summaries' collection" in caplog.text and "logits" in caplog.text
 
 
@@ -156,19 +188,19 @@ def _handwritten_model_fn(training_config, topology):
 
 def test_handwritten_model_fn_matches_the_template(tmp_path):
   _, features, labels = tiny_models.generated_data("keras", 64)
-  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.05),
-                               accumulation_steps=4, lr_scaling="adascale",
-                               optimizer="momentum")
+  config = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.05),
+                             accumulation_steps=4, lr_scaling="adascale",
+                             optimizer="momentum")
   scale = es.build_run_config("none", model_dir=str(tmp_path / "hand"),
                               random_seed=0)
   estimator = es.make_estimator(
-      _handwritten_model_fn(training, scale.topology), scale_config=scale,
-      training_config=training)
-  estimator.train(es.inputs.from_arrays(features, labels, 16, seed=None,
-                                        accumulation_steps=4), max_steps=10)
-  template = _train(tiny_models.KerasMLP(), features, labels, tmp_path,
-                    "template", optimizer="momentum", accumulation_steps=4,
-                    lr_scaling="adascale")
+      _handwritten_model_fn(config, scale.topology), scale_config=scale,
+      training_config=config)
+  estimator.train(trainer.array_input(features, labels, 16, 4), max_steps=10)
+  template = trainer.train(tiny_models.KerasMLP(), features, labels,
+                           tmp_path / "template", 16, 10, learning_rate=0.05,
+                           optimizer="momentum", accumulation_steps=4,
+                           lr_scaling="adascale")
   handwritten = {f"model/{n}": estimator.get_variable_value(n)
                  for n in estimator.get_variable_names()
                  if n.startswith(("hidden/", "out/")) and "/Momentum" not in n}
@@ -201,10 +233,12 @@ class _MaskedEmbedding(tiny_models.TinyEmbedding):
                          ids=["fixed_lookups", "ragged_lookups"])
 def test_sparse_gradients_accumulate_exactly(model, tmp_path):
   _, features, labels = tiny_models.generated_data("embedding", 64)
-  accumulated = _train(model, features, labels, tmp_path, "k4",
-                       optimizer="adam", accumulation_steps=4,
-                       lr_scaling="adascale", scale=1.0)
-  large = _train(model, features, labels, tmp_path, "k1", optimizer="adam")
+  accumulated = trainer.train(model, features, labels, tmp_path / "k4", 16,
+                              10, learning_rate=0.05, optimizer="adam",
+                              accumulation_steps=4, lr_scaling="adascale",
+                              scale=1.0)
+  large = trainer.train(model, features, labels, tmp_path / "k1", 16, 10,
+                        learning_rate=0.05, optimizer="adam")
   weights = lambda e: {n: v for n, v in _weights(e).items() if "/Adam" not in n}
   assert max_difference(weights(accumulated), weights(large)) <= 1e-5
 
@@ -265,37 +299,38 @@ class _Float64Loss(tiny_models.KerasMLP):
 
 def test_loss_of_another_dtype_or_shape_one_trains(tmp_path):
   model, features, labels = tiny_models.generated_data("keras", 32)
-  estimator = _train(_Float64Loss(), features, labels, tmp_path, "f64",
-                     steps=2, accumulation_steps=4)
+  estimator = trainer.train(_Float64Loss(), features, labels,
+                            tmp_path / "f64", 16, 2, learning_rate=0.05,
+                            accumulation_steps=4)
   assert estimator.get_variable_value("global_step") == 2
 
 
 def test_handwritten_model_fn_inside_a_scope_keeps_its_names(tmp_path):
   _, features, labels = tiny_models.generated_data("keras", 64)
-  training = es.TrainingConfig(accumulation_steps=4)
+  config = es.TrainingConfig(accumulation_steps=4)
   scale = es.build_run_config("none", model_dir=str(tmp_path / "m"))
-  inner = _handwritten_model_fn(training, scale.topology)
+  inner = _handwritten_model_fn(config, scale.topology)
 
   def model_fn(features, labels, mode, params):
     with tf.compat.v1.variable_scope("net"):
       return inner(features, labels, mode, params)
 
   estimator = es.make_estimator(model_fn, scale_config=scale,
-                                training_config=training)
-  estimator.train(es.inputs.from_arrays(features, labels, 16,
-                                        accumulation_steps=4), max_steps=2)
+                                training_config=config)
+  estimator.train(trainer.array_input(features, labels, 16, 4), max_steps=2)
   assert "net/hidden/kernel" in estimator.get_variable_names()
-  metrics = estimator.evaluate(es.inputs.from_arrays(features, labels, 16,
-                                                     training=False))
+  metrics = estimator.evaluate(trainer.array_input(features, labels, 16,
+                                                   one_pass=True))
   assert np.isfinite(metrics["loss"])
 
 
 def test_restart_with_accumulation_from_a_checkpoint_without(tmp_path):
   model, features, labels = tiny_models.generated_data("keras", 64)
-  _train(model, features, labels, tmp_path, "r", steps=2,
-         lr_scaling="adascale")
-  restarted = _train(model, features, labels, tmp_path, "r", steps=4,
-                     accumulation_steps=4, lr_scaling="adascale")
+  trainer.train(model, features, labels, tmp_path / "r", 16, 2,
+                learning_rate=0.05, lr_scaling="adascale")
+  restarted = trainer.train(model, features, labels, tmp_path / "r", 16, 4,
+                            learning_rate=0.05, accumulation_steps=4,
+                            lr_scaling="adascale")
   assert restarted.get_variable_value("global_step") == 4
   assert restarted.get_variable_value("accumulation/micro_batches") == 2 + 8
 
@@ -309,7 +344,7 @@ def test_topology_of_another_backend_is_refused():
   strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
   with tf.Graph().as_default(), strategy.scope():
     model_fn = es.make_model_fn(tiny_models.KerasMLP(), topology=es.Topology(
-        backend="mirrored", replicas_per_worker=2))
+        backend=backends.get("mirrored"), replicas_per_worker=2))
     features = {"x": tf.zeros([8, 5]), "id": tf.zeros([8], tf.int64)}
     with pytest.raises(ValueError, match="does not match the running job"):
       strategy.extended.call_for_each_replica(

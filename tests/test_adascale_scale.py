@@ -17,7 +17,7 @@ common factor cancels in r.
 import numpy as np
 import pytest
 
-import estimator_scale as es
+from tests import trainer
 from tests.workers import tiny_models
 
 # Update 1 reads rows 0-1, update 2 rows 2-3 (no shuffling, one example per
@@ -55,19 +55,13 @@ GOLDEN = [
 GOLDEN_IDS = [f"S={case[0]:g},theta={case[1]}" for case in GOLDEN]
 
 
-def _train(tmp_path, name, rows, global_batch, steps, **config):
-  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.1),
-                               optimizer="sgd", lr_scaling="adascale",
-                               **config)
-  estimator = es.make_estimator(tiny_models.SumLinear(2, True),
-                                model_dir=str(tmp_path / name),
-                                training_config=training, random_seed=0)
-  x = np.array(rows, np.float32)
-  input_fn = es.inputs.from_arrays(
-      {"x": x, "id": np.arange(len(x))}, np.zeros(len(x)), global_batch,
-      seed=None, accumulation_steps=training.accumulation_steps)
-  estimator.train(input_fn, max_steps=steps)
-  return estimator
+def _run_over_rows(tmp_path, name, global_batch, steps, **config):
+  """SGD with AdaScale on SumLinear over ROWS, read in order."""
+  x = np.array(ROWS, np.float32)
+  return trainer.train(tiny_models.SumLinear(2, True),
+                       {"x": x, "id": np.arange(len(x))}, np.zeros(len(x)),
+                       tmp_path / name, global_batch, steps, optimizer="sgd",
+                       lr_scaling="adascale", **config)
 
 
 def _value(estimator, name):
@@ -78,8 +72,8 @@ def _value(estimator, name):
                          ids=GOLDEN_IDS)
 def test_gain_for_scale_other_than_samples(scale, theta, gain1, gain2, var,
                                            sqr, weight, tmp_path):
-  estimator = _train(tmp_path, "run", ROWS, 2, 2, scale=scale,
-                     accumulation_steps=2, adascale_smoothing=theta)
+  estimator = _run_over_rows(tmp_path, "run", 2, 2, scale=scale,
+                             accumulation_steps=2, adascale_smoothing=theta)
   assert _value(estimator, "gain") == pytest.approx(gain2, rel=1e-5)
   assert _value(estimator, "progress") == pytest.approx(gain1 + gain2,
                                                         rel=1e-5)
@@ -101,7 +95,7 @@ def test_restart_with_more_samples_continues_the_estimates(tmp_path):
   #   mean x = [.25, .25]: ||g||^2 = 2*(.0625 + .0625) + 2 = 2.25.
   #   v = (5 - 2*2.25)/1 = 0.5; sigma^2 = 0.5 * 4/2 = 1; mu^2 = 2.25 - 1/4 = 2;
   #   r = 3/2.25 = 4/3 at both (identical) updates. weight = 1 - 0.998^2.
-  first = _train(tmp_path, "run", ROWS, 4, 2, scale=4, accumulation_steps=2)
+  first = _run_over_rows(tmp_path, "run", 4, 2, scale=4, accumulation_steps=2)
   assert _value(first, "gain") == pytest.approx(4 / 3, rel=1e-5)
   assert _value(first, "grad_var_avg") / _value(first, "ema_weight") == (
       pytest.approx(1.0, rel=1e-5))
@@ -116,7 +110,8 @@ def test_restart_with_more_samples_continues_the_estimates(tmp_path):
   #   r3 = (3p + 0.02)/(2.25p + 0.009) = 0.031940048/0.017955036.
   #   (Had n = 2's per-sample variance 0.5 been stored, r would be 1.176 in
   #   run 1; had the estimates restarted from zero, r3 would be 5/2.25.)
-  second = _train(tmp_path, "run", ROWS, 4, 3, scale=4, accumulation_steps=4)
+  second = _run_over_rows(tmp_path, "run", 4, 3, scale=4,
+                          accumulation_steps=4)
   assert _value(second, "gain") == pytest.approx(0.031940048 / 0.017955036,
                                                  rel=1e-5)
   assert _value(second, "progress") == pytest.approx(

@@ -294,7 +294,7 @@ def test_py_tests_run_pytest_and_skip_the_pytest_only_list():
 
 
 # conftest.py helpers that start real multi-process jobs (horovodrun ranks,
-# tools/launch.py TF_CONFIG workers): a test file using one is pytest-only.
+# estimator-scale-launch's TF_CONFIG workers): a test file using one is pytest-only.
 MULTI_PROCESS_HELPERS = {"horovod", "horovodrun_argv", "launch", "HOROVODRUN"}
 
 

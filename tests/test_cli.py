@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from model_zoo import linear_regression
-from tests.conftest import PYTHON, ROOT, run
+from tests.conftest import PYTHON, run
 
 CLI = [PYTHON, "-m", "estimator_scale.train"]
 
@@ -128,13 +128,17 @@ def test_models_command_lists_the_zoo():
     (["--hparams=filters"], r"--hparams: malformed item 'filters'"),
     (["--hparams=width=3"], r"unknown hyperparameter 'width'; valid: "
                             r"data_seed, dense_units, filters"),
-    (["--lr_scaling=cubic"], r"--lr_scaling='cubic' is unknown; valid: "
-                             r"identity, linear"),
+    (["--lr_scaling=cubic"], r"--lr_scaling=cubic: value should be one of "
+                             r"<identity\|linear"),
     (["--accumulation_steps=0"], r"--accumulation_steps=0 must be"),
     (["--scale=0.5"], r"--scale=0.5 must be >= 1"),
     (["--distribution=horovod", "--model_dir=/tmp/x"],
      r"started by horovodrun"),
-    (["--optimizer=rmsprop"], r"--optimizer='rmsprop' is unknown"),
+    (["--optimizer=rmsprop"], r"--optimizer=rmsprop: value should be one of "
+                              r"<sgd\|momentum"),
+    (["--optimizer=adamw", "--momentum=0.5"], r"--momentum does not apply "
+                                              r"to --optimizer=adamw \(its "
+                                              r"option flags: --weight_decay"),
 ])
 def test_bad_input_fails_fast_with_a_clear_message(flags, message, tmp_path):
   proc = run(CLI + [f"--model_dir={tmp_path}"] + flags, check=False)
@@ -207,9 +211,26 @@ def test_evaluate_and_export_an_existing_model_dir(tmp_path):
   assert "--checkpoint=model.ckpt-7 is not a checkpoint" in missing.stderr
 
 
-def test_launcher_is_a_console_script():
-  setup = open(f"{ROOT}/setup.py", encoding="utf-8").read()
-  assert '"estimator-scale-launch=estimator_scale.launch:run"' in setup
+_LAUNCHER_HELP_IMPORTS = """
+import runpy, sys
+sys.argv = ["estimator-scale-launch", "--help"]
+try:
+  runpy.run_module("estimator_scale.launch", run_name="__main__",
+                   alter_sys=True)
+finally:
+  loaded = sorted(m for m in sys.modules if m.startswith("tensorflow"))
+  print("tensorflow modules loaded:", loaded)
+"""
+"""`python -m estimator_scale.launch --help`, then what it imported."""
+
+
+def test_launcher_starts_without_tensorflow():
+  out = run([PYTHON, "-c", _LAUNCHER_HELP_IMPORTS]).stdout
+  assert "--workers" in out, out  # the help ran
+  assert "tensorflow modules loaded: []" in out, out
+
+
+def test_launcher_gives_each_worker_its_tf_config():
   out = run([PYTHON, "-m", "estimator_scale.launch", "--workers", "2", "--",
              PYTHON, "-c", "import os; print(os.environ['TF_CONFIG'])"]).stdout
   assert '"task": {"type": "worker", "index": 1}' in out

@@ -1,8 +1,8 @@
 """LastStepHook tells an input that ran out from a stop a hook asked for."""
 import tensorflow as tf
 
-import estimator_scale as es
 from estimator_scale import hooks as hooks_lib
+from tests import trainer
 from tests.workers import tiny_models
 
 
@@ -11,7 +11,8 @@ class _StopAt(tf.compat.v1.train.SessionRunHook):
 
   It counts its own runs: a global_step fetched in the same run as the
   update may be read before or after the increment (the two ops are not
-  ordered), which made the stop land on step 3 or 4 by chance.
+  ordered), so a stop at a fetched step would land on step 3 or 4 by
+  chance.
   """
 
   def __init__(self, step):
@@ -24,20 +25,25 @@ class _StopAt(tf.compat.v1.train.SessionRunHook):
       run_context.request_stop()
 
 
-def _train(tmp_path, name, examples, hooks):
+def _last_step(tmp_path, name, examples, hooks):
+  """Trains over one pass of `examples` with `hooks`; returns LastStepHook.
+
+  tf.estimator's own train, so that LastStepHook sees only these hooks.
+  """
   model, features, labels = tiny_models.generated_data("mlp", examples)
-  estimator = es.make_estimator(model, model_dir=str(tmp_path / name))
-  data = es.inputs.from_arrays(features, labels, 8, training=False)
+  estimator = trainer.make_estimator(model, tmp_path / name)
   last = hooks_lib.LastStepHook()
-  estimator.tf_estimator.train(data, hooks=[last] + hooks, max_steps=100)
+  estimator.tf_estimator.train(
+      trainer.array_input(features, labels, 8, one_pass=True),
+      hooks=[last] + hooks, max_steps=100)
   return last
 
 
 def test_input_that_runs_out(tmp_path):
-  last = _train(tmp_path, "ends", 24, [])
+  last = _last_step(tmp_path, "ends", 24, [])
   assert (last.last_step, last.input_ended) == (3, True)
 
 
 def test_stop_requested_by_a_later_hook(tmp_path):
-  last = _train(tmp_path, "stops", 80, [_StopAt(4)])
+  last = _last_step(tmp_path, "stops", 80, [_StopAt(4)])
   assert (last.last_step, last.input_ended) == (4, False)

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale import backends
 from estimator_scale import topology as topology_lib
 
 
@@ -15,7 +16,8 @@ def _ids(dataset, batches):
 
 
 def _worker(index, workers=2):
-  return topology_lib.Topology(backend="horovod", num_workers=workers,
+  return topology_lib.Topology(backend=backends.get("horovod"),
+                               num_workers=workers,
                                worker_index=index, is_chief=index == 0)
 
 
@@ -119,3 +121,33 @@ def test_synthetic_shapes():
   features, labels = next(iter(fn()))
   assert features["image"].shape == (8, 32, 32, 3)
   assert labels.numpy().max() < 10
+
+
+def test_file_builders_carry_their_files_and_arrays_none(tmp_path):
+  ids = np.arange(8)
+  paths = es.inputs.write_tfrecord_shards({"id": ids}, ids, str(tmp_path), 2)
+  spec = {"id": tf.io.FixedLenFeature([], tf.int64),
+          "label": tf.io.FixedLenFeature([], tf.int64)}
+  records = es.inputs.from_tfrecords(str(tmp_path / "*.tfrecord"), spec,
+                                     "label", 4)
+  assert records.files == tuple(paths)
+  (tmp_path / "a.csv").write_text("x,label\n1.0,1\n")
+  csv = es.inputs.from_csv(str(tmp_path / "*.csv"), ["x", "label"], "label",
+                           [[0.0], [0]], 1)
+  assert csv.files == (str(tmp_path / "a.csv"),)
+  assert es.inputs.from_arrays({"id": ids}, ids, 4).files == ()
+
+
+def test_csv_lines_parse_as_the_caller_says(tmp_path):
+  """The shared CSV reader with a parse that yields features alone."""
+  path = tmp_path / "a.csv"
+  path.write_text("x,y\n1.0,2.0\n3.0,4.0\n5.0,6.0\n")
+
+  def parse_line(line):
+    x, y = tf.io.decode_csv(line, [[0.0], [0.0]])
+    return {"sum": x + y}
+
+  fn = es.inputs.from_csv_lines([str(path)], parse_line, 2, training=False)
+  batches = list(fn())
+  assert [b["sum"].numpy().tolist() for b in batches] == [[3.0, 7.0], [11.0]]
+  assert fn.files == (str(path),)

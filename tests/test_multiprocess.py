@@ -271,7 +271,8 @@ def _kill_a_worker_and_expect_all_gone(command, out):
 def test_launcher_stops_everything_when_a_worker_dies(tmp_path):
   out = tmp_path / "out"
   _kill_a_worker_and_expect_all_gone(
-      [PYTHON, "tools/launch.py", "--workers", "2", "--", PYTHON] +
+      [PYTHON, "-m", "estimator_scale.launch", "--workers", "2", "--",
+       PYTHON] +
       dump_args(out, tmp_path / "model", distribution="multi_worker_mirrored",
                 case="mlp", global_batch_size=8, steps=100000,
                 sleep_per_step=0.05), out)
@@ -296,7 +297,7 @@ def test_train_evaluate_train_loop(mode, workers, tmp_path):
   if mode == "horovod":
     horovod(2, dump_args(out, model_dir, distribution=mode, **flags))
   else:
-    run([PYTHON, "tools/launch.py", "--workers", "2"] +
+    run([PYTHON, "-m", "estimator_scale.launch", "--workers", "2"] +
         (["--ps", "1"] if mode == "parameter_server" else []) + ["--", PYTHON] +
         dump_args(out, model_dir, distribution=mode, **flags), timeout=240)
   results = load_results(out)

@@ -3,6 +3,8 @@
 The model is one kernel and one bias, so the default exclusion (biases get
 neither weight decay nor a trust ratio) is exercised at every step.
 """
+import inspect
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -138,7 +140,8 @@ def test_sparse_gradients_match_their_dense_equal(name, use_resource):
       grad = (tf.IndexedSlices(tf.constant(values), tf.constant(indices),
                                tf.constant([4, 2])) if sparse
               else tf.constant(dense))
-      optimizer = optimizers.make_optimizer(name, 0.5, trust_coefficient=0.1)
+      options = dict(trust_coefficient=0.1) if name == "lars" else {}
+      optimizer = optimizers.make_optimizer(name, 0.5, **options)
       step = optimizer.apply_gradients([(grad, var)])
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
@@ -182,6 +185,58 @@ def test_trains_with_accumulation_and_adascale(name, case, tmp_path):
     ("lars", dict(exclude=("bias", "(")), r"'\(', which is not a valid regex"),
 ])
 def test_bad_options_are_named(name, options, message):
-  with pytest.raises(ValueError, match=f"optimizer='{name}': option .*"
-                     f"{message}"):
+  with pytest.raises(es.errors.ConfigError,
+                     match=f"optimizer='{name}': option .*{message}"):
     optimizers.make_optimizer(name, 0.1, **options)
+
+
+def test_valid_options_are_the_factorys_arguments():
+  assert optimizers.valid_options("sgd") == ()
+  assert optimizers.valid_options("momentum") == ("momentum", "nesterov")
+  assert "trust_coefficient" in optimizers.valid_options("lars")
+  assert "trust_coefficient" not in optimizers.valid_options("lamb")
+
+
+@pytest.mark.parametrize("name", sorted(optimizers.OPTIMIZERS))
+def test_every_valid_option_builds_the_optimizer(name):
+  """Each listed option is accepted with its own default value."""
+  factory = optimizers.OPTIMIZERS[name]
+  defaults = {option: parameter.default for option, parameter in
+              inspect.signature(factory).parameters.items()
+              if option in optimizers.valid_options(name)}
+  optimizers.check_options(name, defaults)
+  with tf.Graph().as_default():
+    assert optimizers.make_optimizer(name, 0.1, **defaults) is not None
+
+
+@pytest.mark.parametrize("name,options,message", [
+    ("momentum", (("momentun", 0.9),), r"'momentun' is not an option of "
+     r"optimizer='momentum' \(did you mean 'momentum'\?\); valid: momentum, "
+     r"nesterov$"),
+    ("lamb", {"trust_coefficient": 0.1}, r"'trust_coefficient' is not an "
+     r"option of optimizer='lamb'; valid: beta1, beta2, epsilon, "
+     r"weight_decay, exclude$"),
+    ("sgd", {"momentum": 0.9}, r"'momentum' is not an option of "
+     r"optimizer='sgd'; valid: none$"),
+])
+def test_unknown_options_are_named_with_the_valid_ones(name, options,
+                                                        message):
+  with pytest.raises(es.errors.ConfigError, match=message):
+    optimizers.check_options(name, options)
+  with pytest.raises(es.errors.ConfigError, match=message):
+    optimizers.make_optimizer(name, 0.1, **dict(options))
+
+
+def test_options_that_are_not_pairs_are_refused():
+  # (("momentum", 0.9)) without its trailing comma is the pair itself.
+  with pytest.raises(es.errors.ConfigError, match=r"optimizer_options="
+                     r"\('momentum', 0\.9\) must be \(name, value\) pairs"):
+    optimizers.check_options("momentum", ("momentum", 0.9))
+
+
+def test_training_config_refuses_an_unknown_option_when_made():
+  with pytest.raises(es.errors.ConfigError, match="'momentun'"):
+    es.TrainingConfig(optimizer_options=(("momentun", 0.9),))
+  config = es.TrainingConfig(optimizer="lars", optimizer_options=(
+      ("momentum", 0.8), ("trust_coefficient", 0.01)))
+  assert dict(config.optimizer_options)["trust_coefficient"] == 0.01

@@ -5,7 +5,9 @@ import subprocess
 import pytest
 
 import estimator_scale as es
-from estimator_scale import topology as topology_lib
+from estimator_scale import backends
+from estimator_scale import errors
+from estimator_scale.backends import tf_config
 from tests.conftest import PYTHON, ROOT, worker_env
 
 
@@ -17,20 +19,19 @@ def _env(cluster, task_type="worker", index=0):
 
 def test_workers_from_tf_config():
   cluster = {"worker": ["a:1", "b:1", "c:1"]}
-  topology = topology_lib.from_tf_config("multi_worker_mirrored",
-                                         _env(cluster, index=2))
+  topology = tf_config.read_topology(backends.get("multi_worker_mirrored"),
+                                     _env(cluster, index=2))
   assert (topology.num_workers, topology.worker_index,
           topology.is_chief) == (3, 2, False)
-  assert topology_lib.from_tf_config("multi_worker_mirrored",
-                                     _env(cluster)).is_chief
+  assert tf_config.read_topology(backends.get("multi_worker_mirrored"),
+                                 _env(cluster)).is_chief
 
 
 def test_chief_and_ps_cluster():
   cluster = {"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]}
-  chief = topology_lib.from_tf_config("parameter_server",
-                                      _env(cluster, "chief"))
-  worker = topology_lib.from_tf_config("parameter_server",
-                                       _env(cluster, "worker", 1))
+  backend = backends.get("parameter_server")
+  chief = tf_config.read_topology(backend, _env(cluster, "chief"))
+  worker = tf_config.read_topology(backend, _env(cluster, "worker", 1))
   assert chief.is_chief and chief.num_workers == 3
   assert (worker.worker_index, worker.is_chief) == (2, False)
   assert not worker.synchronous
@@ -46,29 +47,47 @@ def test_chief_and_ps_cluster():
                  "task": {"type": "ps", "index": 0}}), "not a job"),
 ])
 def test_bad_tf_config(raw, message):
-  with pytest.raises(topology_lib.TopologyError, match=message):
-    topology_lib.from_tf_config("multi_worker_mirrored", {"TF_CONFIG": raw})
+  with pytest.raises(errors.TopologyError, match=message):
+    tf_config.read_topology(backends.get("multi_worker_mirrored"),
+                            {"TF_CONFIG": raw})
 
 
 def test_missing_tf_config_says_what_to_do():
-  with pytest.raises(topology_lib.TopologyError, match="tools/launch.py"):
-    topology_lib.read_tf_config({})
+  with pytest.raises(errors.TopologyError, match="estimator-scale-launch"):
+    tf_config.read_tf_config({})
+
+
+@pytest.mark.parametrize("backend,cluster,message", [
+    ("multi_worker_mirrored", {"worker": ["a:1"], "ps": ["b:1"]},
+     "use distribution=parameter_server"),
+    ("parameter_server", {"worker": ["a:1"]}, "needs a 'ps' job"),
+])
+def test_cluster_a_backend_cannot_run(backend, cluster, message):
+  with pytest.raises(errors.TopologyError, match=message):
+    tf_config.read_topology(backends.get(backend), _env(cluster))
+
+
+def test_topology_takes_a_backend_object():
+  assert es.Topology().backend == backends.get("none")
+  assert es.Topology().synchronous
+  with pytest.raises(errors.TopologyError, match=r"backends\.get\(name\)"):
+    es.Topology(backend="horovod")
 
 
 def test_horovod_outside_horovodrun(monkeypatch):
   monkeypatch.delenv("HOROVOD_RANK", raising=False)
-  with pytest.raises(topology_lib.TopologyError, match="horovodrun -np 2"):
+  with pytest.raises(errors.TopologyError, match="horovodrun -np 2"):
     es.build_run_config("horovod", model_dir="/tmp/x")
 
 
 def test_tf_config_with_local_distribution_is_refused(monkeypatch):
   monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {}}))
-  with pytest.raises(topology_lib.TopologyError, match="TF_CONFIG is set"):
+  with pytest.raises(errors.TopologyError, match="TF_CONFIG is set"):
     es.build_run_config("none")
 
 
 def test_unknown_distribution():
-  with pytest.raises(topology_lib.TopologyError, match="valid: none, mirrored"):
+  with pytest.raises(errors.TopologyError, match="valid: none, mirrored"):
     es.build_run_config("nccl")
 
 

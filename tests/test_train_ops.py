@@ -7,24 +7,9 @@ import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale.train_ops import scaling
+from tests import trainer
 from tests.conftest import GOLDEN_GAINS, max_difference
 from tests.workers import tiny_models
-
-
-
-def _train(model, features, labels, global_batch, steps, tmp_path, name,
-           **config):
-  scale_invariant_steps = config.pop("scale_invariant_steps", None)
-  lr = config.pop("learning_rate", 0.1)
-  training = es.TrainingConfig(schedule=es.Schedule(learning_rate=lr), **config)
-  estimator = es.make_estimator(model, model_dir=str(tmp_path / name),
-                                training_config=training, random_seed=0,
-                                scale_invariant_steps=scale_invariant_steps)
-  input_fn = es.inputs.from_arrays(
-      features, labels, global_batch, seed=None,
-      accumulation_steps=training.accumulation_steps)
-  estimator.train(input_fn, max_steps=steps)
-  return estimator
 
 
 def _model_vars(estimator):
@@ -37,10 +22,10 @@ def _model_vars(estimator):
 def test_adascale_golden_gain_with_accumulation(rows, gain, tolerance,
                                                 tmp_path):
   x = np.array(rows, np.float32)
-  estimator = _train(tiny_models.SumLinear(2, True),
-                     {"x": x, "id": np.arange(2)}, np.zeros(2), 2, 1,
-                     tmp_path, "g", optimizer="sgd", accumulation_steps=2,
-                     lr_scaling="adascale")
+  estimator = trainer.train(tiny_models.SumLinear(2, True),
+                            {"x": x, "id": np.arange(2)}, np.zeros(2),
+                            tmp_path / "g", 2, 1, optimizer="sgd",
+                            accumulation_steps=2, lr_scaling="adascale")
   assert estimator.get_variable_value("adascale/gain") == pytest.approx(
       gain, abs=tolerance)
   assert estimator.get_variable_value("adascale/scale") == 2.0
@@ -53,11 +38,11 @@ def test_adascale_smoothing_zero_takes_each_update_alone(tmp_path):
   x = np.array([[1, 0], [0, 1], [-1, 1], [1, -1]], np.float32)
   gains = {}
   for theta in (None, 0.0):
-    estimator = _train(tiny_models.SumLinear(2, True),
-                       {"x": x, "id": np.arange(4)}, np.zeros(4), 2, 2,
-                       tmp_path, f"theta-{theta}", optimizer="sgd",
-                       accumulation_steps=2, lr_scaling="adascale",
-                       adascale_smoothing=theta)
+    estimator = trainer.train(tiny_models.SumLinear(2, True),
+                              {"x": x, "id": np.arange(4)}, np.zeros(4),
+                              tmp_path / f"theta-{theta}", 2, 2,
+                              optimizer="sgd", accumulation_steps=2,
+                              lr_scaling="adascale", adascale_smoothing=theta)
     gains[theta] = estimator.get_variable_value("adascale/gain")
   assert gains[0.0] == pytest.approx(2.0, abs=1e-6)
   assert 4 / 3 + 0.1 < gains[None] < 2.0 - 0.1  # default 0.998 averages both
@@ -65,10 +50,10 @@ def test_adascale_smoothing_zero_takes_each_update_alone(tmp_path):
 
 def test_adascale_scale_one_is_plain_sgd(tmp_path):
   model, features, labels = tiny_models.generated_data("mlp", 32)
-  ada = _train(model, features, labels, 8, 5, tmp_path, "ada",
-               optimizer="sgd", lr_scaling="adascale")
-  plain = _train(model, features, labels, 8, 5, tmp_path, "plain",
-                 optimizer="sgd")
+  ada = trainer.train(model, features, labels, tmp_path / "ada", 8, 5,
+                      optimizer="sgd", lr_scaling="adascale")
+  plain = trainer.train(model, features, labels, tmp_path / "plain", 8, 5,
+                        optimizer="sgd")
   assert ada.get_variable_value("adascale/gain") == 1.0
   assert ada.get_variable_value("adascale/progress") == 5.0
   a, b = _model_vars(ada), _model_vars(plain)
@@ -78,11 +63,11 @@ def test_adascale_scale_one_is_plain_sgd(tmp_path):
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
 def test_accumulation_matches_one_large_batch(optimizer, tmp_path):
   model, features, labels = tiny_models.generated_data("mlp", 64)
-  accumulated = _train(model, features, labels, 16, 20, tmp_path, "k4",
-                       optimizer=optimizer, accumulation_steps=4,
-                       learning_rate=0.05)
-  large = _train(model, features, labels, 16, 20, tmp_path, "k1",
-                 optimizer=optimizer, learning_rate=0.05)
+  accumulated = trainer.train(model, features, labels, tmp_path / "k4", 16,
+                              20, optimizer=optimizer, accumulation_steps=4,
+                              learning_rate=0.05)
+  large = trainer.train(model, features, labels, tmp_path / "k1", 16, 20,
+                        optimizer=optimizer, learning_rate=0.05)
   a, b = _model_vars(accumulated), _model_vars(large)
   assert max_difference(a, b) <= 1e-5
   assert accumulated.get_variable_value("global_step") == 20
@@ -92,10 +77,10 @@ def test_accumulation_matches_one_large_batch(optimizer, tmp_path):
 
 def test_accumulation_of_sparse_gradients(tmp_path):
   model, features, labels = tiny_models.generated_data("embedding", 64)
-  accumulated = _train(model, features, labels, 16, 20, tmp_path, "k4",
-                       optimizer="momentum", accumulation_steps=4)
-  large = _train(model, features, labels, 16, 20, tmp_path, "k1",
-                 optimizer="momentum")
+  accumulated = trainer.train(model, features, labels, tmp_path / "k4", 16,
+                              20, optimizer="momentum", accumulation_steps=4)
+  large = trainer.train(model, features, labels, tmp_path / "k1", 16, 20,
+                        optimizer="momentum")
   a, b = _model_vars(accumulated), _model_vars(large)
   assert max_difference(a, b) <= 1e-5
 
@@ -103,16 +88,24 @@ def test_accumulation_of_sparse_gradients(tmp_path):
 def test_progress_and_gain_bounds_and_stop_at_tau(tmp_path):
   model, features, labels = tiny_models.generated_data("mlp", 256)
   target, scale = 40, 4
-  estimator = _train(model, features, labels, 32, 1000, tmp_path, "t",
-                     optimizer="momentum", accumulation_steps=scale,
-                     lr_scaling="adascale", learning_rate=0.05,
-                     scale_invariant_steps=target)
+  recorder = trainer.GainRecorder()
+  estimator = trainer.train(model, features, labels, tmp_path / "t", 32,
+                            1000, hooks=[recorder], optimizer="momentum",
+                            accumulation_steps=scale, lr_scaling="adascale",
+                            learning_rate=0.05, scale_invariant_steps=target)
   updates = estimator.get_variable_value("global_step")
   tau = estimator.get_variable_value("adascale/progress")
   assert math.ceil(target / scale) <= updates <= target
   assert tau >= target and tau - target < scale
   gain = estimator.get_variable_value("adascale/gain")
   assert 1.0 <= gain <= scale
+  # tau is the sum of the updates' gains, and training stopped at the first
+  # update that brought it to the target.
+  gains = recorder.gains
+  assert len(gains) == updates and gains[-1] == gain
+  assert all(1.0 <= g <= scale for g in gains)
+  assert tau == pytest.approx(sum(gains), rel=1e-6)
+  assert sum(gains[:-1]) < target
 
 
 def test_restore_continues_gain_and_progress(tmp_path):
@@ -121,10 +114,11 @@ def test_restore_continues_gain_and_progress(tmp_path):
   model, features, labels = tiny_models.generated_data("mlp", 16)
   kwargs = dict(optimizer="momentum", accumulation_steps=4,
                 lr_scaling="adascale")
-  whole = _train(model, features, labels, 16, 10, tmp_path, "whole", **kwargs)
-  _train(model, features, labels, 16, 4, tmp_path, "split", **kwargs)
-  resumed = _train(model, features, labels, 16, 10, tmp_path, "split",
-                   **kwargs)
+  whole = trainer.train(model, features, labels, tmp_path / "whole", 16, 10,
+                        **kwargs)
+  trainer.train(model, features, labels, tmp_path / "split", 16, 4, **kwargs)
+  resumed = trainer.train(model, features, labels, tmp_path / "split", 16,
+                          10, **kwargs)
   assert resumed.get_variable_value("global_step") == 10
   for name in ("gain", "progress", "grad_var_avg", "grad_sqr_avg"):
     assert resumed.get_variable_value(f"adascale/{name}") == pytest.approx(
@@ -135,10 +129,10 @@ def test_restore_continues_gain_and_progress(tmp_path):
 
 def test_nonfinite_gradients_leave_state_unchanged(tmp_path):
   x = np.array([[1, 0], [np.inf, 1]], np.float32)
-  estimator = _train(tiny_models.SumLinear(2, True),
-                     {"x": x, "id": np.arange(2)}, np.zeros(2), 2, 1,
-                     tmp_path, "nan", optimizer="sgd", accumulation_steps=2,
-                     lr_scaling="adascale")
+  estimator = trainer.train(tiny_models.SumLinear(2, True),
+                            {"x": x, "id": np.arange(2)}, np.zeros(2),
+                            tmp_path / "nan", 2, 1, optimizer="sgd",
+                            accumulation_steps=2, lr_scaling="adascale")
   assert estimator.get_variable_value("adascale/progress") == 0.0
   assert estimator.get_variable_value("adascale/nonfinite_updates") == 1
   assert estimator.get_variable_value("adascale/ema_weight") == 0.0
@@ -210,7 +204,8 @@ def test_adamw_decay_is_decoupled_from_the_gradient():
 
 def test_one_horovod_rank_exchanges_nothing():
   """Its allreduce would only wait for Horovod's next cycle each update."""
-  from estimator_scale.train_ops import reduce  # pylint: disable=g-import-not-at-top
+  from estimator_scale.backends.horovod import reducer  # pylint: disable=g-import-not-at-top
+  from estimator_scale.backends.horovod import stop  # pylint: disable=g-import-not-at-top
 
   class OneRank:  # what HorovodReducer asks of Horovod when it is one rank
     Compression = type("Compression", (), {"none": None, "fp16": None})
@@ -221,10 +216,12 @@ def test_one_horovod_rank_exchanges_nothing():
 
   with tf.Graph().as_default():
     grad, total = tf.constant([1.0, 2.0]), tf.constant(3.0)
-    means, sums = reduce.HorovodReducer(OneRank, "fp16").all_mean(
+    stop_flag = stop.StopFlag()
+    means, sums = reducer.HorovodReducer(OneRank, "fp16", stop_flag).all_mean(
         [grad, None], [total])
     assert means[0] is grad and means[1] is None and sums == [total]
-    flag = tf.compat.v1.get_collection(reduce.STOP_FLAG)
-    assert tf.compat.v1.get_collection(reduce.STOP_TOTAL) == flag
+    # The stop flag's total is the flag itself: nothing else to agree with.
+    flag, flag_total = stop_flag.tensors(agree=None)
+    assert flag_total is flag
     assert not [op for op in tf.compat.v1.get_default_graph().get_operations()
                 if op.type.startswith("Horovod")]

@@ -60,8 +60,8 @@ TASKS = {
 }
 """Per task: T, the S = 1 rates and AdaScale's smoothing. T is long enough
 for the baseline to converge and short enough that both tasks fit `make
-study` into 40 minutes (the CNN costs about 8x the MLP per example). The
-CNN's runs are a few hundred updates long, shorter than the default
+study` into 40 minutes (the CNN costs several times the MLP per example).
+The CNN's runs are a few hundred updates long, shorter than the default
 smoothing's memory (about 1000/n updates), so it sets a faster average, as
 docs/ADASCALE.md advises for short runs (None: the default)."""
 TRACE_POINTS = 400  # (tau, gain, lr) samples per AdaScale run: enough to plot
@@ -224,7 +224,7 @@ def build_table(results, settings):
   """One task's JSON object from its runs' results.
 
   Accuracies are in percent of the test split; losses, updates and wall
-  times are means over seeds. `target` records the issue's criterion: AS
+  times are means over seeds. `target` records the study's criterion: AS
   within `accuracy_points` of the baseline at every S and in every elastic
   run, and at most twice the T/S updates of perfect scaling for S <= 32.
   """
@@ -432,13 +432,12 @@ def _run_all(specs, pool, log_from=None):
 
 def _horovod_topology():
   """(ranks, is_chief) when horovodrun started us, else (1, True)."""
-  from estimator_scale import topology  # pylint: disable=g-import-not-at-top
-  if not topology.horovod_launched():
+  from estimator_scale.backends import horovod  # pylint: disable=g-import-not-at-top
+  if not horovod.launched():
     return 1, True
-  import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
+  hvd = horovod.import_horovod()
   hvd.init()
-  found = topology.from_horovod(hvd)
-  return found.num_workers, found.is_chief
+  return hvd.size(), hvd.rank() == 0
 
 
 def first_round(settings, workers=1):

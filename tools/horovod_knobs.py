@@ -2,8 +2,9 @@
 
   python tools/horovod_knobs.py --out docs/horovod_knobs.json
 
-The setup of issue 13's measurement: resnet20 on synthetic data, 32 examples
-per replica per update, one intra-op thread per process, `--updates` updates.
+resnet20 on synthetic data, 32 examples per replica per update, one
+intra-op thread per process, `--updates` updates: the setup of the bench's
+weak-scaling rows, through the CLI.
 Each variant is a fresh CLI run (1 process, 2 Horovod ranks under one
 setting of the environment, or 2 multi_worker_mirrored workers); a round runs
 every variant once, so they alternate, and each figure is the median over
@@ -22,10 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the checkout importable
   sys.path.insert(0, ROOT)
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from estimator_scale.backends import horovod as horovod_backend
-from tools import bench
+from estimator_scale.backends.horovod import binding as horovod_backend
+from tools.bench import render
+from tools.bench import runner
 
-BIN = os.path.dirname(sys.executable)
 CLI = [sys.executable, "-m", "estimator_scale.train", "--model=resnet20",
        "--intra_op_threads=1", "--save_checkpoints_steps=1000000",
        "--log_every_n_steps=1000000"]
@@ -34,7 +35,7 @@ SINGLE = "1 process"
 BINDING = horovod_backend.CORE_BINDING
 # name -> (processes, launcher, environment). A variant that sets nothing
 # gets the framework's defaults: each rank bound to its share of the cores
-# (backends/horovod.py bind_to_cores) and HOROVOD_DEFAULTS
+# (backends/horovod/binding.py bind_to_cores) and HOROVOD_DEFAULTS
 # (HOROVOD_CYCLE_TIME=5). Each other Horovod variant changes one of them;
 # the last sets Horovod's own settings back (unbound, 1 ms cycle).
 VARIANTS = {
@@ -63,15 +64,10 @@ def command(processes, launcher, model_dir, summary, updates):
   flags = [f"--global_batch_size={PER_REPLICA * processes}",
            f"--train_steps={updates}", f"--model_dir={model_dir}",
            f"--summary_json={summary}"]
-  if launcher == "horovodrun":
-    return [os.path.join(BIN, "horovodrun"), "--gloo", "-np", str(processes),
-            "-H", f"localhost:{processes}"] + CLI + flags + [
-                "--distribution=horovod"]
-  if launcher == "launch":
-    return [sys.executable, os.path.join(ROOT, "tools", "launch.py"),
-            "--workers", str(processes), "--"] + CLI + flags + [
-                "--distribution=multi_worker_mirrored"]
-  return CLI + flags
+  distribution = {"horovodrun": ["--distribution=horovod"],
+                  "launch": ["--distribution=multi_worker_mirrored"]}
+  return runner.launcher_argv(launcher, processes,
+                              CLI + flags + distribution.get(launcher, []))
 
 
 def measure(name, updates, timeout):
@@ -114,7 +110,7 @@ def summarise(samples):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--out", default=bench.KNOBS_JSON)
+  parser.add_argument("--out", default=render.KNOBS_JSON)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--updates", type=int, default=250)
   parser.add_argument("--only", nargs="*", default=None,
@@ -133,8 +129,8 @@ def main(argv=None):
             "examples_per_replica": PER_REPLICA, "rows": summarise(samples)}
   with open(args.out, "w", encoding="utf-8") as f:
     json.dump(result, f, indent=1)
-  bench.main(["--rerender", os.path.join(ROOT, "bench.json"),
-              "--markdown", os.path.join(ROOT, "docs", "PERFORMANCE.md")])
+  render.rerender(os.path.join(ROOT, "bench.json"),
+                  os.path.join(ROOT, "docs", "PERFORMANCE.md"))
   for row in result["rows"]:
     print(f"{row['variant']}: {row['examples_per_sec']} ex/s, "
           f"x{row['ratio_to_1_process']} {row['ratios_per_round']}")

@@ -1,5 +1,5 @@
-"""What every backend shares: the ScaleConfig it builds, session configs and
-the process's thread pool, and the Backend interface."""
+"""What every backend shares: the Backend interface, the ScaleConfig it
+builds, session configs and the process's thread pool."""
 import dataclasses
 import os
 from typing import Any, List
@@ -29,8 +29,12 @@ STRATEGY_REFUSAL = (
 class Backend:
   """One way to run a job; the only code that knows which one runs.
 
-  `build` makes the RunConfig, Topology, coordinator and hooks of this
-  process; `make_reducer` gives the train op its cross-replica reduction.
+  `build` reads this process's Topology from the environment and makes its
+  RunConfig, coordinator and hooks; `make_reducer` gives the train op its
+  cross-replica reduction. The Topology carries the Backend, so the train
+  op, the inputs and the Estimator ask it instead of comparing names.
+  Backends compare equal by name: per-job state they hold (Horovod's stop
+  flag) does not make two topologies of one job differ.
   """
 
   name = None
@@ -38,6 +42,21 @@ class Backend:
   """The `allreduce_compression` values this backend carries out."""
   compression_refusal = ""
   """Why the others are refused, for the message."""
+  synchronous = True
+  """Whether every update averages the gradients of all replicas."""
+  sparse_exchanges = ("auto",)
+  """The `sparse_exchange` values this backend carries out; only "auto"
+  where the exchange of sparse gradients is not the framework's to choose
+  (tf.distribute's, or none)."""
+
+  def __eq__(self, other):
+    return isinstance(other, Backend) and other.name == self.name
+
+  def __hash__(self):
+    return hash(self.name)
+
+  def __repr__(self):
+    return f"<backend {self.name}>"
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """The ScaleConfig of this process.
@@ -50,27 +69,36 @@ class Backend:
     """
     raise NotImplementedError
 
-  def make_reducer(self, compression="none"):
+  def make_reducer(self, compression="none", sparse_exchange="auto"):
     """The reducer `train_ops.pipeline` averages gradients with.
 
     Args:
-      compression: an `allreduce_compression`; one this backend does not
-        offer raises ValueError (see `check_compression`).
-    """
-    self.check_compression(compression)
-    return self._reducer(compression)
+      compression: an `allreduce_compression`.
+      sparse_exchange: a `sparse_exchange`.
 
-  def _reducer(self, compression):
-    """`make_reducer` after the compression was checked."""
+    Raises:
+      ValueError: this backend does not offer one of them (`check_offers`).
+    """
+    self.check_offers(compression, sparse_exchange)
+    return self._reducer(compression, sparse_exchange)
+
+  def _reducer(self, compression, sparse_exchange):
+    """`make_reducer` after its arguments were checked."""
     raise NotImplementedError
 
-  def check_compression(self, compression):
-    """Raises ValueError when this backend cannot compress as asked."""
+  def check_offers(self, compression="none", sparse_exchange="auto"):
+    """Raises ValueError when this backend cannot reduce as asked; called
+    where a job is configured too, so it fails before training starts."""
     if compression not in self.compressions:
       raise ValueError(
           f"allreduce_compression={compression!r} is not available with "
           f"distribution={self.name!r}: {self.compression_refusal}; valid "
           f"there: {', '.join(self.compressions)}")
+    if sparse_exchange not in self.sparse_exchanges:
+      raise ValueError(
+          f"sparse_exchange={sparse_exchange!r} is not available with "
+          f"distribution={self.name!r}; valid there: "
+          f"{', '.join(self.sparse_exchanges)}")
 
   def replicas_in_sync(self, topology):
     """Replicas a tf.distribute strategy runs in sync (1 without one)."""

@@ -1,10 +1,10 @@
 """`none`: one process, one replica."""
 import tensorflow as tf
 
-from estimator_scale import coordination
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
-from estimator_scale.train_ops import reduce
+from estimator_scale.backends import coordinator
+from estimator_scale.backends import reducers
 
 
 class Local(base.Backend):
@@ -17,15 +17,15 @@ class Local(base.Backend):
     """See base class."""
     base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
     base.forbid_tf_config(self.name)
-    topology = topology_lib.local()
+    topology = topology_lib.Topology(backend=self)
     session = (base.session_config(intra_op_threads) if intra_op_threads
                else None)
     return base.ScaleConfig(
         tf.estimator.RunConfig(session_config=session, model_dir=model_dir,
                                **run_config_kwargs),
-        topology, coordination.LocalCoordinator(topology))
+        topology, coordinator.Coordinator(topology))
 
-  def _reducer(self, compression):
+  def _reducer(self, compression, sparse_exchange):
     """See base class."""
-    del compression  # only "none" passes check_compression here
-    return reduce.LocalReducer()
+    del compression, sparse_exchange  # only the defaults pass the checks
+    return reducers.LocalReducer()

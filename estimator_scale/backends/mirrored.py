@@ -1,11 +1,11 @@
 """`mirrored`: N replicas in one process (GPUs, else virtual CPUs)."""
 import tensorflow as tf
 
-from estimator_scale import coordination
 from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
-from estimator_scale.train_ops import reduce
+from estimator_scale.backends import coordinator
+from estimator_scale.backends import reducers
 
 
 class Mirrored(base.Backend):
@@ -31,17 +31,18 @@ class Mirrored(base.Backend):
       # Graph-mode sessions only see N CPU devices when asked for them.
       session = base.session_config(cpu_devices=replicas)
     session.intra_op_parallelism_threads = intra_op_threads or 0
-    topology = topology_lib.local(replicas, backend=self.name)
+    topology = topology_lib.Topology(backend=self,
+                                     replicas_per_worker=replicas)
     config = tf.estimator.RunConfig(
         train_distribute=tf.distribute.MirroredStrategy(devices=devices),
         session_config=session, model_dir=model_dir, **run_config_kwargs)
     return base.ScaleConfig(config, topology,
-                            coordination.LocalCoordinator(topology))
+                            coordinator.Coordinator(topology))
 
-  def _reducer(self, compression):
+  def _reducer(self, compression, sparse_exchange):
     """See base class."""
-    del compression  # only "none" passes check_compression here
-    return reduce.StrategyReducer()
+    del compression, sparse_exchange  # only the defaults pass the checks
+    return reducers.StrategyReducer()
 
   def replicas_in_sync(self, topology):
     """See base class."""

@@ -9,32 +9,37 @@ gradients.
 
 Why a loop in one session run rather than one micro-batch per session run
 with the apply every k-th run: the loop keeps one `session.run` (one pass
-of every hook, one cross-worker exchange) per update. Measured by `make
-bench` (docs/PERFORMANCE.md, digits_cnn, k = 4 micro-batches of 32): 1.29x
-the examples/sec of a conditional-apply accumulator that runs one
-micro-batch per session run (row 2b), 1.09x plain training at the
-micro-batch (row 2c). Besides, `global_step` counts updates without a
-conditional apply (which tf.distribute cannot express inside a replica),
-and a stop, a signal or a checkpoint never falls between micro-batches.
+of every hook, one cross-worker exchange) per update; `make bench` compares
+it with a conditional-apply accumulator (docs/PERFORMANCE.md). Besides,
+`global_step` counts updates without a conditional apply (which
+tf.distribute cannot express inside a replica), and a stop, a signal or a
+checkpoint never falls between micro-batches.
 
-Three TensorFlow details make the loop take any network:
+Four TensorFlow details make the loop take any network:
 - The network's variables are created while the body is traced, inside the
   loop's function graph; a variable creator lifts their creation into the
   outer graph (`tf.init_scope`), where the Saver and initializers see them.
   So Keras layers created inside `logits`, `tf.keras.Model`s, v1 layers and
   `get_variable` all work.
+- Lookup tables (`tf.lookup`, which feature columns and Keras lookup layers
+  use) are resources whose initializer must run once, before training, from
+  the outer graph's `tables_initializer`; made in the body, the initializer
+  would be an op of the loop. A resource creator lifts their creation the
+  same way, with the constants they are initialised from (`lifting.py`).
 - What the network writes besides its output (batch-norm moving statistics,
   through Keras' `add_update` or v1 layers' UPDATE_OPS) would be pruned from
   the body, since the loss does not need it; the loss is made to wait for
   every such write, so each runs once per micro-batch.
 - The number and shapes of the gradients are known only after the body is
-  traced, so the running sums live in a TensorList (a loop variable of fixed
-  type) that the first micro-batch fills. Sparse gradients are summed
-  densely there (a buffer the size of the embedding table), with a count of
-  the lookups of each row, and leave the loop as IndexedSlices with one
-  entry per lookup (see `_Sums._sparse_mean`), so the reduction and the
-  optimizer still see sparse gradients of the size they had without
-  accumulation.
+  traced, so the running sums live in TensorLists (loop variables of fixed
+  type) that the first micro-batch fills. A dense gradient is summed in
+  place. A sparse one (an embedding lookup's IndexedSlices) is not summed
+  into a buffer the size of its table: each micro-batch appends the rows it
+  looked up and their values, and they are read back together after the
+  loop (see `running_sums.py`). Memory
+  follows the rows touched, not the table, and the gradient leaves the loop
+  as IndexedSlices holding the mean over the k micro-batches, as the
+  optimizers' sparse updates expect.
 
 The loop runs one micro-batch at a time (parallel_iterations=1): users
 accumulate because a larger batch does not fit, and overlapping iterations
@@ -47,6 +52,8 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale.train_ops import gradients as gradients_lib
+from estimator_scale.train_ops import lifting
+from estimator_scale.train_ops import running_sums
 
 # Op types that write a variable (resource and reference variables), and
 # ops whose functions may (a tf.cond on a tensor `training`, a tf.function).
@@ -189,138 +196,19 @@ def _check_divisible(nest, k):
   return checks
 
 
-def _lift_variables(next_creator, **kwargs):
-  """Creates a variable in the outermost graph (see the module docstring)."""
-  with tf.init_scope():
-    return next_creator(**kwargs)
-
-
-class _Sums:
-  """The running sums of the loop: which TensorList item holds what.
-
-  The layout is decided while the body is traced (the first time the
-  gradients exist) and read back after the loop. A dense gradient is one
-  item; a sparse one two: its dense sum and how often each row was looked
-  up. The rows each micro-batch looked up go to a second, int64 list.
-  """
-
-  def __init__(self):
-    self.variables = None
-    self.kinds = None  # per variable: None, "dense" or "sparse"
-    self.lookups = None  # per sparse gradient: rows a micro-batch looks up
-
-  def layout(self, micro):
-    self.variables = micro.variables
-    self.kinds = [None if g is None else
-                  "sparse" if isinstance(g, tf.IndexedSlices) else "dense"
-                  for g in micro.grads]
-    self.lookups = [g.indices.shape[0] for g in micro.grads
-                    if isinstance(g, tf.IndexedSlices)]
-
-  def shapes(self):
-    """The shape of every item, in TensorList order."""
-    shapes = []
-    for var, kind in zip(self.variables, self.kinds):
-      if kind is not None:
-        shapes.append(var.shape)
-      if kind == "sparse":
-        shapes.append(var.shape[:1])
-    return shapes
-
-  def items(self, grads):
-    """One micro-batch's gradients as TensorList items."""
-    items = []
-    for grad, var, kind in zip(grads, self.variables, self.kinds):
-      if kind == "dense":
-        items.append(grad)
-      elif kind == "sparse":
-        rows = var.shape[0]
-        items.append(tf.math.unsorted_segment_sum(grad.values, grad.indices,
-                                                  rows))
-        items.append(tf.math.unsorted_segment_sum(
-            tf.ones_like(grad.indices, tf.float32), grad.indices, rows))
-    return items
-
-  def store_lookups(self, ids_list, index, k, grads):
-    """ids_list[index * s + j] = rows that sparse gradient j looked up."""
-    sparse = [g for g in grads if isinstance(g, tf.IndexedSlices)]
-    if not sparse:
-      return ids_list
-    ids_list = tf.raw_ops.TensorListResize(input_handle=ids_list,
-                                           size=k * len(sparse))
-    for j, grad in enumerate(sparse):
-      ids_list = tf.raw_ops.TensorListSetItem(
-          input_handle=ids_list, index=index * len(sparse) + j,
-          item=tf.cast(grad.indices, tf.int64))
-    return ids_list
-
-  def mean_grads(self, totals, ids_list, k):
-    """Per-variable mean gradients from the summed items."""
-    grads, totals, sparse = [], iter(totals), 0
-    for kind in self.kinds:
-      if kind is None:
-        grads.append(None)
-      elif kind == "dense":
-        grads.append(next(totals) / k)
-      else:
-        grads.append(self._sparse_mean(next(totals), next(totals), ids_list,
-                                       sparse, k))
-        sparse += 1
-    return grads
-
-  def _sparse_mean(self, total, lookups_per_row, ids_list, position, k):
-    """The mean of a sparse gradient as IndexedSlices.
-
-    With a fixed number of lookups per micro-batch, it has one entry per
-    lookup of the k micro-batches, as summing them would give: every
-    replica's then has the same size, which tf.distribute's all-reduce
-    needs. Each entry carries its row's sum / lookups, so the entries of a
-    row add up to its sum. Otherwise (a ragged number of lookups) one entry
-    per row looked up.
-    """
-    dense_shape = tf.shape(total, out_type=tf.int64)
-    if self.lookups[position] is None:
-      rows = tf.where(lookups_per_row > 0.0)[:, 0]
-      return tf.IndexedSlices(tf.gather(total, rows) / k, rows, dense_shape)
-    count = len(self.lookups)
-    rows = tf.reshape(tf.raw_ops.TensorListGather(
-        input_handle=ids_list, indices=tf.range(position, k * count, count),
-        element_shape=[self.lookups[position]], element_dtype=tf.int64), [-1])
-    shares = tf.gather(lookups_per_row, rows) * k
-    shares = tf.reshape(shares, [-1] + [1] * (total.shape.rank - 1))
-    return tf.IndexedSlices(tf.gather(total, rows) / shares, rows,
-                            dense_shape)
-
-
-def _empty_list(dtype):
-  return tf.raw_ops.EmptyTensorList(element_shape=tf.constant(-1),
-                                    max_num_elements=-1, element_dtype=dtype)
-
-
-def _add_items(sums_list, items, shapes):
-  """sums_list[i] += items[i] (the first micro-batch finds zeros there)."""
-  sums_list = tf.raw_ops.TensorListResize(input_handle=sums_list,
-                                          size=len(items))
-  for i, (value, shape) in enumerate(zip(items, shapes)):
-    previous = tf.raw_ops.TensorListGetItem(
-        input_handle=sums_list, index=i, element_shape=shape,
-        element_dtype=tf.float32)
-    sums_list = tf.raw_ops.TensorListSetItem(
-        input_handle=sums_list, index=i, item=previous + value)
-  return sums_list
-
-
 def _drop_from_collections(graph):
   """Removes what the loop put in the (shared) collections of the outer graph.
 
   The loop's function graphs share the outer graph's collections, so v1
   layers' UPDATE_OPS or a summary written inside the network would leave
   tensors there that the outer graph cannot use. Updates and losses already
-  run inside the loop; a lookup table's initializer cannot leave it, and
-  anything else is dropped with a warning naming it.
+  run inside the loop; lookup tables made at the network's top level were
+  lifted out of it, so a table initializer still inside was made in a
+  function of the network's own (a tf.cond, a tf.function) and cannot
+  leave; anything else is dropped with a warning naming it.
 
   Raises:
-    ValueError: the network creates a lookup table.
+    ValueError: a lookup table is made inside a function of the network.
   """
   quiet = (tf.compat.v1.GraphKeys.UPDATE_OPS, tf.compat.v1.GraphKeys.LOSSES,
            tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
@@ -331,10 +219,11 @@ def _drop_from_collections(graph):
        kept).append(item)
     if dropped and key == tf.compat.v1.GraphKeys.TABLE_INITIALIZERS:
       raise ValueError(
-          "the network creates a lookup table, which accumulation_steps > 1 "
-          "cannot initialise inside its loop; create the table (e.g. a "
-          "StringLookup layer or feature-column vocabulary) in the input_fn "
-          "or outside the network, or use accumulation_steps=1")
+          "the network creates a lookup table inside a tf.cond or "
+          "tf.function of its own, which accumulation_steps > 1 cannot lift "
+          "out of its loop over micro-batches; create the table (tf.lookup, "
+          "a StringLookup layer, a vocabulary feature column) outside that "
+          "function, or use accumulation_steps=1")
     if dropped and key not in quiet:
       logging.warning(
           "accumulation: %d item(s) the network added to the %r collection "
@@ -372,39 +261,32 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
     return Gradients(micro.grads, micro.variables, micro.loss,
                      micro.squared_norm)
   checks = _check_divisible((features, labels), k)
-  sums = _Sums()
+  sums = running_sums.Sums()
   graph = tf.compat.v1.get_default_graph()
   # The loop's graph starts at the root name scope; Keras names variables
   # after the name scope, so the caller's is entered again inside.
   scope = graph.get_name_scope()
 
-  def body(index, loss_sum, norm_sum, sums_list, ids_list):
+  def body(index, loss_sum, norm_sum, *lists):
     features_j, labels_j = tf.nest.map_structure(
         lambda t: None if t is None else _slice(t, index, k),
         (features, labels))
-    with tf.variable_creator_scope(_lift_variables), \
+    with lifting.lift_to_outer_graph(), \
         tf.compat.v1.name_scope(scope + "/" if scope else None):
       micro = _micro_batch(compute_loss, features_j, labels_j, with_norms,
                            loss_scale)
-    sums.layout(micro)
+    sums.layout(micro.grads, micro.variables)
     norm = micro.squared_norm if with_norms else 0.0
-    return (index + 1, loss_sum + micro.loss, norm_sum + norm,
-            _add_items(sums_list, sums.items(micro.grads), sums.shapes()),
-            sums.store_lookups(ids_list, index, k, micro.grads))
+    return [index + 1, loss_sum + micro.loss, norm_sum + norm] + sums.add(
+        lists, micro.grads, index, k)
 
   with tf.control_dependencies(checks):
     first = tf.constant(0)
-  _, loss_sum, norm_sum, sums_list, ids_list = tf.while_loop(
+  _, loss_sum, norm_sum, *lists = tf.while_loop(
       lambda index, *_: index < k, body,
-      [first, tf.constant(0.0), tf.constant(0.0),
-       _empty_list(tf.float32), _empty_list(tf.int64)],
-      maximum_iterations=k, parallel_iterations=1,
-      name="accumulation")
+      [first, tf.constant(0.0), tf.constant(0.0)] + sums.empty(),
+      maximum_iterations=k, parallel_iterations=1, name="accumulation")
   _drop_from_collections(graph)
-  totals = [tf.raw_ops.TensorListGetItem(
-      input_handle=sums_list, index=i, element_shape=shape,
-      element_dtype=tf.float32) for i, shape in enumerate(sums.shapes())]
-  return Gradients(grads=sums.mean_grads(totals, ids_list, k),
-                   variables=sums.variables,
+  return Gradients(grads=sums.mean_grads(lists, k), variables=sums.variables,
                    loss=loss_sum / k,
                    sum_squared_norms=norm_sum if with_norms else None)

@@ -14,8 +14,8 @@ and mu^2 = ||grad F||^2. They are estimated from g_i and their mean g:
   without bias.
 - Gradient variance falls inversely with the examples averaged, and a sample
   averages total/n examples where the S = 1 batch averages total/S, so
-  sigma^2 = v x (total/n) / (total/S) = v x S / n. (Plugging v in directly,
-  as this module once did, is right only when S = n.)
+  sigma^2 = v x (total/n) / (total/S) = v x S / n. (Plugging v in directly
+  is right only when S = n.)
 - g averages the whole batch, S times the S = 1 batch: E ||g||^2 =
   mu^2 + sigma^2 / S, so mu^2 = ||g||^2 - sigma^2 / S.
 
@@ -58,7 +58,8 @@ MIN_VARIANCE = 1e-6
 
 
 def _variable(full_name, dtype=tf.float32, initial=0.0):
-  """A scalar state variable; call inside `variable_scope(SCOPE)`."""
+  """A scalar state variable named as `full_name` under `SCOPE`; call inside
+  the state's variable scope."""
   return tf.compat.v1.get_variable(
       full_name[len(SCOPE) + 1:], shape=[], dtype=dtype, trainable=False,
       initializer=tf.compat.v1.constant_initializer(initial),
@@ -100,15 +101,19 @@ class AdaScale:
     samples: n, gradient samples averaged per update (equals S unless the
       user set the scale); at least 2 when the scale exceeds 1.
     theta: the moving-average factor (None: `smoothing(samples)`).
+    scope: where the state variables live. `SCOPE` holds the job's public
+      state; a second group of variables trained by its own optimizer (a
+      canned wide & deep model's linear part) keeps its own state beside
+      it, as fairscale's AdaScale keeps its estimates per parameter group.
   """
 
-  def __init__(self, scale, samples, theta=None):
+  def __init__(self, scale, samples, theta=None, scope=SCOPE):
     check_samples(scale, samples)
     check_smoothing(theta)
     self.theta = smoothing(samples) if theta is None else float(theta)
     self.scale = float(scale)
     self.samples = int(samples)
-    with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE):
+    with tf.compat.v1.variable_scope(scope, reuse=tf.compat.v1.AUTO_REUSE):
       self.gain = _variable(GAIN, initial=1.0)
       self.progress = _variable(PROGRESS, tf.float64)
       self.scale_variable = _variable(SCALE, initial=scale)

@@ -45,12 +45,37 @@ def all_finite(grads):
   return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
 
+def merge_duplicates(grad, divisor=None):
+  """IndexedSlices with one entry per row: the entries of a row summed.
+
+  An embedding lookup gives one entry per lookup, so a row looked up twice
+  appears twice. Merged, a gradient is as large as the rows it touches,
+  which is what accumulation keeps and what Horovod sends; the optimizers
+  sum duplicates anyway, so their updates do not change. A dense gradient
+  (or None) is returned as it is.
+
+  Args:
+    grad: a gradient.
+    divisor: when given, the merged values are divided by it.
+  """
+  if not isinstance(grad, tf.IndexedSlices):
+    return grad
+  rows, positions = tf.unique(grad.indices)
+  values = tf.math.unsorted_segment_sum(grad.values, positions,
+                                        tf.shape(rows)[0])
+  if divisor is not None:
+    values = values / divisor
+  return tf.IndexedSlices(values, rows, grad.dense_shape)
+
+
 def squared_norm(grad):
-  """||grad||^2 in float32; duplicate indices of IndexedSlices are summed first."""
+  """||grad||^2 in float32.
+
+  The entries of a row are summed before squaring: the norm is the dense
+  gradient's, whatever the number of lookups.
+  """
   if isinstance(grad, tf.IndexedSlices):
-    unique, positions = tf.unique(grad.indices)
-    values = tf.math.unsorted_segment_sum(grad.values, positions,
-                                          tf.shape(unique)[0])
+    values = merge_duplicates(grad).values
     return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))
   return tf.reduce_sum(tf.square(tf.cast(grad, tf.float32)))
 

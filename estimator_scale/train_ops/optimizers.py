@@ -7,9 +7,13 @@ tensors and, for Adam, bias-correction powers they reuse). They see the
 gradient after our own reduction (accumulation, replicas, Horovod) through
 `apply_gradients`, so one implementation serves every backend.
 """
+import difflib
+import inspect
 import re
 
 import tensorflow as tf
+
+from estimator_scale import errors
 
 _V1 = tf.compat.v1.train
 
@@ -61,26 +65,26 @@ _VALID = {"in [0, 1)": lambda x: 0.0 <= x < 1.0, ">= 0": lambda x: x >= 0.0,
 
 
 def _check(optimizer, name, value, valid):
-  """Raises ValueError naming the option unless `value` is `valid`."""
+  """Raises ConfigError naming the option unless `value` is `valid`."""
   if not _VALID[valid](value):
-    raise ValueError(f"optimizer={optimizer!r}: option {name} must be "
-                     f"{valid}, got {value!r}")
+    raise errors.ConfigError(f"optimizer={optimizer!r}: option {name} must "
+                             f"be {valid}, got {value!r}")
 
 
 def _compile_exclusions(optimizer, exclude):
-  """The `exclude` regexes, compiled, or a ValueError naming the bad one."""
+  """The `exclude` regexes, compiled, or a ConfigError naming the bad one."""
   if isinstance(exclude, str):
-    raise ValueError(f"optimizer={optimizer!r}: option exclude must be a "
-                     "sequence of regexes (a tuple of strings), not the single "
-                     f"string {exclude!r}")
+    raise errors.ConfigError(
+        f"optimizer={optimizer!r}: option exclude must be a sequence of "
+        f"regexes (a tuple of strings), not the single string {exclude!r}")
   compiled = []
   for pattern in exclude:
     try:
       compiled.append(re.compile(pattern))
     except (re.error, TypeError) as error:
-      raise ValueError(f"optimizer={optimizer!r}: option exclude holds "
-                       f"{pattern!r}, which is not a valid regex "
-                       f"({error})") from None
+      raise errors.ConfigError(
+          f"optimizer={optimizer!r}: option exclude holds {pattern!r}, which "
+          f"is not a valid regex ({error})") from None
   return compiled
 
 
@@ -249,45 +253,88 @@ class LAMBOptimizer(_LayerwiseMixin, _V1.AdamOptimizer):
                    read_value=False))
 
 
-def _sgd(lr, **unused):
+def _sgd(lr):
   return _V1.GradientDescentOptimizer(lr)
 
 
-def _momentum(lr, momentum=0.9, nesterov=False, **unused):
+def _momentum(lr, momentum=0.9, nesterov=False):
   return _V1.MomentumOptimizer(lr, momentum=momentum, use_nesterov=nesterov)
 
 
-def _adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8, **unused):
+def _adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
   return _V1.AdamOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
 
 
-def _adamw(lr, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01,
-           **unused):
+def _adamw(lr, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01):
   return AdamWOptimizer(lr, weight_decay=weight_decay, beta1=beta1,
                         beta2=beta2, epsilon=epsilon)
 
 
 def _lars(lr, momentum=0.9, weight_decay=1e-4, trust_coefficient=0.001,
-          exclude=None, **unused):
+          exclude=None):
   return LARSOptimizer(lr, momentum=momentum, weight_decay=weight_decay,
                        trust_coefficient=trust_coefficient, exclude=exclude)
 
 
 def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
-          exclude=None, **unused):
+          exclude=None):
   return LAMBOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon,
                        weight_decay=weight_decay, exclude=exclude)
 
 
 OPTIMIZERS = {"sgd": _sgd, "momentum": _momentum, "adam": _adam,
               "adamw": _adamw, "lars": _lars, "lamb": _lamb}
+"""Each optimizer's factory; its keyword arguments are the options it takes."""
 
 
 def check_optimizer(name):
-  """Raises ValueError naming the valid optimizers when `name` is not one."""
+  """Raises ConfigError naming the valid optimizers when `name` is not one."""
   if name not in OPTIMIZERS:
-    raise ValueError(f"optimizer={name!r} is unknown; valid: "
-                     f"{', '.join(sorted(OPTIMIZERS))}")
+    raise errors.ConfigError(f"optimizer={name!r} is unknown; valid: "
+                             f"{', '.join(sorted(OPTIMIZERS))}")
+
+
+def valid_options(name):
+  """The options optimizer `name` takes, in its factory's order.
+
+  Read off the factory's signature, so the list cannot drift from what the
+  optimizer really accepts.
+  """
+  check_optimizer(name)
+  parameters = list(inspect.signature(OPTIMIZERS[name]).parameters)
+  return tuple(parameters[1:])  # the first is the learning rate
+
+
+def check_options(name, options):
+  """Raises ConfigError unless every key of `options` is an option of `name`.
+
+  A misspelled option would otherwise leave the optimizer at its default
+  without a word, a difference that shows only in the training curves.
+
+  Args:
+    name: a key of `OPTIMIZERS`.
+    options: {option: value} or (option, value) pairs, as
+      `TrainingConfig.optimizer_options` holds them.
+
+  Raises:
+    ConfigError: for an unknown optimizer, options that are not pairs, or
+      an option the optimizer does not take (named, with the valid ones).
+  """
+  valid = valid_options(name)
+  try:
+    keys = list(dict(options))
+  except (TypeError, ValueError):
+    raise errors.ConfigError(
+        f"optimizer_options={options!r} must be (name, value) pairs, e.g. "
+        "((\"momentum\", 0.9),)") from None
+  for key in keys:
+    if key not in valid:
+      close = difflib.get_close_matches(str(key), valid, n=1)
+      hint = f" (did you mean {close[0]!r}?)" if close else ""
+      raise errors.ConfigError(
+          f"optimizer_options: {key!r} is not an option of "
+          f"optimizer={name!r}{hint}; valid: "
+          f"{', '.join(valid) if valid else 'none'}")
 
 
 def make_optimizer(name, learning_rate, **options):
@@ -296,11 +343,13 @@ def make_optimizer(name, learning_rate, **options):
   Args:
     name: a key of `OPTIMIZERS`.
     learning_rate: float or scalar tensor, already scaled and scheduled.
-    **options: optimizer settings (momentum, beta1, weight_decay, ...); those
-      an optimizer does not use are ignored so one config serves all.
+    **options: settings of this optimizer (`valid_options(name)`).
 
   Returns:
     A `tf.compat.v1.train.Optimizer`.
+
+  Raises:
+    ConfigError: for an option this optimizer does not take.
   """
-  check_optimizer(name)
+  check_options(name, options)
   return OPTIMIZERS[name](learning_rate, **options)

@@ -12,13 +12,13 @@ from typing import Optional
 
 import tensorflow as tf
 
-from estimator_scale import backends
+from estimator_scale import errors
+from estimator_scale.backends import names as backend_names
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import precision as precision_lib
-from estimator_scale.train_ops import reduce
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
 
@@ -41,8 +41,13 @@ class TrainingConfig:
     optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
     precision: a name of `precision.PRECISIONS` (mixed_float16 adds dynamic
       loss scaling).
-    allreduce_compression: a name of `reduce.COMPRESSIONS`; which ones a
-      backend offers is checked against it (`Backend.check_compression`).
+    allreduce_compression: a name of `backends.COMPRESSIONS`; whether the
+      job's backend offers it is checked against its topology
+      (`Backend.check_offers`).
+    sparse_exchange: a name of `backends.SPARSE_EXCHANGES`: how sparse
+      (embedding) gradients travel between workers; "auto" lets the backend
+      choose (Horovod: by how much of the table the ranks touch), Horovod
+      also takes "sparse" and "dense" (its sparse_as_dense).
   """
   optimizer: str = "momentum"
   schedule: schedules.Schedule = schedules.Schedule()
@@ -54,11 +59,20 @@ class TrainingConfig:
   optimizer_options: tuple = ()
   precision: str = "float32"
   allreduce_compression: str = "none"
+  sparse_exchange: str = "auto"
 
   def __post_init__(self):
     optimizers.check_optimizer(self.optimizer)
+    optimizers.check_options(self.optimizer, self.optimizer_options)
     precision_lib.check_precision(self.precision)
-    reduce.check_compression(self.allreduce_compression)
+    if self.allreduce_compression not in backend_names.COMPRESSIONS:
+      raise errors.ConfigError(
+          f"allreduce_compression={self.allreduce_compression!r} is unknown; "
+          f"valid: {', '.join(backend_names.COMPRESSIONS)}")
+    if self.sparse_exchange not in backend_names.SPARSE_EXCHANGES:
+      raise errors.ConfigError(
+          f"sparse_exchange={self.sparse_exchange!r} is unknown; "
+          f"valid: {', '.join(backend_names.SPARSE_EXCHANGES)}")
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
       raise ValueError(f"accumulation_steps={self.accumulation_steps!r} must "
                        "be an integer >= 1")
@@ -134,12 +148,12 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
 def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
-  backend = backends.get(topology.backend)
-  in_sync = _replicas_in_sync(backend, topology)
-  reducer = backend.make_reducer(config.allreduce_compression)
+  in_sync = replicas_in_sync(topology)
+  reducer = topology.backend.make_reducer(config.allreduce_compression,
+                                          config.sparse_exchange)
   loss_scale = None
   if precision_lib.needs_loss_scaling(config.precision):
-    with _root_variable_scope():
+    with root_variable_scope():
       loss_scale = precision_lib.LossScale()
   with precision_lib.network_scope(config.precision):
     grads = accumulation.accumulate(
@@ -150,7 +164,7 @@ def _build(loss_fn, features, labels, config, topology):
   state = None
   finished = []
   if use_adascale:
-    with _root_variable_scope():
+    with root_variable_scope():
       state = adascale.AdaScale(scale, config.samples_per_update(topology),
                                 config.adascale_smoothing)
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
@@ -181,14 +195,14 @@ def _build(loss_fn, features, labels, config, topology):
   if loss_scale is not None:
     finished.append(loss_scale.update(finite))
   # Made at k = 1 too, so a checkpoint restarts with any accumulation.
-  with _root_variable_scope():
+  with root_variable_scope():
     finished.append(_micro_batch_counter().assign_add(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
                  learning_rate=learning_rate, adascale=state,
                  loss_scale=loss_scale)
 
 
-def _replicas_in_sync(backend, topology):
+def replicas_in_sync(topology):
   """The replicas this update runs in sync, checked against the topology.
 
   A topology of another backend would reduce wrongly, silently. The count
@@ -197,17 +211,17 @@ def _replicas_in_sync(backend, topology):
   """
   context = tf.distribute.get_replica_context()
   in_sync = context.num_replicas_in_sync if context else 1
-  expected = backend.replicas_in_sync(topology)
+  expected = topology.backend.replicas_in_sync(topology)
   if in_sync != expected:
     raise ValueError(
-        f"topology (backend {topology.backend!r}, {expected} replica(s) in "
+        f"topology (backend {topology.backend.name!r}, {expected} replica(s) in "
         f"sync) does not match the running job ({in_sync} replica(s) in "
         "sync); pass the topology of the run config the Estimator uses, "
         "build_run_config(...).topology")
   return in_sync
 
 
-def _root_variable_scope():
+def root_variable_scope():
   """The framework's own state keeps its names whatever scope the caller is in."""
   return tf.compat.v1.variable_scope(
       tf.compat.v1.VariableScope(tf.compat.v1.AUTO_REUSE, name=""),

@@ -8,6 +8,7 @@ import math
 import tensorflow as tf
 
 RULES = ("identity", "linear", "sqrt", "adascale")
+"""Valid `lr_scaling` values; the CLI's --lr_scaling offers exactly these."""
 
 
 def check_rule(rule, scale):

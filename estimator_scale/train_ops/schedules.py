@@ -10,6 +10,7 @@ from typing import Tuple
 import tensorflow as tf
 
 SCHEDULES = ("constant", "piecewise", "cosine", "polynomial")
+"""Valid `Schedule.name` values; the CLI's --lr_schedule offers these."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from tests.workers import feature_models
 
 
 class _Recorded:
@@ -144,7 +145,9 @@ CASES = tuple(_DENSE_CASES) + ("embedding",)
 
 
 def generated_data(case, count, seed=0):
-  """(model, features, labels) of a generated data set for `case`."""
+  """(model, features, labels) for `case`: one of CASES or feature_models.CASES."""
+  if case in feature_models.CASES:
+    return feature_models.generated_data(case, count, seed)
   rng = np.random.RandomState(seed)
   labels = rng.randint(0, 3, count).astype(np.int64)
   if case == "embedding":

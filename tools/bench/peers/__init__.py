@@ -1,4 +1,4 @@
-"""Hand-written peers that tools/bench.py measures the framework against.
+"""Hand-written peers that tools/bench measures the framework against.
 
 Each module is what a competent TensorFlow Estimator user writes without
 estimator_scale, kept to the usual shape and not slowed down on purpose: a

@@ -9,13 +9,13 @@ thread settings, no coordination extras), and, with
 reads one micro-batch per run and allreduces every k-th run.
 
 Run it alone with `horovodrun --gloo -np 2 -H localhost:2 python -m
-tools.bench_peers.horovod_script`; tools/bench_worker.py calls `train`.
+tools.bench.peers.horovod_script`; tools/bench/worker.py calls `train`.
 """
 import tempfile
 
 import tensorflow as tf
 
-from tools.bench_peers import handwritten
+from tools.bench.peers import handwritten
 
 
 def make_model_fn(build_network, learning_rate, backward_passes_per_step=1,

@@ -10,7 +10,7 @@ for the same number of examples.
 """
 import tensorflow as tf
 
-from tools.bench_peers import handwritten
+from tools.bench.peers import handwritten
 
 
 def make_model_fn(build_network, learning_rate, accumulation_steps,

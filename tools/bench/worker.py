@@ -1,8 +1,8 @@
 """One benchmark measurement in a fresh process: build, warm up, time, report.
 
-tools/bench.py starts this once per variant and repeat (under horovodrun or
-tools/launch.py for multi-process variants) so that every measurement has
-its own graph, its own session and its own peak-memory figure. Only the wall
+runner.py starts this once per variant and round (under horovodrun or
+estimator-scale-launch for multi-process variants) so that every measurement
+has its own graph, its own session and its own peak-memory figure. Only the wall
 time between the end of warm-up run `--warmup` and the end of run
 `--warmup + --steps` counts: graph building, session creation, variable
 broadcast and the first runs are excluded alike for every variant.
@@ -13,23 +13,21 @@ building, session creation and the first update. That process is this
 script again as `--kind=startup_child`, which writes only its milestones.
 
 Each process writes `<--out>.<rank>.json`: examples, seconds, peak RSS.
-`run_measurement` is the launching side that tools/bench.py calls.
+It runs as a script, and imports at its top only what every kind needs: the
+startup kinds time this very process's start.
 """
 import argparse
-import glob
 import json
 import os
 import pathlib
 import resource
-import shutil
-import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
@@ -73,6 +71,27 @@ def peak_rss_mib(who=resource.RUSAGE_SELF):
   return resource.getrusage(who).ru_maxrss / 1024.0
 
 
+def restart_peak_rss():
+  """Starts a new peak-RSS window for this process.
+
+  Linux resets a process's high-water mark (VmHWM, and ru_maxrss with it)
+  when "5" is written to /proc/self/clear_refs, so the peak read at the end
+  of the timed window is the window's own: what training holds, without
+  the variables' initialisation or the final checkpoint's save, which can
+  exceed it.
+
+  Returns:
+    (the peak so far, whether the kernel restarted it).
+  """
+  peak = peak_rss_mib()
+  try:
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+      f.write("5")
+  except OSError:
+    return peak, False
+  return peak, True
+
+
 def cpu_seconds(who=resource.RUSAGE_SELF):
   """CPU time of all this process's threads, to show how many cores it used."""
   usage = resource.getrusage(who)
@@ -81,6 +100,9 @@ def cpu_seconds(who=resource.RUSAGE_SELF):
 
 class TimingHook:
   """Times runs warmup+1 .. warmup+steps, then stops training.
+
+  Also records the peak RSS before the window (`peak_before`) and within it
+  (`window_peak`, None where the kernel cannot restart the peak).
 
   Built lazily as a SessionRunHook subclass so that importing this module
   (tests, --help) does not import TensorFlow.
@@ -94,15 +116,19 @@ class TimingHook:
       def __init__(self):
         self.runs, self.started, self.ended = 0, None, None
         self.cpu = None
+        self.peak_before, self.window_peak, self._restarted = 0.0, None, False
 
       def after_run(self, run_context, run_values):
         self.runs += 1
         if self.runs == warmup:
+          self.peak_before, self._restarted = restart_peak_rss()
           self.started = time.perf_counter()
           self.cpu = cpu_seconds()
         elif self.runs == warmup + steps:
           self.ended = time.perf_counter()
           self.cpu = cpu_seconds() - self.cpu
+          if self._restarted:
+            self.window_peak = peak_rss_mib()
           run_context.request_stop()
 
     return _Hook()
@@ -119,6 +145,7 @@ def _model(args):
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
   from estimator_scale import hparams  # pylint: disable=g-import-not-at-top
   registry.load_module("model_zoo")
+  registry.load_module("tools.bench.sparse_model")
   model = registry.get(args.model)
   return model, hparams.parse(model.default_hparams())
 
@@ -156,8 +183,8 @@ def run_hand(args, hook, accumulate=False):
   """The hand-written model_fn, or the conditional-apply accumulator."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
-  from tools.bench_peers import cond_apply
-  from tools.bench_peers import handwritten
+  from tools.bench.peers import cond_apply
+  from tools.bench.peers import handwritten
   model, params = _model(args)
   network = handwritten.zoo_network(model)
   if accumulate:
@@ -180,8 +207,8 @@ def run_hand(args, hook, accumulate=False):
 
 def run_horovod_script(args, hook):
   # pylint: disable=g-import-not-at-top
-  from tools.bench_peers import handwritten
-  from tools.bench_peers import horovod_script
+  from tools.bench.peers import handwritten
+  from tools.bench.peers import horovod_script
   model, params = _model(args)
   return horovod_script.train(
       handwritten.zoo_network(model), params,
@@ -200,7 +227,7 @@ def time_pipeline(args):
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from model_zoo import digits_data
-  from tools.bench_peers import plain_pipeline
+  from tools.bench.peers import plain_pipeline
   with tf.Graph().as_default():
     if args.kind == "pipeline_ours":
       input_fn = digits_data.input_fn(tf.estimator.ModeKeys.TRAIN, args.batch,
@@ -329,6 +356,7 @@ def measure(args):
   args.model_dir = args.model_dir or tempfile.mkdtemp(prefix="bench-model-")
   if args.kind == "startup":
     return time_startup(args)
+  window_peak, peak_before = None, 0.0
   if args.kind.startswith("pipeline"):
     examples, seconds, cpu = time_pipeline(args)
     rank = 0
@@ -345,125 +373,36 @@ def measure(args):
                          f"{args.warmup + args.steps}")
     examples, seconds, cpu = (args.batch * args.steps,
                               hook.ended - hook.started, hook.cpu)
-  return _result(rank, examples, seconds, cpu, peak_rss_mib())
+    window_peak, peak_before = hook.window_peak, hook.peak_before
+  return _result(rank, examples, seconds, cpu,
+                 max(peak_before, peak_rss_mib()), window_peak)
 
 
-def _result(rank, examples, seconds, cpu, peak_mib):
-  """The result dict every kind writes, so tools/bench.py reads one shape."""
+def _result(rank, examples, seconds, cpu, peak_mib, window_peak_mib=None):
+  """The result dict every kind writes, so runner.py reads one shape."""
   return {"rank": rank, "examples": examples, "seconds": seconds,
           "examples_per_sec": examples / seconds, "cores_used": cpu / seconds,
-          "peak_rss_mib": peak_mib}
+          "peak_rss_mib": peak_mib, "window_peak_rss_mib": window_peak_mib}
 
 
 def pin_threads(threads):
-  """Pins TensorFlow's process-wide thread pools; call before importing it.
+  """Gives this process `threads` intra- and inter-op threads (0: defaults).
 
-  A session config alone does not pin on TF 2.15: Estimator.train builds a
-  tf.cond (the global-step read), which starts the eager context, and that
-  creates the process's CPU thread pool at its default size before any
-  session config is read. The environment is read at that moment.
+  Call it first: TensorFlow fixes its process-wide intra-op pool when the
+  eager context starts, which Estimator.train does before it reads any
+  session config. The framework's own `backends.base.pin_threads` sizes
+  that pool, as `intra_op_threads` does in our runs, so every side of a
+  pinned row is pinned by the same code. The framework leaves the inter-op
+  pool alone; TensorFlow takes its size from TF_NUM_INTEROP_THREADS for
+  every session whose config leaves it at 0 (Estimator's default config).
+  With `threads` 0 nothing is imported: the startup wrapper runs no
+  TensorFlow.
   """
-  if threads:
-    os.environ["TF_NUM_INTRAOP_THREADS"] = str(threads)
-    os.environ["TF_NUM_INTEROP_THREADS"] = str(threads)
-
-
-# The launching side: what tools/bench.py calls to run one measurement.
-
-# Seconds before a measurement is stopped (its whole process group) and
-# recorded as failed.
-DEFAULT_TIMEOUT_S = 150
-
-
-def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
-  """The argv that measures a variant, its timed steps multiplied by `scale`.
-
-  Args:
-    spec: (launcher: python | horovodrun | launch, processes, worker flags).
-    out: result path prefix; each process adds `.<rank>.json`.
-    model_dir: the (shared) checkpoint directory.
-    scale: multiplies the timed steps (and warm-up, when below 1/4) of
-      every kind but startup.
-    launch_timeout: tools/launch.py's own limit, so it stops its workers.
-  """
-  launcher, processes, flags = spec
-  flags = dict(flags)
-  if flags["kind"] != "startup":  # startup trains the updates its rows name
-    flags["steps"] = max(1, int(flags["steps"] * scale))
-    flags["warmup"] = max(1, int(flags["warmup"] * min(1.0, scale * 4)))
-  worker = [sys.executable, os.path.abspath(__file__), f"--out={out}",
-            f"--model_dir={model_dir}"]
-  worker += [f"--{k}={v}" for k, v in sorted(flags.items())]
-  if launcher == "horovodrun":
-    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    return [horovodrun, "--gloo", "-np", str(processes), "-H",
-            f"localhost:{processes}"] + worker
-  if launcher == "launch":
-    return [sys.executable, os.path.join(ROOT, "tools", "launch.py"),
-            f"--workers={processes}",
-            f"--timeout={launch_timeout}", "--"] + worker
-  return worker
-
-
-def combine(results):
-  """One measurement from its processes' results: the job's examples/sec.
-
-  Synchronous processes finish together, so the job's time is the slowest
-  one's and its rate all their examples over that time; memory is the
-  largest process's.
-  """
-  seconds = max(r["seconds"] for r in results)
-  combined = {
-      "examples_per_sec": sum(r["examples"] for r in results) / seconds,
-      "seconds": seconds,
-      "peak_rss_mib": max(r["peak_rss_mib"] for r in results),
-      "cores_used": statistics.mean(r["cores_used"] for r in results),
-      "processes": len(results)}
-  # A startup run's own fields (startup_fields); that kind is one process.
-  combined.update((k, v) for k, v in results[0].items()
-                  if k in STARTUP_FIELDS)
-  return combined
-
-
-def _run(argv, env, log_path, timeout):
-  """Runs argv in its own process group; on timeout stops the whole group."""
-  with open(log_path, "w", encoding="utf-8") as log:
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-      return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-      for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
-        try:
-          os.killpg(proc.pid, sig)
-          proc.wait(wait)
-          break
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-          pass
-      return "timeout"
-
-
-def run_measurement(variant, spec, log_dir, scale=1.0,
-                    timeout=DEFAULT_TIMEOUT_S):
-  """Runs one measurement of `spec`; returns combine(...) or None on failure.
-
-  Its log (and, briefly, its model_dir) live in a new folder of `log_dir`.
-  """
-  scratch = tempfile.mkdtemp(prefix=f"{variant}-", dir=log_dir)
-  out = os.path.join(scratch, "result")
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  for name in ("TF_CONFIG", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
-    env.pop(name, None)  # only --threads may pin a variant
-  argv = command(spec, out, os.path.join(scratch, "model"), scale,
-                 launch_timeout=timeout - 20)
-  code = _run(argv, env, os.path.join(scratch, "log.txt"), timeout)
-  results = [json.loads(pathlib.Path(p).read_text(encoding="utf-8"))
-             for p in sorted(glob.glob(out + ".*.json"))]
-  shutil.rmtree(os.path.join(scratch, "model"), ignore_errors=True)
-  if code != 0 or len(results) != spec[1]:
-    print(f"  {variant}: FAILED ({code}); see {scratch}/log.txt", flush=True)
-    return None
-  return combine(results)
+  if not threads:
+    return
+  os.environ["TF_NUM_INTEROP_THREADS"] = str(threads)
+  from estimator_scale.backends import base  # pylint: disable=g-import-not-at-top
+  base.pin_threads(threads, requested=True)
 
 
 def main(argv=None):

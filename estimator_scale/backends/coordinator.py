@@ -1,0 +1,113 @@
+"""How the workers of a backend agree on when to train, evaluate and export.
+
+`Estimator.train/evaluate/export_saved_model` delegate to the coordinator its
+backend made, so a user's call behaves the same on one process, N
+tf.distribute workers or N Horovod ranks: all start from the same step, stop
+at the same step, see the same metrics, and only the chief writes. This
+module holds what every coordinator shares and the one-process coordinator;
+each backend's own lives beside it.
+"""
+import dataclasses
+import enum
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale import hooks as hooks_lib
+
+
+class StopReason(enum.Enum):
+  """Why a train() call ended: the callers' decisions differ for each."""
+  TARGET = "reached the requested step"
+  HOOK = "a hook asked to stop (AdaScale's tau, the user's own hook)"
+  INPUT_ENDED = "the training input ran out"
+  SIGNAL = "a worker received SIGTERM"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+  """Where a train() call ended, and why."""
+  step: int
+  reason: StopReason
+
+
+def checkpoint_step(model_dir):
+  """The global step of the latest checkpoint in model_dir (0 if none)."""
+  path = tf.train.latest_checkpoint(model_dir) if model_dir else None
+  if not path:
+    return 0
+  return int(tf.train.load_variable(path, "global_step"))
+
+
+def check_steps(steps, max_steps):
+  for name, value in (("steps", steps), ("max_steps", max_steps)):
+    if value is not None and value <= 0:
+      raise errors.ConfigError(f"{name} must be > 0, got {value}")
+
+
+def target_step(start, steps, max_steps, backend):
+  """The step every worker trains to; multi-worker jobs need one."""
+  if steps is None and max_steps is None:
+    raise errors.ConfigError(
+        f"training with distribution={backend.name!r} needs steps or "
+        "max_steps: every worker must run the same number of updates")
+  check_steps(steps, max_steps)
+  return max_steps if max_steps is not None else start + steps
+
+
+def result(last, estimator, target, signalled=False):
+  """The TrainResult of a train() call that `last` (a LastStepHook) saw.
+
+  Estimator returns without a session (no hook runs) when the checkpoint is
+  at max_steps already, e.g. written by another worker meanwhile; then the
+  step is the checkpoint's.
+  """
+  if last.last_step is None:
+    return TrainResult(checkpoint_step(estimator.model_dir), StopReason.TARGET)
+  if signalled:
+    reason = StopReason.SIGNAL
+  elif last.input_ended:
+    reason = StopReason.INPUT_ENDED
+  elif target is not None and last.last_step < target:
+    reason = StopReason.HOOK
+  else:
+    reason = StopReason.TARGET
+  return TrainResult(last.last_step, reason)
+
+
+def nothing_to_train(start, target):
+  logging.info("checkpoint is at step %d >= %d: nothing to train", start,
+               target)
+  return TrainResult(start, StopReason.TARGET)
+
+
+class Coordinator:
+  """One process (with any number of replicas): Estimator as it is."""
+
+  can_broadcast = True
+  """Whether `broadcast` hands the chief's value to every worker."""
+
+  def __init__(self, topology):
+    self.topology = topology
+
+  def broadcast(self, value):
+    """The chief's `value`, on every worker (here: the only one)."""
+    return value
+
+  def train(self, estimator, input_fn, hooks, steps, max_steps):
+    """Runs training; returns its `TrainResult`."""
+    check_steps(steps, max_steps)
+    target = max_steps
+    if target is None and steps is not None:
+      target = checkpoint_step(estimator.model_dir) + steps
+    last = hooks_lib.LastStepHook()
+    estimator.train(input_fn, hooks=hooks + [last], steps=steps,
+                    max_steps=max_steps)
+    return result(last, estimator, target)
+
+  def evaluate(self, estimator, input_fn, **kwargs):
+    return estimator.evaluate(input_fn, **kwargs)
+
+  def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
+    return estimator.export_saved_model(export_dir_base, receiver_fn, **kwargs)

@@ -1,0 +1,12 @@
+"""Horovod: everything the framework does for Horovod ranks, in one place.
+
+backend.py reads the rank's topology and makes its RunConfig; binding.py
+sets Horovod's knobs and binds ranks to cores; reducer.py allreduces each
+update; coordinator.py agrees on start, stop, evaluation and export; stop.py
+turns a SIGTERM on any rank into the same stop on all of them; faults.py
+ends a rank whose launcher is gone and names the rank and host a failed job
+lost.
+"""
+from estimator_scale.backends.horovod.backend import Horovod
+from estimator_scale.backends.horovod.backend import import_horovod
+from estimator_scale.backends.horovod.backend import launched

@@ -1,0 +1,94 @@
+"""Horovod's process-level settings: its knobs' defaults and core binding.
+
+Both must apply before `hvd.init()` starts Horovod's threads (defaults) or
+right after (binding), so the backend calls them in that order.
+"""
+import os
+
+from absl import logging
+
+from estimator_scale import errors
+
+HOROVOD_DEFAULTS = {"HOROVOD_CYCLE_TIME": "5"}
+"""Horovod settings this framework starts ranks with unless the user's
+environment sets them. The background thread wakes every cycle to negotiate
+ready tensors; on a host whose cores all compute (one thread per rank), the
+1 ms default wakes it often enough to take CPU from the ranks, while an
+update allreduces once (the reducer folds everything into one group), so a
+longer cycle costs at most a few ms per update. tools/horovod_knobs.py
+measures the choices; docs/PERFORMANCE.md has what each bought."""
+
+
+def apply_defaults(environ):
+  """Sets `HOROVOD_DEFAULTS` in `environ` where the user has not (before
+  hvd.init(), which reads them)."""
+  for key, value in HOROVOD_DEFAULTS.items():
+    environ.setdefault(key, value)
+
+
+CORE_BINDING = "ESTIMATOR_SCALE_CORE_BINDING"
+BINDINGS = ("cores", "none")
+
+
+def rank_cores(available, local_rank, local_size):
+  """The cores a rank binds to: its even, disjoint share of `available`.
+
+  None where binding cannot help: one rank on the host, or more ranks than
+  cores (each would get none).
+  """
+  cores = sorted(available)
+  share = len(cores) // local_size
+  if local_size < 2 or share < 1:
+    return None
+  return cores[local_rank * share:(local_rank + 1) * share]
+
+
+def bind_to_cores(topology, environ, threads=None):
+  """Binds this rank to its share of the cores, as mpirun --bind-to does.
+
+  Unbound, the OS moves each rank's compute thread, Horovod's background
+  thread and Gloo's threads across all cores, so ranks that each could own a
+  core take turns on all of them; bound, a rank's Horovod threads run on its
+  own core between its updates (docs/PERFORMANCE.md, "Horovod knobs", has
+  what it buys). A process the user or launcher already bound (an affinity narrower than
+  the machine) is left as it is, as is a rank asking for more intra-op
+  threads than its share; `ESTIMATOR_SCALE_CORE_BINDING=none` turns binding
+  off.
+
+  Args:
+    topology: this rank's place (local_rank, local_size).
+    environ: where `ESTIMATOR_SCALE_CORE_BINDING` is read.
+    threads: the intra-op threads the user asked for, if any.
+
+  Returns:
+    The cores bound to, or None.
+  """
+  mode = environ.get(CORE_BINDING, "cores")
+  if mode not in BINDINGS:
+    raise errors.ConfigError(
+        f"{CORE_BINDING}={mode!r} is not a core binding; valid: "
+        f"{', '.join(BINDINGS)}")
+  available = os.sched_getaffinity(0)
+  if mode == "none" or len(available) < (os.cpu_count() or 1):
+    return None
+  cores = rank_cores(available, topology.local_rank, topology.local_size)
+  if cores is None:
+    return None
+  if threads and threads > len(cores):
+    logging.warning(
+        "Horovod rank %d not bound to cores: intra_op_threads=%d is more "
+        "than its share of this host (%d of %d cores for %d ranks)",
+        topology.worker_index, threads, len(cores), len(available),
+        topology.local_size)
+    return None
+  # Every thread: Horovod's background and Gloo's threads exist already.
+  for thread in os.listdir("/proc/self/task"):
+    try:
+      os.sched_setaffinity(int(thread), cores)
+    except OSError:  # a thread that ended since the listing
+      pass
+  if topology.is_chief:  # one line per job, as every rank's log is shown
+    logging.info("Horovod ranks bound to %d core(s) each (%s=none turns "
+                 "this off); rank 0: cores %s", len(cores), CORE_BINDING,
+                 cores)
+  return cores

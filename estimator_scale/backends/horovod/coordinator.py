@@ -1,0 +1,96 @@
+"""How Horovod ranks agree: rank 0 decides, every rank follows."""
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale import hooks as hooks_lib
+from estimator_scale.backends import coordinator
+from estimator_scale.backends.horovod import stop as stop_lib
+
+EXCHANGES = ("HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather",
+             "HorovodGroupedAllgather", "HorovodReducescatter",
+             "HorovodGroupedReducescatter", "HorovodAlltoall")
+"""Op types through which ranks' gradients can meet (a broadcast cannot)."""
+
+
+class RequireExchangeHook(tf.compat.v1.train.SessionRunHook):
+  """Refuses a training graph in which the ranks exchange nothing.
+
+  Such a graph trains each rank on its own shard, unsynchronised, with no
+  error: an Estimator made with this backend's RunConfig but an optimizer
+  that does not reduce (a canned estimator given a plain optimizer, a
+  model_fn calling `minimize`). Runs before the stop agreement adds its own
+  allreduce, and before any session, so every rank refuses alike.
+  """
+
+  def __init__(self, ranks):
+    self._ranks = ranks
+
+  def begin(self):
+    graph = tf.compat.v1.get_default_graph()
+    if not any(op.type in EXCHANGES for op in graph.get_operations()):
+      raise errors.ConfigError(
+          f"this training graph exchanges nothing between the {self._ranks} "
+          "Horovod ranks, so each would train unsynchronised on its own "
+          "data: give a canned estimator es.canned_optimizer(...) (a "
+          "model_fn: es.build_train_op)")
+
+
+class HorovodCoordinator(coordinator.Coordinator):
+  """Horovod ranks: rank 0 decides, all ranks follow.
+
+  The start step is rank 0's checkpoint step (broadcast), so a restart agrees
+  even when only rank 0 can see the checkpoint; a SIGTERM to any rank stops
+  all of them after the same update; a rank whose input ends early fails
+  loudly instead of leaving the others blocked in an allreduce.
+  """
+
+  def __init__(self, topology, hvd, stop_flag):
+    super().__init__(topology)
+    self._hvd = hvd
+    self._stop_flag = stop_flag
+
+  def broadcast(self, value):
+    """See base class."""
+    return self._hvd.broadcast_object(value, root_rank=0)
+
+  def _agree_stop(self, flag):
+    return self._hvd.allreduce(flag, op=self._hvd.Sum, name="stop_agreement")
+
+  def train(self, estimator, input_fn, hooks, steps, max_steps):
+    """See base class."""
+    start = self.broadcast(coordinator.checkpoint_step(estimator.model_dir)
+                           if self.topology.is_chief else None)
+    target = coordinator.target_step(start, steps, max_steps,
+                                     self.topology.backend)
+    if start >= target:
+      return coordinator.nothing_to_train(start, target)
+    stop = stop_lib.SignalStopHook(self._stop_flag, self._agree_stop)
+    last = hooks_lib.LastStepHook()
+    checks = ([RequireExchangeHook(self.topology.num_workers)]
+              if self.topology.num_workers > 1 else [])
+    estimator.train(input_fn, hooks=hooks + checks + [stop, last],
+                    max_steps=target)
+    if last.last_step < target and last.input_ended:
+      raise RuntimeError(
+          f"rank {self.topology.worker_index}: training input ended at step "
+          f"{last.last_step}, before step {target}; every rank must run the "
+          "same number of updates, so the training input_fn must repeat")
+    self.broadcast(None)  # rank 0's final checkpoint is written past here
+    return coordinator.result(last, estimator, target, stop.stopped)
+
+  def evaluate(self, estimator, input_fn, **kwargs):
+    """Rank 0 evaluates with no collectives; every rank gets its metrics."""
+    result = None
+    if self.topology.is_chief:
+      result = estimator.evaluate(input_fn, **kwargs)
+    return self.broadcast(result)
+
+  def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
+    """Rank 0 exports; every rank gets the path."""
+    path = None
+    if self.topology.is_chief:
+      path = estimator.export_saved_model(export_dir_base, receiver_fn,
+                                          **kwargs)
+    return self.broadcast(path)
+
+

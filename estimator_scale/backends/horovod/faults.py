@@ -1,0 +1,279 @@
+"""A lost host, link or launcher: every Horovod rank ends, and says who is lost.
+
+What horovodrun (Gloo) leaves to the ranks:
+
+- It starts over ssh every rank on a host that is not one of the launching
+  host's interface addresses; where host names resolve to loopback (stock
+  Debian) that is every rank, the launching host's own included. When it
+  stops a job (a rank failed, Ctrl-C) it signals its ssh clients only: the
+  rank at the other end is not told, and trains on with nobody reading its
+  output. `watch_launcher` ends such a rank.
+- A rank whose peer's process died learns it at once (Gloo: connection closed
+  by peer); one whose peer's host or link went silent learns it when Horovod's
+  background negotiation times out (HOROVOD_GLOO_TIMEOUT_SECONDS). Either way
+  every Horovod op then fails with "Horovod has been shut down", which names
+  no one, and horovodrun reports the first process that exited, which after
+  a silent peer is a survivor. `NamingLostRanks` asks the other ranks'
+  processes whether they are still there and names the ones that are not.
+
+The Gloo timeout stays Horovod's own: it also bounds how far apart the ranks
+may reach hvd.init(), and a shorter one would fail jobs whose hosts start
+slowly.
+"""
+import concurrent.futures
+import contextlib
+import os
+import select
+import signal
+import socket
+import stat
+import threading
+import time
+
+from absl import logging
+
+from estimator_scale import errors
+
+GRACE_SECONDS = 10
+"""How long a rank whose launcher is gone gets to stop by itself (the stop a
+SIGTERM asks for: every rank after the same update, rank 0's checkpoint
+written) before it is ended outright. horovodrun gives its local ranks a
+similar grace; a rank blocked on a peer that is gone too never stops by
+itself."""
+
+EXIT_LAUNCHER_GONE = 143
+"""A rank ended by the watchdog exits as if killed by SIGTERM."""
+
+PROBE_SECONDS = 3.0
+"""How long a rank waits for another rank's process to accept a connection.
+A live process accepts at once, however busy (the kernel completes the
+handshake), so only a host that is down or cut off uses it up."""
+
+SHUT_DOWN = "Horovod has been shut down"
+"""What every Horovod op raises once the background loop has failed."""
+
+_watchdog_started = False
+
+
+def output_pipes():
+  """This process's stdout and stderr where they are pipes or sockets.
+
+  Those lead to whoever launched it (horovodrun's middleman, an sshd); a
+  terminal or a file says nothing about a launcher.
+  """
+  fds = []
+  for fd in (1, 2):
+    try:
+      mode = os.fstat(fd).st_mode
+    except OSError:
+      continue
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+      fds.append(fd)
+  return fds
+
+
+def wait_until_unread(fds, timeout=None):
+  """Whether one of `fds` lost its reader, waiting up to `timeout` seconds
+  (None: for as long as it takes).
+
+  Polled for no event at all, a pipe's write end reports only an error, which
+  the kernel raises when the read end closes, and a socket only a hang-up: so
+  this sleeps until the launcher is gone, at no cost meanwhile.
+  """
+  poller = select.poll()
+  for fd in fds:
+    poller.register(fd, 0)
+  return bool(poller.poll(None if timeout is None else timeout * 1000))
+
+
+def watch_launcher(grace_seconds=GRACE_SECONDS):
+  """Ends this rank once nobody reads its output; returns whether it watches.
+
+  Nobody reading means the launcher, or the ssh connection it started this
+  rank through, is gone: the job is over for whoever started it, and a rank
+  left to itself would train to the end or block on peers that were stopped.
+  The rank first gets the SIGTERM horovodrun would have sent it, then is
+  ended after `grace_seconds`. Started before hvd.init(), so a rank
+  abandoned while the ranks meet ends too; once per process.
+  """
+  global _watchdog_started
+  fds = output_pipes()
+  if _watchdog_started or not fds:
+    return False
+  _watchdog_started = True
+  threading.Thread(target=_end_when_unread, args=(fds, grace_seconds),
+                   name="launcher_watchdog", daemon=True).start()
+  return True
+
+
+def _end_when_unread(fds, grace_seconds):
+  wait_until_unread(fds)
+  logging.warning("nobody reads this Horovod rank's output (its launcher or "
+                  "ssh connection is gone): stopping it")
+  os.kill(os.getpid(), signal.SIGTERM)
+  time.sleep(grace_seconds)
+  os._exit(EXIT_LAUNCHER_GONE)  # pylint: disable=protected-access
+
+
+def _interface_address(iface):
+  """The IPv4 address of network interface `iface`, or None.
+
+  horovodrun picks one interface that every host reaches every other on and
+  hands it to the ranks (HOROVOD_GLOO_IFACE); an address on it is one the
+  other ranks can connect to, whatever the host names resolve to.
+  """
+  if not iface:
+    return None
+  try:
+    import psutil  # pylint: disable=g-import-not-at-top
+  except ImportError:  # a Horovod dependency, but not one of ours
+    return None
+  for address in psutil.net_if_addrs().get(iface, ()):
+    if address.family == socket.AF_INET:
+      return address.address
+  return None
+
+
+class _Listener:
+  """A port that accepts connections for as long as this process lives.
+
+  Its answer is the liveness check: the kernel closes it with the process,
+  and a host that is down or cut off cannot answer at all.
+  """
+
+  def __init__(self):
+    self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    self._socket.bind(("", 0))
+    self._socket.listen(128)
+    self.port = self._socket.getsockname()[1]
+    # Accepted and closed at once, so probes never fill the backlog.
+    threading.Thread(target=self._accept, name="rank_liveness",
+                     daemon=True).start()
+
+  def _accept(self):
+    while True:
+      try:
+        connection, _ = self._socket.accept()
+      except OSError:
+        return
+      connection.close()
+
+
+def probe(address, port, timeout=PROBE_SECONDS):
+  """None when a process listens at (address, port); else why not."""
+  try:
+    with socket.create_connection((address, port), timeout=timeout):
+      return None
+  except ConnectionRefusedError:
+    return "its process is gone"
+  except OSError:  # a timeout, an unreachable host or network
+    return "its host does not answer: down, or its link is cut"
+
+
+class Peers:
+  """Every rank's host and where its process answers while it lives.
+
+  Args:
+    rank: this rank.
+    table: per rank, (host name, address to probe or None, port).
+    listener: this rank's own listener, kept open with the object.
+  """
+
+  def __init__(self, rank, table, listener=None):
+    self.rank = rank
+    self.table = list(table)
+    self._listener = listener
+
+  @classmethod
+  def exchange(cls, hvd, environ):
+    """Opens this rank's listener and learns every rank's (a collective).
+
+    A rank advertises its address on the interface horovodrun chose; where
+    there is none (another launcher), nobody probes it, since its host name
+    may resolve to loopback on the others and a probe would then ask the
+    wrong host.
+    """
+    listener = _Listener()
+    host = environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+    address = _interface_address(environ.get("HOROVOD_GLOO_IFACE"))
+    table = hvd.allgather_object((host, address, listener.port),
+                                 name="estimator_scale_peers")
+    return cls(hvd.rank(), table, listener)
+
+  def host(self, rank):
+    return self.table[rank][0]
+
+  def lost(self, timeout=PROBE_SECONDS):
+    """[(rank, why)] of the other ranks whose process does not answer.
+
+    Probed all at once, so a job with many silent hosts takes one timeout.
+    """
+    others = [r for r in range(len(self.table))
+              if r != self.rank and self.table[r][1]]
+    if not others:
+      return []
+    with concurrent.futures.ThreadPoolExecutor(min(32, len(others))) as pool:
+      answers = pool.map(
+          lambda r: probe(self.table[r][1], self.table[r][2], timeout), others)
+      return [(r, why) for r, why in zip(others, answers) if why]
+
+  def describe(self, lost):
+    """The one line that ends a rank which lost `lost` ([(rank, why)])."""
+    names = "; ".join(f"rank {r} on {self.host(r)} ({why})" for r, why in lost)
+    return (f"Horovod rank {self.rank} on {self.host(self.rank)} lost {names}, "
+            "so every rank stops; start the job again on the hosts that "
+            "remain to resume from the last checkpoint")
+
+
+class NamingLostRanks:
+  """A Horovod coordinator whose failure after a lost rank names that rank.
+
+  Horovod's own error says only that it has shut down; the line this raises
+  instead says which rank and host are gone and what to do, while the ranks
+  that can still tell are alive. Where every other rank still answers (one
+  failed on an error of its own, which it reports), the original error
+  stands.
+
+  Args:
+    coordinator: the HorovodCoordinator to delegate to.
+    peers: this job's `Peers`.
+  """
+
+  def __init__(self, coordinator, peers):
+    self._coordinator = coordinator
+    self._peers = peers
+
+  def __getattr__(self, name):
+    return getattr(self._coordinator, name)
+
+  @contextlib.contextmanager
+  def _naming_lost_ranks(self):
+    try:
+      yield
+    except Exception as e:  # pylint: disable=broad-except
+      if SHUT_DOWN not in str(e):
+        raise
+      lost = self._peers.lost()
+      if not lost:
+        raise
+      raise errors.TopologyError(self._peers.describe(lost)) from e
+
+  def broadcast(self, value):
+    """See HorovodCoordinator."""
+    with self._naming_lost_ranks():
+      return self._coordinator.broadcast(value)
+
+  def train(self, *args, **kwargs):
+    """See HorovodCoordinator."""
+    with self._naming_lost_ranks():
+      return self._coordinator.train(*args, **kwargs)
+
+  def evaluate(self, *args, **kwargs):
+    """See HorovodCoordinator."""
+    with self._naming_lost_ranks():
+      return self._coordinator.evaluate(*args, **kwargs)
+
+  def export(self, *args, **kwargs):
+    """See HorovodCoordinator."""
+    with self._naming_lost_ranks():
+      return self._coordinator.export(*args, **kwargs)

@@ -1,0 +1,47 @@
+"""The one list of distribution backends, readable without TensorFlow.
+
+The CLI's `--distribution` and `--allreduce_compression` enums come from
+here, and `get` is the only place a backend name is turned into a backend;
+each backend module is imported when its name is first asked for, so this
+module (and a `--help`) costs no TensorFlow import.
+"""
+import importlib
+
+from estimator_scale import errors
+
+_MODULES = {
+    "none": ("estimator_scale.backends.local", "Local"),
+    "mirrored": ("estimator_scale.backends.mirrored", "Mirrored"),
+    "multi_worker_mirrored": ("estimator_scale.backends.tf_config",
+                              "MultiWorkerMirrored"),
+    "parameter_server": ("estimator_scale.backends.tf_config",
+                         "ParameterServer"),
+    "horovod": ("estimator_scale.backends.horovod", "Horovod"),
+}
+
+NAMES = tuple(_MODULES)
+"""Valid `distribution` values."""
+
+COMPRESSIONS = ("none", "fp16")
+"""`allreduce_compression` values some backend carries out; each backend
+says which of them it offers (`Backend.compressions`)."""
+
+SPARSE_EXCHANGES = ("auto", "sparse", "dense")
+"""`sparse_exchange` values: how sparse (embedding) gradients travel between
+workers. "auto" is every backend's own choice; Horovod's reducer also takes
+"sparse" (allgather the rows touched) and "dense" (allreduce the table, as
+Horovod's sparse_as_dense); each backend says which it offers
+(`Backend.sparse_exchanges`)."""
+
+
+def get(name):
+  """A new Backend for `name`, or a TopologyError listing the valid ones.
+
+  New on every call: a backend may hold per-job state (Horovod's stop flag),
+  shared by the run config, reducer and coordinator made from it.
+  """
+  if name not in _MODULES:
+    raise errors.TopologyError(
+        f"distribution={name!r} is unknown; valid: {', '.join(NAMES)}")
+  module, cls = _MODULES[name]
+  return getattr(importlib.import_module(module), cls)()

@@ -1,0 +1,317 @@
+"""TF_CONFIG clusters: `multi_worker_mirrored` and `parameter_server`.
+
+Their topology comes from TF_CONFIG, checked here (with an error that shows
+a valid one) before TensorFlow's strategy parses it.
+"""
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale import hooks as hooks_lib
+from estimator_scale import topology as topology_lib
+from estimator_scale.backends import base
+from estimator_scale.backends import coordinator
+from estimator_scale.backends import reducers
+
+COLLECTIVE_TIMEOUT = "ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT"
+DEFAULT_COLLECTIVE_TIMEOUT_S = 300
+"""multi_worker_mirrored in graph mode has no peer health check: without a
+timeout, a worker whose peer died (or whose link went down) waits in its
+collective forever. Long enough for the slowest first update (graph build,
+restore); `ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT` (seconds, 0: none) changes it."""
+
+
+SHARED_DIR_WAIT = "ESTIMATOR_SCALE_SHARED_DIR_WAIT"
+DEFAULT_SHARED_DIR_WAIT_S = 60
+"""How long a worker looks for the chief's token in model_dir: the workers
+of a job start within seconds of each other, and a directory each host
+has on its own disk never shows the token, however long it waits."""
+TOKEN_NAME = "chief.token"
+
+
+def _seconds(environ, name, default, allow_zero):
+  """`environ[name]` as seconds, or a ConfigError saying what is valid."""
+  raw = environ.get(name, str(default))
+  try:
+    seconds = float(raw)
+  except ValueError:
+    seconds = -1
+  if seconds < 0 or (seconds == 0 and not allow_zero):
+    valid = ">= 0 (0: no timeout)" if allow_zero else "> 0"
+    raise errors.ConfigError(f"{name}={raw!r} is not a number of seconds "
+                             f"{valid}")
+  return seconds
+
+
+def collective_timeout(environ):
+  """The collective ops' timeout in seconds (None: wait forever)."""
+  return _seconds(environ, COLLECTIVE_TIMEOUT, DEFAULT_COLLECTIVE_TIMEOUT_S,
+                  allow_zero=True) or None
+
+
+def _multi_worker_strategy():
+  options = tf.distribute.experimental.CommunicationOptions(
+      timeout_seconds=collective_timeout(os.environ))
+  return tf.distribute.MultiWorkerMirroredStrategy(
+      communication_options=options)
+
+
+class MultiWorkerMirrored(base.Backend):
+  """Synchronous workers; gradients all-reduced by collective ops."""
+
+  name = "multi_worker_mirrored"
+  compression_refusal = base.STRATEGY_REFUSAL
+
+  def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
+    """See base class."""
+    return _cluster(
+        self, run_config_kwargs, model_dir, intra_op_threads,
+        _multi_worker_strategy)
+
+  def check_cluster(self, cluster):
+    """Refuses a cluster this backend cannot run."""
+    if "ps" in cluster:
+      raise errors.TopologyError(
+          "distribution=multi_worker_mirrored takes a cluster of "
+          "'chief'/'worker' tasks only; TF_CONFIG has a 'ps' job "
+          "(use distribution=parameter_server)")
+
+  def _reducer(self, compression, sparse_exchange):
+    """See base class."""
+    del compression, sparse_exchange  # only the defaults pass the checks
+    return reducers.StrategyReducer()
+
+  def replicas_in_sync(self, topology):
+    """See base class."""
+    return topology.num_replicas
+
+
+class ParameterServer(base.Backend):
+  """Asynchronous workers, each applying its own updates on the servers."""
+
+  name = "parameter_server"
+  compression_refusal = ("workers send their gradients to the parameter "
+                         "servers, not through an allreduce")
+  synchronous = False
+
+  def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
+    """See base class."""
+    # Its servers keep serving between train() calls.
+    return _cluster(self, run_config_kwargs, model_dir, intra_op_threads,
+                    servers_persist=True)
+
+  def check_cluster(self, cluster):
+    """Refuses a cluster this backend cannot run."""
+    if "ps" not in cluster:
+      raise errors.TopologyError("distribution=parameter_server needs a 'ps' "
+                                 "job in TF_CONFIG's cluster")
+
+  def _reducer(self, compression, sparse_exchange):
+    """See base class."""
+    del compression, sparse_exchange  # only the defaults pass the checks
+    return reducers.LocalReducer()
+
+
+def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
+             make_strategy=None, servers_persist=False):
+  """A TF_CONFIG worker's ScaleConfig."""
+  base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
+  base.require_model_dir(backend.name, model_dir)
+  topology = read_topology(backend)
+  config = tf.estimator.RunConfig(
+      session_config=base.session_config(intra_op_threads or 0),
+      model_dir=model_dir,
+      train_distribute=make_strategy() if make_strategy else None,
+      **run_config_kwargs)
+  return base.ScaleConfig(config, topology,
+                          ClusterCoordinator(topology, servers_persist))
+
+
+def read_tf_config(environ=None):
+  """Parses TF_CONFIG, raising an error that says what a valid one looks like."""
+  environ = os.environ if environ is None else environ
+  example = ('{"cluster": {"worker": ["host1:2222", "host2:2222"]}, '
+             '"task": {"type": "worker", "index": 0}}')
+  raw = environ.get("TF_CONFIG")
+  if not raw:
+    raise errors.TopologyError("this distribution needs TF_CONFIG describing the "
+                        f"cluster, e.g. TF_CONFIG='{example}' (estimator-scale-launch "
+                        "sets it)")
+  try:
+    config = json.loads(raw)
+  except json.JSONDecodeError as e:
+    raise errors.TopologyError(f"TF_CONFIG is not valid JSON ({e}); expected e.g. "
+                        f"{example}") from None
+  cluster = config.get("cluster") if isinstance(config, dict) else None
+  task = config.get("task") if isinstance(config, dict) else None
+  if not isinstance(cluster, dict) or not isinstance(task, dict):
+    raise errors.TopologyError("TF_CONFIG needs a 'cluster' dict and a 'task' dict, "
+                        f"e.g. {example}")
+  task_type, index = task.get("type"), task.get("index")
+  if task_type not in cluster:
+    raise errors.TopologyError(f"TF_CONFIG task type {task_type!r} is not a job of "
+                        f"the cluster (jobs: {', '.join(sorted(cluster))})")
+  if not isinstance(index, int) or not 0 <= index < len(cluster[task_type]):
+    raise errors.TopologyError(
+        f"TF_CONFIG task index {index!r} is outside the cluster: job "
+        f"{task_type!r} has {len(cluster[task_type])} task(s), valid indices "
+        f"0..{len(cluster[task_type]) - 1}")
+  return cluster, task_type, index
+
+
+
+def read_topology(backend, environ=None):
+  """The topology of a TF_CONFIG worker; parameter servers and evaluators
+  compute no gradients. Workers are the chief (if any) followed by the
+  `worker` tasks, so indices are dense."""
+  cluster, task_type, index = read_tf_config(environ)
+  backend.check_cluster(cluster)
+  chiefs = len(cluster.get("chief", []))
+  num_workers = chiefs + len(cluster.get("worker", []))
+  if task_type in ("chief", "worker"):
+    worker_index = index if task_type == "chief" else chiefs + index
+  else:
+    worker_index = 0
+  return topology_lib.Topology(
+      backend=backend, num_workers=max(num_workers, 1),
+      worker_index=worker_index,
+      is_chief=(task_type == "chief" or
+                (chiefs == 0 and task_type == "worker" and index == 0)))
+
+
+class ClusterCoordinator(coordinator.Coordinator):
+  """TF_CONFIG workers (multi_worker_mirrored, parameter_server).
+
+  TF 2.15's Estimator trains these only through train_and_evaluate, which
+  this wraps; workers share model_dir, where only the chief writes. Outside
+  a training session they have no channel, so `broadcast` cannot share the
+  chief's value: decisions must follow from steps alone.
+  """
+
+  can_broadcast = False
+
+  def __init__(self, topology, servers_persist):
+    super().__init__(topology)
+    self._servers_persist = servers_persist
+    self._servers_started = False
+    self._target = 0
+    self._shared_dir_checked = False
+
+  def train(self, estimator, input_fn, hooks, steps, max_steps):
+    """See base class."""
+    if not self._shared_dir_checked:
+      check_shared_model_dir(estimator.model_dir, self.topology.backend)
+      self._shared_dir_checked = True
+    start = coordinator.checkpoint_step(estimator.model_dir)
+    target = coordinator.target_step(start, steps, max_steps,
+                                     self.topology.backend)
+    if start >= target:
+      return coordinator.nothing_to_train(start, target)
+    last = hooks_lib.LastStepHook()
+    if self._servers_started and self._servers_persist:
+      # train_and_evaluate would start this task's gRPC server a second time.
+      estimator.train(input_fn, hooks=hooks + [last], max_steps=target)
+    else:
+      tf.estimator.train_and_evaluate(
+          estimator,
+          tf.estimator.TrainSpec(input_fn, max_steps=target,
+                                 hooks=hooks + [last]),
+          # Without an evaluator task the EvalSpec is not used.
+          tf.estimator.EvalSpec(input_fn, steps=1))
+    self._servers_started = True
+    self._target = target
+    return coordinator.result(last, estimator, target)
+
+  def _wait_for_checkpoint(self, model_dir, timeout=300):
+    target = self._target
+    deadline = time.time() + timeout
+    while coordinator.checkpoint_step(model_dir) < target:
+      if time.time() > deadline:
+        raise TimeoutError(f"no checkpoint at step {target} in {model_dir} "
+                           f"after {timeout}s; is the chief alive?")
+      time.sleep(0.5)
+
+  def evaluate(self, estimator, input_fn, **kwargs):
+    """The chief evaluates in model_dir; others read its checkpoint elsewhere."""
+    if self.topology.is_chief:
+      return estimator.evaluate(input_fn, **kwargs)
+    self._wait_for_checkpoint(estimator.model_dir)
+    if kwargs.get("checkpoint_path") is None:
+      kwargs["checkpoint_path"] = tf.train.latest_checkpoint(
+          estimator.model_dir)
+    scratch = tempfile.mkdtemp(prefix="eval-")
+    try:
+      # Same model_fn and params (bound in the public wrapper), own eval dir.
+      twin = tf.estimator.Estimator(
+          lambda features, labels, mode, config: estimator.model_fn(
+              features, labels, mode, config),
+          config=estimator.config.replace(model_dir=scratch))
+      return twin.evaluate(input_fn, **kwargs)
+    finally:
+      shutil.rmtree(scratch, ignore_errors=True)
+
+  def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
+    """Only the chief exports; others return the path it will write under."""
+    if self.topology.is_chief:
+      return estimator.export_saved_model(export_dir_base, receiver_fn,
+                                          **kwargs)
+    return os.fsencode(export_dir_base)
+
+
+def shared_dir_wait(environ):
+  """Seconds a worker waits for the chief's token (`SHARED_DIR_WAIT`)."""
+  return _seconds(environ, SHARED_DIR_WAIT, DEFAULT_SHARED_DIR_WAIT_S,
+                  allow_zero=False)
+
+
+def _read_token(path):
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      return json.loads(f.read())
+  except (tf.errors.NotFoundError, ValueError):
+    return None  # not there yet, or seen half-written
+
+
+def check_shared_model_dir(model_dir, backend, environ=None):
+  """Fails unless this task's model_dir is the chief's.
+
+  Workers each start from the checkpoint they find there, and only the
+  chief writes one, so workers on directories of their own (each host's
+  own disk) would diverge on a restart, or hang waiting for a checkpoint
+  the chief wrote elsewhere, with nothing said. The chief leaves a token
+  naming the cluster; a worker that sees no such token within the wait is
+  not looking at the chief's directory. A token left by an earlier run of
+  the same cluster can only be in the chief's own directory, since the
+  cluster's addresses fix which host is the chief.
+  """
+  environ = os.environ if environ is None else environ
+  cluster, task_type, index = read_tf_config(environ)
+  if task_type not in ("chief", "worker"):
+    return  # parameter servers and evaluators train nothing here
+  path = os.path.join(model_dir, TOKEN_NAME)
+  topology = read_topology(backend, environ)
+  if topology.is_chief:
+    tf.io.gfile.makedirs(model_dir)
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(json.dumps({"cluster": cluster}))
+    return
+  wait = shared_dir_wait(environ)
+  deadline = time.monotonic() + wait
+  while True:
+    token = _read_token(path)
+    if token is not None and token.get("cluster") == cluster:
+      return
+    if time.monotonic() > deadline:
+      raise errors.ConfigError(
+          f"model_dir={model_dir}: {task_type} {index} sees no token from "
+          f"this job's chief there after {wait:g} s, so the workers do not "
+          f"share this directory (each host's own disk?); {backend.name} "
+          "needs one model_dir for all its workers: a shared file system, "
+          "or object storage (s3://, gs://). If the chief starts later, "
+          f"raise {SHARED_DIR_WAIT}")
+    time.sleep(0.5)

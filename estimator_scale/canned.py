@@ -1,0 +1,291 @@
+"""Optimizers for canned estimators: the backend's reduction and the
+learning-rate rules, inside the Keras optimizer a canned estimator takes.
+
+TF 2.15's canned (v2) estimators make their train op by calling
+`get_updates(loss, variables)` on a `tf.keras.optimizers.legacy` optimizer,
+or on what a zero-argument callable returns when the training graph is
+built. That call is the one place a canned estimator lets the framework in,
+so `canned_optimizer` returns such a callable, and the optimizer it makes
+does in `get_updates` what `build_train_op` does for a hand-written
+model_fn: average the gradients through the backend's reducer, scale the
+learning rate (linear, sqrt, or AdaScale with S = replicas per update) and
+apply the mean.
+
+The reducer averages under tf.distribute too, although the strategy would
+sum inside `apply_gradients` on its own: AdaScale needs the mean before the
+update, and TF 2.15's graph-mode strategies fail on sparse gradients whose
+lengths differ between replicas (a feature column's ids in a batch with
+missing values), which the reducer pads. Under Horovod it is one grouped
+allreduce with the stop flag; one process and parameter servers need none.
+
+A canned DNNLinearCombinedClassifier trains its two parts with two
+optimizers, each calling `get_updates` on its own variables; with AdaScale
+each part keeps its own estimates. The part whose optimizer counts
+`global_step` (the deep part when there is one) keeps them under
+`adascale/`, where `scale_invariant_steps` and TensorBoard read them; the
+other under `adascale/<its optimizer's name>/`.
+"""
+import dataclasses
+import functools
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale.backends import base
+from estimator_scale.train_ops import adascale
+from estimator_scale.train_ops import gradients
+from estimator_scale.train_ops import pipeline
+from estimator_scale.train_ops import scaling
+
+CANNED_NAMES = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
+"""The optimizer names TF 2.15's canned estimators take, each meaning its
+`tf.keras.optimizers.legacy` class."""
+
+
+def _legacy_class(name):
+  legacy = tf.keras.optimizers.legacy
+  return {"Adagrad": legacy.Adagrad, "Adam": legacy.Adam, "Ftrl": legacy.Ftrl,
+          "RMSProp": legacy.RMSprop, "SGD": legacy.SGD}[name]
+
+
+def _what_to_pass(optimizer):
+  """The one-line refusal of an optimizer canned estimators do not take."""
+  kind = type(optimizer).__name__
+  example = "tf.keras.optimizers.legacy.Adagrad(learning_rate=0.05)"
+  if isinstance(optimizer, tf.keras.optimizers.Optimizer):
+    # Keras 2.11+'s optimizers: canned estimators refuse them in graph mode.
+    return (f"optimizer={kind} is a Keras optimizer canned estimators "
+            "refuse in graph mode; pass "
+            f"tf.keras.optimizers.legacy.{kind}(...) instead")
+  if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+    return (f"optimizer={kind} is a TF1 optimizer, which TF 2.15's canned "
+            "estimators refuse; pass a tf.keras.optimizers.legacy optimizer, "
+            f"e.g. {example}")
+  if isinstance(optimizer, str):
+    return (f"optimizer={optimizer!r} is not a name canned estimators take; "
+            f"pass one of {', '.join(CANNED_NAMES)} or a "
+            f"tf.keras.optimizers.legacy optimizer, e.g. {example}")
+  if isinstance(optimizer, type) or callable(optimizer):
+    return (f"optimizer={optimizer!r} is not an optimizer: pass the "
+            f"optimizer itself, e.g. {example} (canned_optimizer makes a new "
+            "one in every training graph)")
+  return (f"optimizer={optimizer!r} ({kind}) is not an optimizer canned "
+          f"estimators take; pass a tf.keras.optimizers.legacy optimizer, "
+          f"e.g. {example}")
+
+
+def _class_and_config(optimizer):
+  """(legacy optimizer class, its config), each graph's copy made from them.
+
+  An optimizer instance cannot be shared between graphs (Estimator builds
+  one per train, evaluate and export call), so it is rebuilt from its
+  config, as `hvd.DistributedOptimizer` does for Keras.
+  """
+  if isinstance(optimizer, str) and optimizer in CANNED_NAMES:
+    optimizer = _legacy_class(optimizer)()
+  if not isinstance(optimizer, tf.keras.optimizers.legacy.Optimizer):
+    raise errors.ConfigError(_what_to_pass(optimizer))
+  try:
+    config = optimizer.get_config()
+  except (TypeError, ValueError) as e:
+    raise errors.ConfigError(
+        f"optimizer={type(optimizer).__name__}: its config cannot be read "
+        f"({e}); give its learning rate as a number or a "
+        "tf.keras.optimizers.schedules.LearningRateSchedule") from None
+  return type(optimizer), config
+
+
+def _base_schedule(learning_rate):
+  """step -> the S = 1 learning rate, from an optimizer config's value."""
+  if isinstance(learning_rate, dict):
+    learning_rate = tf.keras.optimizers.schedules.deserialize(learning_rate)
+  if isinstance(learning_rate,
+                tf.keras.optimizers.schedules.LearningRateSchedule):
+    return lambda step: tf.cast(learning_rate(step), tf.float32)
+  return lambda step: tf.constant(float(learning_rate), tf.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+  """What every graph's copy of one canned optimizer does besides applying."""
+  topology: Any
+  lr_scaling: str
+  scale: float
+  samples: int
+  scaling_warmup_updates: int
+  adascale_smoothing: Optional[float]
+  allreduce_compression: str
+  schedule: Any
+  name: str
+
+
+class CannedOptimizer:
+  """The callable a canned estimator's `optimizer` argument takes.
+
+  Called in each training graph (canned estimators call it in TRAIN mode
+  only), it returns a new optimizer of the given class whose
+  `get_updates` reduces and scales as the job's backend needs.
+
+  Attributes:
+    plan: what it does besides applying (topology, rule, S).
+  """
+
+  def __init__(self, optimizer_class, config, plan):
+    self._class = optimizer_class
+    self._config = config
+    self.plan = plan
+
+  def __call__(self):
+    rate = _Rate()
+    optimizer = _reducing_class(self._class).from_config(
+        dict(self._config, learning_rate=rate))
+    optimizer.attach(self.plan, rate)
+    return optimizer
+
+  def __repr__(self):
+    return (f"canned_optimizer({self._class.__name__}, "
+            f"lr_scaling={self.plan.lr_scaling!r}, scale={self.plan.scale:g})")
+
+
+class _Rate:
+  """The optimizer's learning rate: a callable hyperparameter, filled in
+  when `get_updates` has computed this update's rate."""
+
+  def __init__(self):
+    self.value = None
+
+  def __call__(self):
+    if self.value is None:
+      raise errors.UsageError(
+          "this optimizer's learning rate is made by get_updates(loss, "
+          "variables), the call canned estimators make; apply_gradients "
+          "alone would skip the reduction across workers")
+    return self.value
+
+
+def canned_optimizer(optimizer, topology, lr_scaling="identity", scale=None,
+                     scaling_warmup_updates=0, adascale_smoothing=None,
+                     allreduce_compression="none"):
+  """An optimizer for a canned estimator that trains with the job's backend.
+
+  Pass it where a canned estimator takes an optimizer
+  (`tf.estimator.DNNClassifier(optimizer=...)`,
+  `DNNLinearCombinedClassifier(linear_optimizer=..., dnn_optimizer=...)`),
+  make the estimator with `config=scale_config.run_config`, and train it
+  through `make_estimator(estimator, scale_config=scale_config)`, which adds
+  the coordination (Horovod's broadcast, the agreed stop, chief-only
+  writes).
+
+  Args:
+    optimizer: a `tf.keras.optimizers.legacy` optimizer (its learning rate a
+      number or a `tf.keras.optimizers.schedules.LearningRateSchedule`:
+      the S = 1 schedule, read at `global_step`, or at AdaScale's
+      scale-invariant step), or a name canned estimators take
+      (`CANNED_NAMES`, with that class's default learning rate).
+    topology: this process's `Topology` (or the `ScaleConfig` it is in).
+    lr_scaling: `identity`, `linear`, `sqrt` or `adascale`
+      (`scaling.RULES`).
+    scale: S; None means the replicas whose gradients one update averages.
+    scaling_warmup_updates: `linear` rule's warm-up length in updates.
+    adascale_smoothing: AdaScale's theta (None: its default for n).
+    allreduce_compression: where the backend offers it (Horovod: fp16).
+
+  Returns:
+    A `CannedOptimizer`: a zero-argument callable returning the optimizer.
+
+  Raises:
+    ConfigError: an optimizer canned estimators refuse (the message names
+      what to pass), or settings this topology cannot run.
+  """
+  if isinstance(topology, base.ScaleConfig):
+    topology = topology.topology
+  optimizer_class, config = _class_and_config(optimizer)
+  samples = topology.replicas_per_update
+  with errors.as_config_error():
+    scaling.check_rule(lr_scaling, scale)
+    adascale.check_smoothing(adascale_smoothing)
+    if adascale_smoothing is not None and lr_scaling != "adascale":
+      raise ValueError(f"adascale_smoothing={adascale_smoothing} needs "
+                       "lr_scaling='adascale'")
+    topology.backend.check_offers(allreduce_compression)
+    resolved = float(scale) if scale is not None else float(samples)
+    if lr_scaling == "adascale":
+      adascale.check_samples(resolved, samples)
+  plan = _Plan(topology=topology, lr_scaling=lr_scaling, scale=resolved,
+               samples=samples, scaling_warmup_updates=scaling_warmup_updates,
+               adascale_smoothing=adascale_smoothing,
+               allreduce_compression=allreduce_compression,
+               schedule=_base_schedule(config.get("learning_rate", 0.001)),
+               name=config.get("name") or optimizer_class.__name__)
+  return CannedOptimizer(optimizer_class, config, plan)
+
+
+class _Reducing:
+  """Placed before a legacy optimizer's class: its `get_updates` averages
+  over the replicas as the backend does, scales the learning rate and
+  applies, in one op."""
+
+  def attach(self, plan, rate):
+    self._es_plan = plan
+    self._es_rate = rate
+
+  def get_updates(self, loss, params):
+    """See base class."""
+    return [self._reduce_and_apply(loss, list(params))]
+
+  def _reduce_and_apply(self, loss, params):
+    """The train op of this optimizer in one replica's graph.
+
+    Under a tf.distribute strategy the canned head has already divided each
+    replica's loss by their number, so a replica's gradient is g_i / N;
+    times N it is on the scale of the update's mean, as AdaScale's
+    per-replica norms must be.
+    """
+    plan = self._es_plan
+    in_sync = pipeline.replicas_in_sync(plan.topology)
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    samples = [gradients.scale(g, float(in_sync))
+               for g in self.get_gradients(loss, params)]
+    reducer = plan.topology.backend.make_reducer(plan.allreduce_compression)
+    finished = []
+    if plan.lr_scaling == "adascale":
+      with pipeline.root_variable_scope():
+        state = adascale.AdaScale(plan.scale, plan.samples,
+                                  plan.adascale_smoothing,
+                                  scope=self._state_scope(global_step))
+      mean, (sum_squared,) = reducer.all_mean(
+          samples, [gradients.total_squared_norm(samples)])
+      rate, finite, finished = state.update(mean, sum_squared, plan.schedule)
+      with tf.control_dependencies([rate]):
+        finished.append(state.advance())
+      # A skipped update must not write inf * 0 = NaN into the weights.
+      mean = [gradients.zero_unless(finite, g) for g in mean]
+    else:
+      mean, _ = reducer.all_mean(samples, [])
+      rate = _fixed_rate(plan, global_step)
+    self._es_rate.value = rate
+    # Equal on every replica already: a strategy must not sum them again
+    # (nor could it, in TF 2.15's graph mode, for sparse gradients of
+    # different lengths; the backend's reducer pads them).
+    applied = self.apply_gradients(list(zip(mean, params)),
+                                   experimental_aggregate_gradients=False)
+    return tf.group(applied, *finished)
+
+  def _state_scope(self, global_step):
+    """`adascale` for the optimizer that counts global_step, else its own."""
+    if any(weight is global_step for weight in self.weights):
+      return adascale.SCOPE
+    return f"{adascale.SCOPE}/{self._es_plan.name}"
+
+
+@functools.lru_cache(maxsize=None)
+def _reducing_class(optimizer_class):
+  """`optimizer_class` with `_Reducing` first in its bases, made once."""
+  return type(optimizer_class.__name__, (_Reducing, optimizer_class), {})
+
+
+def _fixed_rate(plan, global_step):
+  return scaling.scaled_learning_rate(
+      plan.lr_scaling, plan.schedule, global_step, plan.scale,
+      plan.scaling_warmup_updates)

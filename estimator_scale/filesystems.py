@@ -1,0 +1,115 @@
+"""The file system a path needs, loaded when a path asks for it.
+
+TensorFlow 2.15 itself reads and writes local paths, `gs://` and `ram://`;
+object stores and Hadoop (`s3://`, `hdfs://`, ...) live in tensorflow-io,
+whose import registers them with tf.io.gfile and tf.data. Importing it up
+front would cost every job its load time and its native libraries, so it is
+imported only for a path whose scheme TensorFlow lacks, and a missing one is
+one line naming the extra that brings it, not TensorFlow's traceback from
+deep inside a checkpoint save or a dataset read.
+
+tensorflow-io 0.36.0 (the release built for TF 2.15) leaves its S3 client
+alive at exit, and the process then aborts in C++ static destructors;
+`exit_process` is how a program that may have used it ends.
+"""
+import atexit
+import ctypes
+import os
+import re
+import sys
+
+from estimator_scale import errors
+
+EXTRA = "estimator_scale[s3]"
+IO_RELEASE = "tensorflow-io 0.36.0"
+IO_SCHEMES = ("s3", "hdfs", "viewfs", "har", "az", "oss", "http", "https")
+"""Schemes tensorflow-io registers; none of them is built into TF 2.15."""
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def scheme(path):
+  """The scheme of `path` ("s3" of s3://bucket/run), "" for a local path."""
+  match = _SCHEME.match(os.fspath(path))
+  return match.group(1).lower() if match else ""
+
+
+def _registered():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return set(tf.io.gfile.get_registered_schemes())
+
+
+def require(name, path):
+  """Makes sure tf.io.gfile can open `path`, importing tensorflow-io if the
+  scheme is one of its own.
+
+  Args:
+    name: what the path was given as (`model_dir`), for the message.
+    path: a path or glob; without a scheme, nothing is done.
+
+  Raises:
+    ConfigError: no file system for the scheme, or tensorflow-io is
+      installed but registered none for it; the message says what to
+      install.
+  """
+  wanted = scheme(path) if path else ""
+  if not wanted or wanted in _registered():
+    return
+  if wanted not in IO_SCHEMES:
+    raise errors.ConfigError(
+        f"{name}={path}: TensorFlow has no file system for {wanted}://; "
+        f"built in: {', '.join(sorted(s for s in _registered() if s))}, "
+        f"and with {EXTRA}: {', '.join(IO_SCHEMES)}")
+  try:
+    import tensorflow_io  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    raise errors.ConfigError(
+        f"{name}={path} needs the {wanted} file system: pip install "
+        f"'{EXTRA}' ({IO_RELEASE})") from None
+  if wanted not in _registered():
+    raise errors.ConfigError(
+        f"{name}={path}: tensorflow_io is installed but registered no "
+        f"{wanted} file system; install the release built for this "
+        f"TensorFlow: pip install '{EXTRA}' ({IO_RELEASE})")
+
+
+def io_loaded():
+  """Whether this process imported tensorflow-io (by `require` or not)."""
+  return "tensorflow_io" in sys.modules
+
+
+def exit_process(status):
+  """Ends the process with `status` after Python's own exit work, without
+  C++ static destructors.
+
+  tensorflow-io 0.36.0 starts the AWS SDK on its first s3:// access and
+  never shuts it down. At exit the SDK's global EC2 metadata client is
+  destroyed after the log system tensorflow-io installed in the SDK, and
+  its HTTP client logs through that dead object: "pure virtual method
+  called", and the process aborts after a job that succeeded. The log
+  system is not reachable from outside the library (its symbols are
+  hidden), so the destructors are skipped: the atexit handlers (Horovod's
+  shutdown, absl's and logging's flushes) and the buffers of Python and of
+  C stdio run as at a normal exit, then the kernel reclaims the rest.
+  """
+  try:
+    atexit._run_exitfuncs()  # pylint: disable=protected-access
+  finally:
+    for stream in (sys.stdout, sys.stderr):
+      try:
+        stream.flush()
+      except (AttributeError, OSError, ValueError):
+        pass
+    ctypes.CDLL(None).fflush(None)
+    os._exit(status)  # pylint: disable=protected-access
+
+
+def exit_status(code):
+  """The status `sys.exit(code)` ends a process with (printing a message
+  given as the code, as Python does)."""
+  if code is None:
+    return 0
+  if isinstance(code, int):
+    return code & 0xFF
+  print(code, file=sys.stderr)
+  return 1

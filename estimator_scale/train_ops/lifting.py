@@ -1,0 +1,103 @@
+"""State the network makes inside a traced loop, made in the outer graph instead.
+
+Accumulation traces the network inside a `tf.while_loop` body, a function
+graph of its own. Variables and lookup tables made there belong in the
+outer graph: the Saver, the variable initializers and `tables_initializer`
+(which Estimator's Scaffold runs once, before training) only see that one,
+and a table's initializer made inside the loop cannot be run from outside
+it. `lift_to_outer_graph` intercepts both kinds of creation and runs it
+under `tf.init_scope`, as tf.distribute's strategies do for their own
+variables and tables.
+"""
+import contextlib
+import copy
+
+import tensorflow as tf
+# The resource creator scope, the one way to intercept a lookup table's
+# construction as a variable creator intercepts a variable's, is not public
+# API in TensorFlow 2.15 (tf.distribute's own strategies use it).
+from tensorflow.python.framework import ops as tf_ops  # pylint: disable=g-direct-tensorflow-import
+
+
+def _lift_variable(next_creator, **kwargs):
+  """Creates a variable in the outermost graph."""
+  with tf.init_scope():
+    return next_creator(**kwargs)
+
+
+def _resource_types():
+  """The names resource creators are registered under, one per class.
+
+  A resource creator applies to the one class whose `_resource_type()` it
+  names, so every subclass of TrackableResource loaded by now is listed:
+  the `tf.lookup` tables and whatever Keras or a user derives from them.
+  """
+  names, pending = set(), [tf.saved_model.experimental.TrackableResource]
+  while pending:
+    cls = pending.pop()
+    pending.extend(cls.__subclasses__())
+    names.add(cls._resource_type())  # pylint: disable=protected-access
+  return sorted(names)
+
+
+def _lifted(value, outer):
+  """`value` as the outer graph can use it: constants made inside are remade.
+
+  A table's initializer (keys and values) is usually made of constants the
+  network writes inline (`tf.lookup.KeyValueTensorInitializer(["a", "b"],
+  [0, 1])`), which then live in the loop's graph; their values are known, so
+  they are made again in the outer graph. An initializer object holding such
+  tensors is copied with them replaced.
+
+  Raises:
+    ValueError: the value is computed inside the network at run time.
+  """
+  if isinstance(value, tf.Tensor):
+    if value.graph is outer:
+      return value
+    static = tf.get_static_value(value)
+    if static is None:
+      raise ValueError(
+          f"a lookup table made inside the network is built from "
+          f"{value.name}, which the network computes at run time; "
+          "accumulation_steps > 1 makes the table once, outside the loop over "
+          "micro-batches, so build it from constants (or a vocabulary file), "
+          "make it before the network runs, or use accumulation_steps=1")
+    with tf.init_scope():
+      return tf.constant(static, dtype=value.dtype)
+  attributes = getattr(value, "__dict__", None)
+  if not attributes or isinstance(value, type):
+    return value
+  inner = {name: item for name, item in attributes.items()
+           if isinstance(item, tf.Tensor) and item.graph is not outer}
+  if not inner:
+    return value
+  lifted = copy.copy(value)
+  for name, item in inner.items():
+    setattr(lifted, name, _lifted(item, outer))
+  return lifted
+
+
+def _lift_resource(next_creator, *args, **kwargs):
+  """Creates a resource (a lookup table) and its initializer in the outermost graph."""
+  with tf.init_scope():
+    outer = tf.compat.v1.get_default_graph()
+  args, kwargs = tf.nest.map_structure(lambda v: _lifted(v, outer),
+                                       (args, kwargs))
+  with tf.init_scope():
+    return next_creator(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def lift_to_outer_graph():
+  """Variables and resources made inside the `with` go to the outermost graph.
+
+  Enter it inside the function graph being traced (the loop's body): the
+  resource creators are registered on the graph that is the default when
+  the `with` starts.
+  """
+  with contextlib.ExitStack() as stack:
+    stack.enter_context(tf.variable_creator_scope(_lift_variable))
+    for name in _resource_types():
+      stack.enter_context(tf_ops.resource_creator_scope(name, _lift_resource))
+    yield

@@ -1,0 +1,220 @@
+r"""Click logs of Criteo's shape, made from a seed, with a planted model.
+
+Criteo's display-advertising logs have a click label, 13 numeric columns
+(counts, heavy-tailed, sometimes missing) and 26 categorical columns whose
+values are hashed ids: a few ids are very frequent, most are rare. Here the
+counts are log-normal, and each categorical column draws ranks from a Zipf
+law over its own vocabulary (3 to 30,000 values) and writes them as 31-bit
+hashes, as Criteo writes 32-bit ones; some values are missing.
+
+The label comes from a planted logistic model: the click's log-odds add up
+a weight per log-count of six numeric columns, an effect per id of ten
+categorical columns, and an effect per pair of ids of two more columns that
+alone carry nothing (what a crossed column learns and a sum of per-column
+effects cannot). The probabilities are known, so the best AUC any model can
+reach on the eval split is known too (`planted_auc`): no model ranks better
+than the probabilities the labels were drawn from.
+
+Everything follows from the seed; nothing is downloaded.
+`tools/click_logs.py` writes the TFRecords and prints their globs and the
+planted AUC.
+"""
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+NUMERIC = tuple(f"I{i}" for i in range(1, 14))
+CATEGORICAL = tuple(f"C{i}" for i in range(1, 27))
+LABEL = "label"
+VOCABULARY = tuple(int(v) for v in np.round(np.geomspace(3, 30000, 26)))
+"""Distinct ids per categorical column, C1 ... C26."""
+CROSSED = ("C3", "C5")
+"""The pair whose ids act only together (small vocabularies: 6 x 13)."""
+INFORMATIVE_NUMERIC = NUMERIC[:6]
+INFORMATIVE_CATEGORICAL = ("C1", "C2", "C4", "C7", "C10", "C13", "C16", "C19",
+                           "C22", "C25")
+"""Columns with an effect per id, over the whole range of vocabularies."""
+ZIPF_EXPONENT = 1.2
+MISSING_NUMERIC = 0.1
+MISSING_CATEGORICAL = 0.05
+CLICK_RATE = 0.25
+"""About Criteo's share of clicks (Kaggle set: 25.6 %)."""
+SIZES = {"train": 60000, "eval": 5000}
+SHARDS = {"train": 4, "eval": 2}
+VERSION = 1
+"""Bump when the generator changes, so cached files are not reused."""
+
+
+class _Planted:
+  """The planted model's parameters, drawn from the seed."""
+
+  def __init__(self, seed):
+    rng = np.random.default_rng([seed, 0])
+    self.count_mean = rng.uniform(0.0, 4.0, len(NUMERIC))
+    self.count_sigma = rng.uniform(0.5, 1.5, len(NUMERIC))
+    self.numeric_weights = {name: rng.normal(0.0, 0.5)
+                            for name in INFORMATIVE_NUMERIC}
+    self.id_effects = {
+        name: rng.normal(0.0, 0.7, VOCABULARY[CATEGORICAL.index(name)])
+        for name in INFORMATIVE_CATEGORICAL}
+    sizes = [VOCABULARY[CATEGORICAL.index(name)] for name in CROSSED]
+    self.pair_effects = rng.normal(0.0, 1.0, sizes)
+    # The bias that makes about CLICK_RATE of the examples clicks.
+    columns = _draw_columns(self, np.random.default_rng([seed, 3]), 20000)
+    logits = self.logits(*columns)
+    low, high = -10.0, 10.0
+    for _ in range(50):
+      self.bias = (low + high) / 2
+      if _sigmoid(logits + self.bias).mean() > CLICK_RATE:
+        high = self.bias
+      else:
+        low = self.bias
+
+  def logits(self, counts, ranks, bias=0.0):
+    """Log-odds without the bias, from counts and ranks (-1: missing)."""
+    total = np.full(len(counts[NUMERIC[0]]), bias)
+    for name, weight in self.numeric_weights.items():
+      j = NUMERIC.index(name)
+      standard = (np.log1p(np.maximum(counts[name], 0.0)) -
+                  self.count_mean[j]) / self.count_sigma[j]
+      total += weight * np.where(counts[name] < 0, 0.0, standard)
+    for name, effects in self.id_effects.items():
+      rank = ranks[name]
+      total += np.where(rank < 0, 0.0, effects[np.maximum(rank, 0)])
+    first, second = (ranks[name] for name in CROSSED)
+    both = (first >= 0) & (second >= 0)
+    total += np.where(both, self.pair_effects[np.maximum(first, 0),
+                                              np.maximum(second, 0)], 0.0)
+    return total
+
+
+def _sigmoid(x):
+  return 1.0 / (1.0 + np.exp(-x))
+
+
+def _zipf_ranks(rng, vocabulary, count):
+  """Ranks 0..vocabulary-1 with P(r) proportional to (r + 1)^-s."""
+  weights = np.arange(1, vocabulary + 1, dtype=np.float64) ** -ZIPF_EXPONENT
+  return rng.choice(vocabulary, size=count, p=weights / weights.sum())
+
+
+def _draw_columns(planted, rng, count):
+  """({numeric: counts, -1 missing}, {categorical: ranks, -1 missing})."""
+  counts, ranks = {}, {}
+  for j, name in enumerate(NUMERIC):
+    values = np.floor(np.exp(rng.normal(planted.count_mean[j],
+                                        planted.count_sigma[j], count)))
+    counts[name] = np.where(rng.random(count) < MISSING_NUMERIC, -1.0, values)
+  for name, vocabulary in zip(CATEGORICAL, VOCABULARY):
+    drawn = _zipf_ranks(rng, vocabulary, count)
+    ranks[name] = np.where(rng.random(count) < MISSING_CATEGORICAL, -1, drawn)
+  return counts, ranks
+
+
+def hashed_id(column, ranks):
+  """The id a rank of a column is written as: a 31-bit hash, like Criteo's
+  anonymised values (splitmix64's mixing of column and rank)."""
+  x = (np.uint64(CATEGORICAL.index(column) + 1) << np.uint64(32)) + (
+      ranks.astype(np.uint64))
+  x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+  x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+  x = x ^ (x >> np.uint64(31))
+  return (x & np.uint64(0x7FFFFFFF)).astype(np.int64)
+
+
+def generate(split, seed=0, count=None):
+  """One split as arrays.
+
+  Returns:
+    (features, labels, probabilities): features maps each numeric column
+    to float32 counts and each categorical column to int64 hashed ids (NaN
+    and -1 where missing); labels are 0/1 clicks drawn with the planted
+    probabilities.
+  """
+  planted = _Planted(seed)
+  index = {"train": 1, "eval": 2}[split]
+  rng = np.random.default_rng([seed, index])
+  count = count or SIZES[split]
+  counts, ranks = _draw_columns(planted, rng, count)
+  probabilities = _sigmoid(planted.logits(counts, ranks, planted.bias))
+  labels = (rng.random(count) < probabilities).astype(np.int64)
+  features = {name: np.where(values < 0, np.nan, values).astype(np.float32)
+              for name, values in counts.items()}
+  for name, rank in ranks.items():
+    features[name] = np.where(rank < 0, -1, hashed_id(name, rank))
+  return features, labels, probabilities
+
+
+def auc(labels, scores):
+  """The area under the ROC curve (ties count one half)."""
+  from sklearn import metrics  # pylint: disable=g-import-not-at-top
+  return float(metrics.roc_auc_score(labels, scores))
+
+
+def planted_auc(seed=0, split="eval"):
+  """The AUC of the planted probabilities: the best any model can reach."""
+  _, labels, probabilities = generate(split, seed)
+  return auc(labels, probabilities)
+
+
+def _example(features, label, i):
+  """Row i as a tf.train.Example; a missing value is left out."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  feature = {LABEL: tf.train.Feature(
+      int64_list=tf.train.Int64List(value=[int(label)]))}
+  for name in NUMERIC:
+    value = features[name][i]
+    if not np.isnan(value):
+      feature[name] = tf.train.Feature(
+          float_list=tf.train.FloatList(value=[value]))
+  for name in CATEGORICAL:
+    value = features[name][i]
+    if value >= 0:
+      feature[name] = tf.train.Feature(
+          int64_list=tf.train.Int64List(value=[value]))
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def write_split(split, directory, seed=0):
+  """Writes a split as round-robin TFRecord shards; returns their paths."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  features, labels, _ = generate(split, seed)
+  shards = SHARDS[split]
+  paths = [os.path.join(directory, f"{split}-{i:05d}-of-{shards:05d}.tfrecord")
+           for i in range(shards)]
+  writers = [tf.io.TFRecordWriter(path) for path in paths]
+  for i, label in enumerate(labels):
+    writers[i % shards].write(_example(features, label, i).SerializeToString())
+  for writer in writers:
+    writer.close()
+  return paths
+
+
+def default_data_dir():
+  return os.environ.get("ESTIMATOR_SCALE_DATA",
+                        os.path.join(tempfile.gettempdir(),
+                                     "estimator_scale_data"))
+
+
+def tfrecord_pattern(split, seed=0, data_dir=None):
+  """The glob of a split's shards, writing both splits first if missing.
+
+  Several processes may ask at once (Horovod ranks, TF_CONFIG workers):
+  each writes into a private directory and renames it into place, so no
+  reader sees a half-written shard.
+  """
+  root = os.path.join(data_dir or default_data_dir(),
+                      f"clicks-v{VERSION}-seed{seed}")
+  if not os.path.isdir(root):
+    os.makedirs(os.path.dirname(root), exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="clicks-", dir=os.path.dirname(root))
+    for name in SIZES:
+      write_split(name, scratch, seed)
+    try:
+      os.rename(scratch, root)
+    except OSError:  # another process got there first
+      shutil.rmtree(scratch, ignore_errors=True)
+  return os.path.join(root, f"{split}-*.tfrecord")
+

@@ -1,0 +1,185 @@
+"""Wide & deep over feature columns on Criteo-shaped click logs (click_data).
+
+Two ways to train the same model, as Estimator users do: `wide_deep`, a
+registered model whose network reads the feature columns (trained through
+the framework's pipeline, with accumulation and AdaScale like any model),
+and `canned_estimator`, TF's own DNNLinearCombinedClassifier over the same
+columns (FTRL for the wide part, Adagrad for the deep part: the canned
+defaults), trained through `es.make_estimator`.
+
+The wide part reads every categorical column hashed into buckets, plus the
+cross of the two columns whose ids act only together; the deep part reads
+the same hashed columns as embeddings and the counts as log(1 + count).
+Both exports take serialized tf.train.Examples and parse them with the
+columns' parse spec, as the records on disk are parsed.
+"""
+import tensorflow as tf
+
+import estimator_scale as es
+from model_zoo import click_data
+
+DEFAULT_HPARAMS = {"hidden_units": [64, 32], "embedding_dim": 8,
+                   "hash_bucket_size": 1000, "cross_bucket_size": 100,
+                   "data_seed": 0}
+
+
+def categorical_columns(params):
+  """Each categorical column's hashed ids, in `hash_bucket_size` buckets."""
+  return [tf.feature_column.categorical_column_with_hash_bucket(
+      name, params["hash_bucket_size"], dtype=tf.int64)
+          for name in click_data.CATEGORICAL]
+
+
+def wide_columns(params):
+  """What the wide (linear) part weighs: hashed ids and the crossed pair.
+
+  A cross takes integer ids only through a categorical column (its string
+  keys mean string features); the ids are below 2^31, so the identity
+  column hands them over unchanged and the cross hashes the pairs.
+  """
+  crossed = tf.feature_column.crossed_column(
+      [tf.feature_column.categorical_column_with_identity(name, 2**31)
+       for name in click_data.CROSSED], params["cross_bucket_size"])
+  return categorical_columns(params) + [crossed]
+
+
+def deep_columns(params):
+  """What the deep part reads: embedded ids and log counts.
+
+  A missing count reads as 0, as in most Criteo pipelines.
+  """
+  numeric = [tf.feature_column.numeric_column(name, default_value=0.0,
+                                              normalizer_fn=tf.math.log1p)
+             for name in click_data.NUMERIC]
+  embedded = [tf.feature_column.embedding_column(column,
+                                                 params["embedding_dim"])
+              for column in categorical_columns(params)]
+  return numeric + embedded
+
+
+def parse_spec():
+  """{name: tf.io parse feature} of one record, the label included.
+
+  The columns' own spec (hashed ids as VarLenFeature, so an id may be
+  missing); it does not depend on bucket sizes or dimensions.
+  """
+  spec = tf.feature_column.make_parse_example_spec(
+      wide_columns(DEFAULT_HPARAMS) + deep_columns(DEFAULT_HPARAMS))
+  spec[click_data.LABEL] = tf.io.FixedLenFeature([], tf.int64)
+  return spec
+
+
+@es.register
+class WideDeep(es.BaseModel):
+  """Wide & deep over feature columns on generated Criteo-shaped clicks."""
+
+  name = "wide_deep"
+  serving_examples = True
+
+  def default_hparams(self):
+    """See base class."""
+    return dict(DEFAULT_HPARAMS)
+
+  def logits(self, features, training, params):
+    """See base class: the wide part's weighted ids plus the deep part.
+
+    The wide part's weights are one-wide embeddings summed over the ids, a
+    linear model over the hashed columns whose gradients stay sparse.
+    """
+    wide = tf.keras.layers.DenseFeatures(
+        [tf.feature_column.embedding_column(
+            column, 1, combiner="sum",
+            initializer=tf.keras.initializers.Zeros())
+         for column in wide_columns(params)], name="wide")(features)
+    net = tf.keras.layers.DenseFeatures(deep_columns(params),
+                                        name="deep")(features)
+    for i, units in enumerate(params["hidden_units"]):
+      net = tf.keras.layers.Dense(units, activation="relu",
+                                  name=f"hidden{i}")(net)
+    deep = tf.keras.layers.Dense(1, name="deep_logit")(net)
+    bias = tf.keras.layers.Dense(1, name="wide_logit")(
+        tf.reduce_sum(wide, axis=1, keepdims=True))
+    return tf.reshape(deep + bias, [-1])
+
+  def loss(self, labels, logits, params):
+    """See base class: the mean log loss of the clicks."""
+    return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.cast(tf.reshape(labels, [-1]), logits.dtype),
+        logits=logits))
+
+  def predictions(self, logits, params):
+    """See base class: the click probability and its log-odds."""
+    return {"probabilities": tf.sigmoid(logits), "logits": logits}
+
+  def eval_metrics(self, labels, logits, params):
+    """See base class: AUC and accuracy at 0.5."""
+    labels = tf.reshape(labels, [-1])
+    probabilities = tf.sigmoid(logits)
+    auc = tf.keras.metrics.AUC(num_thresholds=1000, name="auc")
+    auc.update_state(labels, probabilities)
+    accuracy = tf.keras.metrics.BinaryAccuracy(name="accuracy")
+    accuracy.update_state(labels, probabilities)
+    return {"auc": auc, "accuracy": accuracy}
+
+  def label_feature(self):
+    """See base class: clicked (1) or not (0)."""
+    return tf.io.FixedLenFeature([], tf.int64)
+
+  def feature_spec(self):
+    """See base class: the columns' parse spec (ids may be missing)."""
+    return parse_spec()
+
+  def serving_features(self):
+    """See base class: one count or id per column."""
+    specs = {name: tf.TensorSpec([1], tf.float32)
+             for name in click_data.NUMERIC}
+    specs.update({name: tf.TensorSpec([1], tf.int64)
+                  for name in click_data.CATEGORICAL})
+    return specs
+
+  def input_fn(self, mode, global_batch_size, params, topology=None,
+               accumulation_steps=1):
+    """See base class."""
+    training = mode == tf.estimator.ModeKeys.TRAIN
+    return es.inputs.from_tfrecords(
+        click_data.tfrecord_pattern("train" if training else "eval",
+                                    params["data_seed"]),
+        self.feature_spec(), click_data.LABEL, global_batch_size,
+        training=training, topology=topology,
+        accumulation_steps=accumulation_steps, seed=params["data_seed"])
+
+
+def canned_estimator(scale_config, params=None, linear_learning_rate=0.5,
+                     dnn_learning_rate=0.5, lr_scaling="identity"):
+  """TF's canned wide & deep over the same columns, for `es.make_estimator`.
+
+  Args:
+    scale_config: the job's `build_run_config` result: the Estimator is
+      made with its RunConfig and its optimizers reduce as its backend does.
+    params: overrides of `DEFAULT_HPARAMS` (columns and hidden units).
+    linear_learning_rate: FTRL's rate for the wide part (S = 1).
+    dnn_learning_rate: Adagrad's rate for the deep part (S = 1).
+    lr_scaling: how both rates grow with the replicas (`es.canned_optimizer`).
+
+  Returns:
+    A `tf.estimator.DNNLinearCombinedClassifier`.
+  """
+  params = dict(DEFAULT_HPARAMS, **(params or {}))
+  return tf.estimator.DNNLinearCombinedClassifier(
+      linear_feature_columns=wide_columns(params),
+      linear_optimizer=es.canned_optimizer(
+          tf.keras.optimizers.legacy.Ftrl(linear_learning_rate), scale_config,
+          lr_scaling=lr_scaling),
+      dnn_feature_columns=deep_columns(params),
+      dnn_hidden_units=params["hidden_units"],
+      dnn_optimizer=es.canned_optimizer(
+          tf.keras.optimizers.legacy.Adagrad(dnn_learning_rate),
+          scale_config, lr_scaling=lr_scaling),
+      config=scale_config.run_config)
+
+
+def serving_input_receiver_fn():
+  """The canned estimator's export input: serialized tf.train.Examples."""
+  spec = parse_spec()
+  spec.pop(click_data.LABEL)
+  return tf.estimator.export.build_parsing_serving_input_receiver_fn(spec)

@@ -1,0 +1,33 @@
+r"""Writes the generated click logs (model_zoo.click_data) as TFRecords.
+
+Prints the globs to pass as --train_data and --eval_data, and the best AUC
+any model can reach on the eval split (that of the planted probabilities):
+
+  .venv/bin/python tools/click_logs.py --data_dir=/tmp/clicks
+"""
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script: make the checkout importable
+  sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from model_zoo import click_data  # pylint: disable=g-import-not-at-top
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--data_dir", default=None,
+                      help="default: $ESTIMATOR_SCALE_DATA or the temp dir")
+  parser.add_argument("--seed", type=int, default=0)
+  args = parser.parse_args(argv)
+  for split in click_data.SIZES:
+    print(f"{split}: "
+          f"{click_data.tfrecord_pattern(split, args.seed, args.data_dir)}")
+  print(f"planted AUC (eval): {click_data.planted_auc(args.seed):.4f}")
+
+
+if __name__ == "__main__":
+  main()

@@ -19,7 +19,7 @@ run: setup
 	cat /tmp/estimator_scale_run/summary.json
 
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 test-unit: setup
 	$(PY) -m pytest -q tests -m "not multiprocess"

@@ -41,6 +41,7 @@ _PUBLIC = {
     "make_estimator": ("estimator_scale.estimator", "make_estimator"),
     "make_model_fn": ("estimator_scale.model_fn", "make_model_fn"),
     "register": ("estimator_scale.registry", "register"),
+    "run_elastic": ("estimator_scale.backends.horovod.elastic", "run"),
     "stop_if_no_decrease": ("estimator_scale.evaluation",
                             "stop_if_no_decrease"),
     "stop_if_no_increase": ("estimator_scale.evaluation",

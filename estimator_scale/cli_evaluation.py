@@ -68,21 +68,23 @@ def _compare(name, higher_is_better):
   return compare
 
 
-def input_fns(estimator):
-  """(train input_fn, eval input_fn): the user's files or the model's data."""
+def input_fns(estimator, global_batch_size=None):
+  """(train input_fn, eval input_fn): the user's files or the model's data,
+  in batches of --global_batch_size unless given another."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if bool(FLAGS.train_data) != bool(FLAGS.eval_data):
     raise app.UsageError("pass both --train_data and --eval_data, or "
                          "neither (the model's own data)")
+  global_batch_size = global_batch_size or FLAGS.global_batch_size
   result = []
   for mode, pattern in ((tf.estimator.ModeKeys.TRAIN, FLAGS.train_data),
                         (tf.estimator.ModeKeys.EVAL, FLAGS.eval_data)):
     if pattern:
       result.append(estimator.files_input_fn(
-          pattern, mode, FLAGS.global_batch_size,
+          pattern, mode, global_batch_size,
           skip_corrupt=FLAGS.skip_corrupt_records))
     else:
-      result.append(estimator.model_input_fn(mode, FLAGS.global_batch_size))
+      result.append(estimator.model_input_fn(mode, global_batch_size))
   return tuple(result)
 
 

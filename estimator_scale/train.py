@@ -26,6 +26,7 @@ from estimator_scale import errors
 from estimator_scale import filesystems
 from estimator_scale import logs
 from estimator_scale import backends
+from estimator_scale.backends.horovod import elastic
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import precision
 from estimator_scale.train_ops import scaling
@@ -100,14 +101,24 @@ flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
                      lower_bound=1)
 flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.",
                      lower_bound=1)
+flags.DEFINE_integer("commit_every_n_steps", elastic.COMMIT_EVERY_N_STEPS,
+                     "Elastic Horovod: updates between commits (rank 0's "
+                     "checkpoints), the work a lost rank may cost.",
+                     lower_bound=1)
+flags.DEFINE_enum("elastic_batch", "scale", elastic.BATCH_POLICIES,
+                  "Elastic Horovod, when the ranks change: `scale` keeps "
+                  "each rank's batch, so the global batch and S follow the "
+                  "size (with AdaScale its gain follows S); `hold` keeps "
+                  "the global batch by changing --accumulation_steps.")
 flags.DEFINE_integer("random_seed", 0, "Graph-level random seed.")
 flags.DEFINE_integer("intra_op_threads", None,
                      "Threads per op (default: cores, / ranks per host).",
                      lower_bound=1)
 
 
-def training_config_from_flags():
-  """The `TrainingConfig` the flags describe."""
+def training_config_from_flags(accumulation_steps=None):
+  """The `TrainingConfig` the flags describe (another accumulation_steps:
+  an elastic job's at its current size)."""
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   try:
     boundaries = tuple(int(b) for b in FLAGS.lr_boundaries)
@@ -120,7 +131,7 @@ def training_config_from_flags():
       decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
   return es.TrainingConfig(
       optimizer=FLAGS.optimizer, schedule=schedule,
-      accumulation_steps=FLAGS.accumulation_steps,
+      accumulation_steps=accumulation_steps or FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
@@ -155,15 +166,16 @@ def _optimizer_options():
   return tuple(sorted(options.items()))
 
 
-def _summary(estimator, metrics, wall_seconds, examples_per_sec):
+def _summary(estimator, metrics, wall_seconds, examples_per_sec,
+             global_batch_size):
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   names = set(estimator.get_variable_names())
   summary = {
       "model": FLAGS.model, "distribution": FLAGS.distribution,
       "workers": estimator.topology.num_workers,
       "replicas": estimator.topology.num_replicas,
-      "global_batch_size": FLAGS.global_batch_size,
-      "accumulation_steps": FLAGS.accumulation_steps,
+      "global_batch_size": global_batch_size,
+      "accumulation_steps": estimator.training_config.accumulation_steps,
       "lr_scaling": FLAGS.lr_scaling,
       "global_step": int(estimator.get_variable_value("global_step")),
       "examples_per_sec": examples_per_sec, "wall_seconds": wall_seconds,
@@ -195,14 +207,18 @@ def _registered_model():
   return _load_models().get(FLAGS.model)
 
 
-def _estimator(model):
+def _estimator(model, batch=None):
+  """The Estimator the flags describe; `batch` (an elastic.Batch) replaces
+  the batch flags."""
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   with errors.as_config_error():
-    training_config = training_config_from_flags()
+    training_config = training_config_from_flags(
+        batch and batch.accumulation_steps)
   return es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=training_config, hparams=FLAGS.hparams,
-      global_batch_size=FLAGS.global_batch_size,
+      global_batch_size=(batch.global_batch_size if batch else
+                         FLAGS.global_batch_size),
       progress_every_n_steps=FLAGS.log_every_n_steps,
       scale_invariant_steps=FLAGS.scale_invariant_steps,
       replicas=FLAGS.replicas, random_seed=FLAGS.random_seed,
@@ -212,18 +228,54 @@ def _estimator(model):
       log_step_count_steps=FLAGS.log_every_n_steps)
 
 
-def run_training():
-  """Trains, evaluates, exports and summarises as the flags say."""
+_ELASTIC_FLAGS = ("commit_every_n_steps", "elastic_batch")
+
+
+def _elastic():
+  """Whether this is a rank of an elastic Horovod job; refuses the elastic
+  flags anywhere else, where they would change nothing."""
+  if FLAGS.distribution == "horovod" and elastic.requested():
+    if FLAGS["save_checkpoints_steps"].present:
+      raise app.UsageError(
+          "--save_checkpoints_steps does not apply to an elastic Horovod "
+          "job: its checkpoints are its commits, every "
+          "--commit_every_n_steps updates")
+    return True
+  for name in _ELASTIC_FLAGS:
+    if FLAGS[name].present:
+      raise app.UsageError(
+          f"--{name} applies to elastic Horovod jobs only: horovodrun "
+          "--min-np N --max-np M --host-discovery-script SCRIPT python -m "
+          "estimator_scale.train --distribution=horovod ...")
+  return False
+
+
+def _train(batch=None):
+  """(estimator, metrics, seconds, global batch size) of training and
+  evaluating as the flags say; `batch` (an elastic.Batch) replaces the batch
+  flags."""
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
-  estimator = _estimator(_registered_model())
+  estimator = _estimator(_registered_model(), batch)
   logs.configure(estimator.topology.is_chief)
-  train_input, eval_input = cli_evaluation.input_fns(estimator)
+  train_input, eval_input = cli_evaluation.input_fns(
+      estimator, batch and batch.global_batch_size)
   train_spec, eval_spec, every = cli_evaluation.specs(estimator, train_input,
                                                       eval_input)
   start = time.time()
   metrics, _ = es.train_and_evaluate(estimator, train_spec, eval_spec,
                                      eval_every_n_steps=every)
-  wall = time.time() - start
+  return (estimator, metrics, time.time() - start,
+          batch.global_batch_size if batch else FLAGS.global_batch_size)
+
+
+def run_training():
+  """Trains, evaluates, exports and summarises as the flags say."""
+  if _elastic():
+    estimator, metrics, wall, global_batch_size = elastic.run(
+        _train, FLAGS.global_batch_size, FLAGS.accumulation_steps,
+        FLAGS.elastic_batch, FLAGS.commit_every_n_steps)
+  else:
+    estimator, metrics, wall, global_batch_size = _train()
   if estimator.stopped_by_signal:
     logging.warning("stopped by a signal at step %s; checkpoint written by "
                     "the chief, skipping evaluation", estimator.last_step)
@@ -236,8 +288,8 @@ def run_training():
   progress = estimator.progress
   speed = progress.examples_per_sec if progress else None
   if speed is None and wall > 0:
-    speed = FLAGS.global_batch_size * (estimator.last_step or 0) / wall
-  summary = _summary(estimator, metrics, wall, speed)
+    speed = global_batch_size * (estimator.last_step or 0) / wall
+  summary = _summary(estimator, metrics, wall, speed, global_batch_size)
   summary["evaluations"] = [{k: float(v) for k, v in e.items()}
                             for e in estimator.evaluations]
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in

@@ -10,6 +10,7 @@ import pytest
 from estimator_scale import cli_evaluation
 from estimator_scale import train
 from estimator_scale.backends import names as backend_names
+from estimator_scale.backends.horovod import elastic
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import precision
 from estimator_scale.train_ops import scaling
@@ -18,6 +19,7 @@ from estimator_scale.train_ops import schedules
 CONSTANTS = {
     "allreduce_compression": backend_names.COMPRESSIONS,
     "distribution": backend_names.NAMES,
+    "elastic_batch": elastic.BATCH_POLICIES,
     "lr_scaling": scaling.RULES,
     "lr_schedule": schedules.SCHEDULES,
     "optimizer": tuple(optimizers.OPTIMIZERS),

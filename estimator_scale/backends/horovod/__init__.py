@@ -5,7 +5,8 @@ sets Horovod's knobs and binds ranks to cores; reducer.py allreduces each
 update; coordinator.py agrees on start, stop, evaluation and export; stop.py
 turns a SIGTERM on any rank into the same stop on all of them; faults.py
 ends a rank whose launcher is gone and names the rank and host a failed job
-lost.
+lost; elastic.py carries a job under horovodrun's elastic driver through
+hosts that join, leave or fail.
 """
 from estimator_scale.backends.horovod.backend import Horovod
 from estimator_scale.backends.horovod.backend import import_horovod

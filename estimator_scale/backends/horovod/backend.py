@@ -12,6 +12,7 @@ from estimator_scale.backends import base
 from estimator_scale.backends import names as backend_names
 from estimator_scale.backends.horovod import binding
 from estimator_scale.backends.horovod import coordinator
+from estimator_scale.backends.horovod import elastic
 from estimator_scale.backends.horovod import faults
 from estimator_scale.backends.horovod import reducer
 from estimator_scale.backends.horovod import stop
@@ -117,11 +118,7 @@ class Horovod(base.Backend):
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
     base.require_model_dir(self.name, model_dir)
-    hvd = import_horovod()
-    check_process_set_interface(os.environ)
-    faults.watch_launcher()
-    binding.apply_defaults(os.environ)
-    hvd.init()
+    hvd = init_horovod()
     topology = read_topology(hvd, self)
     cores = binding.bind_to_cores(topology, os.environ, intra_op_threads)
     threads = intra_op_threads or (len(cores) if cores else max(
@@ -129,6 +126,9 @@ class Horovod(base.Backend):
     base.pin_threads(threads, requested=bool(intra_op_threads))
     gpu = topology.local_rank if tf.config.list_physical_devices("GPU") else None
     kwargs = dict(run_config_kwargs)
+    job = elastic.current()
+    if job:  # its commits are rank 0's checkpoints
+      kwargs.update(save_checkpoints_steps=job.commit_every_n_steps)
     if not topology.is_chief:
       kwargs.update(save_checkpoints_steps=None, save_summary_steps=None,
                     log_step_count_steps=None)
@@ -136,16 +136,32 @@ class Horovod(base.Backend):
         session_config=base.session_config(threads, gpu_device=gpu),
         model_dir=model_dir, **kwargs)
     coord = coordinator.HorovodCoordinator(topology, hvd, self.stop_flag)
-    if topology.num_workers > 1:
+    hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+    if job:  # a lost rank is Horovod's error, which restarts the job
+      hooks += job.attach(model_dir, topology)
+    elif topology.num_workers > 1:
       coord = faults.NamingLostRanks(coord,
                                      faults.Peers.exchange(hvd, os.environ))
-    return base.ScaleConfig(config, topology, coord,
-                            hooks=[hvd.BroadcastGlobalVariablesHook(0)])
+    return base.ScaleConfig(config, topology, coord, hooks=hooks)
 
   def _reducer(self, compression, sparse_exchange):
     """See base class."""
     return reducer.HorovodReducer(import_horovod(), compression,
                                   self.stop_flag, sparse_exchange)
+
+
+def init_horovod():
+  """horovod.tensorflow, initialised for this rank (again: no-op).
+
+  What must hold before hvd.init(): a build that can form the ranks, a
+  watchdog for a rank abandoned while they meet, Horovod's knobs set.
+  """
+  hvd = import_horovod()
+  check_process_set_interface(os.environ)
+  faults.watch_launcher()
+  binding.apply_defaults(os.environ)
+  hvd.init()
+  return hvd
 
 
 def import_horovod():

@@ -16,6 +16,12 @@ What horovodrun (Gloo) leaves to the ranks:
   a silent peer is a survivor. `NamingLostRanks` asks the other ranks'
   processes whether they are still there and names the ones that are not.
 
+Under horovodrun's elastic driver (HOROVOD_ELASTIC=1) a lost rank is not
+the end of the job: the other ranks' next collective fails with Horovod's
+own error, which its elastic loop answers by re-forming the ranks (elastic.py),
+so no line names the lost rank there, and a rank whose launcher is gone
+leaves at once instead of asking every rank to stop.
+
 The Gloo timeout stays Horovod's own: it also bounds how far apart the ranks
 may reach hvd.init(), and a shorter one would fail jobs whose hosts start
 slowly.
@@ -86,7 +92,7 @@ def wait_until_unread(fds, timeout=None):
   return bool(poller.poll(None if timeout is None else timeout * 1000))
 
 
-def watch_launcher(grace_seconds=GRACE_SECONDS):
+def watch_launcher(grace_seconds=GRACE_SECONDS, environ=None):
   """Ends this rank once nobody reads its output; returns whether it watches.
 
   Nobody reading means the launcher, or the ssh connection it started this
@@ -95,12 +101,19 @@ def watch_launcher(grace_seconds=GRACE_SECONDS):
   The rank first gets the SIGTERM horovodrun would have sent it, then is
   ended after `grace_seconds`. Started before hvd.init(), so a rank
   abandoned while the ranks meet ends too; once per process.
+
+  In an elastic job the rank leaves at once: a SIGTERM would stop every
+  rank after the same update, ending the job that the others should carry
+  on after re-forming without this one.
   """
   global _watchdog_started
+  environ = os.environ if environ is None else environ
   fds = output_pipes()
   if _watchdog_started or not fds:
     return False
   _watchdog_started = True
+  if environ.get("HOROVOD_ELASTIC") == "1":
+    grace_seconds = 0
   threading.Thread(target=_end_when_unread, args=(fds, grace_seconds),
                    name="launcher_watchdog", daemon=True).start()
   return True
@@ -110,6 +123,8 @@ def _end_when_unread(fds, grace_seconds):
   wait_until_unread(fds)
   logging.warning("nobody reads this Horovod rank's output (its launcher or "
                   "ssh connection is gone): stopping it")
+  if not grace_seconds:
+    os._exit(EXIT_LAUNCHER_GONE)  # pylint: disable=protected-access
   os.kill(os.getpid(), signal.SIGTERM)
   time.sleep(grace_seconds)
   os._exit(EXIT_LAUNCHER_GONE)  # pylint: disable=protected-access

@@ -1,0 +1,306 @@
+"""Elastic Horovod: training goes on while hosts join, leave or fail.
+
+horovodrun's elastic driver (`--min-np/--max-np/--host-discovery-script`)
+re-forms the ranks when the hosts change, and Horovod's elastic loop
+(`horovod.common.elastic.run_fn`) calls the training function again on every
+rank of the new set. Horovod's TensorFlow states keep the variables in memory
+through a session, which an Estimator hides and remakes for each train()
+call (horovod/horovod#3376), so here the state that matters is the
+checkpoint instead:
+
+- A commit is rank 0's checkpoint, written every `commit_every_n_steps`
+  updates. After each one every rank asks rank 0 (the only rank the driver
+  tells) whether the hosts changed, so all of them leave before the same
+  update.
+- A restart makes the Estimator again for the new size, and it restores the
+  checkpoint (global_step, the micro-batch counter, AdaScale's tau and
+  estimates, the optimizer's slots) and hands rank 0's variables to the
+  ranks that joined. The updates after the last commit are lost and trained
+  again; none is applied twice. The checkpoint is read from rank 0's
+  model_dir, and rank 0 may move to another host, so every host must see
+  the same model_dir.
+- What the ranks keep in memory across a restart is small (the last commit,
+  the size, the per-rank micro-batch) and travels as Horovod's
+  `ObjectState`.
+
+A dead peer must surface as Horovod's own error for its loop to restart, so
+the Horovod backend does not turn it into a line naming the lost rank here,
+and a rank whose launcher is gone leaves at once (faults.py).
+"""
+import dataclasses
+import functools
+import os
+
+from absl import logging
+import tensorflow as tf
+from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale import errors
+from estimator_scale.backends import coordinator as coordinator_lib
+
+BATCH_POLICIES = ("scale", "hold")
+"""How the job's batch meets a new size: `scale` keeps each rank's
+micro-batch and accumulation steps, so the global batch and S follow the
+size (AdaScale's gain follows S: the paper's elastic setting); `hold` keeps
+the global batch and S by changing the accumulation steps."""
+
+COMMIT_EVERY_N_STEPS = 100
+
+_job = None
+"""The elastic run of this process while one runs: the Horovod backend asks
+it for the commit hook of each Estimator made inside it."""
+
+
+def requested(environ=None):
+  """Whether horovodrun started this process as an elastic job."""
+  environ = os.environ if environ is None else environ
+  return environ.get("HOROVOD_ELASTIC") == "1"
+
+
+def current():
+  """The running elastic job, or None."""
+  return _job
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+  """The batch of the job at its current size: what `train` builds with.
+
+  Attributes:
+    global_batch_size: examples per update over all ranks.
+    accumulation_steps: micro-batches per update on each rank.
+  """
+  global_batch_size: int
+  accumulation_steps: int
+
+
+def batch_for_size(policy, micro_batch, start, size):
+  """The Batch of `size` ranks.
+
+  Args:
+    policy: one of BATCH_POLICIES.
+    micro_batch: examples in one micro-batch of one rank, fixed for the job.
+    start: the Batch the job was given.
+    size: the number of ranks now.
+
+  Raises:
+    errors.ConfigError: `hold` on a size that cannot share the update's
+      micro-batches evenly.
+  """
+  if policy == "scale":
+    return Batch(micro_batch * start.accumulation_steps * size,
+                 start.accumulation_steps)
+  micro_batches = start.global_batch_size // micro_batch
+  if micro_batches % size:
+    fits = [n for n in range(1, micro_batches + 1) if micro_batches % n == 0]
+    raise errors.ConfigError(
+        f"elastic_batch='hold' cannot keep global_batch_size="
+        f"{start.global_batch_size} on {size} ranks: an update is "
+        f"{micro_batches} micro-batches of {micro_batch} examples, which "
+        f"{size} ranks cannot share evenly (sizes that can: "
+        f"{', '.join(map(str, fits))}); use elastic_batch='scale' to let the "
+        "global batch follow the size")
+  return Batch(start.global_batch_size, micro_batches // size)
+
+
+def check_arguments(elastic_batch, commit_every_n_steps):
+  if elastic_batch not in BATCH_POLICIES:
+    raise errors.ConfigError(
+        f"elastic_batch={elastic_batch!r} is not a policy; valid: "
+        f"{', '.join(BATCH_POLICIES)}")
+  if not isinstance(commit_every_n_steps, int) or commit_every_n_steps < 1:
+    raise errors.ConfigError(
+        f"commit_every_n_steps={commit_every_n_steps!r} must be an integer "
+        ">= 1 (updates between commits)")
+
+
+def _horovod_failed(error):
+  """Whether a TensorFlow error is Horovod's (its ops fail once a peer died
+  or left), which the elastic loop answers by re-forming the ranks."""
+  return isinstance(error, tf.errors.OpError) and "Horovod" in str(error)
+
+
+class CommitHook(tf.compat.v1.train.SessionRunHook):
+  """Commits every `every` updates, then leaves if the hosts changed.
+
+  Rank 0's checkpoint saver writes the same steps (the backend gives it this
+  interval), counted like this hook from the step the session starts at;
+  the commit runs before the next update, once the checkpoint is on disk.
+  """
+
+  def __init__(self, job, every):
+    self._job = job
+    self._every = every
+
+  def begin(self):
+    self._global_step = tf.compat.v1.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    del coord
+    self._next = session.run(self._global_step) + self._every
+    self._runs_to_next = self._every
+    self._due = None
+
+  def before_run(self, run_context):
+    if self._due is not None:
+      step, self._due = self._due, None
+      self._job.commit(step)
+
+  def after_run(self, run_context, run_values):
+    self._runs_to_next -= 1
+    if self._runs_to_next > 0:
+      return
+    step = run_context.session.run(self._global_step)
+    if step >= self._next:
+      self._due = step
+      self._next = step + self._every
+    self._runs_to_next = max(1, self._next - step)
+
+
+class _Job:
+  """One elastic run: its batch policy and what it logs at each change."""
+
+  def __init__(self, hvd, state, start, elastic_batch, commit_every_n_steps):
+    self._hvd = hvd
+    self.state = state
+    self.start = start
+    self.elastic_batch = elastic_batch
+    self.commit_every_n_steps = commit_every_n_steps
+    self._why = None  # why the last attempt ended
+    self._batch = None
+    self._announced = False
+
+  def _broadcast(self, value):
+    """Rank 0's value. Eager even inside a training session, whose graph is
+    finalized and whose Estimator runs in graph mode (tf.init_scope would
+    lead back to that graph)."""
+    with context.eager_mode():
+      return self._hvd.broadcast_object(value, root_rank=0,
+                                        name="estimator_scale_elastic")
+
+  def attempt(self, state, train):
+    """One try of `train` on the ranks there are now."""
+    size = self._hvd.size()
+    if state.micro_batch is None:
+      ranks_micro = size * self.start.accumulation_steps
+      # A global batch that does not split is refused where it is used,
+      # with the nearest valid sizes.
+      state.micro_batch = max(1, self.start.global_batch_size // ranks_micro)
+      state.save()
+    self._batch = batch_for_size(self.elastic_batch, state.micro_batch,
+                                 self.start, size)
+    self._announced = False
+    try:
+      return train(self._batch)
+    except Exception as e:  # pylint: disable=broad-except
+      from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # pylint: disable=g-import-not-at-top
+      if isinstance(e, HostsUpdatedInterrupt):
+        self._why = "the hosts changed"
+        raise
+      if not _horovod_failed(e):
+        raise
+      self._why = "a rank failed or left"
+      if isinstance(e, HorovodInternalError):
+        raise
+      raise HorovodInternalError(e) from e
+
+  def attach(self, model_dir, topology):
+    """The commit hooks of an Estimator made in this attempt; logs the
+    attempt's start once (old size, new size, the step it resumes at).
+
+    Raises:
+      errors.ConfigError: rank 0's model_dir lacks the last commit (every
+        rank raises it, so the job ends instead of re-forming).
+    """
+    if not self._announced:
+      self._announced = True
+      found = coordinator_lib.checkpoint_step(model_dir) if (
+          topology.is_chief) else None
+      found, committed, host = self._broadcast(
+          (found, self.state.step, os.environ.get("HOROVOD_HOSTNAME", "")))
+      if found < committed:
+        raise errors.ConfigError(
+            f"elastic Horovod resumes from rank 0's model_dir, but rank 0 "
+            f"(host {host}) finds step {found} in model_dir={model_dir} "
+            f"while the job committed step {committed}: every host must see "
+            "the same model_dir (a shared file system or object storage)")
+      self._announce(topology.num_workers, found)
+    return [CommitHook(self, self.commit_every_n_steps)]
+
+  def _announce(self, size, step):
+    old = self.state.size
+    self.state.size = size
+    self.state.save()
+    if not self._hvd.rank() == 0:
+      return
+    batch = self._batch
+    recipe = (f"global batch {batch.global_batch_size}, "
+              f"{batch.accumulation_steps} accumulation steps per rank")
+    if not old:
+      logging.warning(
+          "elastic Horovod: %d ranks, starting at step %d, %s, a commit "
+          "every %d updates", size, step, recipe, self.commit_every_n_steps)
+    else:
+      logging.warning(
+          "elastic Horovod: %d -> %d ranks (%s), resuming at step %d, %s",
+          old, size, self._why, step, recipe)
+
+  def commit(self, step):
+    """Records the commit at `step` and leaves if the hosts changed
+    (HostsUpdatedInterrupt, on every rank at once)."""
+    self.state.step = step
+    self.state.commit()
+
+
+def _reset(hvd):
+  hvd.shutdown()
+  hvd.init()
+
+
+def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
+        commit_every_n_steps=COMMIT_EVERY_N_STEPS):
+  """Runs `train(batch)` on every rank until it returns, through host changes.
+
+  `train` makes the Estimator (`make_estimator(..., distribution="horovod")`)
+  and trains it; it is called again, on the ranks of the new set, after each
+  change, and must build with `batch.global_batch_size` and
+  `batch.accumulation_steps` (the first call gets the values given here) and
+  read its data through the new Estimator's topology, so the input is
+  sharded for the new size. Estimators made inside it commit every
+  `commit_every_n_steps` updates.
+
+  Args:
+    train: Batch -> any; its result is returned on each rank.
+    global_batch_size: examples per update at the size the job starts with.
+    accumulation_steps: micro-batches per update at that size.
+    elastic_batch: one of BATCH_POLICIES.
+    commit_every_n_steps: updates between commits (rank 0's checkpoints):
+      the work a failure may lose, against the time saving takes.
+
+  Returns:
+    what `train` returned.
+
+  Raises:
+    errors.ConfigError: a bad argument; a size `hold` cannot honour; a
+      model_dir that rank 0's host does not share.
+  """
+  global _job
+  check_arguments(elastic_batch, commit_every_n_steps)
+  from horovod.common import elastic as horovod_elastic  # pylint: disable=g-import-not-at-top
+  from estimator_scale.backends.horovod import backend  # pylint: disable=g-import-not-at-top
+  if not requested():
+    raise errors.TopologyError(
+        "an elastic run needs horovodrun's elastic driver: horovodrun "
+        "--min-np N --max-np M --host-discovery-script SCRIPT python ...")
+  hvd = backend.init_horovod()
+  state = horovod_elastic.ObjectState(
+      bcast_object=lambda value: _Job._broadcast(job, value),
+      get_rank=hvd.rank, step=0, size=0, micro_batch=None)
+  job = _Job(hvd, state, Batch(global_batch_size, accumulation_steps),
+             elastic_batch, commit_every_n_steps)
+  _job = job
+  try:
+    return horovod_elastic.run_fn(job.attempt, functools.partial(
+        _reset, hvd))(state, train)
+  finally:
+    _job = None

@@ -1,0 +1,175 @@
+"""Elastic Horovod across hosts of the rig: a host joins, later one dies.
+
+The job starts from host1 under horovodrun's elastic driver on host1 and
+host2 (the discovery script prints a file the test rewrites), host3 is
+added after some updates, then host2 is killed. It must reach train_steps
+with digits_cnn >= 0.95, and rank 0's record of every update shows
+global_step and AdaScale's tau continuous across the changes: each restart
+resumes at the last commit with the tau that commit holds, no update is
+lost beyond it, and adascale/scale follows the number of ranks.
+"""
+import json
+import os
+import re
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from tests.multihost.conftest import ROOT, checkpoint_step, job_processes
+from tests.multihost.test_horovod_hosts import ENV, HOROVODRUN, train_argv
+
+multihost = pytest.mark.multihost
+
+TRAIN_STEPS = 240
+COMMIT = 20
+ACCUMULATION = 2
+
+RECORDER = textwrap.dedent('''
+    """A --model_module for the test: rank 0 records, as JSON lines, the
+    step and AdaScale's tau and S it restored and after each update."""
+    import json
+    import os
+
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    from model_zoo import digits
+
+
+    class RecordHook(tf.compat.v1.train.SessionRunHook):
+
+      def begin(self):
+        variables = {v.op.name: v for v in tf.compat.v1.global_variables()}
+        self._fetches = [tf.compat.v1.train.get_global_step()] + [
+            variables[f"adascale/{name}"] for name in ("progress", "scale")]
+
+      def _record(self, session, event):
+        if hvd.rank() != 0:
+          return
+        step, tau, scale = session.run(self._fetches)
+        with open(os.environ["ELASTIC_RECORD"], "a") as f:
+          f.write(json.dumps({"event": event, "size": hvd.size(),
+                              "pid": os.getpid(), "step": int(step),
+                              "tau": float(tau), "scale": float(scale)}) + "\\n")
+
+      def after_create_session(self, session, coord):
+        self._record(session, "start")
+
+      def after_run(self, run_context, run_values):
+        self._record(run_context.session, "update")
+
+
+    _training_hooks = digits.DigitsCNN.training_hooks
+    digits.DigitsCNN.training_hooks = lambda self, features, labels: (
+        list(_training_hooks(self, features, labels)) + [RecordHook()])
+''')
+
+
+def _wait(proc, log, condition, what, deadline):
+  while not condition():
+    text = log.read_text()
+    # A rank that failed on its own (a traceback) leaves the driver waiting
+    # for hosts until its timeout.
+    if proc.poll() is not None or "Traceback" in text:
+      time.sleep(3)  # the rest of the traceback
+      pytest.fail(f"the job failed before {what}: {log.read_text()[-5000:]}")
+    assert time.monotonic() < deadline, f"no {what}: {text[-5000:]}"
+    time.sleep(0.3)
+
+
+def _records(path):
+  with open(path) as f:
+    return [json.loads(line) for line in f]
+
+
+def _updates_on(records, size):
+  return [r for r in records if r["event"] == "update" and r["size"] == size]
+
+
+@multihost
+def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
+  host1, host2, host3 = cluster(3, loopback_hostname=True).hosts
+  (tmp_path / "recorder.py").write_text(RECORDER)
+  hosts = tmp_path / "hosts"
+  hosts.write_text("host1:1\nhost2:1\n")
+  discover = tmp_path / "discover.sh"
+  discover.write_text(f"#!/bin/sh\ncat {hosts}\n")
+  discover.chmod(0o755)
+  record = tmp_path / "record.jsonl"
+  model_dir = tmp_path / "model"
+  summary = tmp_path / "summary.json"
+  log = tmp_path / "log"
+  argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
+          "--host-discovery-script", str(discover),
+          *train_argv(model_dir, f"--train_steps={TRAIN_STEPS}",
+                      f"--commit_every_n_steps={COMMIT}",
+                      "--global_batch_size=128",
+                      f"--accumulation_steps={ACCUMULATION}",
+                      "--lr_scaling=adascale", f"--summary_json={summary}",
+                      "--model_module=recorder")]
+  start = time.monotonic()
+  with open(log, "w") as out:
+    proc = host1.popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                       env={**ENV, "PYTHONPATH": str(tmp_path),
+                            "ELASTIC_RECORD": str(record)})
+  try:
+    deadline = start + 300
+    _wait(proc, log, lambda: checkpoint_step(model_dir) >= 2 * COMMIT,
+          f"commit at step {2 * COMMIT}", deadline)
+    hosts.write_text("host1:1\nhost2:1\nhost3:1\n")
+    _wait(proc, log, lambda: record.exists() and len(
+        _updates_on(_records(record), 3)) >= 2 * COMMIT + 5,
+          "updates on 3 ranks", deadline)
+    host2.kill_all()
+    hosts.write_text("host1:1\nhost3:1\n")
+    proc.wait(timeout=max(1, deadline - time.monotonic()))
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  text = log.read_text()
+  assert proc.returncode == 0, text[-5000:]
+  changes = re.findall(r"elastic Horovod: (\d) -> (\d) ranks \(([^)]*)\), "
+                       r"resuming at step (\d+)", text)
+  assert [c[:2] for c in changes] == [("2", "3"), ("3", "2")], text[-5000:]
+  assert changes[0][2] == "the hosts changed"
+  assert changes[1][2] == "a rank failed or left"
+  result = json.loads(summary.read_text())
+  assert result["global_step"] == TRAIN_STEPS and result["workers"] == 2
+  assert result["eval"]["accuracy"] >= 0.95, result
+
+  records = _records(record)
+  starts = [i for i, r in enumerate(records) if r["event"] == "start"]
+  # Each change starts a session at the resumed step: the first at 0, one
+  # per change, and the final evaluation segment's none (one segment).
+  assert len(starts) == 3, records
+  segments = [records[a:b] for a, b in zip(starts, starts[1:] + [None])]
+  for i, segment in enumerate(segments):
+    begin, updates = segment[0], segment[1:]
+    # Consecutive updates from the step restored, none skipped or repeated.
+    assert [u["step"] for u in updates] == list(
+        range(begin["step"] + 1, begin["step"] + 1 + len(updates))), segment
+    size = updates[0]["size"]
+    assert {u["scale"] for u in updates} == {size * ACCUMULATION}, segment
+    if i == 0:
+      assert begin["step"] == 0 and begin["tau"] == 0
+      continue
+    before = segments[i - 1][1:]
+    resumed = begin["step"]
+    # The last commit: the latest multiple of COMMIT (from where the
+    # previous segment started) that the previous segment reached.
+    assert resumed % COMMIT == 0, (resumed, before[-1])
+    assert before[-1]["step"] - COMMIT < resumed <= before[-1]["step"]
+    # tau carries exactly: the restored value is the one after that update.
+    [at_commit] = [u for u in before if u["step"] == resumed]
+    assert begin["tau"] == at_commit["tau"], (begin, at_commit)
+    assert changes[i - 1][3] == str(resumed)
+  assert [s[1]["size"] for s in segments] == [2, 3, 2]
+  assert segments[-1][-1]["step"] == TRAIN_STEPS
+  print(f"elastic job: {time.monotonic() - start:.0f} s, changes {changes}")
+  for host in (host1, host3):
+    deadline = time.monotonic() + 30
+    while job_processes(host):
+      assert time.monotonic() < deadline, job_processes(host)
+      time.sleep(0.5)

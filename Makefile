@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup run test test-unit test-multiprocess bench study bazel-test clean
+.PHONY: setup run test test-unit test-multiprocess bench bench-network study bazel-test clean
 
 setup:
 	bash tools/setup_env.sh
@@ -29,6 +29,12 @@ test-multiprocess: setup
 
 bench: setup
 	$(PY) -m tools.bench --out bench.json --markdown docs/PERFORMANCE.md
+
+# Scaling over shaped links between the rig's hosts (needs root; about 40
+# minutes): docs/NETWORK.md, docs/network_scaling.png and their JSON.
+bench-network: setup
+	$(PY) -m tools.bench.network allreduce
+	$(PY) -m tools.bench.network rows
 
 study: setup
 	$(PY) tools/adascale_study.py --out_dir docs/adascale

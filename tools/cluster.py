@@ -126,6 +126,13 @@ def _rate_bytes(rate):
   return float(match.group(1)) * RATE_UNITS[match.group(2).lower()] / 8
 
 
+def tbf_burst(rate, seconds=0.01):
+  """Bytes a shaped link passes at once after an idle spell: `seconds` of
+  traffic (10 ms by default), at least 64 KiB, or tbf cannot reach the rate
+  with segmentation offload's large packets."""
+  return max(64 * 1024, int(_rate_bytes(rate) * seconds))
+
+
 @contextlib.contextmanager
 def _state_lock():
   """Serializes subnet choice and name checks between processes."""
@@ -209,18 +216,20 @@ class Host:
     _sh("ip", "-n", self.cluster.bridge_netns, "link", "set",
         self.bridge_port, "up" if up else "down")
 
-  def shape(self, rate):
-    """Limits the link to rate (tc units: "100mbit") each way; None lifts it."""
+  def shape(self, rate, burst=None):
+    """Limits the link to rate (tc units: "100mbit") each way; None lifts it.
+
+    burst: the token bucket's bytes (default tbf_burst(rate)); what passes
+    at line speed after an idle spell, which a real link of that rate does
+    not do.
+    """
     links = [(self.netns, "eth0"), (self.cluster.bridge_netns, self.bridge_port)]
     for netns, dev in links:
       if rate is None:
         _sh("tc", "-n", netns, "qdisc", "del", "dev", dev, "root", check=False)
         continue
-      # Burst: 10 ms of traffic, at least 64 KiB, or tbf cannot reach the rate
-      # with segmentation offload's large packets.
-      burst = max(64 * 1024, int(_rate_bytes(rate) / 100))
       _sh("tc", "-n", netns, "qdisc", "replace", "dev", dev, "root", "tbf",
-          "rate", rate, "burst", burst, "latency", "50ms")
+          "rate", rate, "burst", burst or tbf_burst(rate), "latency", "50ms")
 
   def start_sshd(self):
     """Starts the host's sshd and waits until it accepts connections."""

@@ -7,6 +7,7 @@ and a change to the prose in notes.py reaches the page without a new run.
 import json
 import os
 
+from tools.bench import network_notes
 from tools.bench import notes
 from tools.bench import variants
 
@@ -142,6 +143,8 @@ def markdown(result):
     lines.append(f"- **{row['id']}** {state} (ratio {fmt(row['ratio'])}, "
                  f"target {_target(row)}; per round: {rounds}): {why}")
   lines += ["", "## Horovod knobs", ""] + horovod_knobs_lines()
+  lines += ["", "## Over a network", "", notes.NETWORK,
+            "", network_notes.WHAT_A_LINK_STANDS_FOR]
   lines += ["", "## GPU rows", "", notes.GPU_ROWS]
   lines += ["", "## Method", ""] + [f"- {note}" for note in notes.METHOD]
   return "\n".join(lines) + "\n"

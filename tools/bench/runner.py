@@ -30,8 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 DEFAULT_TIMEOUT_S = 150
 
 
-def launcher_argv(launcher, processes, argv, launch_timeout=None):
-  """`argv` started as `processes` processes on this host by `launcher`.
+def launcher_argv(launcher, processes, argv, launch_timeout=None,
+                  hosts=None):
+  """`argv` started as `processes` processes by `launcher`.
 
   Args:
     launcher: python (argv itself, one process), horovodrun (Gloo ranks) or
@@ -40,19 +41,28 @@ def launcher_argv(launcher, processes, argv, launch_timeout=None):
     argv: the command each process runs.
     launch_timeout: estimator-scale-launch's own limit, so that it stops its
       workers before the caller's limit stops it (None: no limit).
+    hosts: host names to spread the processes over, one each (None: all on
+      this host).
   """
+  if hosts and len(hosts) != processes:
+    raise ValueError(f"hosts={hosts}: give one host per process "
+                     f"({processes})")
   if launcher == "horovodrun":
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    placement = (",".join(f"{h}:1" for h in hosts) if hosts
+                 else f"localhost:{processes}")
     return [horovodrun, "--gloo", "-np", str(processes), "-H",
-            f"localhost:{processes}"] + argv
+            placement] + argv
   if launcher == "launch":
     limit = [f"--timeout={launch_timeout}"] if launch_timeout else []
-    return ([sys.executable, "-m", "estimator_scale.launch",
-             f"--workers={processes}"] + limit + ["--"] + argv)
+    where = [f"--hosts={','.join(hosts)}"] if hosts else [
+        f"--workers={processes}"]
+    return ([sys.executable, "-m", "estimator_scale.launch"] + where + limit +
+            ["--"] + argv)
   return argv
 
 
-def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
+def command(spec, out, model_dir, scale=1.0, launch_timeout=130, hosts=None):
   """The argv that measures a variant, its timed steps multiplied by `scale`.
 
   Args:
@@ -62,6 +72,7 @@ def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
     scale: multiplies the timed steps (and warm-up, when below 1/4) of
       every kind but startup.
     launch_timeout: estimator-scale-launch's own limit.
+    hosts: as launcher_argv's.
   """
   launcher, processes, flags = spec
   flags = dict(flags)
@@ -71,7 +82,7 @@ def command(spec, out, model_dir, scale=1.0, launch_timeout=130):
   argv = [sys.executable, os.path.abspath(worker.__file__), f"--out={out}",
           f"--model_dir={model_dir}"]
   argv += [f"--{k}={v}" for k, v in sorted(flags.items())]
-  return launcher_argv(launcher, processes, argv, launch_timeout)
+  return launcher_argv(launcher, processes, argv, launch_timeout, hosts)
 
 
 def combine(results):
@@ -116,18 +127,28 @@ def _run(argv, env, log_path, timeout):
 
 
 def run_measurement(variant, spec, log_dir, scale=1.0,
-                    timeout=DEFAULT_TIMEOUT_S):
+                    timeout=DEFAULT_TIMEOUT_S, host=None, hosts=None):
   """Runs one measurement of `spec`; returns combine(...) or None on failure.
 
   Its log (and, briefly, its model_dir) live in a new folder of `log_dir`.
+  On the rig (tools/cluster.py), `host` starts the job and `hosts` name
+  where its processes run; the job then gets a minimal environment, since
+  horovodrun writes the whole of it into every remote command line.
   """
   scratch = tempfile.mkdtemp(prefix=f"{variant}-", dir=log_dir)
   out = os.path.join(scratch, "result")
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  for name in ("TF_CONFIG", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
-    env.pop(name, None)  # only --threads may pin a variant
+  if host is None:
+    env = dict(os.environ)
+    for name in ("TF_CONFIG", "TF_NUM_INTRAOP_THREADS",
+                 "TF_NUM_INTEROP_THREADS"):
+      env.pop(name, None)  # only --threads may pin a variant
+  else:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"}
+  env.update(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
   argv = command(spec, out, os.path.join(scratch, "model"), scale,
-                 launch_timeout=timeout - 20)
+                 launch_timeout=timeout - 20, hosts=hosts)
+  if host is not None:
+    argv = host.command(argv, cwd=ROOT)
   code = _run(argv, env, os.path.join(scratch, "log.txt"), timeout)
   results = [json.loads(pathlib.Path(p).read_text(encoding="utf-8"))
              for p in sorted(glob.glob(out + ".*.json"))]

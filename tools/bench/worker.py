@@ -146,6 +146,7 @@ def _model(args):
   from estimator_scale import hparams  # pylint: disable=g-import-not-at-top
   registry.load_module("model_zoo")
   registry.load_module("tools.bench.sparse_model")
+  registry.load_module("tools.bench.wide_mlp")
   model = registry.get(args.model)
   return model, hparams.parse(model.default_hparams())
 

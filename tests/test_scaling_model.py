@@ -1,0 +1,184 @@
+"""tools/scaling_model.py's formula on known numbers, and the network bench's
+arithmetic on fake measurements (no processes, no rig).
+
+docs/NETWORK.md's predictions and its model / measured columns are only as
+good as this arithmetic, so each term is pinned here by hand.
+"""
+import pytest
+
+from tools import scaling_model as sm
+from tools.bench import links
+from tools.bench import network_allreduce
+from tools.bench import network_render
+from tools.bench import network_rows
+from tools.bench import runner
+
+MB = 1e6
+LINK = sm.Link(bandwidth=100 * MB, latency=1e-4)
+
+
+def test_ring_cost_for_two_and_four_hosts():
+  # N=2: each host sends and receives the whole buffer once (2(N-1)/N = 1),
+  # in 2 steps.
+  assert sm.ring_seconds(10 * MB, 2, LINK) == pytest.approx(0.1 + 2e-4)
+  # N=4: 1.5x the buffer, 6 steps.
+  assert sm.ring_seconds(10 * MB, 4, LINK) == pytest.approx(0.15 + 6e-4)
+  assert sm.ring_seconds(10 * MB, 1, LINK) == 0
+
+
+def test_horovod_adds_half_a_cycle_and_a_negotiation_ring():
+  recipe = sm.Recipe(cycle_s=0.005)
+  expected = 0.0025 + 2e-4 + (0.1 + 2e-4)
+  assert sm.exchange_seconds(10 * MB, 2, LINK, recipe) == pytest.approx(
+      expected)
+  collective = sm.Recipe(exchange="collective")
+  assert sm.exchange_seconds(10 * MB, 2, LINK, collective) == pytest.approx(
+      0.1 + 2e-4)
+
+
+def test_compression_halves_the_bytes_only():
+  plain = sm.Recipe(exchange="collective")
+  fp16 = sm.Recipe(exchange="collective", compression=0.5)
+  no_latency = sm.Link(100 * MB, 0.0)
+  assert sm.exchange_seconds(10 * MB, 4, no_latency, fp16) == pytest.approx(
+      sm.exchange_seconds(10 * MB, 4, no_latency, plain) / 2)
+  # The latency term does not shrink.
+  assert (sm.exchange_seconds(0, 4, LINK, fp16) ==
+          sm.exchange_seconds(0, 4, LINK, plain))
+
+
+def test_accumulation_divides_exchanges_per_example_by_k():
+  compute, nbytes = 0.05, 10 * MB
+  k1 = sm.Recipe()
+  k4 = sm.Recipe(accumulation_steps=4)
+  exchange = sm.exchange_seconds(nbytes, 4, LINK, k1)
+  assert sm.update_seconds(compute, nbytes, 4, LINK, k4) == pytest.approx(
+      4 * compute + exchange)
+  # Per micro-batch, a quarter of the exchange.
+  per_micro = sm.update_seconds(compute, nbytes, 4, LINK, k4) / 4
+  assert per_micro - compute == pytest.approx(exchange / 4)
+  assert sm.efficiency(compute, nbytes, 4, LINK, k4) == pytest.approx(
+      compute / (compute + exchange / 4))
+  assert sm.efficiency(compute, nbytes, 1, LINK, k1) == 1.0
+
+
+def test_a_token_buckets_burst_passes_free():
+  burst = sm.Link(100 * MB, 0.0, burst=2 * MB)
+  # N=2 sends the whole 10 MB; the first 2 MB go at once.
+  assert sm.ring_seconds(10 * MB, 2, burst) == pytest.approx(0.08)
+  assert sm.ring_seconds(1 * MB, 2, burst) == 0
+
+
+def test_goodput_and_the_small_allreduce_fit():
+  # tbf's 100mbit left 12 MB/s to one TCP stream alone (../shared/NOTES.md);
+  # a ring's streams also carry the ACKs of the data coming the other way.
+  assert sm.goodput(100e6) == pytest.approx(11.70e6, rel=1e-3)
+  recipe = sm.Recipe(cycle_s=0.004, overhead_s=0.002)
+  seconds = {n: sm.exchange_seconds(4, n, LINK, recipe) for n in (2, 3, 4)}
+  latency, overhead = sm.fit_small_allreduces(seconds, recipe)
+  assert latency == pytest.approx(1e-4, rel=1e-2)
+  assert overhead == pytest.approx(0.002, rel=1e-2)
+  with pytest.raises(ValueError, match="two or more host counts"):
+    sm.fit_small_allreduces({2: 0.01}, recipe)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(exchange="nccl"), "exchange='nccl': expected one of horovod"),
+    (dict(compression=0), "compression=0: must be in (0, 1]"),
+    (dict(accumulation_steps=0), "accumulation_steps=0: must be >= 1"),
+])
+def test_bad_recipe_names_the_argument(kwargs, message):
+  with pytest.raises(ValueError, match=message.replace("(", r"\(")
+                     .replace("]", r"\]")):
+    sm.Recipe(**kwargs)
+
+
+def test_bad_arguments_name_the_argument():
+  with pytest.raises(ValueError, match="hosts=0"):
+    sm.ring_seconds(1, 0, LINK)
+  with pytest.raises(ValueError, match="bandwidth=0"):
+    sm.Link(0, 0)
+  with pytest.raises(ValueError, match="--rates='10mbit': expected some of "
+                     "unshaped, 1gbit, 100mbit"):
+    links.rate_names("10mbit")
+  with pytest.raises(ValueError, match="--models='vgg'"):
+    network_rows.names_of("vgg", network_rows.MODELS, "--models")
+
+
+def test_cycle_default_is_the_frameworks():
+  from estimator_scale.backends.horovod import binding  # TensorFlow: late
+  assert float(binding.HOROVOD_DEFAULTS["HOROVOD_CYCLE_TIME"]) / 1e3 == (
+      sm.DEFAULT_CYCLE_S)
+
+
+def test_cli_prints_a_table_and_refuses_bad_numbers(capsys):
+  sm.main(["--compute_ms=10", "--megabytes=1", "--hosts=8", "--gbits=10"])
+  out = capsys.readouterr().out
+  assert "| 10 Gbit/s | 8 |" in out and "Horovod k=4" in out
+  with pytest.raises(SystemExit):
+    sm.main(["--compute_ms=10", "--megabytes=1", "--hosts=x"])
+  assert "--hosts='x': expected comma-separated numbers" in (
+      capsys.readouterr().err)
+
+
+def test_rig_placement_of_horovodrun_and_launch():
+  argv = runner.launcher_argv("horovodrun", 2, ["w"], hosts=["h1", "h2"])
+  assert argv[-3:] == ["-H", "h1:1,h2:1", "w"]
+  argv = runner.launcher_argv("launch", 2, ["w"], hosts=["h1", "h2"])
+  assert "--hosts=h1,h2" in argv and "--workers=2" not in argv
+  with pytest.raises(ValueError, match="one host per process"):
+    runner.launcher_argv("horovodrun", 2, ["w"], hosts=["h1"])
+
+
+def _allreduce_result():
+  """Fake runs made by the model itself, with known inputs, as JSON has them."""
+  latency, unshaped = 2e-4, 300 * MB
+  recipe = sm.Recipe(overhead_s=0.003)
+  buffers = {"small": 1_000_000, "large": 20_000_000}
+  runs = []
+  for rate in ("unshaped", "100mbit"):
+    for hosts in (2, 3):
+      link = links.link(rate, latency, unshaped)
+      seconds = {str(int(b)): sm.exchange_seconds(b, hosts, link, recipe)
+                 for b in (4, *buffers.values())}
+      runs.append({"rate": rate, "hosts": hosts, "cycle_s": recipe.cycle_s,
+                   "gap_s": 0.02, "seconds": seconds, "samples": {}})
+  return {"buffers": buffers, "probe_bytes": 4, "runs": runs}
+
+
+def test_allreduce_calibration_recovers_its_inputs_and_predicts_exactly():
+  result = _allreduce_result()
+  fit = network_allreduce.calibration(result)
+  assert fit["latency_s"] == pytest.approx(2e-4, rel=1e-3)
+  assert fit["overhead_s"] == pytest.approx(0.003, rel=1e-3)
+  assert fit["unshaped_bandwidth"] == pytest.approx(300 * MB, rel=1e-2)
+  rows = network_allreduce.comparison(result)
+  assert len(rows) == 12
+  for rate, hosts, label, _, measured, predicted, _ in rows:
+    assert predicted == pytest.approx(measured, rel=1e-2), (rate, hosts, label)
+  # The unshaped runs calibrate; every shaped row is a test.
+  assert [r[:3] for r in rows if r[6]] == [
+      ("100mbit", 2, "4 B probe"), ("100mbit", 2, "small"),
+      ("100mbit", 2, "large"), ("100mbit", 3, "4 B probe"),
+      ("100mbit", 3, "small"), ("100mbit", 3, "large")]
+
+
+def test_rows_efficiency_is_paired_within_rounds():
+  fake = lambda rate: {"examples_per_sec": rate, "seconds": 21.0}
+  result = {
+      "hosts": 2, "micro_batch": 32,
+      "calibration": {"latency_s": 1e-4, "overhead_s": 0.0,
+                      "unshaped_bandwidth": 300 * MB},
+      "gradient_bytes": {"m": 1 * MB},
+      "recipes": {"horovod": vars(sm.Recipe())},
+      "samples": {"m": {"single": [fake(100), fake(80), None],
+                        "rows": {"100mbit": {"horovod": [
+                            fake(180), fake(120), fake(150)]}}}}}
+  (row,) = network_render.rows(result)
+  # Round 3's baseline failed: only rounds 1 and 2 pair.
+  assert row["per_round"] == [0.9, 0.75]
+  assert row["efficiency"] == pytest.approx(0.825)
+  compute = 32 / 90
+  assert row["predicted"] == pytest.approx(sm.efficiency(
+      compute, 1 * MB, 2, links.link("100mbit", 1e-4, 300 * MB), sm.Recipe()))
+  assert row["shortest_window_s"] == 21.0

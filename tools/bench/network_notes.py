@@ -1,0 +1,113 @@
+"""The prose of docs/NETWORK.md: what the rows stand for, the rule, method.
+
+As notes.py for docs/PERFORMANCE.md: these texts are the page's, so the
+figures of earlier analyses that they quote live here; network_render.py
+adds the figures of the results it renders.
+"""
+# A GPU computes a resnet20 update this many times faster than one core of
+# the bench's host; WHAT_A_LINK_STANDS_FOR gives the figures behind it.
+GPU_SPEEDUP = 30
+# About how long `make bench-network` takes on the 2-core host.
+FULL_RUN_MINUTES = 40
+
+INTRO = (
+    "Written by `make bench-network` (`tools/bench/network.py`) from "
+    "docs/network.json and docs/network_allreduce.json; `python -m "
+    "tools.bench.network render` rewrites this page and the plot from them. "
+    "Hosts are the rig's (tools/cluster.py): network namespaces on one "
+    "2-core machine, each with its own hostname, sshd and a veth cable to a "
+    "bridge, whose rate `tc ... tbf` limits each way. Weak scaling: each of "
+    "2 hosts runs one rank of 32 examples per micro-batch, against 1 "
+    "process of 32 on a rig host; one intra- and one inter-op thread per "
+    "process, so a host is one core. Efficiency is the 2-host job's "
+    "examples/sec over twice the 1 process's, the median over rounds of the "
+    "ratio taken within a round (`per round`, in round order). `model` is "
+    "tools/scaling_model.py's efficiency for the row from the round's "
+    "1-process compute and the allreduce runs' calibration.")
+
+WHAT_A_LINK_STANDS_FOR = (
+    f"This host's single core computes a resnet20 update of 32 examples in "
+    "about 85 ms (docs/PERFORMANCE.md row 4a: 376 examples/sec, 1 thread). "
+    "A current GPU does the same update in about 3 ms: at 32 examples the "
+    "update is too small to fill the GPU, and its time is the per-kernel "
+    "cost of the ops it runs (resnet20's update executes 747 TensorFlow ops "
+    "in graph mode, counted with RunMetadata's step stats, each a kernel "
+    "launch of a few microseconds on a GPU: 3 ms at 4 µs each), not its "
+    "FLOPs (about 0.25 GFLOP per example forward and backward, 8 GFLOP per "
+    "update: 2.4 ms at 5 % of an H100's 67 FP32 TFLOP/s). Hence the factor "
+    f"of about {GPU_SPEEDUP}. It is resnet20's: the wide MLP's update is 68 "
+    "ops of large matrix products, which a GPU runs far more than 30x "
+    "faster than one core, so its predictions in docs/NETWORK.md are "
+    "optimistic. The exchange costs the same "
+    "bytes on both, so what sets the efficiency is bytes over bandwidth "
+    "against compute: a link "
+    f"{GPU_SPEEDUP}x slower than a GPU cluster's loads the network here as "
+    "that cluster's is loaded. 100 Mbit/s here stands for 3 Gbit/s between "
+    "GPU hosts, 1 Gbit/s for 30 Gbit/s; the unshaped veth (a few hundred "
+    "MB/s to an allreduce here, bound by the CPU) for a fast link. What does not scale: latency "
+    "per ring step is this machine's (tens of microseconds through the "
+    "kernel and a busy core), and Horovod's cycle wait (half of "
+    "HOROVOD_CYCLE_TIME, 2.5 ms at the framework's 5 ms) is a fixed time, "
+    "small against an 85 ms update and as large as the whole update on a "
+    "GPU; the predictions in docs/NETWORK.md count both at their real size. No GPU was "
+    "lent to measure the 3 ms (docs/PERFORMANCE.md, GPU rows): it is the "
+    "estimate above, not a measurement.")
+
+RULE = (
+    "Let r be one exchange's time over one micro-batch's compute, r = "
+    "(2(N-1)/N x gradient bytes / link bandwidth + fixed costs) / compute, "
+    "which tools/scaling_model.py computes (`--compute_ms`, `--megabytes`). "
+    "Efficiency is 1 / (1 + r) plain, 1 / (1 + r/k) with accumulation k, "
+    "and about 1 / (1 + r/2) with fp16 compression once the data term "
+    "dominates (the casts cost a few % of compute: docs/PERFORMANCE.md row "
+    "4h). Turn fp16 compression on from r of about 0.1 (below, its casts "
+    "cost more than the halved bytes save); turn accumulation on from r of "
+    "about 0.25, with k of about 9 r for 90 % efficiency (k multiplies the "
+    "batch: pair it with `--lr_scaling=adascale`); both together divide r "
+    "by about 2k.")
+
+PREDICTIONS = (
+    f"tools/scaling_model.py with a GPU's compute (this host's 1-process "
+    f"compute / {GPU_SPEEDUP}, see above), 25 µs per ring step (an assumed "
+    "switch hop and kernel, not measured here) and Horovod's cycle at the "
+    "framework's 5 ms, at 10 and 100 Gbit/s per host. Efficiency per "
+    "variant; `collective` is multi_worker_mirrored's all-reduce (no cycle "
+    "wait). What it means for k and S: the ring's latency term grows with "
+    "N (2(N-1) steps) while its data term does not, and Horovod's cycle "
+    "wait is fixed, so at many hosts a small model is latency-bound and "
+    "only fewer exchanges help: accumulation k divides every term by k, "
+    "compression only the data term. Choose k from the rule above at the "
+    "target N; S = N x k then grows with both, and AdaScale keeps the "
+    "progress per example as S grows, up to the point where its gain r "
+    "falls well below S (the critical batch size, docs/ADASCALE.md), beyond "
+    "which more hosts buy little whatever the network. A shorter "
+    "HOROVOD_CYCLE_TIME (1 ms) is worth trying on GPU hosts, where the "
+    "framework's 5 ms costs as much as a whole small update.")
+
+REPRODUCE = (
+    "make bench-network   # allreduce runs, then rows; needs root\n"
+    "python -m tools.bench.network allreduce --hosts 2,3,4 --rates "
+    "1gbit,100mbit\n"
+    "python -m tools.bench.network rows --rounds 2 --window_s 20\n"
+    "python -m tools.bench.network render   # this page and the plot, from "
+    "the JSON")
+
+METHOD = [
+    "Each measurement is a fresh process tree started from host1 of the "
+    "rig: tools/bench/worker.py under horovodrun (`-H host1:1,host2:1`), "
+    "estimator-scale-launch (`--hosts host1,host2`) or alone; timing as in "
+    "docs/PERFORMANCE.md (a hook times the updates after the warm-up).",
+    "A round: per model, the 1-process baseline, then for each link rate "
+    "the four variants; the baseline is shared by the rates of its round. "
+    "Steps are sized from the model's predicted update time so that each "
+    "window lasts at least the window (`--window_s`).",
+    "Variants: Horovod (one grouped allreduce per update); Horovod with "
+    "`allreduce_compression=fp16`; Horovod with `accumulation_steps=4` (4 "
+    "micro-batches of 32 per update, one exchange); multi_worker_mirrored. "
+    "All momentum SGD, float32, lr_scaling identity.",
+    "Allreduce-only runs (tools/bench/allreduce_worker.py): Horovod ranks "
+    "allreduce buffers of a 4-byte probe and of each model's gradient size, "
+    "each timed allreduce after a sleep of a random fraction of Horovod's "
+    "cycle (the same on every rank), so it meets the cycle at a random "
+    "point as an update's does; the median per buffer.",
+]

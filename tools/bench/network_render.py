@@ -1,0 +1,232 @@
+"""docs/NETWORK.md and docs/network_scaling.png from the network bench's JSON.
+
+Reads docs/network.json (training rows) and docs/network_allreduce.json
+(allreduce-only runs) and nothing else, so `python -m tools.bench.network
+render` redraws both from saved results; either file may be missing, and
+its sections then say how to make it. Predictions come from
+tools/scaling_model.py with the compute the rows measured.
+"""
+import json
+import os
+
+from tools import scaling_model
+from tools.bench import links
+from tools.bench import network_allreduce
+from tools.bench import network_notes
+from tools.bench import render
+from tools.bench.results import median
+
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+PREDICT_HOSTS = (8, 16, 32, 64, 128)
+PREDICT_GBITS = (10, 100)
+
+
+def _load(path):
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _recipe(result, variant):
+  return scaling_model.Recipe(**result["recipes"][variant])
+
+
+def compute_s(result, model):
+  """Seconds of one micro-batch update on one process: the baselines' median."""
+  rate = median([m and m["examples_per_sec"]
+                 for m in result["samples"][model]["single"]])
+  return None if rate is None else result["micro_batch"] / rate
+
+
+def _link(result, rate):
+  fit = result["calibration"]
+  return links.link(rate, fit["latency_s"], fit["unshaped_bandwidth"])
+
+
+def rows(result):
+  """One dict per (model, rate, variant): measured and predicted efficiency."""
+  out = []
+  hosts = result["hosts"]
+  for model, data in result["samples"].items():
+    single = [m and m["examples_per_sec"] for m in data["single"]]
+    compute = compute_s(result, model)
+    for rate, variants in data["rows"].items():
+      for variant, samples in variants.items():
+        rates = [m and m["examples_per_sec"] for m in samples]
+        efficiencies = [a / b / hosts for a, b in zip(rates, single)
+                        if a is not None and b is not None]
+        predicted = None if compute is None else scaling_model.efficiency(
+            compute, result["gradient_bytes"][model], hosts,
+            _link(result, rate), _recipe(result, variant))
+        windows = [m["seconds"] for m in samples + data["single"] if m]
+        out.append({"model": model, "rate": rate, "variant": variant,
+                    "examples_per_sec": median(rates),
+                    "efficiency": median(efficiencies),
+                    "per_round": efficiencies, "predicted": predicted,
+                    "shortest_window_s": min(windows, default=None)})
+  return out
+
+
+def _rows_lines(result):
+  if result is None:
+    return ["Not measured yet: `make bench-network` (about "
+            f"{network_notes.FULL_RUN_MINUTES} minutes, root, a quiet "
+            "machine)."]
+  m = result["machine"]
+  lines = [f"Run {m['date']} on {m['summary']}; {result['rounds']} rounds, "
+           f"windows of at least {result['window_s']:g} s (column shortest "
+           f"window), load average {m['load_average_at_start']} at the start,"
+           f" {m.get('load_average_at_end')} at the end.", ""]
+  for model in result["samples"]:
+    compute = compute_s(result, model)
+    lines += [f"**{model}**: {result['gradient_bytes'][model] / 1e6:.1f} MB "
+              f"of gradients, {result['micro_batch']} examples per replica "
+              "per micro-batch, 1 process "
+              + (f"{result['micro_batch'] / compute:,.0f} ex/s "
+                 f"({compute * 1e3:.0f} ms per micro-batch)"
+                 if compute else "failed") + ".", "",
+              "| link | variant | ex/s, 2 hosts | efficiency (ideal 1) | "
+              "per round | model | model / measured | shortest window |",
+              "|---|---|---|---|---|---|---|---|"]
+    for row in (r for r in rows(result) if r["model"] == model):
+      ratio = (row["predicted"] / row["efficiency"]
+               if row["predicted"] and row["efficiency"] else None)
+      window = row["shortest_window_s"]
+      lines.append(
+          f"| {row['rate']} | {row['variant']} | "
+          f"{render.fmt(row['examples_per_sec'])} | "
+          f"{render.fmt(row['efficiency'])} | "
+          f"{', '.join(render.fmt(e) for e in row['per_round']) or '-'} | "
+          f"{render.fmt(row['predicted'])} | {render.fmt(ratio)} | "
+          f"{'-' if window is None else f'{window:.1f} s'} |")
+    lines.append("")
+  return lines
+
+
+def _allreduce_lines(result):
+  if result is None:
+    return ["Not measured yet: `python -m tools.bench.network allreduce`."]
+  fit = network_allreduce.calibration(result)
+  compared = network_allreduce.comparison(result)
+  tested = [p / m for *_, m, p, t in compared if t]
+  lines = [
+      f"Run {result['machine']['date']} on {result['machine']['summary']}. "
+      f"Calibration (the unshaped rows): {fit['latency_s'] * 1e6:.0f} µs per "
+      f"ring step and {fit['overhead_s'] * 1e3:.1f} ms of Horovod overhead "
+      "per exchange beyond half its cycle (a line through the 4-byte "
+      "allreduce's times on 2-4 hosts), "
+      f"{fit['unshaped_bandwidth'] / 1e6:,.0f} MB/s on the unshaped veth "
+      "(the largest buffer on 2 hosts). Shaped links: the rate's TCP "
+      f"goodput ({scaling_model.TCP_PAYLOAD_FRACTION:.3f} of it) and the "
+      f"token bucket's burst ({links.BURST_S * 1e3:g} ms of traffic, 64 KiB "
+      f"at least) after the {result['runs'][0]['gap_s'] * 1e3:.0f} ms gap "
+      "that precedes each allreduce. Every shaped row is a prediction: "
+      + (f"model / measured from {min(tested):.2f} to {max(tested):.2f} over "
+         f"{len(tested)} rows." if tested else "none."), "",
+      "| link | hosts | buffer | measured | model | model / measured | |",
+      "|---|---|---|---|---|---|---|"]
+  for rate, hosts, label, _, measured, predicted, is_test in compared:
+    lines.append(f"| {rate} | {hosts} | {label} | {measured * 1e3:.1f} ms | "
+                 f"{predicted * 1e3:.1f} ms | {predicted / measured:.2f} | "
+                 f"{'' if is_test else 'calibration'} |")
+  return lines
+
+
+def _prediction_lines(result):
+  if result is None:
+    return ["Needs the rows' measured compute: `make bench-network`."]
+  lines = []
+  for model in result["samples"]:
+    compute = compute_s(result, model)
+    if compute is None:
+      continue
+    gpu = compute / network_notes.GPU_SPEEDUP
+    recipes = {v: _recipe(result, v) for v in result["recipes"]}
+    lines += [f"**{model}** ({gpu * 1e3:.2f} ms per micro-batch update on a "
+              f"GPU: this host's {compute * 1e3:.0f} ms / "
+              f"{network_notes.GPU_SPEEDUP}; "
+              f"{result['gradient_bytes'][model] / 1e6:.1f} MB):", ""]
+    lines += scaling_model.prediction_table(
+        gpu, result["gradient_bytes"][model], PREDICT_HOSTS, PREDICT_GBITS,
+        recipes) + [""]
+  return lines
+
+
+def plot(result, path):
+  """Efficiency against link goodput, a panel per model, a colour per variant.
+
+  Points are the measured medians (bars: the rounds' range), lines the model
+  over a continuum of rates.
+  """
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  models = list(result["samples"])
+  figure, axes = pyplot.subplots(1, len(models), figsize=(6 * len(models), 4.5),
+                                 squeeze=False)
+  measured = rows(result)
+  for ax, model in zip(axes[0], models):
+    compute = compute_s(result, model)
+    speeds = [10 ** (e / 10) for e in range(5, 36)]  # bytes/s, 3 MB/s..3 GB/s
+    for variant, color in zip(result["recipes"], COLORS):
+      if compute is not None:
+        ax.plot([s * 8 / 1e9 for s in speeds],
+                [scaling_model.efficiency(
+                    compute, result["gradient_bytes"][model], result["hosts"],
+                    scaling_model.Link(s, result["calibration"]["latency_s"]),
+                    _recipe(result, variant)) for s in speeds],
+                "--", color=color, linewidth=1)
+      points = [r for r in measured if r["model"] == model and
+                r["variant"] == variant and r["efficiency"] is not None]
+      xs = [_link(result, r["rate"]).bandwidth * 8 / 1e9 for r in points]
+      ys = [r["efficiency"] for r in points]
+      errors = [[y - min(r["per_round"]) for y, r in zip(ys, points)],
+                [max(r["per_round"]) - y for y, r in zip(ys, points)]]
+      ax.errorbar(xs, ys, yerr=errors, fmt="o-", color=color, label=variant,
+                  capsize=3)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("link goodput per host, Gbit/s (unshaped: veth as measured)")
+    ax.set_ylabel("weak-scaling efficiency, 2 hosts (1 = ideal)")
+    ax.set_title(f"{model}: {result['gradient_bytes'][model] / 1e6:.1f} MB "
+                 f"of gradients, {compute * 1e3:.0f} ms compute"
+                 if compute else model)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+  figure.suptitle("points: measured (bars: range over rounds); dashed: "
+                  "tools/scaling_model.py", fontsize=9)
+  figure.tight_layout()
+  figure.savefig(path, dpi=110)
+  pyplot.close(figure)
+
+
+def page(rows_result, allreduce_result, plot_name):
+  """docs/NETWORK.md's text."""
+  lines = ["# Scaling over a network", "", network_notes.INTRO, "",
+           "## Training rows: 2 hosts x 1 rank / 1 process", ""]
+  if rows_result is not None:
+    lines += [f"![efficiency against link bandwidth]({plot_name})", ""]
+  lines += _rows_lines(rows_result)
+  lines += ["", "## What a shaped link stands for", "",
+            network_notes.WHAT_A_LINK_STANDS_FOR, "",
+            "## The rule", "", network_notes.RULE, "",
+            "## Allreduce only: the model's network half, 2-4 hosts", ""]
+  lines += _allreduce_lines(allreduce_result)
+  lines += ["", "## Predicted: 8 to 128 hosts", "",
+            network_notes.PREDICTIONS, ""]
+  lines += _prediction_lines(rows_result)
+  lines += ["", "## Reproduce", "", "```", network_notes.REPRODUCE, "```", "",
+            "## Method", ""] + [f"- {note}" for note in network_notes.METHOD]
+  return "\n".join(lines) + "\n"
+
+
+def write_page(paths):
+  """Renders paths["page"] (and paths["plot"] when rows exist); returns it."""
+  rows_result, allreduce_result = _load(paths["rows"]), _load(paths["allreduce"])
+  if rows_result is not None:
+    plot(rows_result, paths["plot"])
+  text = page(rows_result, allreduce_result, os.path.basename(paths["plot"]))
+  render.write(paths["page"], text)
+  return text
+

@@ -1,0 +1,231 @@
+"""Time per update on N hosts: measured compute plus a ring allreduce.
+
+The rig runs at most a few hosts on one 2-core machine, so what happens at 8
+to 128 hosts is carried there on paper. This model is deliberately the
+back-of-envelope one (docs/NETWORK.md checks it against allreduce-only runs
+on 2-4 shaped hosts and against the 2-host training rows), so that its
+predictions can be traced to inputs a user can measure on their own
+cluster: the compute of one update, the link's goodput and its latency.
+
+  update  = k x compute(micro-batch) + exchange(gradient bytes)
+  ring(b) = 2(N-1)/N x b / bandwidth + 2(N-1) x latency
+  Horovod:    exchange = cycle / 2 + overhead + ring(0) + ring(b x compression)
+  collective: exchange = ring(b)
+
+A ring allreduce sends each host 2(N-1)/N of the buffer and takes 2(N-1)
+steps (reduce-scatter, then allgather), which is how Gloo's allreduce and
+TensorFlow's CPU collectives move data. Horovod adds costs per exchange: a
+tensor waits for the background thread's next cycle (half a cycle on
+average, since an update ends at a random point of it), the ranks agree on
+what is ready with a small allreduce of their ready lists before the data
+moves (ring(0)), and the rest of what an exchange costs the software,
+whatever its size and the number of hosts, is `overhead`, read off small
+allreduces. A link shaped by tc's token bucket (the rig's) lets its first
+`burst` bytes through at once after an idle spell, which a real link does
+not: it is 0 unless a Link says otherwise. Weak-scaling efficiency is
+1-process time over N-host time at the same per-replica micro-batch: one
+process exchanges nothing.
+
+  python tools/scaling_model.py --compute_ms 85 --megabytes 1.1 \
+      --gbits 10,100 --hosts 8,16,32,64,128
+"""
+import argparse
+import dataclasses
+import sys
+
+# Payload per byte on the wire for a ring's TCP traffic over Ethernet at
+# MTU 1500 with timestamps: a segment carries 1448 of its 1514 bytes, and
+# the data flowing the other way (every host sends and receives alike)
+# adds its 66-byte ACK per second segment. What a shaped rate leaves for
+# data.
+TCP_PAYLOAD_FRACTION = 1448 / (1514 + 66 / 2)
+# The framework's HOROVOD_CYCLE_TIME default (backends/horovod/binding.py's
+# HOROVOD_DEFAULTS, which imports TensorFlow; tests/test_scaling_model.py
+# keeps the two equal).
+DEFAULT_CYCLE_S = 0.005
+# Per ring step on a real cluster's TCP network (one switch hop and the
+# kernel on both ends), an assumption the predictions state, not a figure
+# measured here.
+DEFAULT_CLUSTER_LATENCY_S = 25e-6
+EXCHANGES = ("horovod", "collective")
+
+
+def goodput(bits_per_second):
+  """Payload bytes/s each way a ring's TCP streams get from this link rate."""
+  return bits_per_second / 8 * TCP_PAYLOAD_FRACTION
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+  """Each host's link: payload bytes/s each way, seconds per ring step, and
+  bytes a token bucket passes at once after an idle spell."""
+  bandwidth: float
+  latency: float
+  burst: float = 0.0
+
+  def __post_init__(self):
+    if self.bandwidth <= 0:
+      raise ValueError(f"bandwidth={self.bandwidth}: must be > 0 bytes/s")
+    if self.latency < 0:
+      raise ValueError(f"latency={self.latency}: must be >= 0 seconds")
+    if self.burst < 0:
+      raise ValueError(f"burst={self.burst}: must be >= 0 bytes")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+  """How a job exchanges gradients.
+
+  exchange: "horovod" (cycle wait, negotiation, overhead) or "collective"
+  (tf.distribute's all-reduce inside the step); compression: bytes sent per
+  gradient byte (0.5 for fp16); accumulation_steps: micro-batches per
+  exchange; cycle_s: Horovod's cycle time; overhead_s: Horovod's other
+  fixed cost per exchange.
+  """
+  exchange: str = "horovod"
+  compression: float = 1.0
+  accumulation_steps: int = 1
+  cycle_s: float = DEFAULT_CYCLE_S
+  overhead_s: float = 0.0
+
+  def __post_init__(self):
+    if self.exchange not in EXCHANGES:
+      raise ValueError(f"exchange={self.exchange!r}: expected one of "
+                       f"{', '.join(EXCHANGES)}")
+    if not 0 < self.compression <= 1:
+      raise ValueError(f"compression={self.compression}: must be in (0, 1] "
+                       "(0.5 for fp16)")
+    if self.accumulation_steps < 1:
+      raise ValueError(f"accumulation_steps={self.accumulation_steps}: "
+                       "must be >= 1")
+    if self.cycle_s < 0:
+      raise ValueError(f"cycle_s={self.cycle_s}: must be >= 0")
+    if self.overhead_s < 0:
+      raise ValueError(f"overhead_s={self.overhead_s}: must be >= 0")
+
+
+def _check_hosts(hosts):
+  if not isinstance(hosts, int) or hosts < 1:
+    raise ValueError(f"hosts={hosts!r}: must be an integer >= 1")
+
+
+def ring_seconds(nbytes, hosts, link):
+  """One ring allreduce of `nbytes` over `hosts` hosts (0 on one host)."""
+  _check_hosts(hosts)
+  if hosts == 1:
+    return 0.0
+  steps = 2 * (hosts - 1)
+  sent = steps / hosts * nbytes  # by each host, and received by each
+  return max(0.0, sent - link.burst) / link.bandwidth + steps * link.latency
+
+
+def exchange_seconds(nbytes, hosts, link, recipe=Recipe()):
+  """One gradient exchange of `nbytes` (before compression)."""
+  if hosts == 1:
+    return 0.0
+  data = ring_seconds(nbytes * recipe.compression, hosts, link)
+  if recipe.exchange == "collective":
+    return data
+  return (recipe.cycle_s / 2 + recipe.overhead_s +
+          ring_seconds(0, hosts, link) + data)
+
+
+def update_seconds(compute_s, nbytes, hosts, link, recipe=Recipe()):
+  """One update: k micro-batches of `compute_s` each, then one exchange."""
+  return (recipe.accumulation_steps * compute_s +
+          exchange_seconds(nbytes, hosts, link, recipe))
+
+
+def efficiency(compute_s, nbytes, hosts, link, recipe=Recipe()):
+  """Weak-scaling efficiency: N hosts' examples/sec over N x one process's."""
+  compute = recipe.accumulation_steps * compute_s
+  return compute / update_seconds(compute_s, nbytes, hosts, link, recipe)
+
+
+def fit_small_allreduces(seconds_by_hosts, recipe=Recipe()):
+  """(latency per ring step, Horovod overhead) from allreduces of ~0 bytes.
+
+  A Horovod exchange of nothing takes cycle/2 + overhead + 4(N-1) latency
+  (two rings of 2(N-1) steps), so a least-squares line through the times
+  at several host counts gives the latency as its slope and the overhead
+  as what its intercept leaves beyond half a cycle; both are floored at 0.
+
+  Args:
+    seconds_by_hosts: {hosts: seconds}, at least two host counts >= 2.
+    recipe: the Horovod recipe the allreduces ran with (its cycle_s).
+  """
+  points = sorted(seconds_by_hosts.items())
+  if len(points) < 2 or points[0][0] < 2:
+    raise ValueError(f"seconds_by_hosts={seconds_by_hosts}: needs times at "
+                     "two or more host counts, each >= 2")
+  xs = [4 * (n - 1) for n, _ in points]
+  ys = [t for _, t in points]
+  mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+  slope = (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) /
+           sum((x - mean_x) ** 2 for x in xs))
+  latency = max(0.0, slope)
+  intercept = mean_y - latency * mean_x
+  return latency, max(0.0, intercept - recipe.cycle_s / 2)
+
+
+def _numbers(text, kind, name):
+  try:
+    values = [kind(v) for v in text.split(",") if v]
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+        f"--{name}={text!r}: expected comma-separated numbers") from None
+  if not values or min(values) <= 0:
+    raise argparse.ArgumentTypeError(
+        f"--{name}={text!r}: expected numbers > 0, e.g. 10,100")
+  return values
+
+
+def prediction_table(compute_s, nbytes, hosts, gbits, recipes,
+                     latency=DEFAULT_CLUSTER_LATENCY_S):
+  """Markdown rows: efficiency per (link, hosts) for each named recipe."""
+  lines = ["| link | hosts | " + " | ".join(recipes) + " |",
+           "|---|---|" + "---|" * len(recipes)]
+  for rate in gbits:
+    link = Link(goodput(rate * 1e9), latency)
+    for n in hosts:
+      cells = [f"{efficiency(compute_s, nbytes, n, link, r):.2f}"
+               for r in recipes.values()]
+      lines.append(f"| {rate:g} Gbit/s | {n} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--compute_ms", type=float, required=True,
+                      help="compute of one micro-batch update, milliseconds")
+  parser.add_argument("--megabytes", type=float, required=True,
+                      help="gradient bytes per exchange, in 10^6 bytes")
+  parser.add_argument("--gbits", default="10,100",
+                      help="link rates per host, Gbit/s (comma-separated)")
+  parser.add_argument("--hosts", default="8,16,32,64,128")
+  parser.add_argument("--latency_us", type=float,
+                      default=DEFAULT_CLUSTER_LATENCY_S * 1e6)
+  parser.add_argument("--cycle_ms", type=float, default=DEFAULT_CYCLE_S * 1e3)
+  parser.add_argument("--accumulation_steps", type=int, default=4)
+  args = parser.parse_args(argv)
+  try:
+    gbits = _numbers(args.gbits, float, "gbits")
+    hosts = _numbers(args.hosts, int, "hosts")
+    cycle = args.cycle_ms / 1e3
+    recipes = {
+        "Horovod": Recipe(cycle_s=cycle),
+        "Horovod fp16": Recipe(cycle_s=cycle, compression=0.5),
+        f"Horovod k={args.accumulation_steps}": Recipe(
+            cycle_s=cycle, accumulation_steps=args.accumulation_steps),
+        "collective": Recipe(exchange="collective")}
+    if args.compute_ms <= 0 or args.megabytes <= 0:
+      raise ValueError("--compute_ms and --megabytes must be > 0")
+    print("\n".join(prediction_table(args.compute_ms / 1e3,
+                                     args.megabytes * 1e6, hosts, gbits,
+                                     recipes, args.latency_us / 1e6)))
+  except (ValueError, argparse.ArgumentTypeError) as e:
+    parser.error(str(e))
+
+
+if __name__ == "__main__":
+  sys.exit(main())

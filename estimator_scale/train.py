@@ -273,7 +273,8 @@ def run_training():
   if _elastic():
     estimator, metrics, wall, global_batch_size = elastic.run(
         _train, FLAGS.global_batch_size, FLAGS.accumulation_steps,
-        FLAGS.elastic_batch, FLAGS.commit_every_n_steps)
+        FLAGS.elastic_batch, FLAGS.commit_every_n_steps,
+        FLAGS.intra_op_threads)
   else:
     estimator, metrics, wall, global_batch_size = _train()
   if estimator.stopped_by_signal:

@@ -79,6 +79,29 @@ def _wait(proc, log, condition, what, deadline):
     time.sleep(0.3)
 
 
+def _start(host1, tmp_path, *flags):
+  """horovodrun's elastic driver on host1 over the hosts in tmp_path/hosts
+  (host1 and host2 to begin with); returns (process, log path, hosts file)."""
+  (tmp_path / "recorder.py").write_text(RECORDER)
+  hosts = tmp_path / "hosts"
+  hosts.write_text("host1:1\nhost2:1\n")
+  discover = tmp_path / "discover.sh"
+  discover.write_text(f"#!/bin/sh\ncat {hosts}\n")
+  discover.chmod(0o755)
+  log = tmp_path / "log"
+  argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
+          "--host-discovery-script", str(discover),
+          *train_argv(tmp_path / "model", "--global_batch_size=128",
+                      f"--accumulation_steps={ACCUMULATION}",
+                      "--lr_scaling=adascale", "--model_module=recorder",
+                      f"--commit_every_n_steps={COMMIT}", *flags)]
+  with open(log, "w") as out:
+    proc = host1.popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                       env={**ENV, "PYTHONPATH": str(tmp_path),
+                            "ELASTIC_RECORD": str(tmp_path / "record.jsonl")})
+  return proc, log, hosts
+
+
 def _records(path):
   with open(path) as f:
     return [json.loads(line) for line in f]
@@ -91,29 +114,12 @@ def _updates_on(records, size):
 @multihost
 def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
   host1, host2, host3 = cluster(3, loopback_hostname=True).hosts
-  (tmp_path / "recorder.py").write_text(RECORDER)
-  hosts = tmp_path / "hosts"
-  hosts.write_text("host1:1\nhost2:1\n")
-  discover = tmp_path / "discover.sh"
-  discover.write_text(f"#!/bin/sh\ncat {hosts}\n")
-  discover.chmod(0o755)
   record = tmp_path / "record.jsonl"
   model_dir = tmp_path / "model"
   summary = tmp_path / "summary.json"
-  log = tmp_path / "log"
-  argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
-          "--host-discovery-script", str(discover),
-          *train_argv(model_dir, f"--train_steps={TRAIN_STEPS}",
-                      f"--commit_every_n_steps={COMMIT}",
-                      "--global_batch_size=128",
-                      f"--accumulation_steps={ACCUMULATION}",
-                      "--lr_scaling=adascale", f"--summary_json={summary}",
-                      "--model_module=recorder")]
   start = time.monotonic()
-  with open(log, "w") as out:
-    proc = host1.popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                       env={**ENV, "PYTHONPATH": str(tmp_path),
-                            "ELASTIC_RECORD": str(record)})
+  proc, log, hosts = _start(host1, tmp_path, f"--train_steps={TRAIN_STEPS}",
+                            f"--summary_json={summary}")
   try:
     deadline = start + 300
     _wait(proc, log, lambda: checkpoint_step(model_dir) >= 2 * COMMIT,
@@ -173,3 +179,32 @@ def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
     while job_processes(host):
       assert time.monotonic() < deadline, job_processes(host)
       time.sleep(0.5)
+
+
+@multihost
+def test_a_size_that_cannot_hold_the_global_batch_is_refused_at_the_change(
+    cluster, tmp_path):
+  host1, _, _ = cluster(3, loopback_hostname=True).hosts
+  # 128 examples a update, 4 micro-batches of 32: 2 ranks hold it, 3 cannot.
+  proc, log, hosts = _start(host1, tmp_path, "--train_steps=100000",
+                            "--elastic_batch=hold")
+  try:
+    deadline = time.monotonic() + 180
+    _wait(proc, log, lambda: checkpoint_step(tmp_path / "model") >= COMMIT,
+          f"commit at step {COMMIT}", deadline)
+    hosts.write_text("host1:1\nhost2:1\nhost3:1\n")
+    proc.wait(timeout=max(1, deadline - time.monotonic()))
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  text = log.read_text()
+  assert proc.returncode != 0, text[-5000:]
+  lines = {l.split(":", 1)[1] for l in text.splitlines()
+           if "estimator-scale: error:" in l}
+  assert lines == {
+      "estimator-scale: error: --elastic_batch='hold' cannot keep "
+      "--global_batch_size=128 on 3 ranks: an update is 4 micro-batches of "
+      "32 examples, which 3 ranks cannot share evenly (sizes that can: 1, 2, "
+      "4); use --elastic_batch='scale' to let the global batch follow the "
+      "size"}, text[-5000:]
+  assert "<stderr>:Traceback" not in text, text[-5000:]  # horovodrun's own stays

@@ -119,11 +119,7 @@ class Horovod(base.Backend):
     """See base class."""
     base.require_model_dir(self.name, model_dir)
     hvd = init_horovod()
-    topology = read_topology(hvd, self)
-    cores = binding.bind_to_cores(topology, os.environ, intra_op_threads)
-    threads = intra_op_threads or (len(cores) if cores else max(
-        1, len(os.sched_getaffinity(0)) // topology.local_size))
-    base.pin_threads(threads, requested=bool(intra_op_threads))
+    topology, threads = bind_rank(hvd, self, intra_op_threads)
     gpu = topology.local_rank if tf.config.list_physical_devices("GPU") else None
     kwargs = dict(run_config_kwargs)
     job = elastic.current()
@@ -148,6 +144,17 @@ class Horovod(base.Backend):
     """See base class."""
     return reducer.HorovodReducer(import_horovod(), compression,
                                   self.stop_flag, sparse_exchange)
+
+
+def bind_rank(hvd, backend, intra_op_threads):
+  """(topology, threads per op) of this rank, bound to its cores and its
+  TensorFlow thread pool sized, which must come before any TensorFlow op."""
+  topology = read_topology(hvd, backend)
+  cores = binding.bind_to_cores(topology, os.environ, intra_op_threads)
+  threads = intra_op_threads or (len(cores) if cores else max(
+      1, len(os.sched_getaffinity(0)) // topology.local_size))
+  base.pin_threads(threads, requested=bool(intra_op_threads))
+  return topology, threads
 
 
 def init_horovod():

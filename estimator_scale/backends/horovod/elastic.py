@@ -181,14 +181,16 @@ class _Job:
   def attempt(self, state, train):
     """One try of `train` on the ranks there are now."""
     size = self._hvd.size()
-    if state.micro_batch is None:
-      ranks_micro = size * self.start.accumulation_steps
-      # A global batch that does not split is refused where it is used,
-      # with the nearest valid sizes.
-      state.micro_batch = max(1, self.start.global_batch_size // ranks_micro)
+    if state.micro_batch is None:  # the job's first attempt: as given
+      # (a global batch that does not split is refused where it is used,
+      # naming the nearest valid sizes)
+      self._batch = self.start
+      state.micro_batch = max(1, self.start.global_batch_size // (
+          size * self.start.accumulation_steps))
       state.save()
-    self._batch = batch_for_size(self.elastic_batch, state.micro_batch,
-                                 self.start, size)
+    else:
+      self._batch = batch_for_size(self.elastic_batch, state.micro_batch,
+                                   self.start, size)
     self._announced = False
     try:
       return train(self._batch)
@@ -258,7 +260,7 @@ def _reset(hvd):
 
 
 def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
-        commit_every_n_steps=COMMIT_EVERY_N_STEPS):
+        commit_every_n_steps=COMMIT_EVERY_N_STEPS, intra_op_threads=None):
   """Runs `train(batch)` on every rank until it returns, through host changes.
 
   `train` makes the Estimator (`make_estimator(..., distribution="horovod")`)
@@ -276,6 +278,9 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
     elastic_batch: one of BATCH_POLICIES.
     commit_every_n_steps: updates between commits (rank 0's checkpoints):
       the work a failure may lose, against the time saving takes.
+    intra_op_threads: threads per op on each rank (default: its share of
+      the host's cores), as `make_estimator` takes it; a process's thread
+      pool is sized once, here, before the ranks first agree.
 
   Returns:
     what `train` returned.
@@ -293,6 +298,7 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
         "an elastic run needs horovodrun's elastic driver: horovodrun "
         "--min-np N --max-np M --host-discovery-script SCRIPT python ...")
   hvd = backend.init_horovod()
+  backend.bind_rank(hvd, backend.Horovod(), intra_op_threads)
   state = horovod_elastic.ObjectState(
       bcast_object=lambda value: _Job._broadcast(job, value),
       get_rank=hvd.rank, step=0, size=0, micro_batch=None)

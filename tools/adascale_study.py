@@ -52,6 +52,13 @@ METHODS = ("AS", "LSW", "LSW+", "LARS")
 RULES = {"baseline": "identity", "AS": "adascale"}  # the rest: linear
 ELASTIC = {"rising": (8, 16, 32), "falling": (32, 16, 8)}
 ELASTIC_METHODS = ("AS", "LSW")
+RANK_ELASTIC = {"up": (1, 2, 4), "down": (4, 2, 1)}
+"""Horovod ranks per third of T of the rank-elastic rows (--rank_elastic):
+each third is a horovodrun job of that many ranks on this host, resuming
+from the previous third's checkpoint, as an elastic job resumes after a
+change. RANK_ACCUMULATION accumulation steps per rank make S 8 -> 16 -> 32
+and 32 -> 16 -> 8, the accumulation-based rows' scales."""
+RANK_ACCUMULATION = 8
 TASKS = {
     "digits_mlp": {"T": 20000, "micro_batch_size": 8, "learning_rate": 0.05,
                    "lars_learning_rate": 0.05, "adascale_smoothing": None},
@@ -159,11 +166,14 @@ def _segment(settings, method, scale, stop, boundaries, warmup, workers):
       trace_every=max(1, math.ceil(settings["T"] / scale / TRACE_POINTS)))
 
 
-def run_specs(settings, method, scales, as_updates=None, workers=1):
+def run_specs(settings, method, scales, as_updates=None, workers=1,
+              ranks=None):
   """One spec (a plain dict, so a worker process can take it) per seed.
 
   `scales` is a tuple: one S, or an elastic run's S per third of T.
   `as_updates` (LSW+ only) is the mean number of updates AS took at this S.
+  `ranks` (rank-elastic runs) gives the Horovod ranks of each third; the
+  ranks share each S.
   Under Horovod, S that the ranks divide is spread over them; the rest (the
   baseline too) runs whole on every rank, which is redundant but needs no
   coordination.
@@ -195,7 +205,11 @@ def run_specs(settings, method, scales, as_updates=None, workers=1):
         settings, method, scale, updates,
         decay_boundaries(updates, fractions),
         warmup_updates(updates, settings["warmup_fraction"]), workers)]
-  spec = dict(method=method, scales=tuple(scales), segments=segments)
+  for segment, count in zip(segments, ranks or ()):
+    segment.update(ranks=count, distribution="horovod",
+                   accumulation_steps=segment["scale"] // count)
+  spec = dict(method=method, scales=tuple(scales), segments=segments,
+              ranks=tuple(ranks or ()))
   return [dict(settings, seed=seed, **spec)
           for seed in range(settings["seeds"])]
 
@@ -207,9 +221,11 @@ def mean_std(values):
       statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def _row(runs, scales, method, micro_batch_size):
+def _row(runs, scales, method, micro_batch_size, ranks=()):
   accuracy, accuracy_std = mean_std(r["accuracy"] for r in runs)
   mean = lambda key: mean_std(r[key] for r in runs)[0]
+  if ranks:  # told apart from the accumulation-based row of the same S
+    method = f"{method}, ranks {scale_label(ranks)}"
   return {"S": scale_label(scales), "method": method,
           "elastic": len(scales) > 1,
           "total_batch": scale_label([s * micro_batch_size for s in scales]),
@@ -235,23 +251,29 @@ def build_table(results, settings):
   groups = [((s,), m) for s in settings["scales"] for m in METHODS]
   groups += [(scales, m) for scales in settings["elastic"]
              for m in ELASTIC_METHODS]
+  groups = [(scales, m, ()) for scales, m in groups] + [
+      (_rank_scales(ranks), m, ranks)
+      for ranks in settings.get("rank_elastic", ())
+      for m in ELASTIC_METHODS]
   rows = []
-  for scales, method in groups:
+  for scales, method, ranks in groups:
     runs = [r for r in mine
-            if r["method"] == method and tuple(r["scales"]) == tuple(scales)]
+            if r["method"] == method and tuple(r["scales"]) == tuple(scales)
+            and tuple(r.get("ranks", ())) == tuple(ranks)]
     if runs:
-      row = _row(runs, scales, method, micro)
+      row = _row(runs, scales, method, micro, ranks)
       row["accuracy_delta"] = round(
           row["accuracy_mean"] - baseline["accuracy_mean"], 3)
       rows.append(row)
-  as_rows = [r for r in rows if r["method"] == "AS"]
+  as_rows = [r for r in rows if r["method"].split(",")[0] == "AS"]
   points = settings["accuracy_points"]
   limits = {r["S"]: (r["updates"], 2 * T / int(r["S"])) for r in as_rows
             if not r["elastic"] and int(r["S"]) <= settings["updates_limit_S"]}
   target = {
       "accuracy_points": points,
-      "as_accuracy_within": {r["S"]: abs(r["accuracy_delta"]) <= points
-                             for r in as_rows},
+      "as_accuracy_within": {
+          r["S"] + r["method"][2:]: abs(r["accuracy_delta"]) <= points
+          for r in as_rows},
       "updates_limit_S": settings["updates_limit_S"],
       "as_updates_within": {s: u <= limit for s, (u, limit) in limits.items()},
       "as_updates_limits": {s: round(limit, 1)
@@ -318,9 +340,12 @@ def _train_split_input(es, batch_size):
       batch_size, training=False)
 
 
-def _train_segment(es, spec, segment, model_dir, points):
-  """Trains one segment in `model_dir`, continuing from its checkpoint."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+def _rank_scales(ranks):
+  return tuple(RANK_ACCUMULATION * r for r in ranks)
+
+
+def _estimator(es, spec, segment, model_dir):
+  """The Estimator of one segment, in `model_dir`."""
   from estimator_scale import registry  # pylint: disable=g-import-not-at-top
   config = es.TrainingConfig(
       optimizer=segment["optimizer"],
@@ -331,19 +356,68 @@ def _train_segment(es, spec, segment, model_dir, points):
       adascale_smoothing=(spec["adascale_smoothing"]
                           if segment["lr_scaling"] == "adascale" else None),
       optimizer_options=tuple(tuple(o) for o in segment["optimizer_options"]))
-  estimator = es.make_estimator(
+  return es.make_estimator(
       registry.get(spec["model"]), model_dir=model_dir,
       distribution=segment["distribution"], training_config=config,
       hparams={"data_seed": spec["seed"]}, random_seed=spec["seed"],
       scale_invariant_steps=segment["tau"], intra_op_threads=spec["threads"],
       save_checkpoints_steps=NEVER, save_summary_steps=NEVER,
       log_step_count_steps=NEVER)
+
+
+def _train_segment(es, spec, segment, model_dir, points):
+  """Trains one segment in `model_dir`, continuing from its checkpoint."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  estimator = _estimator(es, spec, segment, model_dir)
   trace = _trace_hook(segment["trace_every"], points)
   estimator.train(
       estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
                                spec["micro_batch_size"] * segment["scale"]),
       hooks=[trace], max_steps=segment["max_updates"])
   return estimator, trace.final
+
+
+def _train_segment_on_ranks(spec, segment, model_dir, points):
+  """Trains one segment as a horovodrun job of `segment["ranks"]` ranks on
+  this host (`main` with --segment, on each rank); returns its final state.
+
+  Each job starts from the previous one's checkpoint with its own number of
+  ranks, as an elastic Horovod job does after a change, and its ranks share
+  the segment's S. Rank 0 hands back the trace through a file.
+  """
+  import subprocess  # pylint: disable=g-import-not-at-top
+  job = os.path.join(model_dir, "segment.json")
+  with open(job, "w", encoding="utf-8") as f:
+    json.dump({"spec": spec, "segment": segment, "model_dir": model_dir}, f)
+  ranks = segment["ranks"]
+  horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+  proc = subprocess.run(
+      [horovodrun, "--gloo", "-np", str(ranks), "-H", f"localhost:{ranks}",
+       sys.executable, os.path.abspath(__file__), "--segment", job],
+      cwd=ROOT, capture_output=True, text=True, check=False)
+  if proc.returncode != 0:
+    raise RuntimeError(f"segment on {ranks} ranks failed:\n"
+                       f"{(proc.stdout + proc.stderr)[-4000:]}")
+  with open(job + ".out", encoding="utf-8") as f:
+    result = json.load(f)
+  points.extend(tuple(p) for p in result["points"])
+  return result["final"]
+
+
+def train_segment_job(path):
+  """One rank of `_train_segment_on_ranks`'s horovodrun job."""
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  from estimator_scale import registry  # pylint: disable=g-import-not-at-top
+  registry.load_module("model_zoo")
+  _quiet()
+  with open(path, encoding="utf-8") as f:
+    job = json.load(f)
+  points = []
+  estimator, final = _train_segment(es, job["spec"], job["segment"],
+                                    job["model_dir"], points)
+  if estimator.topology.is_chief:
+    with open(path + ".out", "w", encoding="utf-8") as f:
+      json.dump({"points": points, "final": final}, f)
 
 
 def train_run(spec):
@@ -358,7 +432,15 @@ def train_run(spec):
   try:
     for segment in spec["segments"]:
       start = time.time()
-      estimator, final = _train_segment(es, spec, segment, model_dir, points)
+      if segment.get("ranks"):
+        final = _train_segment_on_ranks(spec, segment, model_dir, points)
+        # Evaluated here, on one process, from the last job's checkpoint.
+        estimator = _estimator(es, spec, dict(
+            segment, distribution="none",
+            accumulation_steps=segment["scale"]), model_dir)
+      else:
+        estimator, final = _train_segment(es, spec, segment, model_dir,
+                                          points)
       wall += time.time() - start
     test = estimator.evaluate(
         estimator.model_input_fn(tf.estimator.ModeKeys.EVAL, 512))
@@ -368,7 +450,8 @@ def train_run(spec):
   schedule = spec["segments"][0]["schedule"]
   return dict(
       model=spec["model"], method=spec["method"], scales=spec["scales"],
-      seed=spec["seed"], accuracy=100.0 * float(test["accuracy"]),
+      ranks=spec["ranks"], seed=spec["seed"],
+      accuracy=100.0 * float(test["accuracy"]),
       test_loss=float(test["loss"]), train_loss=float(train["loss"]),
       updates=int(final["updates"]), tau=final.get("progress"),
       wall_seconds=wall,
@@ -381,7 +464,8 @@ def task_settings(args, model, workers):
   """The settings of one task: the shared flags with the task's T and rates."""
   shared = {k: v for k, v in vars(args).items()
             if k not in ("out_dir", "steps", "tasks", "processes",
-                         "learning_rate", "no_elastic", "micro_batch_size")}
+                         "learning_rate", "no_elastic", "micro_batch_size",
+                         "rank_elastic", "segment")}
   task = dict(TASKS[model])
   for flag, key in (("steps", "T"), ("learning_rate", "learning_rate"),
                     ("micro_batch_size", "micro_batch_size")):
@@ -390,6 +474,9 @@ def task_settings(args, model, workers):
   return dict(shared, model=model, accuracy_points=1.0, updates_limit_S=32,
               workers=workers, decay_fractions=tuple(args.decay_fractions),
               elastic=[] if args.no_elastic else list(ELASTIC.values()),
+              rank_elastic=(list(RANK_ELASTIC.values())
+                            if args.rank_elastic and model == "digits_mlp"
+                            else []),
               **task)
 
 
@@ -412,8 +499,10 @@ def _expected_seconds(spec):
 
 def _log(done, total, r, started):
   tau = f", tau {r['tau']:.0f}" if r["tau"] is not None else ""
+  ranks = f" ranks={scale_label(r['ranks'])}" if r.get("ranks") else ""
   print(f"[{done}/{total} {time.time() - started:4.0f}s] {r['model']} "
-        f"{r['method']:8s} S={scale_label(r['scales']):9s} seed={r['seed']}: "
+        f"{r['method']:8s} S={scale_label(r['scales']):9s}{ranks} "
+        f"seed={r['seed']}: "
         f"accuracy {r['accuracy']:.2f}%, train loss {r['train_loss']:.2e}, "
         f"{r['updates']} updates{tau}, {r['wall_seconds']:.1f}s", flush=True)
 
@@ -450,6 +539,10 @@ def first_round(settings, workers=1):
   for scales in settings["elastic"]:
     for method in ELASTIC_METHODS:
       specs += run_specs(settings, method, tuple(scales), workers=workers)
+  for ranks in settings.get("rank_elastic", ()):
+    for method in ELASTIC_METHODS:
+      specs += run_specs(settings, method, _rank_scales(ranks),
+                         workers=workers, ranks=ranks)
   return specs
 
 
@@ -481,7 +574,7 @@ def traces_of(results):
            "points": [[round(v, 6) for v in p] for p in r["trace"]]}
           for r in sorted(results, key=lambda r: (
               r["model"], len(r["scales"]), r["scales"], r["seed"]))
-          if r["method"] == "AS"]
+          if r["method"] == "AS" and not r.get("ranks")]
 
 
 def write_outputs(out_dir, study, traces):
@@ -508,6 +601,11 @@ def parse_args(argv=None):
                       default=[1, 2, 4, 8, 16, 32, 64, 128])
   parser.add_argument("--no_elastic", action="store_true",
                       help="Skip the elastic rows.")
+  parser.add_argument("--rank_elastic", action="store_true",
+                      help="Add digits_mlp's rank-elastic rows: AS and LSW "
+                      "on 1 -> 2 -> 4 and 4 -> 2 -> 1 Horovod ranks, one "
+                      "horovodrun job per third of T.")
+  parser.add_argument("--segment", default=None, help=argparse.SUPPRESS)
   parser.add_argument("--seeds", type=int, default=3)
   parser.add_argument("--micro_batch_size", type=int, default=None,
                       help="Examples per gradient sample (S of them/update; "
@@ -536,6 +634,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
   args = parse_args(argv)
+  if args.segment:  # a rank of a rank-elastic run's segment
+    train_segment_job(args.segment)
+    return
   workers, is_chief = _horovod_topology()
   tasks = [task_settings(args, model, workers) for model in args.tasks]
   started = time.time()

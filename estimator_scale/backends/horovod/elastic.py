@@ -195,16 +195,17 @@ class _Job:
     try:
       return train(self._batch)
     except Exception as e:  # pylint: disable=broad-except
-      from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # pylint: disable=g-import-not-at-top
-      if isinstance(e, HostsUpdatedInterrupt):
+      from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
+      if isinstance(e, exceptions.HostsUpdatedInterrupt):
         self._why = "the hosts changed"
         raise
-      if not _horovod_failed(e):
+      internal = isinstance(e, exceptions.HorovodInternalError)
+      if not (internal or _horovod_failed(e)):
         raise
       self._why = "a rank failed or left"
-      if isinstance(e, HorovodInternalError):
+      if internal:
         raise
-      raise HorovodInternalError(e) from e
+      raise exceptions.HorovodInternalError(e) from e
 
   def attach(self, model_dir, topology):
     """The commit hooks of an Estimator made in this attempt; logs the

@@ -8,7 +8,7 @@ adds the figures of the results it renders.
 # the bench's host; WHAT_A_LINK_STANDS_FOR gives the figures behind it.
 GPU_SPEEDUP = 30
 # About how long `make bench-network` takes on the 2-core host.
-FULL_RUN_MINUTES = 40
+FULL_RUN_MINUTES = 35
 
 INTRO = (
     "Written by `make bench-network` (`tools/bench/network.py`) from "
@@ -26,32 +26,34 @@ INTRO = (
     "1-process compute and the allreduce runs' calibration.")
 
 WHAT_A_LINK_STANDS_FOR = (
-    f"This host's single core computes a resnet20 update of 32 examples in "
+    "This host's single core computes a resnet20 update of 32 examples in "
     "about 85 ms (docs/PERFORMANCE.md row 4a: 376 examples/sec, 1 thread). "
     "A current GPU does the same update in about 3 ms: at 32 examples the "
     "update is too small to fill the GPU, and its time is the per-kernel "
-    "cost of the ops it runs (resnet20's update executes 747 TensorFlow ops "
-    "in graph mode, counted with RunMetadata's step stats, each a kernel "
+    "cost of the ops it runs (resnet20's update executes 747 TensorFlow ops"
+    " in graph mode, counted with RunMetadata's step stats, each a kernel "
     "launch of a few microseconds on a GPU: 3 ms at 4 µs each), not its "
     "FLOPs (about 0.25 GFLOP per example forward and backward, 8 GFLOP per "
     "update: 2.4 ms at 5 % of an H100's 67 FP32 TFLOP/s). Hence the factor "
     f"of about {GPU_SPEEDUP}. It is resnet20's: the wide MLP's update is 68 "
     "ops of large matrix products, which a GPU runs far more than 30x "
     "faster than one core, so its predictions in docs/NETWORK.md are "
-    "optimistic. The exchange costs the same "
-    "bytes on both, so what sets the efficiency is bytes over bandwidth "
-    "against compute: a link "
+    "optimistic. The exchange costs the same bytes on both, so what sets "
+    "the efficiency is bytes over bandwidth against compute: a link "
     f"{GPU_SPEEDUP}x slower than a GPU cluster's loads the network here as "
     "that cluster's is loaded. 100 Mbit/s here stands for 3 Gbit/s between "
     "GPU hosts, 1 Gbit/s for 30 Gbit/s; the unshaped veth (a few hundred "
-    "MB/s to an allreduce here, bound by the CPU) for a fast link. What does not scale: latency "
-    "per ring step is this machine's (tens of microseconds through the "
-    "kernel and a busy core), and Horovod's cycle wait (half of "
-    "HOROVOD_CYCLE_TIME, 2.5 ms at the framework's 5 ms) is a fixed time, "
-    "small against an 85 ms update and as large as the whole update on a "
-    "GPU; the predictions in docs/NETWORK.md count both at their real size. No GPU was "
-    "lent to measure the 3 ms (docs/PERFORMANCE.md, GPU rows): it is the "
-    "estimate above, not a measurement.")
+    "MB/s to an allreduce here, bound by the CPU) for a fast link. What "
+    "does not scale: the latency per ring step and Horovod's overhead per "
+    "exchange are this busy 2-core machine's (docs/NETWORK.md's "
+    "calibration: hundreds of microseconds and about a millisecond, where a"
+    " real cluster has tens of microseconds), and Horovod's cycle wait "
+    "(half of HOROVOD_CYCLE_TIME, 2.5 ms at the framework's 5 ms) is a "
+    "fixed time, small against an 85 ms update and as large as the whole "
+    "update on a GPU; the predictions in docs/NETWORK.md count them at a "
+    "cluster's size. No GPU was lent to measure the 3 ms "
+    "(docs/PERFORMANCE.md, GPU rows): it is the estimate above, not a "
+    "measurement.")
 
 RULE = (
     "Let r be one exchange's time over one micro-batch's compute, r = "
@@ -97,10 +99,15 @@ METHOD = [
     "rig: tools/bench/worker.py under horovodrun (`-H host1:1,host2:1`), "
     "estimator-scale-launch (`--hosts host1,host2`) or alone; timing as in "
     "docs/PERFORMANCE.md (a hook times the updates after the warm-up).",
-    "A round: per model, the 1-process baseline, then for each link rate "
-    "the four variants; the baseline is shared by the rates of its round. "
-    "Steps are sized from the model's predicted update time so that each "
-    "window lasts at least the window (`--window_s`).",
+    "A round: per model, the 1-process baseline, then each variant as one "
+    "process tree that times a window per link rate (unshaped, 1 Gbit/s, "
+    "100 Mbit/s): after a window the ranks pause, the bench reshapes the "
+    "links, and 2 untimed updates precede the next window "
+    "(tools/bench/windows.py). A 2-host tree takes longer to start than a "
+    "window lasts, so this is what lets 2 rounds fit in about "
+    f"{FULL_RUN_MINUTES} minutes. The baseline is shared by the rates of its "
+    "round. Steps are sized from the model's predicted update time so that "
+    "each window lasts at least `--window_s` (20 s).",
     "Variants: Horovod (one grouped allreduce per update); Horovod with "
     "`allreduce_compression=fp16`; Horovod with `accumulation_steps=4` (4 "
     "micro-batches of 32 per update, one exchange); multi_worker_mirrored. "

@@ -168,7 +168,7 @@ def plot(result, path):
   measured = rows(result)
   for ax, model in zip(axes[0], models):
     compute = compute_s(result, model)
-    speeds = [10 ** (e / 10) for e in range(5, 36)]  # bytes/s, 3 MB/s..3 GB/s
+    speeds = [10 ** (e / 10) for e in range(65, 96)]  # 3 MB/s to 3 GB/s
     for variant, color in zip(result["recipes"], COLORS):
       if compute is not None:
         ax.plot([s * 8 / 1e9 for s in speeds],
@@ -186,7 +186,8 @@ def plot(result, path):
       ax.errorbar(xs, ys, yerr=errors, fmt="o-", color=color, label=variant,
                   capsize=3)
     ax.set_xscale("log")
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, max([1.05] + [max(r["per_round"]) + 0.05 for r in measured
+                                 if r["model"] == model and r["per_round"]]))
     ax.set_xlabel("link goodput per host, Gbit/s (unshaped: veth as measured)")
     ax.set_ylabel("weak-scaling efficiency, 2 hosts (1 = ideal)")
     ax.set_title(f"{model}: {result['gradient_bytes'][model] / 1e6:.1f} MB "
@@ -223,7 +224,8 @@ def page(rows_result, allreduce_result, plot_name):
 
 def write_page(paths):
   """Renders paths["page"] (and paths["plot"] when rows exist); returns it."""
-  rows_result, allreduce_result = _load(paths["rows"]), _load(paths["allreduce"])
+  rows_result = _load(paths["rows"])
+  allreduce_result = _load(paths["allreduce"])
   if rows_result is not None:
     plot(rows_result, paths["plot"])
   text = page(rows_result, allreduce_result, os.path.basename(paths["plot"]))

@@ -2,24 +2,30 @@
 
 Each round measures, per model, one process on a rig host (the baseline,
 measured once per round and shared by every link rate of that round) and
-then, for each link rate, the four ways of exchanging gradients (VARIANTS),
-so a row's per-round ratio divides two measurements of the same round. Every
-process runs one intra- and one inter-op thread, so a host is one core's
-compute, as in docs/PERFORMANCE.md's rows 4.
+then each of the four ways of exchanging gradients (VARIANTS) at every link
+rate, so a row's per-round ratio divides two measurements of the same
+round. A variant's rates are windows of one process tree, the links
+reshaped between them (windows.py): a 2-host job takes longer to start than
+a window lasts. Every process runs one intra- and one inter-op thread, so a
+host is one core's compute, as in docs/PERFORMANCE.md's rows 4.
 
 A window is sized in updates, but the same number of updates takes ten
 times longer at 100 Mbit/s than unshaped: steps come from
-tools/scaling_model.py's prediction of each measurement's update time, from
-this round's baseline compute and the link calibration, so that each window
+tools/scaling_model.py's prediction of each window's update time, from this
+round's baseline compute and the link calibration, so that each window
 lasts about `window_s` whatever the link; the results record the window
 each measurement really had.
 """
 import dataclasses
+import functools
 import math
+import tempfile
+import threading
 
 from tools import scaling_model
 from tools.bench import links
 from tools.bench import runner
+from tools.bench import windows
 
 MICRO_BATCH = 32
 K = 4
@@ -40,13 +46,19 @@ VARIANTS = {
 }
 HOSTS = 2
 WARMUP = 5
+# Untimed updates on a freshly reshaped link before its window.
+REWARM = 2
 # Predicted windows are stretched by this much: the model may be
 # optimistic, and a window must not fall under window_s.
 MARGIN = 1.25
-# Seconds a measurement may take beyond its predicted warm-up and window
-# (process start, graph build, broadcast), before it is stopped as failed.
-START_ALLOWANCE_S = 150
+# Seconds a measurement may take beyond twice its predicted updates'
+# time (process start, graph build, broadcast, exit), before it is stopped
+# as failed. A multi_worker_mirrored chief whose peer exited first waits
+# for TensorFlow's coordination service to time the peer's heartbeat out
+# before it exits itself.
+START_ALLOWANCE_S = 240
 SIZING_STEPS = 20
+SIZING_LIMIT_S = 60
 
 
 def names_of(text, known, flag):
@@ -95,9 +107,9 @@ class Rounds:
                     for m in models}
 
   def _measure(self, name, launcher, flags, predicted_s, hosts=None):
+    """One measurement; `predicted_s` (its updates' time) sets its limit."""
     spec = (launcher, len(hosts) if hosts else 1, flags)
-    timeout = START_ALLOWANCE_S + 2 * predicted_s * (flags["warmup"] +
-                                                     flags["steps"])
+    timeout = START_ALLOWANCE_S + 2 * predicted_s
     result = runner.run_measurement(name, spec, self.log_dir,
                                     timeout=int(timeout),
                                     host=self.cluster.hosts[0], hosts=hosts)
@@ -111,35 +123,68 @@ class Rounds:
   def _size(self, model):
     """A first estimate of the model's compute, before round 1."""
     result = self._measure(f"{model}-sizing", "python",
-                           _flags(model, None, SIZING_STEPS), 1.0)
+                           _flags(model, None, SIZING_STEPS), SIZING_LIMIT_S)
     if result is None:
       raise RuntimeError(f"the sizing run of {model} failed; see its log in "
                          f"{self.log_dir}")
     self.compute_s[model] = MICRO_BATCH / result["examples_per_sec"]
 
+  def _measure_rates(self, model, variant, recipe, names):
+    """One process tree for `variant`, a window per rate; their results."""
+    compute = self.compute_s[model]
+    updates = [scaling_model.update_seconds(
+        compute, self.gradient_bytes[model], HOSTS,
+        links.link(rate, self.calibration["latency_s"],
+                   self.calibration["unshaped_bandwidth"]), recipe)
+               for rate in self.rates]
+    steps = [_steps(u, self.window_s) for u in updates]
+    pause_dir = tempfile.mkdtemp(prefix="pauses-", dir=self.log_dir)
+    flags = _flags(model, variant, sum(steps))
+    flags.update(windows=",".join(map(str, steps)), rewarm=REWARM,
+                 pause_dir=pause_dir)
+    done = threading.Event()
+
+    def reshape():
+      for index, rate in enumerate(self.rates[1:]):
+        if not windows.wait_and_release(
+            pause_dir, index, HOSTS,
+            functools.partial(links.shape, self.cluster, rate), done.is_set):
+          return
+
+    links.shape(self.cluster, self.rates[0])
+    thread = threading.Thread(target=reshape, daemon=True)
+    thread.start()
+    predicted = (updates[0] * WARMUP +
+                 sum(u * (n + REWARM) for u, n in zip(updates, steps)))
+    try:
+      result = self._measure(f"{model}-{variant}", VARIANTS[variant][0],
+                             flags, predicted, names)
+    finally:
+      done.set()
+      thread.join()
+      links.shape(self.cluster, "unshaped")
+    if result is None:
+      return [None] * len(self.rates)
+    return [dict(w, steps=n) for w, n in zip(result["windows"], steps)]
+
   def run_round(self):
-    """Every model's baseline, then its variants at every link rate."""
+    """Every model's baseline, then each variant over every link rate."""
     names = [h.name for h in self.cluster.hosts[:HOSTS]]
     for model in self.models:
       if model not in self.compute_s:
         self._size(model)
       compute = self.compute_s[model]
+      steps = _steps(compute, self.window_s)
       single = self._measure(f"{model}-single", "python",
-                             _flags(model, None, _steps(compute, self.window_s)),
-                             compute)
+                             _flags(model, None, steps),
+                             compute * (WARMUP + steps))
       self.samples[model]["single"].append(single)
       if single is not None:
-        self.compute_s[model] = compute = (MICRO_BATCH /
-                                           single["examples_per_sec"])
-      for rate in self.rates:
-        links.shape(self.cluster, rate)
-        link = links.link(rate, self.calibration["latency_s"],
-                          self.calibration["unshaped_bandwidth"])
-        for variant, recipe in self.recipes.items():
-          update = scaling_model.update_seconds(
-              compute, self.gradient_bytes[model], HOSTS, link, recipe)
-          flags = _flags(model, variant, _steps(update, self.window_s))
-          self.samples[model]["rows"][rate][variant].append(self._measure(
-              f"{model}-{rate}-{variant}", VARIANTS[variant][0], flags,
-              update, names))
-      links.shape(self.cluster, "unshaped")
+        self.compute_s[model] = MICRO_BATCH / single["examples_per_sec"]
+      for variant, recipe in self.recipes.items():
+        measured = self._measure_rates(model, variant, recipe, names)
+        for rate, window in zip(self.rates, measured):
+          self.samples[model]["rows"][rate][variant].append(window)
+          if window:
+            print(f"    {rate}: {window['examples_per_sec']:.0f} ex/s over "
+                  f"{window['seconds']:.1f} s", flush=True)

@@ -189,9 +189,9 @@ HOROVOD_PROBES = [
 NETWORK = (
     "Every row above crosses the loopback, where resnet20's 1.1 MB of "
     "gradients take about a millisecond. [docs/NETWORK.md](NETWORK.md) "
-    "(`make bench-network`) has the same weak-scaling comparison between 2 hosts "
-    "over links shaped to 1 Gbit/s and 100 Mbit/s, with fp16 compression "
-    "and accumulation, a plot of efficiency against bandwidth "
-    "([docs/network_scaling.png](network_scaling.png)), allreduce-only runs on 2-4 hosts and "
-    "tools/scaling_model.py's predictions for 8-128 hosts. What such a link "
-    "stands for:")
+    "(`make bench-network`) has the same weak-scaling comparison between 2 "
+    "hosts over links shaped to 1 Gbit/s and 100 Mbit/s, with fp16 "
+    "compression and accumulation, a plot of efficiency against bandwidth "
+    "([docs/network_scaling.png](network_scaling.png)), allreduce-only runs"
+    " on 2-4 hosts and tools/scaling_model.py's predictions for 8-128 "
+    "hosts. What such a link stands for:")

@@ -102,6 +102,12 @@ def combine(results):
            if r.get("window_peak_rss_mib") is not None), default=None),
       "cores_used": statistics.mean(r["cores_used"] for r in results),
       "processes": len(results)}
+  if "windows" in results[0]:  # worker.py --windows: each window likewise
+    combined["windows"] = [
+        {"examples_per_sec": sum(r["windows"][i]["examples"] for r in results)
+                             / max(r["windows"][i]["seconds"] for r in results),
+         "seconds": max(r["windows"][i]["seconds"] for r in results)}
+        for i in range(len(results[0]["windows"]))]
   # A startup run's own fields (worker.startup_fields); one process.
   combined.update((k, v) for k, v in results[0].items()
                   if k in worker.STARTUP_FIELDS)

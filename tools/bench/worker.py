@@ -57,6 +57,14 @@ def parse_args(argv):
   parser.add_argument("--warmup", type=int, default=5)
   parser.add_argument("--steps", type=int, default=20,
                       help="timed runs (startup: updates from step 0)")
+  parser.add_argument("--windows", default="",
+                      help="timed runs per window, comma-separated, paused "
+                           "between windows (tools/bench/windows.py); "
+                           "replaces --steps")
+  parser.add_argument("--rewarm", type=int, default=2,
+                      help="untimed runs before each window after the first")
+  parser.add_argument("--pause_dir", default=None,
+                      help="--windows: where the pauses' handshake files go")
   parser.add_argument("--model_dir", default=None)
   parser.add_argument("--out", required=True)
   return parser.parse_args(argv)
@@ -354,6 +362,8 @@ def time_startup(args):
 
 def measure(args):
   """Runs the variant; returns this process's result dict."""
+  # pylint: disable=g-import-not-at-top
+  from tools.bench import windows
   args.model_dir = args.model_dir or tempfile.mkdtemp(prefix="bench-model-")
   if args.kind == "startup":
     return time_startup(args)
@@ -364,19 +374,31 @@ def measure(args):
   else:
     if args.warmup < 1:
       raise ValueError("--warmup must be >= 1: run 1 builds lazily")
-    hook = TimingHook(args.warmup, args.steps)
+    steps = [args.steps]
+    if args.windows:  # the first window's figures are the result's own
+      steps = [int(s) for s in args.windows.split(",")]
+      hook = windows.WindowsHook(args.warmup, steps, args.rewarm,
+                                 args.pause_dir)
+      args.steps = windows.total_runs(args.warmup, steps,
+                                      args.rewarm) - args.warmup
+    else:
+      hook = TimingHook(args.warmup, args.steps)
     runner = {"ours": run_ours, "hand": run_hand,
               "cond_apply": lambda a, h: run_hand(a, h, accumulate=True),
               "horovod_script": run_horovod_script}[args.kind]
     rank, _ = runner(args, hook)
-    if hook.ended is None:
+    if hook.ended is None or len(getattr(hook, "windows", steps)) < len(steps):
       raise RuntimeError(f"training stopped after {hook.runs} runs, before "
                          f"{args.warmup + args.steps}")
-    examples, seconds, cpu = (args.batch * args.steps,
+    examples, seconds, cpu = (args.batch * steps[0],
                               hook.ended - hook.started, hook.cpu)
     window_peak, peak_before = hook.window_peak, hook.peak_before
-  return _result(rank, examples, seconds, cpu,
-                 max(peak_before, peak_rss_mib()), window_peak)
+  result = _result(rank, examples, seconds, cpu,
+                   max(peak_before, peak_rss_mib()), window_peak)
+  if args.windows:
+    result["windows"] = [{"examples": args.batch * runs, "seconds": seconds}
+                         for runs, seconds in hook.windows]
+  return result
 
 
 def _result(rank, examples, seconds, cpu, peak_mib, window_peak_mib=None):

@@ -182,3 +182,24 @@ def test_rows_efficiency_is_paired_within_rounds():
   assert row["predicted"] == pytest.approx(sm.efficiency(
       compute, 1 * MB, 2, links.link("100mbit", 1e-4, 300 * MB), sm.Recipe()))
   assert row["shortest_window_s"] == 21.0
+
+
+def test_windows_handshake_releases_a_rank_after_the_reshape(tmp_path):
+  import threading  # pylint: disable=g-import-not-at-top
+  from tools.bench import windows  # pylint: disable=g-import-not-at-top
+  assert windows.total_runs(5, [10, 20, 3], 2) == 5 + 33 + 4
+  order = []
+
+  def rank():  # a rank's pause file is named by its pid: one per process
+    windows._pause(str(tmp_path), 0)  # pylint: disable=protected-access
+    order.append("rank")
+
+  thread = threading.Thread(target=rank)
+  thread.start()
+  assert windows.wait_and_release(str(tmp_path), 0, 1,
+                                  lambda: order.append("reshape"),
+                                  lambda: False)
+  thread.join(5)
+  assert order == ["reshape", "rank"]
+  # A bench told to stop gives up instead of waiting for ranks.
+  assert not windows.wait_and_release(str(tmp_path), 1, 1, None, lambda: True)

@@ -101,7 +101,7 @@ class Rounds:
     self.recipes, self.window_s, self.log_dir = recipes, window_s, log_dir
     self.calibration = calibration
     self.gradient_bytes = gradient_bytes
-    self.compute_s = {}  # per micro-batch, from the latest baseline
+    self.compute_s = {}  # per micro-batch, the fastest baseline so far
     self.samples = {m: {"single": [], "rows": {r: {v: [] for v in recipes}
                                                for r in rates}}
                     for m in models}
@@ -179,8 +179,9 @@ class Rounds:
                              _flags(model, None, steps),
                              compute * (WARMUP + steps))
       self.samples[model]["single"].append(single)
-      if single is not None:
-        self.compute_s[model] = MICRO_BATCH / single["examples_per_sec"]
+      if single is not None:  # the fastest seen: a window may run long,
+        self.compute_s[model] = min(  # never short, on a busy host
+            compute, MICRO_BATCH / single["examples_per_sec"])
       for variant, recipe in self.recipes.items():
         measured = self._measure_rates(model, variant, recipe, names)
         for rate, window in zip(self.rates, measured):

@@ -1,0 +1,39 @@
+"""The network bench's allreduce-only run on two shaped hosts of the rig.
+
+docs/NETWORK.md's validation rests on three things this checks in one
+short Horovod job: the bench's shaping reaches both hosts' links, the
+allreduce worker times a buffer across them, and the model's data term
+(ring bytes over the rate's goodput) explains that time.
+"""
+import json
+
+import pytest
+
+from tests.multihost.conftest import PYTHON, ROOT
+from tools import scaling_model
+from tools.bench import links
+from tools.bench import network_allreduce
+from tools.bench import runner
+
+pytestmark = pytest.mark.multihost
+
+BUFFER = 1_000_000
+
+
+def test_a_shaped_allreduce_takes_what_the_model_says(cluster, tmp_path):
+  rig = cluster(2)
+  links.shape(rig, "100mbit")
+  out = tmp_path / "result.json"
+  argv = runner.launcher_argv(
+      "horovodrun", 2, [PYTHON, network_allreduce.WORKER,
+                        f"--sizes=4,{BUFFER}", "--seconds=0.5",
+                        f"--out={out}"], hosts=[h.name for h in rig.hosts])
+  proc = rig.hosts[0].run(argv, cwd=ROOT, timeout=180,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT,
+                               "TF_CPP_MIN_LOG_LEVEL": "2"})
+  assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+  seconds = json.loads(out.read_text())["sizes"]
+  measured = seconds[str(BUFFER)]["median_s"] - seconds["4"]["median_s"]
+  data = scaling_model.ring_seconds(BUFFER, 2, links.link("100mbit", 0, 1))
+  # 84 ms of data at 100 Mbit/s; unshaped it would take a few ms.
+  assert 0.75 * data < measured < 1.5 * data, (measured, data)

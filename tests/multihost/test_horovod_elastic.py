@@ -6,7 +6,10 @@ added after some updates, then host2 is killed. It must reach train_steps
 with digits_cnn >= 0.95, and rank 0's record of every update shows
 global_step and AdaScale's tau continuous across the changes: each restart
 resumes at the last commit with the tau that commit holds, no update is
-lost beyond it, and adascale/scale follows the number of ranks.
+lost beyond it (none at all when a host joins: the ranks leave right after
+a commit), and adascale/scale follows the number of ranks. A second job
+with --elastic_batch=hold is refused, in one line, when a third host would
+break its global batch.
 """
 import json
 import os
@@ -167,6 +170,8 @@ def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
     # previous segment started) that the previous segment reached.
     assert resumed % COMMIT == 0, (resumed, before[-1])
     assert before[-1]["step"] - COMMIT < resumed <= before[-1]["step"]
+    if changes[i - 1][2] == "the hosts changed":  # at a commit: nothing lost
+      assert resumed == before[-1]["step"], (resumed, before[-1])
     # tau carries exactly: the restored value is the one after that update.
     [at_commit] = [u for u in before if u["step"] == resumed]
     assert begin["tau"] == at_commit["tau"], (begin, at_commit)

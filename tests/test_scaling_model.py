@@ -102,7 +102,7 @@ def test_bad_arguments_name_the_argument():
                      "unshaped, 1gbit, 100mbit"):
     links.rate_names("10mbit")
   with pytest.raises(ValueError, match="--models='vgg'"):
-    network_rows.names_of("vgg", network_rows.MODELS, "--models")
+    links.names_in("vgg", network_rows.MODELS, "--models")
 
 
 def test_cycle_default_is_the_frameworks():

@@ -25,13 +25,19 @@ RATES = {"unshaped": None, "1gbit": "1gbit", "100mbit": "100mbit"}
 BURST_S = 0.001
 
 
-def rate_names(text, flag="--rates"):
-  """The RATES keys in a comma-separated `text`, checked, in RATES's order."""
+def names_in(text, known, flag):
+  """The `known` names in a comma-separated `text`, checked, in known's
+  order; a bad one is a ValueError naming `flag` and the valid names."""
   names = [n for n in text.split(",") if n]
-  unknown = [n for n in names if n not in RATES]
+  unknown = [n for n in names if n not in known]
   if unknown or not names:
-    raise ValueError(f"{flag}={text!r}: expected some of {', '.join(RATES)}")
-  return [n for n in RATES if n in names]
+    raise ValueError(f"{flag}={text!r}: expected some of {', '.join(known)}")
+  return [n for n in known if n in names]
+
+
+def rate_names(text, flag="--rates"):
+  """The RATES keys in a comma-separated `text` (see names_in)."""
+  return names_in(text, RATES, flag)
 
 
 def bits_per_second(rate_name):

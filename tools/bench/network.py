@@ -73,9 +73,9 @@ def parse_args(argv):
     if 2 not in args.hosts or len(set(args.hosts)) < 2:
       raise ValueError(f"--hosts={','.join(map(str, args.hosts))}: the "
                        "calibration needs 2 and at least one more, e.g. 2,3,4")
-    args.models = network_rows.names_of(args.models, network_rows.MODELS,
+    args.models = links.names_in(args.models, network_rows.MODELS,
                                         "--models")
-    args.variants = network_rows.names_of(
+    args.variants = links.names_in(
         args.variants, network_rows.VARIANTS, "--variants")
     if args.rounds < 1:
       raise ValueError(f"--rounds={args.rounds}: must be >= 1")
@@ -124,10 +124,7 @@ def run_rows(args, log_dir, allreduce_path):
     start = time.time()
     done = 0
     for index in range(args.rounds):
-      elapsed = time.time() - start
-      if index and elapsed / index + elapsed > args.budget_s:
-        print(f"stopping after {index} rounds: another would pass the "
-              f"{args.budget_s:.0f} s budget", flush=True)
+      if not runner.round_fits(index, time.time() - start, args.budget_s):
         break
       print(f"round {index + 1} of {args.rounds}", flush=True)
       rounds.run_round()

@@ -61,15 +61,6 @@ SIZING_STEPS = 20
 SIZING_LIMIT_S = 60
 
 
-def names_of(text, known, flag):
-  """The `known` keys in a comma-separated `text`, checked, in known's order."""
-  names = [n for n in text.split(",") if n]
-  unknown = [n for n in names if n not in known]
-  if unknown or not names:
-    raise ValueError(f"{flag}={text!r}: expected some of {', '.join(known)}")
-  return [n for n in known if n in names]
-
-
 def recipe(variant, overhead_s):
   """The variant's Recipe, with the measured Horovod overhead if it has one."""
   base = VARIANTS[variant][2]

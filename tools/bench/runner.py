@@ -180,6 +180,16 @@ def measure_and_report(variant, log_dir, scale=1.0):
   return result
 
 
+def round_fits(index, elapsed, budget_s):
+  """Whether round `index` (from 0), at the mean length of the rounds so
+  far, would end within `budget_s`; says so when it would not."""
+  if index and elapsed / index + elapsed > budget_s:
+    print(f"stopping after {index} rounds: another would pass the "
+          f"{budget_s:.0f} s budget", flush=True)
+    return False
+  return True
+
+
 def run_rounds(rounds, budget_s, measure_fn, groups=variants.GROUPS,
                clock=time.time):
   """{variant: [measurement per round]}; stops starting rounds past budget.
@@ -190,10 +200,7 @@ def run_rounds(rounds, budget_s, measure_fn, groups=variants.GROUPS,
   samples = {v: [] for group in groups for v in group}
   start = clock()
   for index in range(rounds):
-    elapsed = clock() - start
-    if index and elapsed / index + elapsed > budget_s:
-      print(f"stopping after {index} rounds: another would pass the "
-            f"{budget_s:.0f} s budget", flush=True)
+    if not round_fits(index, clock() - start, budget_s):
       break
     for group in groups:
       for variant in group:

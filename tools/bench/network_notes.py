@@ -118,10 +118,19 @@ METHOD = [
     "Variants: Horovod (one grouped allreduce per update); Horovod with "
     "`allreduce_compression=fp16`; Horovod with `accumulation_steps=4` (4 "
     "micro-batches of 32 per update, one exchange); multi_worker_mirrored. "
-    "All momentum SGD, float32, lr_scaling identity.",
+    "All momentum SGD, float32, lr_scaling identity. Every variant's "
+    "efficiency is against the same 1 process at k=1, so the k=4 rows "
+    "count what accumulation saves on one process too (docs/PERFORMANCE.md "
+    "row 2c).",
+    "Shaping: tc's tbf on both ends of each host's cable (tools/cluster.py "
+    "Host.shape), with a burst of 1 ms of traffic (64 KiB at least): "
+    "cluster.py's default of 10 ms would let resnet20's whole 1.1 MB "
+    "exchange through at 1 Gbit/s at line speed after each update's "
+    "compute, which no real 1 Gbit/s link does.",
     "Allreduce-only runs (tools/bench/allreduce_worker.py): Horovod ranks "
     "allreduce buffers of a 4-byte probe and of each model's gradient size, "
-    "each timed allreduce after a sleep of a random fraction of Horovod's "
-    "cycle (the same on every rank), so it meets the cycle at a random "
-    "point as an update's does; the median per buffer.",
+    "each timed allreduce after an idle gap (20 ms: the token bucket "
+    "refills, as compute lets it in training) and a sleep of a random "
+    "fraction of Horovod's cycle (the same on every rank), so it meets the "
+    "cycle at a random point as an update's does; the median per buffer.",
 ]

@@ -209,6 +209,9 @@ def page(rows_result, allreduce_result, plot_name):
   if rows_result is not None:
     lines += [f"![efficiency against link bandwidth]({plot_name})", ""]
   lines += _rows_lines(rows_result)
+  if rows_result is not None:
+    lines += ["", "### What the rows say", ""] + [
+        f"- {note}" for note in network_notes.READING]
   lines += ["", "## What a shaped link stands for", "",
             network_notes.WHAT_A_LINK_STANDS_FOR, "",
             "## The rule", "", network_notes.RULE, "",

@@ -317,3 +317,26 @@ def test_horovods_shutdown_becomes_one_line_naming_the_lost_rank():
   with pytest.raises(ValueError) as raised:
     faults.NamingLostRanks(_FailingCoordinator(other), lost).train()
   assert raised.value is other
+
+
+def test_a_collective_whose_transfer_broke_names_the_lost_rank_too():
+  # The other way Horovod fails an op, by a race with its shutdown: the op
+  # raises the transport's own error, whose text names no Horovod.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from horovod.tensorflow import mpi_ops  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    value = tf.constant([1.0])
+    allreduce = mpi_ops._allreduce(value).op  # pylint: disable=protected-access
+    own = tf.identity(value).op
+  message = "[gloo/transport/tcp/pair.cc:598] Connection closed by peer"
+  broken = tf.errors.UnknownError(None, allreduce, message)
+  assert faults.collective_failed(broken)
+  assert not faults.collective_failed(tf.errors.UnknownError(None, own,
+                                                             message))
+  assert not faults.collective_failed(ValueError("a model error"))
+  lost = faults.Peers(1, [("host1", "127.0.0.1", _closed_port()),
+                          ("host2", "127.0.0.1", faults._Listener().port)])  # pylint: disable=protected-access
+  with pytest.raises(errors.TopologyError) as raised:
+    faults.NamingLostRanks(_FailingCoordinator(broken), lost).train()
+  assert str(raised.value).startswith(
+      "Horovod rank 1 on host2 lost rank 0 on host1 (its process is gone)")

@@ -41,6 +41,7 @@ from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorfl
 
 from estimator_scale import errors
 from estimator_scale.backends import coordinator as coordinator_lib
+from estimator_scale.backends.horovod import faults
 
 BATCH_POLICIES = ("scale", "hold")
 """How the job's batch meets a new size: `scale` keeps each rank's
@@ -116,12 +117,6 @@ def check_arguments(elastic_batch, commit_every_n_steps):
     raise errors.ConfigError(
         f"commit_every_n_steps={commit_every_n_steps!r} must be an integer "
         ">= 1 (updates between commits)")
-
-
-def _horovod_failed(error):
-  """Whether a TensorFlow error is Horovod's (its ops fail once a peer died
-  or left), which the elastic loop answers by re-forming the ranks."""
-  return isinstance(error, tf.errors.OpError) and "Horovod" in str(error)
 
 
 class CommitHook(tf.compat.v1.train.SessionRunHook):
@@ -204,7 +199,7 @@ class _Job:
         self._why = "the hosts changed"
         raise
       internal = isinstance(e, exceptions.HorovodInternalError)
-      if not (internal or _horovod_failed(e)):
+      if not (internal or faults.collective_failed(e)):
         raise
       self._why = "a rank failed or left"
       if internal:

@@ -58,6 +58,21 @@ handshake), so only a host that is down or cut off uses it up."""
 SHUT_DOWN = "Horovod has been shut down"
 """What every Horovod op raises once the background loop has failed."""
 
+
+def collective_failed(error):
+  """Whether `error` is a Horovod collective's failure (a peer died, left or
+  went silent) rather than an error of this rank's own.
+
+  Horovod fails an op in one of two ways, by a race: once its background
+  loop has stopped, every op raises SHUT_DOWN; an op whose own transfer
+  broke raises the transport's error (Gloo's text, no Horovod in it), so
+  there the failed op's type tells.
+  """
+  if SHUT_DOWN in str(error):
+    return True
+  op = getattr(error, "op", None)
+  return op is not None and op.type.startswith("Horovod")
+
 _watchdog_started = False
 
 
@@ -266,7 +281,7 @@ class NamingLostRanks:
     try:
       yield
     except Exception as e:  # pylint: disable=broad-except
-      if SHUT_DOWN not in str(e):
+      if not collective_failed(e):
         raise
       lost = self._peers.lost()
       if not lost:

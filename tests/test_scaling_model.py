@@ -47,6 +47,32 @@ def test_compression_halves_the_bytes_only():
           sm.exchange_seconds(0, 4, LINK, plain))
 
 
+def test_cpu_per_gradient_byte_adds_to_the_wire():
+  no_latency = sm.Link(100 * MB, 0.0)
+  fp16 = sm.Recipe(exchange="collective", compression=0.5,
+                   cpu_s_per_byte=2e-9)
+  # Half of 10 MB on the wire (0.05 s) plus 10 MB of casts at 2 ns a byte.
+  assert sm.exchange_seconds(10 * MB, 2, no_latency, fp16) == pytest.approx(
+      0.05 + 0.02)
+  plain = sm.Recipe(exchange="collective")
+  assert sm.exchange_seconds(10 * MB, 2, no_latency, plain) == pytest.approx(
+      0.1)
+  # On a link faster than the casts, compression loses.
+  fast = sm.Link(1000 * MB, 0.0)
+  assert (sm.exchange_seconds(10 * MB, 2, fast, fp16) >
+          sm.exchange_seconds(10 * MB, 2, fast, plain))
+
+
+def test_a_rank_slower_than_one_process_costs_efficiency():
+  # Compute 0.1 s alone, 0.12 s in the job, 0.03 s of exchange.
+  recipe = sm.Recipe(exchange="collective")
+  exchange = sm.exchange_seconds(1 * MB, 2, LINK, recipe)
+  assert sm.efficiency(0.12, 1 * MB, 2, LINK, recipe, alone_s=0.1) == (
+      pytest.approx(0.1 / (0.12 + exchange)))
+  assert sm.efficiency(0.1, 1 * MB, 2, LINK, recipe) == pytest.approx(
+      0.1 / (0.1 + exchange))
+
+
 def test_accumulation_divides_exchanges_per_example_by_k():
   compute, nbytes = 0.05, 10 * MB
   k1 = sm.Recipe()
@@ -86,6 +112,7 @@ def test_goodput_and_the_small_allreduce_fit():
     (dict(exchange="nccl"), "exchange='nccl': expected one of horovod"),
     (dict(compression=0), "compression=0: must be in (0, 1]"),
     (dict(accumulation_steps=0), "accumulation_steps=0: must be >= 1"),
+    (dict(cpu_s_per_byte=-1), "cpu_s_per_byte=-1: must be >= 0"),
 ])
 def test_bad_recipe_names_the_argument(kwargs, message):
   with pytest.raises(ValueError, match=message.replace("(", r"\(")
@@ -134,6 +161,8 @@ def _allreduce_result():
   """Fake runs made by the model itself, with known inputs, as JSON has them."""
   latency, unshaped = 2e-4, 300 * MB
   recipe = sm.Recipe(overhead_s=0.003)
+  fp16 = sm.Recipe(overhead_s=0.003, compression=0.5, cpu_s_per_byte=3e-9)
+  collective = sm.Recipe(exchange="collective", cpu_s_per_byte=1e-9)
   buffers = {"small": 1_000_000, "large": 20_000_000}
   runs = []
   for rate in ("unshaped", "100mbit"):
@@ -141,8 +170,17 @@ def _allreduce_result():
       link = links.link(rate, latency, unshaped)
       seconds = {str(int(b)): sm.exchange_seconds(b, hosts, link, recipe)
                  for b in (4, *buffers.values())}
+      fp16_seconds = {str(b): sm.exchange_seconds(b, hosts, link, fp16)
+                      for b in buffers.values()}
       runs.append({"rate": rate, "hosts": hosts, "cycle_s": recipe.cycle_s,
-                   "gap_s": 0.02, "seconds": seconds, "samples": {}})
+                   "gap_s": 0.02, "seconds": seconds,
+                   "fp16_seconds": fp16_seconds, "samples": {}})
+      if hosts == 2:
+        runs.append({"exchange": "collective", "rate": rate, "hosts": hosts,
+                     "gap_s": 0.02, "samples": {}, "seconds": {
+                         str(b): sm.exchange_seconds(b, hosts, link,
+                                                     collective)
+                         for b in (4, *buffers.values())}})
   return {"buffers": buffers, "probe_bytes": 4, "runs": runs}
 
 
@@ -152,35 +190,63 @@ def test_allreduce_calibration_recovers_its_inputs_and_predicts_exactly():
   assert fit["latency_s"] == pytest.approx(2e-4, rel=1e-3)
   assert fit["overhead_s"] == pytest.approx(0.003, rel=1e-3)
   assert fit["unshaped_bandwidth"] == pytest.approx(300 * MB, rel=1e-2)
+  assert fit["fp16_cpu_s_per_byte"] == pytest.approx(3e-9, rel=2e-2)
+  assert fit["collective_cpu_s_per_byte"] == pytest.approx(1e-9, rel=2e-2)
+  # Each variant of the rows gets its own exchange's cost per byte.
+  cpu = {v: network_rows.recipe(v, fit).cpu_s_per_byte
+         for v in network_rows.VARIANTS}
+  assert cpu["horovod"] == cpu["horovod_k4"] == 0
+  assert cpu["horovod_fp16"] == fit["fp16_cpu_s_per_byte"]
+  assert cpu["multi_worker_mirrored"] == fit["collective_cpu_s_per_byte"]
   rows = network_allreduce.comparison(result)
-  assert len(rows) == 12
+  assert len(rows) == 26
   for rate, hosts, label, _, measured, predicted, _ in rows:
     assert predicted == pytest.approx(measured, rel=1e-2), (rate, hosts, label)
   # The unshaped runs calibrate; every shaped row is a test.
   assert [r[:3] for r in rows if r[6]] == [
       ("100mbit", 2, "4 B probe"), ("100mbit", 2, "small"),
-      ("100mbit", 2, "large"), ("100mbit", 3, "4 B probe"),
-      ("100mbit", 3, "small"), ("100mbit", 3, "large")]
+      ("100mbit", 2, "large"), ("100mbit", 2, "small fp16"),
+      ("100mbit", 2, "large fp16"), ("100mbit", 2, "4 B probe collective"),
+      ("100mbit", 2, "small collective"), ("100mbit", 2, "large collective"),
+      ("100mbit", 3, "4 B probe"),
+      ("100mbit", 3, "small"), ("100mbit", 3, "large"),
+      ("100mbit", 3, "small fp16"), ("100mbit", 3, "large fp16")]
 
 
 def test_rows_efficiency_is_paired_within_rounds():
   fake = lambda rate: {"examples_per_sec": rate, "seconds": 21.0}
+  # The baseline is the mean of the runs before and after the variants.
+  single = [network_rows.bracketed(fake(110), fake(90)), fake(80),
+            network_rows.bracketed(fake(100), None)]
+  assert single[0] == {"examples_per_sec": 100, "seconds": 21.0,
+                       "before": 110, "after": 90}
+  calibration = {"latency_s": 1e-4, "overhead_s": 0.0,
+                 "unshaped_bandwidth": 300 * MB}
+  unshaped = links.link("unshaped", 1e-4, 300 * MB)
+  exchange = sm.exchange_seconds(1 * MB, 2, unshaped, sm.Recipe())
+  # A rank of the k=16 job computes 0.4 s per micro-batch: 16 x 32 x 2
+  # examples per (16 x 0.4 s + the exchange).
+  in_job = {"examples_per_sec": 16 * 32 * 2 / (16 * 0.4 + exchange),
+            "seconds": 30.0, "accumulation_steps": 16}
   result = {
-      "hosts": 2, "micro_batch": 32,
-      "calibration": {"latency_s": 1e-4, "overhead_s": 0.0,
-                      "unshaped_bandwidth": 300 * MB},
+      "hosts": 2, "micro_batch": 32, "calibration": calibration,
       "gradient_bytes": {"m": 1 * MB},
       "recipes": {"horovod": vars(sm.Recipe())},
-      "samples": {"m": {"single": [fake(100), fake(80), None],
+      "samples": {"m": {"single": single, "in_job": [in_job, None],
                         "rows": {"100mbit": {"horovod": [
                             fake(180), fake(120), fake(150)]}}}}}
+  assert network_render.in_job_compute_s(result, "m") == pytest.approx(0.4)
   (row,) = network_render.rows(result)
   # Round 3's baseline failed: only rounds 1 and 2 pair.
   assert row["per_round"] == [0.9, 0.75]
   assert row["efficiency"] == pytest.approx(0.825)
-  compute = 32 / 90
+  alone = 32 / 90
+  link = links.link("100mbit", 1e-4, 300 * MB)
+  assert row["predicted_alone"] == pytest.approx(sm.efficiency(
+      alone, 1 * MB, 2, link, sm.Recipe()))
   assert row["predicted"] == pytest.approx(sm.efficiency(
-      compute, 1 * MB, 2, links.link("100mbit", 1e-4, 300 * MB), sm.Recipe()))
+      0.4, 1 * MB, 2, link, sm.Recipe(), alone_s=alone))
+  assert row["predicted"] < row["predicted_alone"]
   assert row["shortest_window_s"] == 21.0
 
 

@@ -9,8 +9,9 @@ cluster: the compute of one update, the link's goodput and its latency.
 
   update  = k x compute(micro-batch) + exchange(gradient bytes)
   ring(b) = 2(N-1)/N x b / bandwidth + 2(N-1) x latency
-  Horovod:    exchange = cycle / 2 + overhead + ring(0) + ring(b x compression)
-  collective: exchange = ring(b)
+  Horovod:    exchange = cycle / 2 + overhead + ring(0) + data(b)
+  collective: exchange = data(b)
+  data(b) = ring(b x compression) + b x cpu
 
 A ring allreduce sends each host 2(N-1)/N of the buffer and takes 2(N-1)
 steps (reduce-scatter, then allgather), which is how Gloo's allreduce and
@@ -20,7 +21,11 @@ average, since an update ends at a random point of it), the ranks agree on
 what is ready with a small allreduce of their ready lists before the data
 moves (ring(0)), and the rest of what an exchange costs the software,
 whatever its size and the number of hosts, is `overhead`, read off small
-allreduces. A link shaped by tc's token bucket (the rig's) lets its first
+allreduces. Some exchanges also spend CPU time per gradient byte that the
+wire does not hide (`cpu`): compression's casts to and from float16 and
+its float16 sum, so fp16 loses wherever they cost more than the wire time
+they save; tf.distribute's collectives copy what they send through gRPC.
+A link shaped by tc's token bucket (the rig's) lets its first
 `burst` bytes through at once after an idle spell, which a real link does
 not: it is 0 unless a Link says otherwise. Weak-scaling efficiency is
 1-process time over N-host time at the same per-replica micro-batch: one
@@ -80,13 +85,15 @@ class Recipe:
   (tf.distribute's all-reduce inside the step); compression: bytes sent per
   gradient byte (0.5 for fp16); accumulation_steps: micro-batches per
   exchange; cycle_s: Horovod's cycle time; overhead_s: Horovod's other
-  fixed cost per exchange.
+  fixed cost per exchange; cpu_s_per_byte: CPU time per gradient byte the
+  exchange spends besides the wire.
   """
   exchange: str = "horovod"
   compression: float = 1.0
   accumulation_steps: int = 1
   cycle_s: float = DEFAULT_CYCLE_S
   overhead_s: float = 0.0
+  cpu_s_per_byte: float = 0.0
 
   def __post_init__(self):
     if self.exchange not in EXCHANGES:
@@ -102,6 +109,9 @@ class Recipe:
       raise ValueError(f"cycle_s={self.cycle_s}: must be >= 0")
     if self.overhead_s < 0:
       raise ValueError(f"overhead_s={self.overhead_s}: must be >= 0")
+    if self.cpu_s_per_byte < 0:
+      raise ValueError(f"cpu_s_per_byte={self.cpu_s_per_byte}: must be "
+                       ">= 0")
 
 
 def _check_hosts(hosts):
@@ -123,7 +133,8 @@ def exchange_seconds(nbytes, hosts, link, recipe=Recipe()):
   """One gradient exchange of `nbytes` (before compression)."""
   if hosts == 1:
     return 0.0
-  data = ring_seconds(nbytes * recipe.compression, hosts, link)
+  data = (ring_seconds(nbytes * recipe.compression, hosts, link) +
+          nbytes * recipe.cpu_s_per_byte)
   if recipe.exchange == "collective":
     return data
   return (recipe.cycle_s / 2 + recipe.overhead_s +
@@ -136,10 +147,17 @@ def update_seconds(compute_s, nbytes, hosts, link, recipe=Recipe()):
           exchange_seconds(nbytes, hosts, link, recipe))
 
 
-def efficiency(compute_s, nbytes, hosts, link, recipe=Recipe()):
-  """Weak-scaling efficiency: N hosts' examples/sec over N x one process's."""
-  compute = recipe.accumulation_steps * compute_s
-  return compute / update_seconds(compute_s, nbytes, hosts, link, recipe)
+def efficiency(compute_s, nbytes, hosts, link, recipe=Recipe(),
+               alone_s=None):
+  """Weak-scaling efficiency: N hosts' examples/sec over N x one process's.
+
+  alone_s: one process's micro-batch compute, where a rank of the job
+  computes slower than it (`compute_s`) because its host has no core to
+  spare for the job's communication threads; the same by default.
+  """
+  alone = compute_s if alone_s is None else alone_s
+  return (recipe.accumulation_steps * alone /
+          update_seconds(compute_s, nbytes, hosts, link, recipe))
 
 
 def fit_small_allreduces(seconds_by_hosts, recipe=Recipe()):
@@ -207,6 +225,12 @@ def main(argv=None):
                       default=DEFAULT_CLUSTER_LATENCY_S * 1e6)
   parser.add_argument("--cycle_ms", type=float, default=DEFAULT_CYCLE_S * 1e3)
   parser.add_argument("--accumulation_steps", type=int, default=4)
+  parser.add_argument("--fp16_ns_per_byte", type=float, default=0.0,
+                      help="fp16 compression's CPU cost per gradient byte, "
+                           "nanoseconds (docs/NETWORK.md measures it)")
+  parser.add_argument("--collective_ns_per_byte", type=float, default=0.0,
+                      help="the collective's CPU cost per gradient byte, "
+                           "nanoseconds (docs/NETWORK.md measures it)")
   args = parser.parse_args(argv)
   try:
     gbits = _numbers(args.gbits, float, "gbits")
@@ -214,10 +238,13 @@ def main(argv=None):
     cycle = args.cycle_ms / 1e3
     recipes = {
         "Horovod": Recipe(cycle_s=cycle),
-        "Horovod fp16": Recipe(cycle_s=cycle, compression=0.5),
+        "Horovod fp16": Recipe(cycle_s=cycle, compression=0.5,
+                               cpu_s_per_byte=args.fp16_ns_per_byte / 1e9),
         f"Horovod k={args.accumulation_steps}": Recipe(
             cycle_s=cycle, accumulation_steps=args.accumulation_steps),
-        "collective": Recipe(exchange="collective")}
+        "collective": Recipe(
+            exchange="collective",
+            cpu_s_per_byte=args.collective_ns_per_byte / 1e9)}
     if args.compute_ms <= 0 or args.megabytes <= 0:
       raise ValueError("--compute_ms and --megabytes must be > 0")
     print("\n".join(prediction_table(args.compute_ms / 1e3,

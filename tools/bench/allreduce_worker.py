@@ -10,8 +10,11 @@ random fraction of a Horovod cycle, as between two updates' exchanges: the
 gap lets a shaped link's token bucket refill as compute does in training,
 and the random part makes the exchange meet the background thread's cycle
 at a random point, where back-to-back submissions would meet it at one
-phase. Rank 0 writes `<--out>`: per size, the median
-seconds of one allreduce and every sample.
+phase. `--fp16_sizes` are timed again with Horovod's fp16 compression, as
+`allreduce_compression=fp16` exchanges gradients: the casts and the float16
+reduction run on the rank's one thread, which is what the model's `cast`
+term is read from. Rank 0 writes `<--out>`: per size, the median seconds of
+one allreduce and every sample.
 """
 import argparse
 import json
@@ -25,6 +28,8 @@ def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--sizes", required=True,
                       help="buffer sizes in bytes, comma-separated")
+  parser.add_argument("--fp16_sizes", default="",
+                      help="sizes also timed fp16-compressed")
   parser.add_argument("--seconds", type=float, default=4.0,
                       help="timed seconds per size, at least 3 allreduces")
   parser.add_argument("--gap_s", type=float, default=0.02,
@@ -43,25 +48,31 @@ def main(argv=None):
   hvd.init()
   cycle_s = float(os.environ.get("HOROVOD_CYCLE_TIME", "1")) / 1e3
   jitter = random.Random(0)  # the same sleeps on every rank
-  results = {}
-  for size in [int(s) for s in args.sizes.split(",")]:
+
+  def timed(size, compression):
     buffer = tf.ones([max(1, size // 4)], tf.float32)
-    start = time.perf_counter()
-    hvd.allreduce(buffer, op=hvd.Sum).numpy()  # warm-up, and a first timing
-    first = hvd.broadcast(tf.constant(time.perf_counter() - start), 0)
+
+    def allreduce():
+      start = time.perf_counter()
+      hvd.allreduce(buffer, op=hvd.Sum, compression=compression).numpy()
+      return time.perf_counter() - start
+
+    first = hvd.broadcast(tf.constant(allreduce()), 0)  # also the warm-up
     reps = max(3, int(args.seconds / max(float(first), 1e-4)))
     samples = []
     for _ in range(reps):
       time.sleep(args.gap_s + jitter.uniform(0, cycle_s))
-      start = time.perf_counter()
-      hvd.allreduce(buffer, op=hvd.Sum).numpy()
-      samples.append(time.perf_counter() - start)
-    results[str(size)] = {"median_s": statistics.median(samples),
-                          "samples_s": samples}
+      samples.append(allreduce())
+    return {"median_s": statistics.median(samples), "samples_s": samples}
+
+  sizes = {str(int(s)): timed(int(s), hvd.Compression.none)
+           for s in args.sizes.split(",")}
+  fp16 = {str(int(s)): timed(int(s), hvd.Compression.fp16)
+          for s in args.fp16_sizes.split(",") if s}
   if hvd.rank() == 0:
     with open(args.out, "w", encoding="utf-8") as f:
       json.dump({"hosts": hvd.size(), "cycle_s": cycle_s,
-                 "gap_s": args.gap_s, "sizes": results}, f)
+                 "gap_s": args.gap_s, "sizes": sizes, "fp16_sizes": fp16}, f)
 
 
 if __name__ == "__main__":

@@ -53,10 +53,15 @@ def parse_args(argv):
                       help=f"link rates, some of {', '.join(links.RATES)}")
   parser.add_argument("--hosts", default="2,3,4",
                       help="allreduce: host counts")
+  parser.add_argument("--exchanges",
+                      default=",".join(network_allreduce.EXCHANGES),
+                      help="allreduce: some of "
+                           f"{', '.join(network_allreduce.EXCHANGES)}; the "
+                           "others' runs in the file are kept")
   parser.add_argument("--seconds", type=float, default=4.0,
                       help="allreduce: timed seconds per buffer and run")
   parser.add_argument("--rounds", type=int, default=2, help="rows: rounds")
-  parser.add_argument("--budget_s", type=float, default=2400.0,
+  parser.add_argument("--budget_s", type=float, default=3000.0,
                       help="rows: no new round starts once it would end "
                            "past this many seconds")
   parser.add_argument("--window_s", type=float, default=20.0,
@@ -74,7 +79,9 @@ def parse_args(argv):
       raise ValueError(f"--hosts={','.join(map(str, args.hosts))}: the "
                        "calibration needs 2 and at least one more, e.g. 2,3,4")
     args.models = links.names_in(args.models, network_rows.MODELS,
-                                        "--models")
+                                 "--models")
+    args.exchanges = links.names_in(args.exchanges,
+                                    network_allreduce.EXCHANGES, "--exchanges")
     args.variants = links.names_in(
         args.variants, network_rows.VARIANTS, "--variants")
     if args.rounds < 1:
@@ -98,11 +105,18 @@ def _gradient_bytes():
           for m, name in network_rows.MODELS.items()}
 
 
-def run_allreduce(args, log_dir):
+def run_allreduce(args, log_dir, allreduce_path):
+  """The allreduce-only runs of `--exchanges`; an earlier file's runs of the
+  other exchanges are kept."""
+  kept = []
+  if os.path.exists(allreduce_path):
+    with open(allreduce_path, encoding="utf-8") as f:
+      kept = json.load(f)["runs"]
   buffers = _gradient_bytes()
   shaped = [r for r in args.rates if links.RATES[r]]
   result = network_allreduce.measure(args.hosts, shaped, buffers,
-                                     args.seconds, log_dir)
+                                     args.seconds, log_dir, args.exchanges,
+                                     kept)
   result["machine"] = runner.machine_info()
   return result
 
@@ -115,7 +129,7 @@ def run_rows(args, log_dir, allreduce_path):
     calibration = network_allreduce.calibration(json.load(f))
   gradient_bytes = _gradient_bytes()
   machine = runner.machine_info()
-  recipes = {v: network_rows.recipe(v, calibration["overhead_s"])
+  recipes = {v: network_rows.recipe(v, calibration)
              for v in args.variants}
   with links.up(network_rows.HOSTS) as cluster:
     rounds = network_rows.Rounds(cluster, args.models, args.rates, recipes,
@@ -145,7 +159,8 @@ def main(argv=None):
     log_dir = tempfile.mkdtemp(prefix="estimator_scale_network-")
     print(f"network bench {args.action}: logs in {log_dir}", flush=True)
     if args.action == "allreduce":
-      result, out = run_allreduce(args, log_dir), paths["allreduce"]
+      result = run_allreduce(args, log_dir, paths["allreduce"])
+      out = paths["allreduce"]
     else:
       result, out = run_rows(args, log_dir, paths["allreduce"]), paths["rows"]
     render.write(out, json.dumps(result, indent=1) + "\n")

@@ -1,16 +1,23 @@
 """Allreduce-only runs on 2, 3 and 4 shaped hosts: the model's network half.
 
-Horovod ranks on the rig's hosts exchange buffers of resnet20's and the
-wide MLP's gradient sizes (allreduce_worker.py) and nothing else, so the
-times are the network's and Horovod's, nearly free of the shared machine's
-CPU load; tools/scaling_model.py predicts each from inputs taken elsewhere:
+Horovod ranks (allreduce_worker.py) and multi_worker_mirrored workers
+(collective_worker.py) on the rig's hosts exchange buffers of resnet20's
+and the wide MLP's gradient sizes and nothing else, so the times are the
+network's and the exchange's, nearly free of the shared machine's CPU
+load; tools/scaling_model.py predicts each from inputs taken elsewhere:
 
 - bandwidth and burst of a shaped link: the rate's TCP goodput and the
   token bucket tools/cluster.py gives it (no fit);
 - latency per ring step and Horovod's fixed overhead: a line through the
   4-byte allreduce's times on 2, 3 and 4 unshaped hosts;
 - the unshaped veth's bandwidth (it has no rate): the largest buffer on 2
-  unshaped hosts.
+  unshaped hosts;
+- fp16 compression's cost per byte (casts and float16 reduction): the
+  largest buffer on 2 unshaped hosts again, compressed, less what its
+  halved bytes take on the wire;
+- multi_worker_mirrored's cost per byte beyond the wire: its all-reduce of
+  the largest buffer on 2 unshaped hosts, less the wire time Horovod's
+  measured.
 
 The unshaped runs are therefore calibration; every shaped row (both rates,
 every host count and buffer, the 4-byte one included) is a prediction that
@@ -28,19 +35,20 @@ from tools.bench import runner
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "allreduce_worker.py")
+COLLECTIVE_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "collective_worker.py")
 PROBE_BYTES = 4
 TIMEOUT_S = 240
 
 
-def _run(cluster, hosts, sizes, seconds, log_dir, tag):
-  """One horovodrun over the first `hosts` hosts; rank 0's result dict."""
+def _run(cluster, launcher, argv, hosts, log_dir, tag):
+  """`argv` on the first `hosts` hosts; the result its first process wrote
+  to the `--out` that this adds."""
   scratch = tempfile.mkdtemp(prefix=f"allreduce-{tag}-", dir=log_dir)
   out = os.path.join(scratch, "result.json")
   names = [h.name for h in cluster.hosts[:hosts]]
-  argv = runner.launcher_argv(
-      "horovodrun", hosts,
-      [sys.executable, WORKER, f"--sizes={','.join(map(str, sizes))}",
-       f"--seconds={seconds}", f"--out={out}"], hosts=names)
+  argv = runner.launcher_argv(launcher, hosts, argv + [f"--out={out}"],
+                              TIMEOUT_S - 20, hosts=names)
   env = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1",
          "TF_CPP_MIN_LOG_LEVEL": "2",
          "HOROVOD_CYCLE_TIME": f"{scaling_model.DEFAULT_CYCLE_S * 1e3:g}"}
@@ -54,8 +62,44 @@ def _run(cluster, hosts, sizes, seconds, log_dir, tag):
     return json.load(f)
 
 
-def measure(host_counts, rate_names, buffers, seconds, log_dir):
-  """Runs every (rate, hosts) pair; returns the runs as the JSON keeps them.
+def _horovod(cluster, hosts, buffers, seconds, log_dir, tag):
+  sizes = [PROBE_BYTES, *buffers.values()]
+  result = _run(cluster, "horovodrun",
+                [sys.executable, WORKER, f"--sizes={_csv(sizes)}",
+                 f"--fp16_sizes={_csv(buffers.values())}",
+                 f"--seconds={seconds}"], hosts, log_dir, f"horovod-{tag}")
+  return {"exchange": "horovod", "cycle_s": result["cycle_s"],
+          "gap_s": result["gap_s"],
+          "seconds": _medians(result["sizes"]),
+          "fp16_seconds": _medians(result["fp16_sizes"]),
+          "samples": {b: r["samples_s"] for b, r in result["sizes"].items()}}
+
+
+def _collective(cluster, hosts, buffers, seconds, log_dir, tag):
+  sizes = [PROBE_BYTES, *buffers.values()]
+  result = _run(cluster, "launch",
+                [sys.executable, COLLECTIVE_WORKER, f"--sizes={_csv(sizes)}",
+                 f"--seconds={seconds}"], hosts, log_dir, f"collective-{tag}")
+  return {"exchange": "collective", "gap_s": result["gap_s"],
+          "seconds": _medians(result["sizes"]),
+          "samples": {b: r["samples_s"] for b, r in result["sizes"].items()}}
+
+
+def _csv(values):
+  return ",".join(str(int(v)) for v in values)
+
+
+def _medians(sizes):
+  return {b: r["median_s"] for b, r in sizes.items()}
+
+
+EXCHANGES = {"horovod": _horovod, "collective": _collective}
+
+
+def measure(host_counts, rate_names, buffers, seconds, log_dir,
+            exchanges=tuple(EXCHANGES), kept=()):
+  """Runs every (exchange, rate, hosts); returns the runs as the JSON keeps
+  them.
 
   Args:
     host_counts: e.g. (2, 3, 4); the rig has the largest.
@@ -63,31 +107,40 @@ def measure(host_counts, rate_names, buffers, seconds, log_dir):
     buffers: {label: bytes}, e.g. the models' gradient sizes.
     seconds: timed seconds per buffer size and run.
     log_dir: where each run's log goes.
+    exchanges: some of EXCHANGES: Horovod's allreduce (plain and fp16) and
+      multi_worker_mirrored's all-reduce.
+    kept: earlier runs of the other exchanges, kept as they are.
   """
   rates = links.rate_names(",".join(["unshaped", *rate_names]))
-  sizes = [PROBE_BYTES, *buffers.values()]
-  runs = []
+  runs = [r for r in kept if r.get("exchange", "horovod") not in exchanges]
   with links.up(max(host_counts)) as cluster:
     for rate in rates:
       links.shape(cluster, rate)
       for hosts in host_counts:
-        result = _run(cluster, hosts, sizes, seconds, log_dir,
-                      f"{rate}-{hosts}")
-        print(f"  allreduce {rate}, {hosts} hosts: " + ", ".join(
-            f"{b} B {r['median_s'] * 1e3:.1f} ms"
-            for b, r in result["sizes"].items()), flush=True)
-        runs.append({"rate": rate, "hosts": hosts, "cycle_s": result["cycle_s"],
-                     "gap_s": result["gap_s"],
-                     "seconds": {b: r["median_s"]
-                                 for b, r in result["sizes"].items()},
-                     "samples": {b: r["samples_s"]
-                                 for b, r in result["sizes"].items()}})
+        for exchange in exchanges:
+          run = EXCHANGES[exchange](cluster, hosts, buffers, seconds, log_dir,
+                                    f"{rate}-{hosts}")
+          run.update(rate=rate, hosts=hosts)
+          print(f"  {exchange} {rate}, {hosts} hosts: " + ", ".join(
+              f"{b} B {t * 1e3:.1f} ms" for b, t in run["seconds"].items())
+                + "".join(f"; fp16 {b} B {t * 1e3:.1f} ms"
+                          for b, t in run.get("fp16_seconds", {}).items()),
+                flush=True)
+          runs.append(run)
   return {"buffers": buffers, "probe_bytes": PROBE_BYTES, "runs": runs}
 
 
+def _horovod_runs(result):
+  return [r for r in result["runs"] if r.get("exchange", "horovod") ==
+          "horovod"]
+
+
 def calibration(result):
-  """{latency_s, overhead_s, unshaped_bandwidth} from the unshaped runs."""
-  unshaped = {r["hosts"]: r for r in result["runs"] if r["rate"] == "unshaped"}
+  """What the unshaped runs measure: {latency_s, overhead_s,
+  unshaped_bandwidth, fp16_cpu_s_per_byte, and collective_cpu_s_per_byte
+  where the collective ran}."""
+  unshaped = {r["hosts"]: r for r in _horovod_runs(result)
+              if r["rate"] == "unshaped"}
   recipe = scaling_model.Recipe(cycle_s=unshaped[min(unshaped)]["cycle_s"])
   probe = str(result["probe_bytes"])
   latency, overhead = scaling_model.fit_small_allreduces(
@@ -98,25 +151,52 @@ def calibration(result):
   fixed = scaling_model.exchange_seconds(0, 2, scaling_model.Link(1.0, latency),
                                          recipe)
   data_s = unshaped[2]["seconds"][str(largest)] - fixed
-  return {"latency_s": latency, "overhead_s": overhead,
-          "unshaped_bandwidth": largest / max(data_s, 1e-9)}
+  link = scaling_model.Link(largest / max(data_s, 1e-9), latency)
+
+  def beyond(seconds, wire_bytes):
+    """Seconds per gradient byte that `seconds` spent beyond the wire."""
+    return max(0.0, seconds - scaling_model.ring_seconds(wire_bytes, 2, link)
+               ) / largest
+
+  fit = {"latency_s": latency, "overhead_s": overhead,
+         "unshaped_bandwidth": link.bandwidth,
+         "fp16_cpu_s_per_byte": beyond(
+             unshaped[2]["fp16_seconds"][str(largest)] - fixed, largest / 2)}
+  collective = [r for r in result["runs"] if r.get("exchange") == "collective"
+                and r["rate"] == "unshaped" and r["hosts"] == 2]
+  if collective:
+    fit["collective_cpu_s_per_byte"] = beyond(
+        collective[0]["seconds"][str(largest)], largest)
+  return fit
 
 
 def comparison(result):
   """Rows of (rate, hosts, buffer label, bytes, measured s, predicted s,
-  whether the row is a prediction rather than calibration)."""
+  whether the row is a prediction rather than calibration); labels end in
+  " fp16" for Horovod's compressed allreduce, " collective" for
+  multi_worker_mirrored's."""
   fit = calibration(result)
   labels = {result["probe_bytes"]: f"{result['probe_bytes']} B probe"}
   labels.update({b: label for label, b in result["buffers"].items()})
   rows = []
   for run in result["runs"]:
     link = links.link(run["rate"], fit["latency_s"], fit["unshaped_bandwidth"])
-    recipe = scaling_model.Recipe(cycle_s=run["cycle_s"],
-                                  overhead_s=fit["overhead_s"])
-    for nbytes, measured in sorted(
-        (int(k), v) for k, v in run["seconds"].items()):
-      predicted = scaling_model.exchange_seconds(nbytes, run["hosts"], link,
-                                                 recipe)
-      rows.append((run["rate"], run["hosts"], labels[nbytes], nbytes,
-                   measured, predicted, run["rate"] != "unshaped"))
+    if run.get("exchange") == "collective":
+      kinds = ((scaling_model.Recipe(
+          exchange="collective",
+          cpu_s_per_byte=fit["collective_cpu_s_per_byte"]),
+                "seconds", " collective"),)
+    else:
+      plain = scaling_model.Recipe(cycle_s=run["cycle_s"],
+                                   overhead_s=fit["overhead_s"])
+      fp16 = dataclasses.replace(plain, compression=0.5,
+                                 cpu_s_per_byte=fit["fp16_cpu_s_per_byte"])
+      kinds = ((plain, "seconds", ""), (fp16, "fp16_seconds", " fp16"))
+    for recipe, key, suffix in kinds:
+      for nbytes, measured in sorted(
+          (int(k), v) for k, v in run[key].items()):
+        predicted = scaling_model.exchange_seconds(nbytes, run["hosts"], link,
+                                                   recipe)
+        rows.append((run["rate"], run["hosts"], labels[nbytes] + suffix,
+                     nbytes, measured, predicted, run["rate"] != "unshaped"))
   return rows

@@ -22,8 +22,11 @@ INTRO = (
     "process, so a host is one core. Efficiency is the 2-host job's "
     "examples/sec over twice the 1 process's, the median over rounds of the "
     "ratio taken within a round (`per round`, in round order). `model` is "
-    "tools/scaling_model.py's efficiency for the row from the round's "
-    "1-process compute and the allreduce runs' calibration.")
+    "tools/scaling_model.py's efficiency for the row from the compute a "
+    "rank has inside a 2-host job (measured in one: see Method) and the "
+    "allreduce runs' calibration; `model, lone compute` puts the lone "
+    "process's compute in its place, as a cluster whose hosts have a core "
+    "to spare for the job's threads would have it.")
 
 WHAT_A_LINK_STANDS_FOR = (
     "This host's single core computes a resnet20 update of 32 examples in "
@@ -141,9 +144,19 @@ METHOD = [
     "links, and 2 untimed updates precede the next window "
     "(tools/bench/windows.py). A 2-host tree takes longer to start than a "
     "window lasts, so this is what lets 2 rounds fit in about "
-    f"{FULL_RUN_MINUTES} minutes. The baseline is shared by the rates of its "
-    "round. Steps are sized from the model's predicted update time so that "
-    "each window lasts at least `--window_s` (20 s).",
+    f"{FULL_RUN_MINUTES} minutes. The baseline runs before and after the "
+    "variants of its model, and the round's baseline, shared by the rates, "
+    "is the two runs' mean: this virtual machine's speed drifts by several "
+    "per cent over minutes. Steps are sized from the model's predicted "
+    "update time so that each window lasts at least `--window_s` (20 s).",
+    "A rank's compute inside a 2-host job: after the first baseline, a "
+    "2-host Horovod job with 16 micro-batches per exchange on the unshaped "
+    "link; its update time less the model's exchange, over 16. On the rig "
+    "the two hosts share the machine's two cores with nothing to spare, so "
+    "a rank's core also runs Horovod's background thread (idle, 4-6 % of a "
+    "core at the framework's 5 ms cycle and 15-19 % at 1 ms, measured on "
+    "two rig hosts with `hvd.init()` and nothing else) and the job's "
+    "other threads, and its compute takes longer than a lone process's.",
     "Variants: Horovod (one grouped allreduce per update); Horovod with "
     "`allreduce_compression=fp16`; Horovod with `accumulation_steps=4` (4 "
     "micro-batches of 32 per update, one exchange); multi_worker_mirrored. "
@@ -161,5 +174,8 @@ METHOD = [
     "each timed allreduce after an idle gap (20 ms: the token bucket "
     "refills, as compute lets it in training) and a sleep of a random "
     "fraction of Horovod's cycle (the same on every rank), so it meets the "
-    "cycle at a random point as an update's does; the median per buffer.",
+    "cycle at a random point as an update's does; the median per buffer. "
+    "Each model's buffer is timed again with Horovod's fp16 compression "
+    "(the casts and the float16 sum on the rank's one thread), which "
+    "calibrates the model's cost per byte of compressing.",
 ]

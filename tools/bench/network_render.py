@@ -6,6 +6,7 @@ render` redraws both from saved results; either file may be missing, and
 its sections then say how to make it. Predictions come from
 tools/scaling_model.py with the compute the rows measured.
 """
+import dataclasses
 import json
 import os
 
@@ -13,6 +14,7 @@ from tools import scaling_model
 from tools.bench import links
 from tools.bench import network_allreduce
 from tools.bench import network_notes
+from tools.bench import network_rows
 from tools.bench import render
 from tools.bench.results import median
 
@@ -26,6 +28,17 @@ def _load(path):
     return None
   with open(path, encoding="utf-8") as f:
     return json.load(f)
+
+
+def recalibrate(rows_result, allreduce_result):
+  """Gives the rows the allreduce runs' calibration, the one source of the
+  model's network inputs (the rows keep the one they were sized with only
+  until the page is drawn)."""
+  fit = network_allreduce.calibration(allreduce_result)
+  rows_result["calibration"] = fit
+  rows_result["recipes"] = {
+      v: dataclasses.asdict(network_rows.recipe(v, fit))
+      for v in rows_result["recipes"]}
 
 
 def _recipe(result, variant):
@@ -44,26 +57,51 @@ def _link(result, rate):
   return links.link(rate, fit["latency_s"], fit["unshaped_bandwidth"])
 
 
+def in_job_compute_s(result, model):
+  """Seconds of one micro-batch on a rank of a 2-host job (the rounds'
+  median): its accumulating update's time less the model's exchange."""
+  fit = result["calibration"]
+  horovod = scaling_model.Recipe(overhead_s=fit["overhead_s"])
+  link = _link(result, "unshaped")
+  values = []
+  for m in result["samples"][model].get("in_job", []):
+    if m is None:
+      continue
+    k = m["accumulation_steps"]
+    update = k * result["micro_batch"] * result["hosts"] / m["examples_per_sec"]
+    exchange = scaling_model.exchange_seconds(
+        result["gradient_bytes"][model], result["hosts"], link, horovod)
+    values.append((update - exchange) / k)
+  return median(values)
+
+
 def rows(result):
   """One dict per (model, rate, variant): measured and predicted efficiency."""
   out = []
   hosts = result["hosts"]
   for model, data in result["samples"].items():
     single = [m and m["examples_per_sec"] for m in data["single"]]
-    compute = compute_s(result, model)
+    alone, in_job = compute_s(result, model), in_job_compute_s(result, model)
     for rate, variants in data["rows"].items():
       for variant, samples in variants.items():
         rates = [m and m["examples_per_sec"] for m in samples]
         efficiencies = [a / b / hosts for a, b in zip(rates, single)
                         if a is not None and b is not None]
-        predicted = None if compute is None else scaling_model.efficiency(
-            compute, result["gradient_bytes"][model], hosts,
-            _link(result, rate), _recipe(result, variant))
+
+        def model_efficiency(compute, rate=rate, variant=variant):
+          if compute is None or alone is None:
+            return None
+          return scaling_model.efficiency(
+              compute, result["gradient_bytes"][model], hosts,
+              _link(result, rate), _recipe(result, variant), alone_s=alone)
+
         windows = [m["seconds"] for m in samples + data["single"] if m]
         out.append({"model": model, "rate": rate, "variant": variant,
                     "examples_per_sec": median(rates),
                     "efficiency": median(efficiencies),
-                    "per_round": efficiencies, "predicted": predicted,
+                    "per_round": efficiencies,
+                    "predicted": model_efficiency(in_job),
+                    "predicted_alone": model_efficiency(alone),
                     "shortest_window_s": min(windows, default=None)})
   return out
 
@@ -80,15 +118,26 @@ def _rows_lines(result):
            f" {m.get('load_average_at_end')} at the end.", ""]
   for model in result["samples"]:
     compute = compute_s(result, model)
+    in_job = in_job_compute_s(result, model)
+    baselines = [m and (m.get("before"), m.get("after"))
+                 for m in result["samples"][model]["single"]]
     lines += [f"**{model}**: {result['gradient_bytes'][model] / 1e6:.1f} MB "
               f"of gradients, {result['micro_batch']} examples per replica "
               "per micro-batch, 1 process "
               + (f"{result['micro_batch'] / compute:,.0f} ex/s "
-                 f"({compute * 1e3:.0f} ms per micro-batch)"
-                 if compute else "failed") + ".", "",
+                 f"({compute * 1e3:.0f} ms per micro-batch; before and after"
+                 " the variants, per round: "
+                 + "; ".join("failed" if b is None else
+                             f"{render.fmt(b[0])} and {render.fmt(b[1])}"
+                             for b in baselines) + ")"
+                 if compute else "failed")
+              + (f"; a rank of a 2-host job {in_job * 1e3:.0f} ms per "
+                 f"micro-batch ({in_job / compute - 1:+.0%})"
+                 if in_job and compute else "") + ".", "",
               "| link | variant | ex/s, 2 hosts | efficiency (ideal 1) | "
-              "per round | model | model / measured | shortest window |",
-              "|---|---|---|---|---|---|---|---|"]
+              "per round | model | model / measured | model, lone compute "
+              "| shortest window |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for row in (r for r in rows(result) if r["model"] == model):
       ratio = (row["predicted"] / row["efficiency"]
                if row["predicted"] and row["efficiency"] else None)
@@ -99,6 +148,7 @@ def _rows_lines(result):
           f"{render.fmt(row['efficiency'])} | "
           f"{', '.join(render.fmt(e) for e in row['per_round']) or '-'} | "
           f"{render.fmt(row['predicted'])} | {render.fmt(ratio)} | "
+          f"{render.fmt(row['predicted_alone'])} | "
           f"{'-' if window is None else f'{window:.1f} s'} |")
     lines.append("")
   return lines
@@ -117,7 +167,13 @@ def _allreduce_lines(result):
       "per exchange beyond half its cycle (a line through the 4-byte "
       "allreduce's times on 2-4 hosts), "
       f"{fit['unshaped_bandwidth'] / 1e6:,.0f} MB/s on the unshaped veth "
-      "(the largest buffer on 2 hosts). Shaped links: the rate's TCP "
+      "(the largest buffer on 2 hosts), fp16 compression's own cost "
+      f"{fit['fp16_cpu_s_per_byte'] * 1e9:.2f} ns per gradient byte (the same "
+      "buffer compressed, less its halved bytes' wire time)"
+      + (", multi_worker_mirrored's all-reduce "
+         f"{fit['collective_cpu_s_per_byte'] * 1e9:.2f} ns per byte beyond "
+         "the wire (its all-reduce of that buffer, less Horovod's wire time)"
+         if "collective_cpu_s_per_byte" in fit else "") + ". Shaped links: the rate's TCP "
       f"goodput ({scaling_model.TCP_PAYLOAD_FRACTION:.3f} of it) and the "
       f"token bucket's burst ({links.BURST_S * 1e3:g} ms of traffic, 64 KiB "
       f"at least) after the {result['runs'][0]['gap_s'] * 1e3:.0f} ms gap "
@@ -142,7 +198,9 @@ def _prediction_lines(result):
     if compute is None:
       continue
     gpu = compute / network_notes.GPU_SPEEDUP
-    recipes = {v: _recipe(result, v) for v in result["recipes"]}
+    recipes = {v: dataclasses.replace(  # a GPU casts as fast as it computes
+        _recipe(result, v), cpu_s_per_byte=_recipe(result, v).cpu_s_per_byte
+        / network_notes.GPU_SPEEDUP) for v in result["recipes"]}
     lines += [f"**{model}** ({gpu * 1e3:.2f} ms per micro-batch update on a "
               f"GPU: this host's {compute * 1e3:.0f} ms / "
               f"{network_notes.GPU_SPEEDUP}; "
@@ -168,14 +226,16 @@ def plot(result, path):
   measured = rows(result)
   for ax, model in zip(axes[0], models):
     compute = compute_s(result, model)
+    in_job = in_job_compute_s(result, model) or compute
     speeds = [10 ** (e / 10) for e in range(65, 96)]  # 3 MB/s to 3 GB/s
     for variant, color in zip(result["recipes"], COLORS):
       if compute is not None:
         ax.plot([s * 8 / 1e9 for s in speeds],
                 [scaling_model.efficiency(
-                    compute, result["gradient_bytes"][model], result["hosts"],
+                    in_job, result["gradient_bytes"][model], result["hosts"],
                     scaling_model.Link(s, result["calibration"]["latency_s"]),
-                    _recipe(result, variant)) for s in speeds],
+                    _recipe(result, variant), alone_s=compute)
+                 for s in speeds],
                 "--", color=color, linewidth=1)
       points = [r for r in measured if r["model"] == model and
                 r["variant"] == variant and r["efficiency"] is not None]
@@ -196,7 +256,8 @@ def plot(result, path):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
   figure.suptitle("points: measured (bars: range over rounds); dashed: "
-                  "tools/scaling_model.py", fontsize=9)
+                  "tools/scaling_model.py with a rank's compute in the job",
+                  fontsize=9)
   figure.tight_layout()
   figure.savefig(path, dpi=110)
   pyplot.close(figure)
@@ -229,6 +290,8 @@ def write_page(paths):
   """Renders paths["page"] (and paths["plot"] when rows exist); returns it."""
   rows_result = _load(paths["rows"])
   allreduce_result = _load(paths["allreduce"])
+  if rows_result is not None and allreduce_result is not None:
+    recalibrate(rows_result, allreduce_result)
   if rows_result is not None:
     plot(rows_result, paths["plot"])
   text = page(rows_result, allreduce_result, os.path.basename(paths["plot"]))

@@ -15,6 +15,19 @@ tools/scaling_model.py's prediction of each window's update time, from this
 round's baseline compute and the link calibration, so that each window
 lasts about `window_s` whatever the link; the results record the window
 each measurement really had.
+
+Two more measurements per round and model feed the model rather than the
+rows. The baseline runs again after the variants, and the round's baseline
+is the two runs' mean: this machine's speed drifts by several per cent
+over minutes, and a ratio should not take that drift for scaling. And the
+compute a rank has inside a 2-host job is measured in one: Horovod with
+IN_JOB_K micro-batches per exchange on the unshaped link, where the
+exchange is a few per cent of an update. On the rig two hosts share the
+machine's two cores with nothing to spare, so a rank's core also runs
+Horovod's background thread, which wakes every cycle whether or not a
+tensor is ready, and the other threads of the job; a real host has cores
+for them. That compute, not the lone process's, is what the model's
+`compute` stands for in these rows.
 """
 import dataclasses
 import functools
@@ -29,6 +42,7 @@ from tools.bench import windows
 
 MICRO_BATCH = 32
 K = 4
+IN_JOB_K = 16
 MODELS = {"resnet20": "resnet20", "wide_mlp": "bench_wide_mlp"}
 # name -> (launcher, worker.py flags, the model's Recipe for it).
 VARIANTS = {
@@ -61,12 +75,16 @@ SIZING_STEPS = 20
 SIZING_LIMIT_S = 60
 
 
-def recipe(variant, overhead_s):
-  """The variant's Recipe, with the measured Horovod overhead if it has one."""
+def recipe(variant, calibration):
+  """The variant's Recipe, with what the allreduce-only runs measured of
+  its kind of exchange (network_allreduce.calibration)."""
   base = VARIANTS[variant][2]
-  if base.exchange != "horovod":
-    return base
-  return dataclasses.replace(base, overhead_s=overhead_s)
+  if base.exchange == "collective":
+    return dataclasses.replace(
+        base, cpu_s_per_byte=calibration.get("collective_cpu_s_per_byte", 0.0))
+  cpu = calibration["fp16_cpu_s_per_byte"] if base.compression < 1 else 0.0
+  return dataclasses.replace(base, overhead_s=calibration["overhead_s"],
+                             cpu_s_per_byte=cpu)
 
 
 def _flags(model, variant, steps):
@@ -93,8 +111,8 @@ class Rounds:
     self.calibration = calibration
     self.gradient_bytes = gradient_bytes
     self.compute_s = {}  # per micro-batch, the fastest baseline so far
-    self.samples = {m: {"single": [], "rows": {r: {v: [] for v in recipes}
-                                               for r in rates}}
+    self.samples = {m: {"single": [], "in_job": [],
+                        "rows": {r: {v: [] for v in recipes} for r in rates}}
                     for m in models}
 
   def _measure(self, name, launcher, flags, predicted_s, hosts=None):
@@ -158,21 +176,39 @@ class Rounds:
       return [None] * len(self.rates)
     return [dict(w, steps=n) for w, n in zip(result["windows"], steps)]
 
+  def _single(self, model):
+    compute = self.compute_s[model]
+    steps = _steps(compute, self.window_s)
+    single = self._measure(f"{model}-single", "python",
+                           _flags(model, None, steps),
+                           compute * (WARMUP + steps))
+    if single is not None:  # the fastest seen: a window may run long,
+      self.compute_s[model] = min(  # never short, on a busy host
+          compute, MICRO_BATCH / single["examples_per_sec"])
+    return single
+
+  def _in_job(self, model, names):
+    """A 2-host Horovod job at IN_JOB_K, unshaped: a rank's compute there."""
+    update = IN_JOB_K * self.compute_s[model]
+    steps = _steps(update, self.window_s)
+    flags = _flags(model, "horovod", steps)
+    flags.update(accumulation_steps=IN_JOB_K, batch=MICRO_BATCH * IN_JOB_K)
+    links.shape(self.cluster, "unshaped")
+    result = self._measure(f"{model}-in_job", "horovodrun", flags,
+                           update * (WARMUP + steps), names)
+    if result is not None:
+      result["accumulation_steps"] = IN_JOB_K
+    return result
+
   def run_round(self):
-    """Every model's baseline, then each variant over every link rate."""
+    """Per model: the baseline, the compute in a job, each variant over
+    every link rate, and the baseline again."""
     names = [h.name for h in self.cluster.hosts[:HOSTS]]
     for model in self.models:
       if model not in self.compute_s:
         self._size(model)
-      compute = self.compute_s[model]
-      steps = _steps(compute, self.window_s)
-      single = self._measure(f"{model}-single", "python",
-                             _flags(model, None, steps),
-                             compute * (WARMUP + steps))
-      self.samples[model]["single"].append(single)
-      if single is not None:  # the fastest seen: a window may run long,
-        self.compute_s[model] = min(  # never short, on a busy host
-            compute, MICRO_BATCH / single["examples_per_sec"])
+      before = self._single(model)
+      self.samples[model]["in_job"].append(self._in_job(model, names))
       for variant, recipe in self.recipes.items():
         measured = self._measure_rates(model, variant, recipe, names)
         for rate, window in zip(self.rates, measured):
@@ -180,3 +216,17 @@ class Rounds:
           if window:
             print(f"    {rate}: {window['examples_per_sec']:.0f} ex/s over "
                   f"{window['seconds']:.1f} s", flush=True)
+      self.samples[model]["single"].append(
+          bracketed(before, self._single(model)))
+
+
+def bracketed(before, after):
+  """The round's baseline from the runs before and after its variants:
+  their mean rate, each kept; None if either failed."""
+  if before is None or after is None:
+    return None
+  return {"examples_per_sec": (before["examples_per_sec"] +
+                               after["examples_per_sec"]) / 2,
+          "seconds": min(before["seconds"], after["seconds"]),
+          "before": before["examples_per_sec"],
+          "after": after["examples_per_sec"]}

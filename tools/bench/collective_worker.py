@@ -1,0 +1,75 @@
+"""One TF_CONFIG worker of an all-reduce-only run: multi_worker_mirrored's.
+
+allreduce_worker.py's counterpart for tf.distribute's collectives: the
+workers all-reduce buffers of the models' gradient sizes and nothing else,
+through MultiWorkerMirroredStrategy's own cross-device all-reduce (the one
+an Estimator's update calls through `train_distribute`), so the model's
+`collective` exchange can be read and checked apart from compute. Before
+each timed all-reduce every worker sleeps `--gap_s`, so a shaped link's
+token bucket refills as compute lets it in training. The chief writes
+`<--out>`: per size, the median seconds of one all-reduce and every sample.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--sizes", required=True,
+                      help="buffer sizes in bytes, comma-separated")
+  parser.add_argument("--seconds", type=float, default=4.0,
+                      help="timed seconds per size, at least 3 all-reduces")
+  parser.add_argument("--gap_s", type=float, default=0.02,
+                      help="idle seconds before each all-reduce")
+  parser.add_argument("--out", required=True)
+  return parser.parse_args(argv)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+  os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  strategy = tf.distribute.MultiWorkerMirroredStrategy()
+  # estimator-scale-launch starts workers only (no --chief): worker 0 writes.
+  task = json.loads(os.environ["TF_CONFIG"])["task"]
+  total = tf.distribute.ReduceOp.SUM
+
+  def timed(size):
+    with strategy.scope():
+      buffer = tf.Variable(tf.ones([max(1, size // 4)], tf.float32))
+
+    @tf.function
+    def all_reduce():
+      return strategy.run(lambda: tf.distribute.get_replica_context()
+                          .all_reduce(total, tf.identity(buffer)))
+
+    def once():
+      start = time.perf_counter()
+      strategy.experimental_local_results(all_reduce())[0].numpy()
+      return time.perf_counter() - start
+
+    once()  # traces and warms up
+    # Every worker must run as many: their first timings' mean sets them.
+    first = strategy.experimental_local_results(strategy.run(
+        lambda t: tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.MEAN, t), args=(tf.constant(once()),)))[0]
+    reps = max(3, int(args.seconds / max(float(first), 1e-4)))
+    samples = []
+    for _ in range(reps):
+      time.sleep(args.gap_s)
+      samples.append(once())
+    return {"median_s": statistics.median(samples), "samples_s": samples}
+
+  sizes = {str(int(s)): timed(int(s)) for s in args.sizes.split(",")}
+  if (task["type"], task["index"]) == ("worker", 0):
+    with open(args.out, "w", encoding="utf-8") as f:
+      json.dump({"hosts": strategy.num_replicas_in_sync,
+                 "gap_s": args.gap_s, "sizes": sizes}, f)
+
+
+if __name__ == "__main__":
+  main()

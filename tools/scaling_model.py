@@ -10,7 +10,7 @@ cluster: the compute of one update, the link's goodput and its latency.
   update  = k x compute(micro-batch) + exchange(gradient bytes)
   ring(b) = 2(N-1)/N x b / bandwidth + 2(N-1) x latency
   Horovod:    exchange = cycle / 2 + overhead + ring(0) + data(b)
-  collective: exchange = data(b)
+  collective: exchange = overhead + data(b)
   data(b) = ring(b x compression) + b x cpu
 
 A ring allreduce sends each host 2(N-1)/N of the buffer and takes 2(N-1)
@@ -19,9 +19,10 @@ TensorFlow's CPU collectives move data. Horovod adds costs per exchange: a
 tensor waits for the background thread's next cycle (half a cycle on
 average, since an update ends at a random point of it), the ranks agree on
 what is ready with a small allreduce of their ready lists before the data
-moves (ring(0)), and the rest of what an exchange costs the software,
-whatever its size and the number of hosts, is `overhead`, read off small
-allreduces. Some exchanges also spend CPU time per gradient byte that the
+moves (ring(0)). The rest of what an exchange costs the software, whatever
+its size and the number of hosts, is `overhead`, read off small
+allreduces; tf.distribute's collectives have one too (launching the
+collective ops and their gRPC calls), though no cycle. Some exchanges also spend CPU time per gradient byte that the
 wire does not hide (`cpu`): compression's casts to and from float16 and
 its float16 sum, so fp16 loses wherever they cost more than the wire time
 they save; tf.distribute's collectives copy what they send through gRPC.
@@ -84,8 +85,8 @@ class Recipe:
   exchange: "horovod" (cycle wait, negotiation, overhead) or "collective"
   (tf.distribute's all-reduce inside the step); compression: bytes sent per
   gradient byte (0.5 for fp16); accumulation_steps: micro-batches per
-  exchange; cycle_s: Horovod's cycle time; overhead_s: Horovod's other
-  fixed cost per exchange; cpu_s_per_byte: CPU time per gradient byte the
+  exchange; cycle_s: Horovod's cycle time; overhead_s: the other fixed
+  cost per exchange; cpu_s_per_byte: CPU time per gradient byte the
   exchange spends besides the wire.
   """
   exchange: str = "horovod"
@@ -136,7 +137,7 @@ def exchange_seconds(nbytes, hosts, link, recipe=Recipe()):
   data = (ring_seconds(nbytes * recipe.compression, hosts, link) +
           nbytes * recipe.cpu_s_per_byte)
   if recipe.exchange == "collective":
-    return data
+    return recipe.overhead_s + data
   return (recipe.cycle_s / 2 + recipe.overhead_s +
           ring_seconds(0, hosts, link) + data)
 
@@ -228,6 +229,8 @@ def main(argv=None):
   parser.add_argument("--fp16_ns_per_byte", type=float, default=0.0,
                       help="fp16 compression's CPU cost per gradient byte, "
                            "nanoseconds (docs/NETWORK.md measures it)")
+  parser.add_argument("--collective_overhead_ms", type=float, default=0.0,
+                      help="the collective's fixed cost per exchange, ms")
   parser.add_argument("--collective_ns_per_byte", type=float, default=0.0,
                       help="the collective's CPU cost per gradient byte, "
                            "nanoseconds (docs/NETWORK.md measures it)")
@@ -244,6 +247,7 @@ def main(argv=None):
             cycle_s=cycle, accumulation_steps=args.accumulation_steps),
         "collective": Recipe(
             exchange="collective",
+            overhead_s=args.collective_overhead_ms / 1e3,
             cpu_s_per_byte=args.collective_ns_per_byte / 1e9)}
     if args.compute_ms <= 0 or args.megabytes <= 0:
       raise ValueError("--compute_ms and --megabytes must be > 0")

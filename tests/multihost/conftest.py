@@ -6,6 +6,8 @@ that cannot come up as root is a failure, not a skip.
 """
 import os
 import re
+import subprocess
+import time
 
 import pytest
 
@@ -52,6 +54,20 @@ def checkpoint_step(model_dir):
   except FileNotFoundError:
     return -1
   return int(re.search(r"model\.ckpt-(\d+)", latest).group(1))
+
+
+def start_until_checkpoint(host, argv, model_dir, env, step=50, limit=240):
+  """Starts `argv` from `host`; returns the process once model_dir holds a
+  checkpoint of `step` or later, so that a fault after it leaves something
+  to resume. The job's death before then fails the test with its output."""
+  proc = host.popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, text=True)
+  deadline = time.monotonic() + limit
+  while checkpoint_step(model_dir) < step:
+    assert proc.poll() is None, proc.communicate()[0][-4000:]
+    assert time.monotonic() < deadline, f"no checkpoint after {limit} s"
+    time.sleep(0.5)
+  return proc
 
 
 def job_processes(host):

@@ -25,6 +25,7 @@ from estimator_scale import errors
 from estimator_scale.backends.horovod import faults
 from tests.multihost.conftest import PYTHON, ROOT
 from tests.multihost.conftest import checkpoint_step, job_processes
+from tests.multihost.conftest import start_until_checkpoint
 from tests.multihost.test_horovod_hosts import (ENV, horovodrun_argv,
                                                 train_argv)
 
@@ -42,19 +43,11 @@ def _wait_until_no_process(hosts, deadline):
 
 
 def _start_until_checkpoint(host1, hosts, model_dir):
-  """Starts a long job from host1; returns it once it has checkpointed past
-  step 50, so that a restart has something to resume."""
-  proc = host1.popen(
-      horovodrun_argv(hosts, *train_argv(model_dir, "--train_steps=100000",
-                                         "--save_checkpoints_steps=50")),
-      cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-      text=True)
-  deadline = time.monotonic() + 240
-  while checkpoint_step(model_dir) < 50:
-    assert proc.poll() is None, proc.communicate()[0][-4000:]
-    assert time.monotonic() < deadline, "no checkpoint after 240 s"
-    time.sleep(0.5)
-  return proc
+  """A long job from host1, once it has checkpointed past step 50."""
+  return start_until_checkpoint(
+      host1, horovodrun_argv(hosts, *train_argv(
+          model_dir, "--train_steps=100000", "--save_checkpoints_steps=50")),
+      model_dir, ENV)
 
 
 def _output_within(proc, deadline):

@@ -13,7 +13,9 @@ import time
 import pytest
 
 from tests.multihost.conftest import PYTHON, ROOT
-from tests.multihost.conftest import checkpoint_step, job_processes
+from tests.multihost.conftest import checkpoint_step
+from tests.multihost.conftest import job_processes
+from tests.multihost.conftest import start_until_checkpoint
 
 pytestmark = pytest.mark.multihost
 
@@ -69,21 +71,12 @@ def test_parameter_server_cluster_across_two_hosts(cluster, tmp_path):
 
 
 def _run_until_checkpoint(host1, model_dir, train_steps):
-  """Starts a 2-host job from host1; returns it once it has checkpointed
-  some updates."""
-  proc = host1.popen(_launch_argv(
+  """A 2-host job from host1, once it has checkpointed some updates."""
+  return start_until_checkpoint(host1, _launch_argv(
       "host1,host2", ["--distribution=multi_worker_mirrored",
                       f"--model_dir={model_dir}",
                       f"--train_steps={train_steps}",
-                      "--save_checkpoints_steps=50"]),
-      cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-      text=True)
-  deadline = time.monotonic() + 240
-  while checkpoint_step(model_dir) < 50:
-    assert proc.poll() is None, proc.communicate()[0][-4000:]
-    assert time.monotonic() < deadline, "no checkpoint after 240 s"
-    time.sleep(0.5)
-  return proc
+                      "--save_checkpoints_steps=50"]), model_dir, ENV)
 
 
 def _ends_within(proc, seconds):

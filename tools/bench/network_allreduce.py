@@ -15,9 +15,10 @@ load; tools/scaling_model.py predicts each from inputs taken elsewhere:
 - fp16 compression's cost per byte (casts and float16 reduction): the
   largest buffer on 2 unshaped hosts again, compressed, less what its
   halved bytes take on the wire;
-- multi_worker_mirrored's cost per byte beyond the wire: its all-reduce of
-  the largest buffer on 2 unshaped hosts, less the wire time Horovod's
-  measured.
+- multi_worker_mirrored's fixed cost per all-reduce, the 4-byte
+  all-reduce's mean time on 2-4 unshaped hosts, and its cost per byte
+  beyond the wire: its all-reduce of the largest buffer on 2 unshaped
+  hosts, less that and the wire time Horovod's measured.
 
 The unshaped runs are therefore calibration; every shaped row (both rates,
 every host count and buffer, the 4-byte one included) is a prediction that
@@ -26,6 +27,7 @@ the page compares.
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -137,8 +139,8 @@ def _horovod_runs(result):
 
 def calibration(result):
   """What the unshaped runs measure: {latency_s, overhead_s,
-  unshaped_bandwidth, fp16_cpu_s_per_byte, and collective_cpu_s_per_byte
-  where the collective ran}."""
+  unshaped_bandwidth, fp16_cpu_s_per_byte, and collective_overhead_s and
+  collective_cpu_s_per_byte where the collective ran}."""
   unshaped = {r["hosts"]: r for r in _horovod_runs(result)
               if r["rate"] == "unshaped"}
   recipe = scaling_model.Recipe(cycle_s=unshaped[min(unshaped)]["cycle_s"])
@@ -162,11 +164,17 @@ def calibration(result):
          "unshaped_bandwidth": link.bandwidth,
          "fp16_cpu_s_per_byte": beyond(
              unshaped[2]["fp16_seconds"][str(largest)] - fixed, largest / 2)}
-  collective = [r for r in result["runs"] if r.get("exchange") == "collective"
-                and r["rate"] == "unshaped" and r["hosts"] == 2]
-  if collective:
+  collective = {r["hosts"]: r for r in result["runs"]
+                if r.get("exchange") == "collective" and
+                r["rate"] == "unshaped"}
+  if 2 in collective:
+    # Its fixed cost: the probe's mean time beyond a ring of nothing.
+    fit["collective_overhead_s"] = max(0.0, statistics.mean(
+        r["seconds"][probe] - scaling_model.ring_seconds(0, n, link)
+        for n, r in collective.items()))
     fit["collective_cpu_s_per_byte"] = beyond(
-        collective[0]["seconds"][str(largest)], largest)
+        collective[2]["seconds"][str(largest)] - fit["collective_overhead_s"],
+        largest)
   return fit
 
 
@@ -183,7 +191,7 @@ def comparison(result):
     link = links.link(run["rate"], fit["latency_s"], fit["unshaped_bandwidth"])
     if run.get("exchange") == "collective":
       kinds = ((scaling_model.Recipe(
-          exchange="collective",
+          exchange="collective", overhead_s=fit["collective_overhead_s"],
           cpu_s_per_byte=fit["collective_cpu_s_per_byte"]),
                 "seconds", " collective"),)
     else:

@@ -8,7 +8,7 @@ adds the figures of the results it renders.
 # the bench's host; WHAT_A_LINK_STANDS_FOR gives the figures behind it.
 GPU_SPEEDUP = 30
 # About how long `make bench-network` takes on the 2-core host.
-FULL_RUN_MINUTES = 31
+FULL_RUN_MINUTES = 57
 
 INTRO = (
     "Written by `make bench-network` (`tools/bench/network.py`) from "
@@ -64,18 +64,24 @@ RULE = (
     "which tools/scaling_model.py computes (`--compute_ms`, `--megabytes`). "
     "Efficiency is 1 / (1 + r) plain, 1 / (1 + r/k) with accumulation k, "
     "and about 1 / (1 + r/2) with fp16 compression once the data term "
-    "dominates (the casts cost a few % of compute: docs/PERFORMANCE.md row "
-    "4h). Turn fp16 compression on from r of about 0.1 where the link is "
-    "slower than the host casts (the casts cost time per byte: on this CPU "
-    "fp16 lost on the unshaped veth and won from 1 Gbit/s down, see the "
-    "reading of the rows; a GPU casts at memory speed); turn accumulation on from r of "
+    "dominates. Turn fp16 compression on from r of about 0.1 where the "
+    "link is slower than the host casts: the casts and the float16 sum "
+    "cost c per gradient byte and save (N-1)/N bytes of wire per byte, so "
+    "fp16 pays below a bandwidth of (N-1)/(N c), 270 MB/s on 2 hosts and "
+    "540 MB/s on many at this CPU's 1.84 ns (one core; a GPU casts at "
+    "memory speed, where only r matters). Turn accumulation on from r of "
     "about 0.25, with k of about 9 r for 90 % efficiency (k multiplies the "
     "batch: pair it with `--lr_scaling=adascale`); both together divide r "
-    "by about 2k.")
+    "by about 2k. On hosts whose cores all compute (CPU training, one rank "
+    "per core), leave a core to the job's threads or count on Horovod's "
+    "background thread taking 4-6 % of one at the framework's 5 ms cycle.")
 
 PREDICTIONS = (
     f"tools/scaling_model.py with a GPU's compute (this host's 1-process "
-    f"compute / {GPU_SPEEDUP}, see above), 25 µs per ring step (an assumed "
+    f"compute / {GPU_SPEEDUP}, see above; a GPU host has cores to spare for "
+    "the job's threads, so the lone process's compute, not a rig rank's), "
+    "fp16's and the collective's CPU cost per byte likewise / "
+    f"{GPU_SPEEDUP}, 25 µs per ring step (an assumed "
     "switch hop and kernel, not measured here) and Horovod's cycle at the "
     "framework's 5 ms, at 10 and 100 Gbit/s per host. Efficiency per "
     "variant; `collective` is multi_worker_mirrored's all-reduce (no cycle "
@@ -100,29 +106,45 @@ PREDICTIONS = (
 
 READING = [
     "At 100 Mbit/s, fp16 compression and accumulation k=4 beat plain "
-    "Horovod as the count of bytes says: resnet20 1.29x and 1.50x (0.582 "
-    "and 0.679 against 0.451; the issue's back-of-envelope said 1.3x and "
-    "1.5x), the 25 MB MLP 1.95x and 3.9x. multi_worker_mirrored equals "
-    "Horovod once the link dominates (0.469 and 0.0111).",
+    "Horovod as the count of bytes says: resnet20 1.31x and 1.56x (0.561 "
+    "and 0.669 against 0.429; the issue's back-of-envelope said 1.3x and "
+    "1.5x), the 25 MB MLP 1.96x and 3.86x. multi_worker_mirrored equals "
+    "Horovod once the link dominates (0.474 and 0.0105).",
     "fp16 compression loses where the link is faster than the CPU casts: "
-    "the MLP's 25 MB on the unshaped veth (about 700 MB/s) ran at 0.53x "
-    "plain Horovod and 1.33x at 1 Gbit/s. The model counts no cast cost, "
-    "so it over-predicts those two rows (2.61 and 1.41).",
-    "The model over-predicts every resnet20 row by 11-23 %, unshaped "
-    "included, and the k=4 rows by as much as the others (1.16-1.19): the "
-    "gap grows with compute, not with bytes, so the ranks of the 2-host "
-    "jobs compute about a sixth slower than the 1-process baseline. It is "
-    "not two processes sharing the machine: two 1-thread resnet20 "
-    "processes run side by side at 351 and 343 examples/sec against 347 "
-    "alone. What it is (the rank's threads against Horovod's and the "
-    "collectives' threads on its one core is the next suspect) is not "
-    "found; the model's network half, measured alone, holds (the allreduce "
-    "table: 0.95-1.11 with data on shaped links).",
-    "Round 2's resnet20 baseline ran 10 % faster than round 1's (351 "
-    "against 318 examples/sec) and its ratios are lower throughout, so "
-    "several resnet20 rows differ by more than 10 % between rounds (up to "
-    "21 %, k=4 unshaped). The wide MLP's shaped rows, bound by the link, "
-    "agree within 1 %; its unshaped ones within 6-15 %.",
+    "the MLP's 25 MB on the unshaped veth ran at 0.49x plain Horovod, and "
+    "at 1.34x at 1 Gbit/s. The allreduce runs put the casts and the float16"
+    " sum at 1.84 ns per gradient byte on one core, so on N hosts fp16 "
+    "pays below a bandwidth of (N-1)/N / 1.84 ns: 270 MB/s (2.2 Gbit/s) on "
+    "2 hosts, 540 MB/s on many. In training it costs more than that on the "
+    "unshaped link, where the link itself is the CPU's copying: the model "
+    "over-predicts that one fp16 row by 1.50x, and is within 7 % of the "
+    "others.",
+    "A rank of a 2-host job computes slower than a lone process: resnet20 "
+    "97 and 126 ms per micro-batch in rounds 1 and 2 against 87 and 97 ms "
+    "alone. On the rig the two hosts are the machine's two cores, so the "
+    "job's other threads take time from the ranks' compute: Horovod's "
+    "background thread wakes every cycle even with nothing to send (with "
+    "`hvd.init()` and nothing else, 4-6 % of a core at the framework's "
+    "5 ms cycle, 15-19 % at 1 ms), and Gloo's and the launchers' threads "
+    "add to it. With that compute the model holds every resnet20 row "
+    "within 0.88-1.05 (with the lone compute it over-predicted them all, "
+    "1.04-1.23, the gap the last run could not place); a real host with a "
+    "core to spare has the lone compute, and the predictions below use it.",
+    "The wide MLP's rows hold within 1.01-1.10 where the link is shaped, "
+    "fp16 and multi_worker_mirrored at 1 Gbit/s aside (1.07 and 1.16). "
+    "Three unshaped rows miss by more: fp16 (1.50, above), k=4 (1.19) and "
+    "multi_worker_mirrored (1.22). The in-job compute comes from a job at "
+    "k=16, and on this model accumulation also saves per micro-batch what "
+    "the optimizer's update of 25 MB of variables costs: alone, 23.0 ms at "
+    "k=1 against 18.9 ms at k=16 (measured apart from the run), so the "
+    "22 ms the job gives understates a k=1 rank's compute; a lone run at "
+    "k=16 per round would separate the two.",
+    "Per-round ratios agree within 10 % on 21 of the 24 rows; the three "
+    "that do not are fp16's (resnet20 at 100 Mbit/s 12.8 %, at 1 Gbit/s "
+    "10.0 %, the MLP at 1 Gbit/s 11.7 %), whose casts run at whatever speed"
+    " this shared machine's core has that minute: round 2's baseline ran "
+    "11 % slower than round 1's on resnet20 (the baselines before and after"
+    " each model's variants bracket it).",
 ]
 
 REPRODUCE = (
@@ -177,5 +199,9 @@ METHOD = [
     "cycle at a random point as an update's does; the median per buffer. "
     "Each model's buffer is timed again with Horovod's fp16 compression "
     "(the casts and the float16 sum on the rank's one thread), which "
-    "calibrates the model's cost per byte of compressing.",
+    "calibrates the model's cost per byte of compressing. "
+    "multi_worker_mirrored workers (tools/bench/collective_worker.py, under "
+    "estimator-scale-launch) all-reduce the same buffers through the "
+    "strategy's own cross-device all-reduce, for the collective's fixed "
+    "cost and cost per byte (rows ending in `collective`).",
 ]

@@ -57,51 +57,67 @@ def _link(result, rate):
   return links.link(rate, fit["latency_s"], fit["unshaped_bandwidth"])
 
 
-def in_job_compute_s(result, model):
-  """Seconds of one micro-batch on a rank of a 2-host job (the rounds'
-  median): its accumulating update's time less the model's exchange."""
+def _in_job_rounds(result, model):
+  """Per round, seconds of one micro-batch on a rank of a 2-host job (None
+  where it failed): its accumulating update's time less the model's
+  exchange, over its micro-batches."""
   fit = result["calibration"]
   horovod = scaling_model.Recipe(overhead_s=fit["overhead_s"])
-  link = _link(result, "unshaped")
+  exchange = scaling_model.exchange_seconds(
+      result["gradient_bytes"][model], result["hosts"],
+      _link(result, "unshaped"), horovod)
   values = []
   for m in result["samples"][model].get("in_job", []):
     if m is None:
+      values.append(None)
       continue
     k = m["accumulation_steps"]
     update = k * result["micro_batch"] * result["hosts"] / m["examples_per_sec"]
-    exchange = scaling_model.exchange_seconds(
-        result["gradient_bytes"][model], result["hosts"], link, horovod)
     values.append((update - exchange) / k)
-  return median(values)
+  return values
+
+
+def in_job_compute_s(result, model):
+  """The rounds' median of _in_job_rounds (None if none ran)."""
+  return median(_in_job_rounds(result, model))
 
 
 def rows(result):
-  """One dict per (model, rate, variant): measured and predicted efficiency."""
+  """One dict per (model, rate, variant): measured and predicted efficiency.
+
+  A round's model uses that round's own compute, alone and in the job, as
+  its measured ratio uses that round's baseline: this machine's speed moves
+  between rounds, and both sides of a round move with it.
+  """
   out = []
   hosts = result["hosts"]
   for model, data in result["samples"].items():
     single = [m and m["examples_per_sec"] for m in data["single"]]
-    alone, in_job = compute_s(result, model), in_job_compute_s(result, model)
+    alone = [r and result["micro_batch"] / r for r in single]
+    in_job = _in_job_rounds(result, model)
+    in_job += [None] * (len(alone) - len(in_job))
     for rate, variants in data["rows"].items():
       for variant, samples in variants.items():
         rates = [m and m["examples_per_sec"] for m in samples]
         efficiencies = [a / b / hosts for a, b in zip(rates, single)
                         if a is not None and b is not None]
 
-        def model_efficiency(compute, rate=rate, variant=variant):
-          if compute is None or alone is None:
+        def model_efficiency(compute, lone, rate=rate, variant=variant):
+          if compute is None or lone is None:
             return None
           return scaling_model.efficiency(
               compute, result["gradient_bytes"][model], hosts,
-              _link(result, rate), _recipe(result, variant), alone_s=alone)
+              _link(result, rate), _recipe(result, variant), alone_s=lone)
 
         windows = [m["seconds"] for m in samples + data["single"] if m]
         out.append({"model": model, "rate": rate, "variant": variant,
                     "examples_per_sec": median(rates),
                     "efficiency": median(efficiencies),
                     "per_round": efficiencies,
-                    "predicted": model_efficiency(in_job),
-                    "predicted_alone": model_efficiency(alone),
+                    "predicted": median([model_efficiency(j, a) for j, a
+                                         in zip(in_job, alone)]),
+                    "predicted_alone": median([model_efficiency(a, a)
+                                               for a in alone]),
                     "shortest_window_s": min(windows, default=None)})
   return out
 
@@ -171,6 +187,8 @@ def _allreduce_lines(result):
       f"{fit['fp16_cpu_s_per_byte'] * 1e9:.2f} ns per gradient byte (the same "
       "buffer compressed, less its halved bytes' wire time)"
       + (", multi_worker_mirrored's all-reduce "
+         f"{fit['collective_overhead_s'] * 1e3:.1f} ms per exchange (its "
+         "4-byte all-reduce's mean on 2-4 hosts) and "
          f"{fit['collective_cpu_s_per_byte'] * 1e9:.2f} ns per byte beyond "
          "the wire (its all-reduce of that buffer, less Horovod's wire time)"
          if "collective_cpu_s_per_byte" in fit else "") + ". Shaped links: the rate's TCP "

@@ -81,7 +81,8 @@ def recipe(variant, calibration):
   base = VARIANTS[variant][2]
   if base.exchange == "collective":
     return dataclasses.replace(
-        base, cpu_s_per_byte=calibration.get("collective_cpu_s_per_byte", 0.0))
+        base, overhead_s=calibration.get("collective_overhead_s", 0.0),
+        cpu_s_per_byte=calibration.get("collective_cpu_s_per_byte", 0.0))
   cpu = calibration["fp16_cpu_s_per_byte"] if base.compression < 1 else 0.0
   return dataclasses.replace(base, overhead_s=calibration["overhead_s"],
                              cpu_s_per_byte=cpu)

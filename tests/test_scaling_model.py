@@ -173,7 +173,8 @@ def _allreduce_result():
                  for b in (4, *buffers.values())}
       fp16_seconds = {str(b): sm.exchange_seconds(b, hosts, link, fp16)
                       for b in buffers.values()}
-      runs.append({"rate": rate, "hosts": hosts, "cycle_s": recipe.cycle_s,
+      runs.append({"exchange": "horovod", "rate": rate, "hosts": hosts,
+                   "cycle_s": recipe.cycle_s,
                    "gap_s": 0.02, "seconds": seconds,
                    "fp16_seconds": fp16_seconds, "samples": {}})
       if hosts == 2:

@@ -12,9 +12,9 @@ and the random part makes the exchange meet the background thread's cycle
 at a random point, where back-to-back submissions would meet it at one
 phase. `--fp16_sizes` are timed again with Horovod's fp16 compression, as
 `allreduce_compression=fp16` exchanges gradients: the casts and the float16
-reduction run on the rank's one thread, which is what the model's `cast`
-term is read from. Rank 0 writes `<--out>`: per size, the median seconds of
-one allreduce and every sample.
+reduction run on the rank's one thread, which is what the model's fp16
+cost per byte is read from. Rank 0 writes `<--out>`: per size, the median
+seconds of one allreduce and every sample.
 """
 import argparse
 import json
@@ -24,24 +24,47 @@ import statistics
 import time
 
 
-def parse_args(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def buffer_parser(doc):
+  """The flags of an all-reduce-only worker (this one and
+  collective_worker.py): what to time, for how long, and where to write."""
+  parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
   parser.add_argument("--sizes", required=True,
                       help="buffer sizes in bytes, comma-separated")
+  parser.add_argument("--seconds", type=float, default=4.0,
+                      help="timed seconds per size, at least 3 exchanges")
+  parser.add_argument("--gap_s", type=float, default=0.02,
+                      help="idle seconds before each exchange")
+  parser.add_argument("--out", required=True)
+  return parser
+
+
+def one_thread():
+  """One intra- and one inter-op thread, as each rank of the rows has."""
+  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+  os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+
+def time_samples(once, first_s, seconds, pause):
+  """`once` timed after each `pause()`, as many times as `seconds` holds
+  calls of `first_s` (3 at least; every process must pass the same
+  `first_s`, or they would wait on each other's missing exchanges)."""
+  samples = []
+  for _ in range(max(3, int(seconds / max(first_s, 1e-4)))):
+    pause()
+    samples.append(once())
+  return {"median_s": statistics.median(samples), "samples_s": samples}
+
+
+def parse_args(argv=None):
+  parser = buffer_parser(__doc__)
   parser.add_argument("--fp16_sizes", default="",
                       help="sizes also timed fp16-compressed")
-  parser.add_argument("--seconds", type=float, default=4.0,
-                      help="timed seconds per size, at least 3 allreduces")
-  parser.add_argument("--gap_s", type=float, default=0.02,
-                      help="idle seconds before each allreduce")
-  parser.add_argument("--out", required=True)
   return parser.parse_args(argv)
 
 
 def main(argv=None):
   args = parse_args(argv)
-  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-  os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+  one_thread()
   # pylint: disable=g-import-not-at-top
   import horovod.tensorflow as hvd
   import tensorflow as tf
@@ -58,12 +81,9 @@ def main(argv=None):
       return time.perf_counter() - start
 
     first = hvd.broadcast(tf.constant(allreduce()), 0)  # also the warm-up
-    reps = max(3, int(args.seconds / max(float(first), 1e-4)))
-    samples = []
-    for _ in range(reps):
-      time.sleep(args.gap_s + jitter.uniform(0, cycle_s))
-      samples.append(allreduce())
-    return {"median_s": statistics.median(samples), "samples_s": samples}
+    return time_samples(
+        allreduce, float(first), args.seconds,
+        lambda: time.sleep(args.gap_s + jitter.uniform(0, cycle_s)))
 
   sizes = {str(int(s)): timed(int(s), hvd.Compression.none)
            for s in args.sizes.split(",")}

@@ -9,29 +9,22 @@ each timed all-reduce every worker sleeps `--gap_s`, so a shaped link's
 token bucket refills as compute lets it in training. The chief writes
 `<--out>`: per size, the median seconds of one all-reduce and every sample.
 """
-import argparse
 import json
 import os
-import statistics
+import sys
 import time
 
-
-def parse_args(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--sizes", required=True,
-                      help="buffer sizes in bytes, comma-separated")
-  parser.add_argument("--seconds", type=float, default=4.0,
-                      help="timed seconds per size, at least 3 all-reduces")
-  parser.add_argument("--gap_s", type=float, default=0.02,
-                      help="idle seconds before each all-reduce")
-  parser.add_argument("--out", required=True)
-  return parser.parse_args(argv)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+if ROOT not in sys.path:  # run by path, as network_allreduce.py starts it
+  sys.path.insert(0, ROOT)
+# pylint: disable=wrong-import-position
+from tools.bench import allreduce_worker
 
 
 def main(argv=None):
-  args = parse_args(argv)
-  os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-  os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+  args = allreduce_worker.buffer_parser(__doc__).parse_args(argv)
+  allreduce_worker.one_thread()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   strategy = tf.distribute.MultiWorkerMirroredStrategy()
   # estimator-scale-launch starts workers only (no --chief): worker 0 writes.
@@ -57,12 +50,8 @@ def main(argv=None):
     first = strategy.experimental_local_results(strategy.run(
         lambda t: tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.MEAN, t), args=(tf.constant(once()),)))[0]
-    reps = max(3, int(args.seconds / max(float(first), 1e-4)))
-    samples = []
-    for _ in range(reps):
-      time.sleep(args.gap_s)
-      samples.append(once())
-    return {"median_s": statistics.median(samples), "samples_s": samples}
+    return allreduce_worker.time_samples(once, float(first), args.seconds,
+                                         lambda: time.sleep(args.gap_s))
 
   sizes = {str(int(s)): timed(int(s)) for s in args.sizes.split(",")}
   if (task["type"], task["index"]) == ("worker", 0):

@@ -114,7 +114,7 @@ def measure(host_counts, rate_names, buffers, seconds, log_dir,
     kept: earlier runs of the other exchanges, kept as they are.
   """
   rates = links.rate_names(",".join(["unshaped", *rate_names]))
-  runs = [r for r in kept if r.get("exchange", "horovod") not in exchanges]
+  runs = [r for r in kept if r["exchange"] not in exchanges]
   with links.up(max(host_counts)) as cluster:
     for rate in rates:
       links.shape(cluster, rate)
@@ -132,17 +132,17 @@ def measure(host_counts, rate_names, buffers, seconds, log_dir,
   return {"buffers": buffers, "probe_bytes": PROBE_BYTES, "runs": runs}
 
 
-def _horovod_runs(result):
-  return [r for r in result["runs"] if r.get("exchange", "horovod") ==
-          "horovod"]
+def _unshaped(result, exchange):
+  """{hosts: run} of `exchange`'s runs on the unshaped link."""
+  return {r["hosts"]: r for r in result["runs"]
+          if r["exchange"] == exchange and r["rate"] == "unshaped"}
 
 
 def calibration(result):
   """What the unshaped runs measure: {latency_s, overhead_s,
   unshaped_bandwidth, fp16_cpu_s_per_byte, and collective_overhead_s and
   collective_cpu_s_per_byte where the collective ran}."""
-  unshaped = {r["hosts"]: r for r in _horovod_runs(result)
-              if r["rate"] == "unshaped"}
+  unshaped = _unshaped(result, "horovod")
   recipe = scaling_model.Recipe(cycle_s=unshaped[min(unshaped)]["cycle_s"])
   probe = str(result["probe_bytes"])
   latency, overhead = scaling_model.fit_small_allreduces(
@@ -164,9 +164,7 @@ def calibration(result):
          "unshaped_bandwidth": link.bandwidth,
          "fp16_cpu_s_per_byte": beyond(
              unshaped[2]["fp16_seconds"][str(largest)] - fixed, largest / 2)}
-  collective = {r["hosts"]: r for r in result["runs"]
-                if r.get("exchange") == "collective" and
-                r["rate"] == "unshaped"}
+  collective = _unshaped(result, "collective")
   if 2 in collective:
     # Its fixed cost: the probe's mean time beyond a ring of nothing.
     fit["collective_overhead_s"] = max(0.0, statistics.mean(
@@ -189,7 +187,7 @@ def comparison(result):
   rows = []
   for run in result["runs"]:
     link = links.link(run["rate"], fit["latency_s"], fit["unshaped_bandwidth"])
-    if run.get("exchange") == "collective":
+    if run["exchange"] == "collective":
       kinds = ((scaling_model.Recipe(
           exchange="collective", overhead_s=fit["collective_overhead_s"],
           cpu_s_per_byte=fit["collective_cpu_s_per_byte"]),

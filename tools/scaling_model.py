@@ -22,13 +22,14 @@ what is ready with a small allreduce of their ready lists before the data
 moves (ring(0)). The rest of what an exchange costs the software, whatever
 its size and the number of hosts, is `overhead`, read off small
 allreduces; tf.distribute's collectives have one too (launching the
-collective ops and their gRPC calls), though no cycle. Some exchanges also spend CPU time per gradient byte that the
-wire does not hide (`cpu`): compression's casts to and from float16 and
-its float16 sum, so fp16 loses wherever they cost more than the wire time
-they save; tf.distribute's collectives copy what they send through gRPC.
-A link shaped by tc's token bucket (the rig's) lets its first
-`burst` bytes through at once after an idle spell, which a real link does
-not: it is 0 unless a Link says otherwise. Weak-scaling efficiency is
+collective ops and their gRPC calls), though no cycle. Some exchanges also
+spend CPU time per gradient byte that the wire does not hide (`cpu`):
+compression's casts to and from float16 and its float16 sum, so fp16
+loses wherever they cost more than the wire time they save; tf.distribute's
+collectives copy what they send through gRPC. A link shaped by tc's token
+bucket (the rig's) lets its first `burst` bytes through at once after an
+idle spell, which a real link does not: it is 0 unless a Link says
+otherwise. Weak-scaling efficiency is
 1-process time over N-host time at the same per-replica micro-batch: one
 process exchanges nothing.
 

@@ -85,10 +85,10 @@ PREDICTIONS = (
     "switch hop and kernel, not measured here), Horovod's cycle at the "
     "framework's 5 ms and the fixed costs per exchange as the allreduce "
     "runs measured them here (Horovod's and the collective's, about 3 ms "
-    "each; a faster host has less), at 10 and 100 Gbit/s per host. Efficiency per "
-    "variant; `collective` is multi_worker_mirrored's all-reduce (no cycle "
-    "wait). What it means for k and S: the ring's latency term grows with "
-    "N (2(N-1) steps) while its data term does not, and Horovod's cycle "
+    "each; a faster host has less), at 10 and 100 Gbit/s per host. "
+    "Efficiency per variant; `collective` is multi_worker_mirrored's "
+    "all-reduce (no cycle wait). What it means for k and S: the ring's "
+    "latency term grows with N (2(N-1) steps) while its data term does not, and Horovod's cycle "
     "wait is fixed, so at many hosts a small model is latency-bound and "
     "only fewer exchanges help: accumulation k divides every term by k, "
     "compression only the data term. Choose k from the rule above at the "
@@ -102,9 +102,10 @@ PREDICTIONS = (
     "of about 6.5 (3.1 ms of compute against 2.5 ms of cycle wait, 2.8 ms "
     "of Horovod's overhead, 12.7 ms of latency over two rings of 254 steps "
     "and 1.8 ms of data), so 90 % would take k of about 58 and S of about "
-    "7,400 (240,000 examples per update), far past its critical batch: there, take k from S (the "
-    "largest S AdaScale still gains from, divided by N) and accept the "
-    "efficiency that leaves, or use fewer hosts.")
+    "7,400 (240,000 examples per update), far past its critical batch: "
+    "there, take k from S (the largest S AdaScale still gains from, "
+    "divided by N) and accept the efficiency that leaves, or use fewer "
+    "hosts.")
 
 READING = [
     "At 100 Mbit/s, fp16 compression and accumulation k=4 beat plain "
@@ -133,7 +134,7 @@ READING = [
     "1.04-1.23, the gap the last run could not place); a real host with a "
     "core to spare has the lone compute, and the predictions below use it.",
     "The wide MLP's rows hold within 1.01-1.10 where the link is shaped, "
-    "fp16 and multi_worker_mirrored at 1 Gbit/s aside (1.07 and 1.16). "
+    "multi_worker_mirrored at 1 Gbit/s aside (1.16). "
     "Three unshaped rows miss by more: fp16 (1.50, above), k=4 (1.19) and "
     "multi_worker_mirrored (1.22). The in-job compute comes from a job at "
     "k=16, and on this model accumulation also saves per micro-batch what "

@@ -191,7 +191,8 @@ def _allreduce_lines(result):
          "4-byte all-reduce's mean on 2-4 hosts) and "
          f"{fit['collective_cpu_s_per_byte'] * 1e9:.2f} ns per byte beyond "
          "the wire (its all-reduce of that buffer, less Horovod's wire time)"
-         if "collective_cpu_s_per_byte" in fit else "") + ". Shaped links: the rate's TCP "
+         if "collective_cpu_s_per_byte" in fit else "")
+      + ". Shaped links: the rate's TCP "
       f"goodput ({scaling_model.TCP_PAYLOAD_FRACTION:.3f} of it) and the "
       f"token bucket's burst ({links.BURST_S * 1e3:g} ms of traffic, 64 KiB "
       f"at least) after the {result['runs'][0]['gap_s'] * 1e3:.0f} ms gap "

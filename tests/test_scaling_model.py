@@ -73,6 +73,19 @@ def test_a_rank_slower_than_one_process_costs_efficiency():
       0.1 / (0.1 + exchange))
 
 
+def test_accumulation_pays_the_apply_once_per_update():
+  # 0.1 s per micro-batch and 0.02 s of apply: alone at k=1 an update of
+  # one micro-batch takes 0.12 s; at k=4 on one host, 0.42 s for four.
+  one_host = sm.efficiency(0.1, 1 * MB, 1, LINK,
+                           sm.Recipe(accumulation_steps=4), apply_s=0.02)
+  assert one_host == pytest.approx(4 * 0.12 / 0.42)
+  assert sm.split_apply(0.12, 0.1 + 0.02 / 4, 4) == pytest.approx((0.1, 0.02))
+  # Noise that makes k = n look slower is no apply, not a negative one.
+  assert sm.split_apply(0.12, 0.13, 4) == (0.12, 0.0)
+  with pytest.raises(ValueError, match="n=1"):
+    sm.split_apply(0.12, 0.1, 1)
+
+
 def test_accumulation_divides_exchanges_per_example_by_k():
   compute, nbytes = 0.05, 10 * MB
   k1 = sm.Recipe()
@@ -227,30 +240,41 @@ def test_rows_efficiency_is_paired_within_rounds():
                  "unshaped_bandwidth": 300 * MB}
   unshaped = links.link("unshaped", 1e-4, 300 * MB)
   exchange = sm.exchange_seconds(1 * MB, 2, unshaped, sm.Recipe())
+  # One process at k=16: 0.3 s per micro-batch against round 1's 0.32 at
+  # k=1, so the apply is 16/15 x 0.02 s and the compute the rest.
+  single_k = [{"examples_per_sec": 32 / 0.3, "seconds": 21.0,
+               "accumulation_steps": 16}, None, None]
+  compute, apply = sm.split_apply(0.32, 0.3, 16)
+  assert apply == pytest.approx(0.02 * 16 / 15)
+  assert compute + apply == pytest.approx(0.32)
   # A rank of the k=16 job computes 0.4 s per micro-batch: 16 x 32 x 2
-  # examples per (16 x 0.4 s + the exchange).
+  # examples per (16 x 0.4 s + the exchange), 4/3 of the lone 0.3 s.
   in_job = {"examples_per_sec": 16 * 32 * 2 / (16 * 0.4 + exchange),
-            "seconds": 30.0, "accumulation_steps": 16}
+            "seconds": 30.0, "accumulation_steps": 16, "processes": 2}
   result = {
       "hosts": 2, "micro_batch": 32, "calibration": calibration,
       "gradient_bytes": {"m": 1 * MB},
       "recipes": {"horovod": vars(sm.Recipe())},
-      "samples": {"m": {"single": single, "in_job": [in_job, None],
+      "samples": {"m": {"single": single, "single_k": single_k,
+                        "in_job": {"horovod": [in_job, None, None]},
                         "rows": {"100mbit": {"horovod": [
                             fake(180), fake(120), fake(150)]}}}}}
-  assert network_render.in_job_compute_s(result, "m") == pytest.approx(0.4)
+  # The job's slowdown (4/3) scales compute and apply alike.
+  assert network_render.in_job_compute_s(result, "m", "horovod") == (
+      pytest.approx(0.32 * 4 / 3))
   (row,) = network_render.rows(result)
   # Round 3's baseline failed: only rounds 1 and 2 pair.
   assert row["per_round"] == [0.9, 0.75]
   assert row["efficiency"] == pytest.approx(0.825)
   # Each round's model takes that round's compute: round 1's alone is
-  # 32 / 100 s and in the job 0.4 s; round 2 measured no compute in a job.
+  # 32 / 100 s and in the job 4/3 of it; rounds 2 and 3 measured no
+  # process at k=16.
   link = links.link("100mbit", 1e-4, 300 * MB)
   assert row["predicted"] == pytest.approx(sm.efficiency(
-      0.4, 1 * MB, 2, link, sm.Recipe(), alone_s=0.32))
-  assert row["predicted_alone"] == pytest.approx(
-      (sm.efficiency(0.32, 1 * MB, 2, link, sm.Recipe()) +
-       sm.efficiency(0.4, 1 * MB, 2, link, sm.Recipe())) / 2)
+      compute * 4 / 3, 1 * MB, 2, link, sm.Recipe(), alone_s=0.32,
+      apply_s=apply * 4 / 3))
+  assert row["predicted_alone"] == pytest.approx(sm.efficiency(
+      compute, 1 * MB, 2, link, sm.Recipe(), apply_s=apply))
   assert row["predicted"] < row["predicted_alone"]
   assert row["shortest_window_s"] == 21.0
 

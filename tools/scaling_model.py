@@ -7,7 +7,7 @@ on 2-4 shaped hosts and against the 2-host training rows), so that its
 predictions can be traced to inputs a user can measure on their own
 cluster: the compute of one update, the link's goodput and its latency.
 
-  update  = k x compute(micro-batch) + exchange(gradient bytes)
+  update  = k x compute(micro-batch) + apply + exchange(gradient bytes)
   ring(b) = 2(N-1)/N x b / bandwidth + 2(N-1) x latency
   Horovod:    exchange = cycle / 2 + overhead + ring(0) + data(b)
   collective: exchange = overhead + data(b)
@@ -29,9 +29,12 @@ loses wherever they cost more than the wire time they save; tf.distribute's
 collectives copy what they send through gRPC. A link shaped by tc's token
 bucket (the rig's) lets its first `burst` bytes through at once after an
 idle spell, which a real link does not: it is 0 unless a Link says
-otherwise. Weak-scaling efficiency is
-1-process time over N-host time at the same per-replica micro-batch: one
-process exchanges nothing.
+otherwise. `apply` is what an update costs once however many
+micro-batches it accumulates (the optimizer's step over every variable),
+read off one process's time per micro-batch at two values of k
+(`split_apply`). Weak-scaling efficiency is 1-process time over N-host time
+at the same per-replica micro-batch, against one process that neither
+accumulates nor exchanges.
 
   python tools/scaling_model.py --compute_ms 85 --megabytes 1.1 \
       --gbits 10,100 --hosts 8,16,32,64,128
@@ -143,23 +146,42 @@ def exchange_seconds(nbytes, hosts, link, recipe=Recipe()):
           ring_seconds(0, hosts, link) + data)
 
 
-def update_seconds(compute_s, nbytes, hosts, link, recipe=Recipe()):
-  """One update: k micro-batches of `compute_s` each, then one exchange."""
-  return (recipe.accumulation_steps * compute_s +
+def update_seconds(compute_s, nbytes, hosts, link, recipe=Recipe(),
+                   apply_s=0.0):
+  """One update: k micro-batches of `compute_s` each, its apply, then one
+  exchange."""
+  return (recipe.accumulation_steps * compute_s + apply_s +
           exchange_seconds(nbytes, hosts, link, recipe))
 
 
 def efficiency(compute_s, nbytes, hosts, link, recipe=Recipe(),
-               alone_s=None):
+               alone_s=None, apply_s=0.0):
   """Weak-scaling efficiency: N hosts' examples/sec over N x one process's.
 
-  alone_s: one process's micro-batch compute, where a rank of the job
-  computes slower than it (`compute_s`) because its host has no core to
-  spare for the job's communication threads; the same by default.
+  alone_s: one process's update of one micro-batch, apply included, where a
+  rank of the job computes slower than it (`compute_s` + `apply_s`)
+  because its host has no core to spare for the job's communication
+  threads; the same by default.
   """
-  alone = compute_s if alone_s is None else alone_s
+  alone = compute_s + apply_s if alone_s is None else alone_s
   return (recipe.accumulation_steps * alone /
-          update_seconds(compute_s, nbytes, hosts, link, recipe))
+          update_seconds(compute_s, nbytes, hosts, link, recipe, apply_s))
+
+
+def split_apply(k1_s, kn_s, n):
+  """(compute per micro-batch, apply per update) from one process's seconds
+  per micro-batch at k = 1 (`k1_s`) and at k = n (`kn_s`).
+
+  The two times are compute + apply and compute + apply / n, so the
+  difference is what accumulating n micro-batches saves by applying once;
+  a negative one (noise) counts as no apply.
+  """
+  if not isinstance(n, int) or n < 2:
+    raise ValueError(f"n={n!r}: needs an accumulation of 2 or more")
+  if k1_s <= 0 or kn_s <= 0:
+    raise ValueError(f"k1_s={k1_s}, kn_s={kn_s}: must be > 0 seconds")
+  apply = max(0.0, (k1_s - kn_s) * n / (n - 1))
+  return k1_s - apply, apply
 
 
 def fit_small_allreduces(seconds_by_hosts, recipe=Recipe()):
@@ -201,15 +223,16 @@ def _numbers(text, kind, name):
 
 
 def prediction_table(compute_s, nbytes, hosts, gbits, recipes,
-                     latency=DEFAULT_CLUSTER_LATENCY_S):
+                     latency=DEFAULT_CLUSTER_LATENCY_S, apply_s=0.0):
   """Markdown rows: efficiency per (link, hosts) for each named recipe."""
   lines = ["| link | hosts | " + " | ".join(recipes) + " |",
            "|---|---|" + "---|" * len(recipes)]
   for rate in gbits:
     link = Link(goodput(rate * 1e9), latency)
     for n in hosts:
-      cells = [f"{efficiency(compute_s, nbytes, n, link, r):.2f}"
-               for r in recipes.values()]
+      cells = [
+          f"{efficiency(compute_s, nbytes, n, link, r, apply_s=apply_s):.2f}"
+          for r in recipes.values()]
       lines.append(f"| {rate:g} Gbit/s | {n} | " + " | ".join(cells) + " |")
   return lines
 
@@ -217,7 +240,11 @@ def prediction_table(compute_s, nbytes, hosts, gbits, recipes,
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--compute_ms", type=float, required=True,
-                      help="compute of one micro-batch update, milliseconds")
+                      help="compute of one micro-batch, milliseconds")
+  parser.add_argument("--apply_ms", type=float, default=0.0,
+                      help="what an update costs once however many "
+                           "micro-batches it accumulates (the optimizer's "
+                           "apply), milliseconds")
   parser.add_argument("--megabytes", type=float, required=True,
                       help="gradient bytes per exchange, in 10^6 bytes")
   parser.add_argument("--gbits", default="10,100",
@@ -252,9 +279,12 @@ def main(argv=None):
             cpu_s_per_byte=args.collective_ns_per_byte / 1e9)}
     if args.compute_ms <= 0 or args.megabytes <= 0:
       raise ValueError("--compute_ms and --megabytes must be > 0")
+    if args.apply_ms < 0:
+      raise ValueError(f"--apply_ms={args.apply_ms}: must be >= 0")
     print("\n".join(prediction_table(args.compute_ms / 1e3,
                                      args.megabytes * 1e6, hosts, gbits,
-                                     recipes, args.latency_us / 1e6)))
+                                     recipes, args.latency_us / 1e6,
+                                     args.apply_ms / 1e3)))
   except (ValueError, argparse.ArgumentTypeError) as e:
     parser.error(str(e))
 

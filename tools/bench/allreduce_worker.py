@@ -13,7 +13,11 @@ at a random point, where back-to-back submissions would meet it at one
 phase. `--fp16_sizes` are timed again with Horovod's fp16 compression, as
 `allreduce_compression=fp16` exchanges gradients: the casts and the float16
 reduction run on the rank's one thread, which is what the model's fp16
-cost per byte is read from. Rank 0 writes `<--out>`: per size, the median
+cost per byte is read from. The buffers hold gradient-like values, not
+one repeated value: Gloo sums float16 in software, converting each value
+with branches on its exponent and rounding, and a buffer of ones takes the
+same branch every time (in training the float16 sum ran about twice as
+long as on ones; docs/NETWORK.md). Rank 0 writes `<--out>`: per size, the median
 seconds of one allreduce and every sample.
 """
 import argparse
@@ -42,6 +46,13 @@ def one_thread():
   """One intra- and one inter-op thread, as each rank of the rows has."""
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
   os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+
+def gradient_like(tf, nbytes):
+  """A float32 buffer of `nbytes` (4 at least) with gradient-like values:
+  normal, small, every sign and exponent mixed, the same on every run."""
+  return tf.random.stateless_normal([max(1, nbytes // 4)], seed=[0, 1],
+                                    stddev=1e-3)
 
 
 def time_samples(once, first_s, seconds, pause):
@@ -73,7 +84,7 @@ def main(argv=None):
   jitter = random.Random(0)  # the same sleeps on every rank
 
   def timed(size, compression):
-    buffer = tf.ones([max(1, size // 4)], tf.float32)
+    buffer = gradient_like(tf, size)
 
     def allreduce():
       start = time.perf_counter()

@@ -33,7 +33,7 @@ def main(argv=None):
 
   def timed(size):
     with strategy.scope():
-      buffer = tf.Variable(tf.ones([max(1, size // 4)], tf.float32))
+      buffer = tf.Variable(allreduce_worker.gradient_like(tf, size))
 
     @tf.function
     def all_reduce():

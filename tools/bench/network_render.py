@@ -57,29 +57,63 @@ def _link(result, rate):
   return links.link(rate, fit["latency_s"], fit["unshaped_bandwidth"])
 
 
-def _in_job_rounds(result, model):
-  """Per round, seconds of one micro-batch on a rank of a 2-host job (None
-  where it failed): its accumulating update's time less the model's
-  exchange, over its micro-batches."""
+def _per_micro_batch(result, measurement, exchange_s=0.0):
+  """Seconds of one micro-batch on one process of `measurement`, its
+  update's `exchange_s` left out (None where it failed)."""
+  if measurement is None:
+    return None
+  k = measurement.get("accumulation_steps", 1)
+  processes = measurement.get("processes", 1)
+  update = (k * result["micro_batch"] * processes /
+            measurement["examples_per_sec"])
+  return (update - exchange_s) / k
+
+
+def compute_rounds(result, model):
+  """Per round, the model's compute inputs: {"alone": one process's update
+  of one micro-batch, "lone": its (compute per micro-batch, apply per
+  update), and per exchange the same pair for a rank in a 2-host job with
+  that exchange}, None where a measurement it needs failed.
+
+  One process at k = 1 and k = IN_JOB_K splits its time into compute and
+  apply; the job at IN_JOB_K, its exchange left out, over that process at
+  IN_JOB_K is the job's slowdown, applied to both.
+  """
+  samples = result["samples"][model]
   fit = result["calibration"]
-  horovod = scaling_model.Recipe(overhead_s=fit["overhead_s"])
-  exchange = scaling_model.exchange_seconds(
-      result["gradient_bytes"][model], result["hosts"],
-      _link(result, "unshaped"), horovod)
-  values = []
-  for m in result["samples"][model].get("in_job", []):
-    if m is None:
-      values.append(None)
-      continue
-    k = m["accumulation_steps"]
-    update = k * result["micro_batch"] * result["hosts"] / m["examples_per_sec"]
-    values.append((update - exchange) / k)
-  return values
+  unshaped = _link(result, "unshaped")
+  out = []
+  for index, single in enumerate(samples["single"]):
+    alone = _per_micro_batch(result, single)
+    lone_k = _per_micro_batch(result, samples["single_k"][index])
+    lone = (None if None in (alone, lone_k) else
+            scaling_model.split_apply(alone, lone_k, network_rows.IN_JOB_K))
+    parts = {"alone": alone, "lone": lone}
+    for exchange, jobs in samples["in_job"].items():
+      recipe = network_rows.recipe(network_rows.IN_JOB_VARIANTS[exchange], fit)
+      exchange_s = scaling_model.exchange_seconds(
+          result["gradient_bytes"][model], result["hosts"], unshaped, recipe)
+      job = _per_micro_batch(result, jobs[index], exchange_s)
+      parts[exchange] = (None if lone is None or job is None else
+                         tuple(t * job / lone_k for t in lone))
+    out.append(parts)
+  return out
 
 
-def in_job_compute_s(result, model):
-  """The rounds' median of _in_job_rounds (None if none ran)."""
-  return median(_in_job_rounds(result, model))
+def median_parts(result, model, key):
+  """The rounds' median (compute per micro-batch, apply per update) of
+  compute_rounds' `key` ("lone" or an exchange); None if none measured."""
+  parts = [r[key] for r in compute_rounds(result, model) if r[key]]
+  if not parts:
+    return None
+  return median([p[0] for p in parts]), median([p[1] for p in parts])
+
+
+def in_job_compute_s(result, model, exchange):
+  """A rank's update of one micro-batch in a 2-host job with `exchange`,
+  the rounds' median (None if none measured)."""
+  return median([r[exchange] and sum(r[exchange])
+                 for r in compute_rounds(result, model)])
 
 
 def rows(result):
@@ -93,31 +127,32 @@ def rows(result):
   hosts = result["hosts"]
   for model, data in result["samples"].items():
     single = [m and m["examples_per_sec"] for m in data["single"]]
-    alone = [r and result["micro_batch"] / r for r in single]
-    in_job = _in_job_rounds(result, model)
-    in_job += [None] * (len(alone) - len(in_job))
+    computes = compute_rounds(result, model)
     for rate, variants in data["rows"].items():
       for variant, samples in variants.items():
+        recipe = _recipe(result, variant)
         rates = [m and m["examples_per_sec"] for m in samples]
         efficiencies = [a / b / hosts for a, b in zip(rates, single)
                         if a is not None and b is not None]
 
-        def model_efficiency(compute, lone, rate=rate, variant=variant):
-          if compute is None or lone is None:
+        def model_efficiency(parts, alone, rate=rate, recipe=recipe):
+          if parts is None or alone is None:
             return None
           return scaling_model.efficiency(
-              compute, result["gradient_bytes"][model], hosts,
-              _link(result, rate), _recipe(result, variant), alone_s=lone)
+              parts[0], result["gradient_bytes"][model], hosts,
+              _link(result, rate), recipe, alone_s=alone, apply_s=parts[1])
 
         windows = [m["seconds"] for m in samples + data["single"] if m]
         out.append({"model": model, "rate": rate, "variant": variant,
                     "examples_per_sec": median(rates),
                     "efficiency": median(efficiencies),
                     "per_round": efficiencies,
-                    "predicted": median([model_efficiency(j, a) for j, a
-                                         in zip(in_job, alone)]),
-                    "predicted_alone": median([model_efficiency(a, a)
-                                               for a in alone]),
+                    "predicted": median([
+                        model_efficiency(c[recipe.exchange], c["alone"])
+                        for c in computes]),
+                    "predicted_alone": median([
+                        model_efficiency(c["lone"], c["alone"])
+                        for c in computes]),
                     "shortest_window_s": min(windows, default=None)})
   return out
 
@@ -134,7 +169,10 @@ def _rows_lines(result):
            f" {m.get('load_average_at_end')} at the end.", ""]
   for model in result["samples"]:
     compute = compute_s(result, model)
-    in_job = in_job_compute_s(result, model)
+    in_job = {e: in_job_compute_s(result, model, e)
+              for e in result["samples"][model]["in_job"]}
+    apply = median([r["lone"] and r["lone"][1]
+                    for r in compute_rounds(result, model)])
     baselines = [m and (m.get("before"), m.get("after"))
                  for m in result["samples"][model]["single"]]
     lines += [f"**{model}**: {result['gradient_bytes'][model] / 1e6:.1f} MB "
@@ -147,9 +185,13 @@ def _rows_lines(result):
                              f"{render.fmt(b[0])} and {render.fmt(b[1])}"
                              for b in baselines) + ")"
                  if compute else "failed")
-              + (f"; a rank of a 2-host job {in_job * 1e3:.0f} ms per "
-                 f"micro-batch ({in_job / compute - 1:+.0%})"
-                 if in_job and compute else "") + ".", "",
+              + (f", of which the apply {apply * 1e3:.1f} ms (from 1 "
+                 f"process at k={network_rows.IN_JOB_K})"
+                 if apply is not None and compute else "")
+              + "".join(f"; a rank of a 2-host {exchange} job "
+                        f"{t * 1e3:.0f} ms ({t / compute - 1:+.0%})"
+                        for exchange, t in in_job.items() if t and compute)
+              + ".", "",
               "| link | variant | ex/s, 2 hosts | efficiency (ideal 1) | "
               "per round | model | model / measured | model, lone compute "
               "| shortest window |",
@@ -213,20 +255,21 @@ def _prediction_lines(result):
     return ["Needs the rows' measured compute: `make bench-network`."]
   lines = []
   for model in result["samples"]:
-    compute = compute_s(result, model)
-    if compute is None:
+    lone = median_parts(result, model, "lone")
+    if lone is None:
       continue
-    gpu = compute / network_notes.GPU_SPEEDUP
+    gpu, gpu_apply = (t / network_notes.GPU_SPEEDUP for t in lone)
     recipes = {v: dataclasses.replace(  # a GPU casts as fast as it computes
         _recipe(result, v), cpu_s_per_byte=_recipe(result, v).cpu_s_per_byte
         / network_notes.GPU_SPEEDUP) for v in result["recipes"]}
-    lines += [f"**{model}** ({gpu * 1e3:.2f} ms per micro-batch update on a "
-              f"GPU: this host's {compute * 1e3:.0f} ms / "
+    lines += [f"**{model}** ({gpu * 1e3:.2f} ms per micro-batch and "
+              f"{gpu_apply * 1e3:.2f} ms of apply per update on a GPU: this "
+              f"host's {lone[0] * 1e3:.0f} and {lone[1] * 1e3:.1f} ms / "
               f"{network_notes.GPU_SPEEDUP}; "
               f"{result['gradient_bytes'][model] / 1e6:.1f} MB):", ""]
     lines += scaling_model.prediction_table(
         gpu, result["gradient_bytes"][model], PREDICT_HOSTS, PREDICT_GBITS,
-        recipes) + [""]
+        recipes, apply_s=gpu_apply) + [""]
   return lines
 
 
@@ -245,15 +288,17 @@ def plot(result, path):
   measured = rows(result)
   for ax, model in zip(axes[0], models):
     compute = compute_s(result, model)
-    in_job = in_job_compute_s(result, model) or compute
     speeds = [10 ** (e / 10) for e in range(65, 96)]  # 3 MB/s to 3 GB/s
     for variant, color in zip(result["recipes"], COLORS):
-      if compute is not None:
+      recipe = _recipe(result, variant)
+      in_job = median_parts(result, model, recipe.exchange)
+      if compute is not None and in_job is not None:
         ax.plot([s * 8 / 1e9 for s in speeds],
                 [scaling_model.efficiency(
-                    in_job, result["gradient_bytes"][model], result["hosts"],
+                    in_job[0], result["gradient_bytes"][model],
+                    result["hosts"],
                     scaling_model.Link(s, result["calibration"]["latency_s"]),
-                    _recipe(result, variant), alone_s=compute)
+                    recipe, alone_s=compute, apply_s=in_job[1])
                  for s in speeds],
                 "--", color=color, linewidth=1)
       points = [r for r in measured if r["model"] == model and

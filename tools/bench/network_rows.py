@@ -16,18 +16,22 @@ round's baseline compute and the link calibration, so that each window
 lasts about `window_s` whatever the link; the results record the window
 each measurement really had.
 
-Two more measurements per round and model feed the model rather than the
-rows. The baseline runs again after the variants, and the round's baseline
-is the two runs' mean: this machine's speed drifts by several per cent
-over minutes, and a ratio should not take that drift for scaling. And the
-compute a rank has inside a 2-host job is measured in one: Horovod with
-IN_JOB_K micro-batches per exchange on the unshaped link, where the
-exchange is a few per cent of an update. On the rig two hosts share the
-machine's two cores with nothing to spare, so a rank's core also runs
-Horovod's background thread, which wakes every cycle whether or not a
-tensor is ready, and the other threads of the job; a real host has cores
-for them. That compute, not the lone process's, is what the model's
-`compute` stands for in these rows.
+Three more kinds of measurement per round and model feed the model rather
+than the rows. The baseline runs again after the variants, and the round's
+baseline is the two runs' mean: this machine's speed drifts by several per
+cent over minutes, and a ratio should not take that drift for scaling. One
+process runs again at IN_JOB_K micro-batches per update, which splits its
+time into compute per micro-batch and an apply paid once per update
+(scaling_model.split_apply): accumulation saves that apply as well as
+exchanges. And the compute a rank has inside a 2-host job is measured in
+one, per kind of exchange (IN_JOB_VARIANTS), at IN_JOB_K on the unshaped
+link, where the exchange is a few per cent of an update: against the lone
+process at the same k it gives the job's slowdown. On the rig two hosts
+share the machine's two cores with nothing to spare, so a rank's core also
+runs the job's other threads (Horovod's background thread wakes every
+cycle whether or not a tensor is ready; tf.distribute's collectives have
+none such); a real host has cores for them. That compute, not the lone
+process's, is what the model's `compute` stands for in these rows.
 """
 import dataclasses
 import functools
@@ -58,6 +62,10 @@ VARIANTS = {
                               dict(distribution="multi_worker_mirrored"),
                               scaling_model.Recipe(exchange="collective")),
 }
+# The variant whose job measures a rank's compute, per kind of exchange
+# (Recipe.exchange).
+IN_JOB_VARIANTS = {"horovod": "horovod",
+                   "collective": "multi_worker_mirrored"}
 HOSTS = 2
 WARMUP = 5
 # Untimed updates on a freshly reshaped link before its window.
@@ -112,9 +120,13 @@ class Rounds:
     self.calibration = calibration
     self.gradient_bytes = gradient_bytes
     self.compute_s = {}  # per micro-batch, the fastest baseline so far
-    self.samples = {m: {"single": [], "in_job": [],
+    self.samples = {m: {"single": [], "single_k": [],
+                        "in_job": {e: [] for e in self._exchanges()},
                         "rows": {r: {v: [] for v in recipes} for r in rates}}
                     for m in models}
+
+  def _exchanges(self):
+    return sorted({r.exchange for r in self.recipes.values()})
 
   def _measure(self, name, launcher, flags, predicted_s, hosts=None):
     """One measurement; `predicted_s` (its updates' time) sets its limit."""
@@ -177,48 +189,57 @@ class Rounds:
       return [None] * len(self.rates)
     return [dict(w, steps=n) for w, n in zip(result["windows"], steps)]
 
-  def _single(self, model):
+  def _single(self, model, k=1):
+    """One process at k micro-batches per update (the baseline at k = 1)."""
     compute = self.compute_s[model]
-    steps = _steps(compute, self.window_s)
-    single = self._measure(f"{model}-single", "python",
-                           _flags(model, None, steps),
-                           compute * (WARMUP + steps))
-    if single is not None:  # the fastest seen: a window may run long,
-      self.compute_s[model] = min(  # never short, on a busy host
+    steps = _steps(k * compute, self.window_s)
+    flags = _flags(model, None, steps)
+    flags.update(accumulation_steps=k, batch=MICRO_BATCH * k)
+    single = self._measure(f"{model}-single" + (f"-k{k}" if k > 1 else ""),
+                           "python", flags, k * compute * (WARMUP + steps))
+    if single is not None and k == 1:  # the fastest seen: a window may
+      self.compute_s[model] = min(  # run long, never short, on a busy host
           compute, MICRO_BATCH / single["examples_per_sec"])
+    if single is not None:
+      single["accumulation_steps"] = k
     return single
 
-  def _in_job(self, model, names):
-    """A 2-host Horovod job at IN_JOB_K, unshaped: a rank's compute there."""
+  def _in_job(self, model, names, exchange):
+    """A 2-host job at IN_JOB_K, unshaped: a rank's compute there."""
+    variant = IN_JOB_VARIANTS[exchange]
     update = IN_JOB_K * self.compute_s[model]
     steps = _steps(update, self.window_s)
-    flags = _flags(model, "horovod", steps)
+    flags = _flags(model, variant, steps)
     flags.update(accumulation_steps=IN_JOB_K, batch=MICRO_BATCH * IN_JOB_K)
     links.shape(self.cluster, "unshaped")
-    result = self._measure(f"{model}-in_job", "horovodrun", flags,
-                           update * (WARMUP + steps), names)
+    result = self._measure(f"{model}-in_job-{variant}", VARIANTS[variant][0],
+                           flags, update * (WARMUP + steps), names)
     if result is not None:
       result["accumulation_steps"] = IN_JOB_K
     return result
 
   def run_round(self):
-    """Per model: the baseline, the compute in a job, each variant over
-    every link rate, and the baseline again."""
+    """Per model: the baseline, one process at IN_JOB_K, the compute in a
+    job per exchange, each variant over every link rate, and the baseline
+    again."""
     names = [h.name for h in self.cluster.hosts[:HOSTS]]
     for model in self.models:
       if model not in self.compute_s:
         self._size(model)
+      samples = self.samples[model]
       before = self._single(model)
-      self.samples[model]["in_job"].append(self._in_job(model, names))
+      samples["single_k"].append(self._single(model, IN_JOB_K))
+      for exchange in self._exchanges():
+        samples["in_job"][exchange].append(
+            self._in_job(model, names, exchange))
       for variant, recipe in self.recipes.items():
         measured = self._measure_rates(model, variant, recipe, names)
         for rate, window in zip(self.rates, measured):
-          self.samples[model]["rows"][rate][variant].append(window)
+          samples["rows"][rate][variant].append(window)
           if window:
             print(f"    {rate}: {window['examples_per_sec']:.0f} ex/s over "
                   f"{window['seconds']:.1f} s", flush=True)
-      self.samples[model]["single"].append(
-          bracketed(before, self._single(model)))
+      samples["single"].append(bracketed(before, self._single(model)))
 
 
 def bracketed(before, after):

@@ -318,7 +318,7 @@ def plot(result, path):
                  f"of gradients, {compute * 1e3:.0f} ms compute"
                  if compute else model)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
   figure.suptitle("points: measured (bars: range over rounds); dashed: "
                   "tools/scaling_model.py with a rank's compute in the job",
                   fontsize=9)

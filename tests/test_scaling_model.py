@@ -231,11 +231,18 @@ def test_allreduce_calibration_recovers_its_inputs_and_predicts_exactly():
 
 def test_rows_efficiency_is_paired_within_rounds():
   fake = lambda rate: {"examples_per_sec": rate, "seconds": 21.0}
-  # The baseline is the mean of the runs before and after the variants.
-  single = [network_rows.bracketed(fake(110), fake(90)), fake(80),
-            network_rows.bracketed(fake(100), None)]
+  # A variant's baseline is the mean of the runs on either side of it.
+  single = [network_rows.bracketed([fake(100), fake(80), fake(120)],
+                                   ["horovod", "other"]),
+            network_rows.bracketed([fake(80), fake(80), fake(80)],
+                                   ["horovod", "other"]),
+            network_rows.bracketed([fake(100), None, fake(100)],
+                                   ["horovod", "other"])]
   assert single[0] == {"examples_per_sec": 100, "seconds": 21.0,
-                       "before": 110, "after": 90}
+                       "runs": [100, 80, 120],
+                       "around": {"horovod": 90, "other": 100}}
+  with pytest.raises(ValueError, match="2 baseline runs for 2 variants"):
+    network_rows.bracketed([fake(1), fake(1)], ["horovod", "other"])
   calibration = {"latency_s": 1e-4, "overhead_s": 0.0,
                  "unshaped_bandwidth": 300 * MB}
   unshaped = links.link("unshaped", 1e-4, 300 * MB)
@@ -263,9 +270,10 @@ def test_rows_efficiency_is_paired_within_rounds():
   assert network_render.in_job_compute_s(result, "m", "horovod") == (
       pytest.approx(0.32 * 4 / 3))
   (row,) = network_render.rows(result)
-  # Round 3's baseline failed: only rounds 1 and 2 pair.
-  assert row["per_round"] == [0.9, 0.75]
-  assert row["efficiency"] == pytest.approx(0.825)
+  # Round 1 divides by the runs around horovod (90), not the round's mean;
+  # round 3's baseline failed: only rounds 1 and 2 pair.
+  assert row["per_round"] == [1.0, 0.75]
+  assert row["efficiency"] == pytest.approx(0.875)
   # Each round's model takes that round's compute: round 1's alone is
   # 32 / 100 s and in the job 4/3 of it; rounds 2 and 3 measured no
   # process at k=16.

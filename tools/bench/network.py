@@ -61,7 +61,7 @@ def parse_args(argv):
   parser.add_argument("--seconds", type=float, default=4.0,
                       help="allreduce: timed seconds per buffer and run")
   parser.add_argument("--rounds", type=int, default=2, help="rows: rounds")
-  parser.add_argument("--budget_s", type=float, default=3000.0,
+  parser.add_argument("--budget_s", type=float, default=3600.0,
                       help="rows: no new round starts once it would end "
                            "past this many seconds")
   parser.add_argument("--window_s", type=float, default=20.0,

@@ -120,18 +120,19 @@ def rows(result):
   """One dict per (model, rate, variant): measured and predicted efficiency.
 
   A round's model uses that round's own compute, alone and in the job, as
-  its measured ratio uses that round's baseline: this machine's speed moves
-  between rounds, and both sides of a round move with it.
+  its measured ratio uses the baseline runs on either side of the variant:
+  this machine's speed moves between rounds and within them, and both
+  sides of a ratio should move with it.
   """
   out = []
   hosts = result["hosts"]
   for model, data in result["samples"].items():
-    single = [m and m["examples_per_sec"] for m in data["single"]]
     computes = compute_rounds(result, model)
     for rate, variants in data["rows"].items():
       for variant, samples in variants.items():
         recipe = _recipe(result, variant)
         rates = [m and m["examples_per_sec"] for m in samples]
+        single = [m and m["around"][variant] for m in data["single"]]
         efficiencies = [a / b / hosts for a, b in zip(rates, single)
                         if a is not None and b is not None]
 
@@ -173,16 +174,15 @@ def _rows_lines(result):
               for e in result["samples"][model]["in_job"]}
     apply = median([r["lone"] and r["lone"][1]
                     for r in compute_rounds(result, model)])
-    baselines = [m and (m.get("before"), m.get("after"))
-                 for m in result["samples"][model]["single"]]
+    baselines = [m and m["runs"] for m in result["samples"][model]["single"]]
     lines += [f"**{model}**: {result['gradient_bytes'][model] / 1e6:.1f} MB "
               f"of gradients, {result['micro_batch']} examples per replica "
               "per micro-batch, 1 process "
               + (f"{result['micro_batch'] / compute:,.0f} ex/s "
-                 f"({compute * 1e3:.0f} ms per micro-batch; before and after"
-                 " the variants, per round: "
+                 f"({compute * 1e3:.0f} ms per micro-batch; before, between"
+                 " and after the variants, per round: "
                  + "; ".join("failed" if b is None else
-                             f"{render.fmt(b[0])} and {render.fmt(b[1])}"
+                             ", ".join(render.fmt(r) for r in b)
                              for b in baselines) + ")"
                  if compute else "failed")
               + (f", of which the apply {apply * 1e3:.1f} ms (from 1 "

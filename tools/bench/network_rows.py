@@ -1,8 +1,7 @@
 """Weak-scaling rows over shaped links: 2 hosts x 1 rank against 1 process.
 
-Each round measures, per model, one process on a rig host (the baseline,
-measured once per round and shared by every link rate of that round) and
-then each of the four ways of exchanging gradients (VARIANTS) at every link
+Each round measures, per model, one process on a rig host (the baseline)
+and each of the four ways of exchanging gradients (VARIANTS) at every link
 rate, so a row's per-round ratio divides two measurements of the same
 round. A variant's rates are windows of one process tree, the links
 reshaped between them (windows.py): a 2-host job takes longer to start than
@@ -16,10 +15,14 @@ round's baseline compute and the link calibration, so that each window
 lasts about `window_s` whatever the link; the results record the window
 each measurement really had.
 
-Three more kinds of measurement per round and model feed the model rather
-than the rows. The baseline runs again after the variants, and the round's
-baseline is the two runs' mean: this machine's speed drifts by several per
-cent over minutes, and a ratio should not take that drift for scaling. One
+The baseline runs before the first variant and again after each one, and
+a variant's baseline is the mean of the two runs on either side of it: this
+machine's speed drifts by ten per cent and more over minutes, and a ratio
+should not take that drift for scaling, so its two sides are measured
+minutes apart, not a whole round apart.
+
+Two more kinds of measurement per round and model feed the model rather
+than the rows. One
 process runs again at IN_JOB_K micro-batches per update, which splits its
 time into compute per micro-batch and an apply paid once per update
 (scaling_model.split_apply): accumulation saves that apply as well as
@@ -219,19 +222,19 @@ class Rounds:
     return result
 
   def run_round(self):
-    """Per model: the baseline, one process at IN_JOB_K, the compute in a
-    job per exchange, each variant over every link rate, and the baseline
-    again."""
+    """Per model: one process at IN_JOB_K, the compute in a job per
+    exchange, then the baseline before the first variant and after each,
+    each variant over every link rate."""
     names = [h.name for h in self.cluster.hosts[:HOSTS]]
     for model in self.models:
       if model not in self.compute_s:
         self._size(model)
       samples = self.samples[model]
-      before = self._single(model)
       samples["single_k"].append(self._single(model, IN_JOB_K))
       for exchange in self._exchanges():
         samples["in_job"][exchange].append(
             self._in_job(model, names, exchange))
+      baselines = [self._single(model)]
       for variant, recipe in self.recipes.items():
         measured = self._measure_rates(model, variant, recipe, names)
         for rate, window in zip(self.rates, measured):
@@ -239,16 +242,23 @@ class Rounds:
           if window:
             print(f"    {rate}: {window['examples_per_sec']:.0f} ex/s over "
                   f"{window['seconds']:.1f} s", flush=True)
-      samples["single"].append(bracketed(before, self._single(model)))
+        baselines.append(self._single(model))
+      samples["single"].append(bracketed(baselines, list(self.recipes)))
 
 
-def bracketed(before, after):
-  """The round's baseline from the runs before and after its variants:
-  their mean rate, each kept; None if either failed."""
-  if before is None or after is None:
+def bracketed(baselines, variants):
+  """The round's baseline from runs before, between and after its
+  variants (one more run than variants): the mean rate of all, and per
+  variant (`around`) the mean of the runs on either side of it; None if
+  any run failed."""
+  if any(run is None for run in baselines):
     return None
-  return {"examples_per_sec": (before["examples_per_sec"] +
-                               after["examples_per_sec"]) / 2,
-          "seconds": min(before["seconds"], after["seconds"]),
-          "before": before["examples_per_sec"],
-          "after": after["examples_per_sec"]}
+  if len(baselines) != len(variants) + 1:
+    raise ValueError(f"{len(baselines)} baseline runs for {len(variants)} "
+                     "variants: need one before each and one after the last")
+  rates = [run["examples_per_sec"] for run in baselines]
+  return {"examples_per_sec": sum(rates) / len(rates),
+          "seconds": min(run["seconds"] for run in baselines),
+          "runs": rates,
+          "around": {variant: (rates[i] + rates[i + 1]) / 2
+                     for i, variant in enumerate(variants)}}

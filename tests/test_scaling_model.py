@@ -4,6 +4,9 @@ arithmetic on fake measurements (no processes, no rig).
 docs/NETWORK.md's predictions and its model / measured columns are only as
 good as this arithmetic, so each term is pinned here by hand.
 """
+import dataclasses
+import math
+
 import pytest
 
 from tools import scaling_model as sm
@@ -61,6 +64,44 @@ def test_cpu_per_gradient_byte_adds_to_the_wire():
   fast = sm.Link(1000 * MB, 0.0)
   assert (sm.exchange_seconds(10 * MB, 2, fast, fp16) >
           sm.exchange_seconds(10 * MB, 2, fast, plain))
+
+
+def test_the_sum_in_the_ring_hides_under_a_slower_wire():
+  # fp16 of 10 MB on 2 hosts: 5 MB sent, in Gloo's 1 MiB segments (5, so
+  # 3 per host: a host sums 3 in turn); a host sums half of the 10 MB of
+  # gradients at 2 ns a byte (0.01 s) and casts all 10 MB at 1 ns (0.01 s).
+  fp16 = sm.Recipe(exchange="collective", compression=0.5,
+                   cpu_s_per_byte=1e-9, reduce_s_per_byte=2e-9)
+  assert sm.pipeline_depth(5 * MB, 2) == 3
+  # A 100 MB/s wire (0.05 s) hides all of the sum but its last segment's;
+  # the casts are paid on top.
+  slow = sm.Link(100 * MB, 0.0, cpu_bandwidth=500 * MB)
+  assert sm.exchange_seconds(10 * MB, 2, slow, fp16) == pytest.approx(
+      0.05 + 0.01 / 3 + 0.01)
+  # On a link the CPU bounds (the rig's unshaped veth, whose wire is the
+  # cores' copies) the reduce-scatter half is the copies (0.005 s) and the
+  # sum, plus the first segment's arrival; the allgather half is 0.005 s.
+  cpu_bound = sm.Link(500 * MB, 0.0, cpu_bandwidth=500 * MB)
+  assert sm.exchange_seconds(10 * MB, 2, cpu_bound, fp16) == pytest.approx(
+      0.005 + (0.005 + 0.01) + 0.005 / 3 + 0.01)
+  # On 4 hosts a host sends 1.5 x 5 MB (0.015 s, half of it per phase) and
+  # sums 3/4 of the gradients (0.015 s) in 3 steps of 2 segments.
+  assert sm.pipeline_depth(5 * MB, 4) == 6
+  assert sm.data_seconds(10 * MB, 4, cpu_bound, fp16) == pytest.approx(
+      0.0075 + (0.0075 + 0.015) + 0.0075 / 6 + 0.01)
+  # Half a core each (4 rig hosts on 2 cores) doubles a rank's own work,
+  # the sums and the casts, not the copies.
+  shared = sm.Link(500 * MB, 0.0, cpu_bandwidth=500 * MB, cpu_share=0.5)
+  assert sm.data_seconds(10 * MB, 4, shared, fp16) == pytest.approx(
+      0.0075 + (0.0075 + 0.03) + 0.0075 / 6 + 0.02)
+  assert links.cpu_share(4, 2) == 0.5 and links.cpu_share(2, 2) == 1
+  # Without a CPU bandwidth the cores copy for free: the wire or the sum.
+  assert sm.data_seconds(10 * MB, 2, sm.Link(1000 * MB, 0.0), fp16) == (
+      pytest.approx(0.0025 + 0.01 + 0.0025 / 3 + 0.01))
+  with pytest.raises(ValueError, match="cpu_bandwidth=0: must be > 0"):
+    sm.Link(1.0, 0.0, cpu_bandwidth=0)
+  with pytest.raises(ValueError, match=r"cpu_share=2: must be in \(0, 1\]"):
+    sm.Link(1.0, 0.0, cpu_share=2)
 
 
 def test_a_rank_slower_than_one_process_costs_efficiency():
@@ -126,6 +167,7 @@ def test_goodput_and_the_small_allreduce_fit():
     (dict(compression=0), "compression=0: must be in (0, 1]"),
     (dict(accumulation_steps=0), "accumulation_steps=0: must be >= 1"),
     (dict(cpu_s_per_byte=-1), "cpu_s_per_byte=-1: must be >= 0"),
+    (dict(reduce_s_per_byte=-1), "reduce_s_per_byte=-1: must be >= 0"),
 ])
 def test_bad_recipe_names_the_argument(kwargs, message):
   with pytest.raises(ValueError, match=message.replace("(", r"\(")
@@ -155,6 +197,11 @@ def test_cli_prints_a_table_and_refuses_bad_numbers(capsys):
   sm.main(["--compute_ms=10", "--megabytes=1", "--hosts=8", "--gbits=10"])
   out = capsys.readouterr().out
   assert "| 10 Gbit/s | 8 |" in out and "Horovod k=4" in out
+  assert "8 hosts: fp16 compression pays at any bandwidth" in out
+  sm.main(["--compute_ms=10", "--megabytes=1", "--hosts=2",
+           "--fp16_cast_ns_per_byte=1"])
+  assert "2 hosts: fp16 compression pays below 4 Gbit/s per host" in (
+      capsys.readouterr().out)
   with pytest.raises(SystemExit):
     sm.main(["--compute_ms=10", "--megabytes=1", "--hosts=x"])
   assert "--hosts='x': expected comma-separated numbers" in (
@@ -174,14 +221,15 @@ def _allreduce_result():
   """Fake runs made by the model itself, with known inputs, as JSON has them."""
   latency, unshaped = 2e-4, 300 * MB
   recipe = sm.Recipe(overhead_s=0.003)
-  fp16 = sm.Recipe(overhead_s=0.003, compression=0.5, cpu_s_per_byte=3e-9)
+  fp16 = sm.Recipe(overhead_s=0.003, compression=0.5, cpu_s_per_byte=1e-9,
+                   reduce_s_per_byte=4e-9)
   collective = sm.Recipe(exchange="collective", overhead_s=0.002,
                          cpu_s_per_byte=1e-9)
   buffers = {"small": 1_000_000, "large": 20_000_000}
   runs = []
   for rate in ("unshaped", "100mbit"):
     for hosts in (2, 3):
-      link = links.link(rate, latency, unshaped)
+      link = links.link(rate, latency, unshaped, links.cpu_share(hosts, 2))
       seconds = {str(int(b)): sm.exchange_seconds(b, hosts, link, recipe)
                  for b in (4, *buffers.values())}
       fp16_seconds = {str(b): sm.exchange_seconds(b, hosts, link, fp16)
@@ -189,14 +237,18 @@ def _allreduce_result():
       runs.append({"exchange": "horovod", "rate": rate, "hosts": hosts,
                    "cycle_s": recipe.cycle_s,
                    "gap_s": 0.02, "seconds": seconds,
-                   "fp16_seconds": fp16_seconds, "samples": {}})
+                   "fp16_seconds": fp16_seconds,
+                   "cast_seconds": {str(b): 1e-9 * b
+                                    for b in buffers.values()},
+                   "samples": {}})
       if hosts == 2:
         runs.append({"exchange": "collective", "rate": rate, "hosts": hosts,
                      "gap_s": 0.02, "samples": {}, "seconds": {
                          str(b): sm.exchange_seconds(b, hosts, link,
                                                      collective)
                          for b in (4, *buffers.values())}})
-  return {"buffers": buffers, "probe_bytes": 4, "runs": runs}
+  return {"buffers": buffers, "probe_bytes": 4, "runs": runs,
+          "machine": {"cores": 2}}
 
 
 def test_allreduce_calibration_recovers_its_inputs_and_predicts_exactly():
@@ -205,15 +257,18 @@ def test_allreduce_calibration_recovers_its_inputs_and_predicts_exactly():
   assert fit["latency_s"] == pytest.approx(2e-4, rel=1e-3)
   assert fit["overhead_s"] == pytest.approx(0.003, rel=1e-3)
   assert fit["unshaped_bandwidth"] == pytest.approx(300 * MB, rel=1e-2)
-  assert fit["fp16_cpu_s_per_byte"] == pytest.approx(3e-9, rel=2e-2)
+  assert fit["fp16_cast_s_per_byte"] == pytest.approx(1e-9)
+  assert fit["fp16_sum_s_per_byte"] == pytest.approx(4e-9, rel=2e-2)
   assert fit["collective_cpu_s_per_byte"] == pytest.approx(1e-9, rel=2e-2)
   assert fit["collective_overhead_s"] == pytest.approx(0.002, rel=1e-3)
   # Each variant of the rows gets its own exchange's cost per byte.
   cpu = {v: network_rows.recipe(v, fit).cpu_s_per_byte
          for v in network_rows.VARIANTS}
   assert cpu["horovod"] == cpu["horovod_k4"] == 0
-  assert cpu["horovod_fp16"] == fit["fp16_cpu_s_per_byte"]
+  assert cpu["horovod_fp16"] == fit["fp16_cast_s_per_byte"]
   assert cpu["multi_worker_mirrored"] == fit["collective_cpu_s_per_byte"]
+  assert network_rows.recipe("horovod_fp16", fit).reduce_s_per_byte == (
+      fit["fp16_sum_s_per_byte"])
   rows = network_allreduce.comparison(result)
   assert len(rows) == 26
   for rate, hosts, label, _, measured, predicted, _ in rows:
@@ -259,7 +314,8 @@ def test_rows_efficiency_is_paired_within_rounds():
   in_job = {"examples_per_sec": 16 * 32 * 2 / (16 * 0.4 + exchange),
             "seconds": 30.0, "accumulation_steps": 16, "processes": 2}
   result = {
-      "hosts": 2, "micro_batch": 32, "calibration": calibration,
+      "hosts": 2, "machine": {"cores": 2}, "micro_batch": 32,
+      "calibration": calibration,
       "gradient_bytes": {"m": 1 * MB},
       "recipes": {"horovod": vars(sm.Recipe())},
       "samples": {"m": {"single": single, "single_k": single_k,
@@ -306,3 +362,29 @@ def test_windows_handshake_releases_a_rank_after_the_reshape(tmp_path):
   assert order == ["reshape", "rank"]
   # A bench told to stop gives up instead of waiting for ranks.
   assert not windows.wait_and_release(str(tmp_path), 1, 1, None, lambda: True)
+
+
+def test_fp16_pays_below_the_bandwidth_its_cpu_costs_allow():
+  plain = sm.Recipe()
+  casts_only = sm.Recipe(compression=0.5, cpu_s_per_byte=1e-9)
+  # Casts of 1 ns a byte against (N-1)/N of a byte saved on the wire:
+  # even at (N-1)/(N x 1 ns), 500 MB/s on 2 hosts, 750 MB/s on 4.
+  assert sm.break_even_bandwidth(10 * MB, 2, plain, casts_only) == (
+      pytest.approx(500 * MB, rel=1e-6))
+  assert sm.break_even_bandwidth(10 * MB, 4, plain, casts_only) == (
+      pytest.approx(750 * MB, rel=1e-6))
+  # A sum the wire cannot hide lowers it. With a CPU that copies at
+  # 1 GB/s and sums at 4 ns, fp16 of 10 MB on 2 hosts takes 2.5 MB / B on
+  # the allgather's wire, 2.5 ms of copies and 20 ms of sum in the
+  # reduce-scatter (above its wire at these rates), one of its 3 segments'
+  # arrival (2.5 MB / 3B) and 10 ms of casts: 10 MB / B (plain) where
+  # (10 - 10/3) MB / B = 32.5 ms.
+  fp16 = dataclasses.replace(casts_only, reduce_s_per_byte=4e-9)
+  assert sm.break_even_bandwidth(10 * MB, 2, plain, fp16,
+                                 cpu_bandwidth=1e9) == (
+      pytest.approx((10 - 10 / 3) * MB / 0.0325, rel=1e-6))
+  assert sm.break_even_bandwidth(10 * MB, 2, plain,
+                                 sm.Recipe(compression=0.5)) == math.inf
+  # A recipe that never saves time has no break-even.
+  assert sm.break_even_bandwidth(10 * MB, 2, plain,
+                                 sm.Recipe(cpu_s_per_byte=1e-9)) is None

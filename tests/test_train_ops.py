@@ -225,3 +225,44 @@ def test_one_horovod_rank_exchanges_nothing():
     assert flag_total is flag
     assert not [op for op in tf.compat.v1.get_default_graph().get_operations()
                 if op.type.startswith("Horovod")]
+
+
+def test_fp16_exchange_without_float32_sums_is_one_grouped_allreduce():
+  """Under compression the stop flag rides in float16 with the gradients:
+  a float32 flag alone would cost a second negotiation every update."""
+  import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
+  from estimator_scale.backends.horovod import reducer  # pylint: disable=g-import-not-at-top
+  from estimator_scale.backends.horovod import stop  # pylint: disable=g-import-not-at-top
+
+  groups = []
+
+  class TwoRanks:  # sums as two ranks holding the same tensors would
+    Compression = hvd.Compression
+    Sum = hvd.Sum
+
+    @staticmethod
+    def size():
+      return 2
+
+    @staticmethod
+    def grouped_allreduce(tensors, op):
+      assert op == hvd.Sum
+      groups.append([t.dtype for t in tensors])
+      return [2 * t for t in tensors]
+
+  with tf.Graph().as_default():
+    grad = tf.constant([1.0, 2.0])
+    stop_flag = stop.StopFlag()
+    means, sums = reducer.HorovodReducer(TwoRanks, "fp16", stop_flag).all_mean(
+        [grad], [])
+    assert groups == [[tf.float16, tf.float16]] and sums == []
+    flag, total = stop_flag.tensors(agree=None)
+    assert means[0].dtype == total.dtype == tf.float32
+    with tf.compat.v1.Session() as sess:
+      got_mean, got_total = sess.run([means[0], total], {flag: 1.0})
+    assert list(got_mean) == [1.0, 2.0] and got_total == 2.0
+    # AdaScale's float32 sums keep their precision in a group of their own.
+    groups.clear()
+    reducer.HorovodReducer(TwoRanks, "fp16", stop.StopFlag()).all_mean(
+        [grad], [tf.constant(3.0)])
+    assert groups == [[tf.float16, tf.float16], [tf.float32]]

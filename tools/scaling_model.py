@@ -11,10 +11,14 @@ cluster: the compute of one update, the link's goodput and its latency.
   ring(b) = 2(N-1)/N x b / bandwidth + 2(N-1) x latency
   Horovod:    exchange = cycle / 2 + overhead + ring(0) + data(b)
   collective: exchange = overhead + data(b)
-  data(b) = ring(b x compression) + b x cpu
+  data(b) = ring(c b) / 2 + max(ring(c b) / 2, copies + sums)
+            + min(ring(c b) / 2, sums) / depth + b x cpu / share
+  copies  = (N-1)/N x c b / cpu_bandwidth
+  sums    = (N-1)/N x b x reduce / share
 
-A ring allreduce sends each host 2(N-1)/N of the buffer and takes 2(N-1)
-steps (reduce-scatter, then allgather), which is how Gloo's allreduce and
+with c the compression (bytes sent per gradient byte). A ring allreduce
+sends each host 2(N-1)/N of the buffer and takes 2(N-1) steps
+(reduce-scatter, then allgather), which is how Gloo's allreduce and
 TensorFlow's CPU collectives move data. Horovod adds costs per exchange: a
 tensor waits for the background thread's next cycle (half a cycle on
 average, since an update ends at a random point of it), the ranks agree on
@@ -22,25 +26,38 @@ what is ready with a small allreduce of their ready lists before the data
 moves (ring(0)). The rest of what an exchange costs the software, whatever
 its size and the number of hosts, is `overhead`, read off small
 allreduces; tf.distribute's collectives have one too (launching the
-collective ops and their gRPC calls), though no cycle. Some exchanges also
-spend CPU time per gradient byte that the wire does not hide (`cpu`):
-compression's casts to and from float16 and its float16 sum, so fp16
-loses wherever they cost more than the wire time they save; tf.distribute's
-collectives copy what they send through gRPC. A link shaped by tc's token
-bucket (the rig's) lets its first `burst` bytes through at once after an
-idle spell, which a real link does not: it is 0 unless a Link says
-otherwise. `apply` is what an update costs once however many
-micro-batches it accumulates (the optimizer's step over every variable),
-read off one process's time per micro-batch at two values of k
-(`split_apply`). Weak-scaling efficiency is 1-process time over N-host time
-at the same per-replica micro-batch, against one process that neither
-accumulates nor exchanges.
+collective ops and their gRPC calls), though no cycle.
+
+The data term's two halves differ. The allgather half is the wire's. In the
+reduce-scatter half the wire and the hosts' cores work at once: the cores
+copy the bytes through the network stack (`cpu_bandwidth`: a link faster
+than it, such as the rig's unshaped veth, is bound by the CPU) and sum what
+arrives, (N-1)/N of the gradients per host, which costs `reduce` per
+gradient byte where the sum is done in software (Gloo's float16 sum
+converts each value). Gloo pipelines that half, summing one segment (1 MiB
+at most, 2 per host at least) while the next is on the wire, so the slower
+side sets its time, plus one of the `depth` segments a host sums in turn
+that the pipeline cannot hide (the first arrival or the last sum). CPU work outside the ring is paid on
+top (`cpu`): compression's casts to and from float16 before and after it,
+tf.distribute's copies of what it sends through gRPC. So fp16 loses
+wherever its casts, and its sum beyond what the wire hides, cost more than
+the wire time it saves. A rank's own CPU work, its sums and casts,
+stretches where it gets less than a core (`share`, as the rig's 3 or 4
+hosts share 2 cores). A link shaped by tc's token bucket (the rig's) lets
+its first `burst` bytes through at once after an idle spell, which a real
+link does not: it is 0 unless a Link says otherwise. `apply` is what an
+update costs once however many micro-batches it accumulates (the
+optimizer's step over every variable), read off one process's time per
+micro-batch at two values of k (`split_apply`). Weak-scaling efficiency is
+1-process time over N-host time at the same per-replica micro-batch,
+against one process that neither accumulates nor exchanges.
 
   python tools/scaling_model.py --compute_ms 85 --megabytes 1.1 \
       --gbits 10,100 --hosts 8,16,32,64,128
 """
 import argparse
 import dataclasses
+import math
 import sys
 
 # Payload per byte on the wire for a ring's TCP traffic over Ethernet at
@@ -58,6 +75,10 @@ DEFAULT_CYCLE_S = 0.005
 # measured here.
 DEFAULT_CLUSTER_LATENCY_S = 25e-6
 EXCHANGES = ("horovod", "collective")
+# Gloo's ring allreduce (gloo/allreduce.cc, kMaxSegmentSize) cuts the buffer
+# into segments of at most this many bytes, 2 per host at least, and sums
+# one segment while the next is on the wire.
+MAX_SEGMENT_BYTES = 1 << 20
 
 
 def goodput(bits_per_second):
@@ -67,11 +88,17 @@ def goodput(bits_per_second):
 
 @dataclasses.dataclass(frozen=True)
 class Link:
-  """Each host's link: payload bytes/s each way, seconds per ring step, and
-  bytes a token bucket passes at once after an idle spell."""
+  """Each host's link: payload bytes/s each way, seconds per ring step,
+  bytes a token bucket passes at once after an idle spell, the bytes/s at
+  which the host's CPU moves data through its network stack (infinite: the
+  CPU is never what bounds the link), and the share of a core a rank's own
+  CPU work (its sums and casts) gets (below 1 where more ranks than cores
+  share a machine, as the rig's 3 or 4 hosts share 2 cores)."""
   bandwidth: float
   latency: float
   burst: float = 0.0
+  cpu_bandwidth: float = math.inf
+  cpu_share: float = 1.0
 
   def __post_init__(self):
     if self.bandwidth <= 0:
@@ -80,6 +107,12 @@ class Link:
       raise ValueError(f"latency={self.latency}: must be >= 0 seconds")
     if self.burst < 0:
       raise ValueError(f"burst={self.burst}: must be >= 0 bytes")
+    if self.cpu_bandwidth <= 0:
+      raise ValueError(f"cpu_bandwidth={self.cpu_bandwidth}: must be > 0 "
+                       "bytes/s")
+    if not 0 < self.cpu_share <= 1:
+      raise ValueError(f"cpu_share={self.cpu_share}: must be in (0, 1] "
+                       "(a core's share)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +124,9 @@ class Recipe:
   gradient byte (0.5 for fp16); accumulation_steps: micro-batches per
   exchange; cycle_s: Horovod's cycle time; overhead_s: the other fixed
   cost per exchange; cpu_s_per_byte: CPU time per gradient byte the
-  exchange spends besides the wire.
+  exchange spends before or after the ring, where the wire cannot hide it;
+  reduce_s_per_byte: CPU time per gradient byte a host sums in the ring,
+  which overlaps the wire.
   """
   exchange: str = "horovod"
   compression: float = 1.0
@@ -99,6 +134,7 @@ class Recipe:
   cycle_s: float = DEFAULT_CYCLE_S
   overhead_s: float = 0.0
   cpu_s_per_byte: float = 0.0
+  reduce_s_per_byte: float = 0.0
 
   def __post_init__(self):
     if self.exchange not in EXCHANGES:
@@ -114,9 +150,9 @@ class Recipe:
       raise ValueError(f"cycle_s={self.cycle_s}: must be >= 0")
     if self.overhead_s < 0:
       raise ValueError(f"overhead_s={self.overhead_s}: must be >= 0")
-    if self.cpu_s_per_byte < 0:
-      raise ValueError(f"cpu_s_per_byte={self.cpu_s_per_byte}: must be "
-                       ">= 0")
+    for name in ("cpu_s_per_byte", "reduce_s_per_byte"):
+      if getattr(self, name) < 0:
+        raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
 
 
 def _check_hosts(hosts):
@@ -124,22 +160,58 @@ def _check_hosts(hosts):
     raise ValueError(f"hosts={hosts!r}: must be an integer >= 1")
 
 
+def _ring_bytes(nbytes, hosts):
+  """What each host sends (and receives) in a ring allreduce of `nbytes`."""
+  return 2 * (hosts - 1) / hosts * nbytes
+
+
 def ring_seconds(nbytes, hosts, link):
-  """One ring allreduce of `nbytes` over `hosts` hosts (0 on one host)."""
+  """One ring allreduce of `nbytes` over `hosts` hosts on the wire (0 on
+  one host)."""
   _check_hosts(hosts)
   if hosts == 1:
     return 0.0
-  steps = 2 * (hosts - 1)
-  sent = steps / hosts * nbytes  # by each host, and received by each
-  return max(0.0, sent - link.burst) / link.bandwidth + steps * link.latency
+  sent = _ring_bytes(nbytes, hosts)
+  return (max(0.0, sent - link.burst) / link.bandwidth +
+          2 * (hosts - 1) * link.latency)
+
+
+def pipeline_depth(nbytes, hosts):
+  """Segments a host sums one after another in the reduce-scatter of Gloo's
+  ring allreduce of `nbytes`: N-1 steps of its segments per host."""
+  segments = max(math.ceil(nbytes / MAX_SEGMENT_BYTES), 2 * hosts)
+  return (hosts - 1) * math.ceil(segments / hosts)
+
+
+def data_seconds(nbytes, hosts, link, recipe=Recipe()):
+  """An exchange's data term for `nbytes` of gradients: the ring's two
+  halves and the CPU work outside it.
+
+  The allgather half is the wire's alone. In the reduce-scatter half the
+  wire and the CPU (copies and sums) overlap, the slower setting the time,
+  but for one segment's sum that the pipeline cannot hide (the min term:
+  the first segment arrives before any sum can start, and the last sum
+  follows the last arrival).
+  """
+  _check_hosts(hosts)
+  if hosts == 1:
+    return 0.0
+  sent = nbytes * recipe.compression
+  half = ring_seconds(sent, hosts, link) / 2
+  copies = _ring_bytes(sent, hosts) / 2 / link.cpu_bandwidth
+  sums = ((hosts - 1) / hosts * nbytes * recipe.reduce_s_per_byte /
+          link.cpu_share)
+  reduce_scatter = (max(half, copies + sums) +
+                    min(half, sums) / pipeline_depth(sent, hosts))
+  return (half + reduce_scatter +
+          nbytes * recipe.cpu_s_per_byte / link.cpu_share)
 
 
 def exchange_seconds(nbytes, hosts, link, recipe=Recipe()):
   """One gradient exchange of `nbytes` (before compression)."""
   if hosts == 1:
     return 0.0
-  data = (ring_seconds(nbytes * recipe.compression, hosts, link) +
-          nbytes * recipe.cpu_s_per_byte)
+  data = data_seconds(nbytes, hosts, link, recipe)
   if recipe.exchange == "collective":
     return recipe.overhead_s + data
   return (recipe.cycle_s / 2 + recipe.overhead_s +
@@ -210,6 +282,32 @@ def fit_small_allreduces(seconds_by_hosts, recipe=Recipe()):
   return latency, max(0.0, intercept - recipe.cycle_s / 2)
 
 
+def break_even_bandwidth(nbytes, hosts, plain, other, cpu_bandwidth=math.inf,
+                         lowest=1e5, highest=1e12):
+  """The link bandwidth (bytes/s) below which `other`'s exchange of
+  `nbytes` on `hosts` hosts is faster than `plain`'s, such as where fp16
+  compression starts to pay; None if `other` is not faster even at
+  `lowest`, infinite if it is still faster at `highest`.
+
+  Found by bisection on the bandwidth's logarithm: a slower link only
+  widens a recipe's lead that saves bytes.
+  """
+  def gain(bandwidth):
+    link = Link(bandwidth, 0.0, cpu_bandwidth=cpu_bandwidth)
+    return (exchange_seconds(nbytes, hosts, link, plain) -
+            exchange_seconds(nbytes, hosts, link, other))
+
+  if gain(lowest) <= 0:
+    return None
+  if gain(highest) > 0:
+    return math.inf
+  for _ in range(100):
+    middle = math.sqrt(lowest * highest)
+    lowest, highest = (middle, highest) if gain(middle) > 0 else (
+        lowest, middle)
+  return lowest
+
+
 def _numbers(text, kind, name):
   try:
     values = [kind(v) for v in text.split(",") if v]
@@ -254,9 +352,13 @@ def main(argv=None):
                       default=DEFAULT_CLUSTER_LATENCY_S * 1e6)
   parser.add_argument("--cycle_ms", type=float, default=DEFAULT_CYCLE_S * 1e3)
   parser.add_argument("--accumulation_steps", type=int, default=4)
-  parser.add_argument("--fp16_ns_per_byte", type=float, default=0.0,
-                      help="fp16 compression's CPU cost per gradient byte, "
-                           "nanoseconds (docs/NETWORK.md measures it)")
+  parser.add_argument("--fp16_cast_ns_per_byte", type=float, default=0.0,
+                      help="fp16 compression's casts to and from float16, "
+                           "CPU nanoseconds per gradient byte "
+                           "(docs/NETWORK.md measures it)")
+  parser.add_argument("--fp16_sum_ns_per_byte", type=float, default=0.0,
+                      help="its float16 sum in the ring, CPU nanoseconds "
+                           "per gradient byte summed (docs/NETWORK.md)")
   parser.add_argument("--collective_overhead_ms", type=float, default=0.0,
                       help="the collective's fixed cost per exchange, ms")
   parser.add_argument("--collective_ns_per_byte", type=float, default=0.0,
@@ -269,8 +371,10 @@ def main(argv=None):
     cycle = args.cycle_ms / 1e3
     recipes = {
         "Horovod": Recipe(cycle_s=cycle),
-        "Horovod fp16": Recipe(cycle_s=cycle, compression=0.5,
-                               cpu_s_per_byte=args.fp16_ns_per_byte / 1e9),
+        "Horovod fp16": Recipe(
+            cycle_s=cycle, compression=0.5,
+            cpu_s_per_byte=args.fp16_cast_ns_per_byte / 1e9,
+            reduce_s_per_byte=args.fp16_sum_ns_per_byte / 1e9),
         f"Horovod k={args.accumulation_steps}": Recipe(
             cycle_s=cycle, accumulation_steps=args.accumulation_steps),
         "collective": Recipe(
@@ -285,6 +389,14 @@ def main(argv=None):
                                      args.megabytes * 1e6, hosts, gbits,
                                      recipes, args.latency_us / 1e6,
                                      args.apply_ms / 1e3)))
+    for n in hosts:
+      bandwidth = break_even_bandwidth(args.megabytes * 1e6, n,
+                                       recipes["Horovod"],
+                                       recipes["Horovod fp16"])
+      print(f"{n} hosts: fp16 compression pays " +
+            ("never" if bandwidth is None else "at any bandwidth (no CPU "
+             "cost given)" if bandwidth == math.inf else
+             f"below {bandwidth * 8 / 1e9:.3g} Gbit/s per host"))
   except (ValueError, argparse.ArgumentTypeError) as e:
     parser.error(str(e))
 

@@ -1,9 +1,10 @@
 """The network bench's allreduce-only run on two shaped hosts of the rig.
 
-docs/NETWORK.md's validation rests on three things this checks in one
-short Horovod job: the bench's shaping reaches both hosts' links, the
-allreduce worker times a buffer across them, and the model's data term
-(ring bytes over the rate's goodput) explains that time.
+docs/NETWORK.md's validation rests on what this checks in one short
+Horovod job: the bench's shaping reaches both hosts' links, the allreduce
+worker times a buffer across them, plain and fp16-compressed, and times
+the casts alone, and the model's data term (ring bytes over the rate's
+goodput) explains the plain time.
 """
 import json
 
@@ -26,14 +27,21 @@ def test_a_shaped_allreduce_takes_what_the_model_says(cluster, tmp_path):
   out = tmp_path / "result.json"
   argv = runner.launcher_argv(
       "horovodrun", 2, [PYTHON, network_allreduce.WORKER,
-                        f"--sizes=4,{BUFFER}", "--seconds=0.5",
+                        f"--sizes=4,{BUFFER}", f"--fp16_sizes={BUFFER}",
+                        "--seconds=0.5",
                         f"--out={out}"], hosts=[h.name for h in rig.hosts])
   proc = rig.hosts[0].run(argv, cwd=ROOT, timeout=180,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT,
                                "TF_CPP_MIN_LOG_LEVEL": "2"})
   assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-  seconds = json.loads(out.read_text())["sizes"]
+  result = json.loads(out.read_text())
+  seconds = result["sizes"]
   measured = seconds[str(BUFFER)]["median_s"] - seconds["4"]["median_s"]
   data = scaling_model.ring_seconds(BUFFER, 2, links.link("100mbit", 0, 1))
   # 84 ms of data at 100 Mbit/s; unshaped it would take a few ms.
   assert 0.75 * data < measured < 1.5 * data, (measured, data)
+  # Half the bytes on the wire; the casts alone take a millisecond or so.
+  fp16 = result["fp16_sizes"][str(BUFFER)]["median_s"] - seconds["4"][
+      "median_s"]
+  assert 0.3 * data < fp16 < 0.75 * data, (fp16, data)
+  assert 0 < result["casts"][str(BUFFER)] < 0.1 * data, result["casts"]

@@ -5,19 +5,27 @@ gradients have, so the time is the network's and Horovod's, nearly free of
 this shared machine's CPU load, and tools/scaling_model.py's communication
 part can be checked on its own (network_allreduce.py starts this).
 
-Before each timed allreduce every rank sleeps `--gap_s` and then the same
-random fraction of a Horovod cycle, as between two updates' exchanges: the
-gap lets a shaped link's token bucket refill as compute does in training,
-and the random part makes the exchange meet the background thread's cycle
-at a random point, where back-to-back submissions would meet it at one
-phase. `--fp16_sizes` are timed again with Horovod's fp16 compression, as
-`allreduce_compression=fp16` exchanges gradients: the casts and the float16
-reduction run on the rank's one thread, which is what the model's fp16
-cost per byte is read from. The buffers hold gradient-like values, not
-one repeated value: Gloo sums float16 in software, converting each value
-with branches on its exponent and rounding, and a buffer of ones takes the
-same branch every time (in training the float16 sum ran about twice as
-long as on ones; docs/NETWORK.md). Rank 0 writes `<--out>`: per size, the median
+Before each timed allreduce the ranks run an untimed one that lasts two of
+Horovod's cycles or more, then every rank sleeps `--gap_s` and the same
+random fraction of a cycle, as between two updates' exchanges. The long
+allreduce puts the ranks' background threads in step: each sleeps what is
+left of its cycle after its work, and one that worked past its cycle starts
+the next at once, so both start a cycle as the allreduce ends. Otherwise
+the offset between their cycles stays where `hvd.init()` left it (the
+first to tick waits in the negotiation for the other every cycle), and a
+small allreduce takes that offset on top of its cycle wait: a different
+amount in each run, up to a whole cycle. In training an exchange longer
+than a cycle puts them in step the same way. The gap lets a shaped link's
+token bucket refill as compute does in training, and the random part
+makes the exchange meet the cycle at a random point. `--fp16_sizes` are
+timed again with Horovod's fp16 compression, as `allreduce_compression=fp16`
+exchanges gradients, and the casts to float16 and back alone on the same
+buffer (`casts`): the model pays those outside the ring and the float16
+sum inside it (docs/NETWORK.md). The buffers hold gradient-like values,
+not one repeated value: Gloo sums float16 in software, converting each
+value with branches on its exponent and rounding, and a buffer of ones
+takes the same branch every time (in training the float16 sum ran about
+twice as long as on ones). Rank 0 writes `<--out>`: per size, the median
 seconds of one allreduce and every sample.
 """
 import argparse
@@ -26,6 +34,10 @@ import os
 import random
 import statistics
 import time
+
+# The phase reset's largest buffer: 64 MiB lasts two cycles on any link
+# the rig has (its unshaped veth moves several hundred MB/s).
+MAX_RESET_BYTES = 1 << 26
 
 
 def buffer_parser(doc):
@@ -73,6 +85,33 @@ def parse_args(argv=None):
   return parser.parse_args(argv)
 
 
+def phase_reset(hvd, tf, cycle_s):
+  """An untimed allreduce of a buffer found by doubling (from 64 KiB) to
+  last two cycles or more on this link, so that the ranks' background
+  threads leave it in step (see above)."""
+  nbytes = 1 << 16
+  while True:
+    buffer = gradient_like(tf, nbytes)
+    start = time.perf_counter()
+    hvd.allreduce(buffer, op=hvd.Sum).numpy()
+    took = float(hvd.broadcast(tf.constant(time.perf_counter() - start), 0))
+    if took >= 2 * cycle_s or nbytes >= MAX_RESET_BYTES:
+      return lambda: hvd.allreduce(buffer, op=hvd.Sum).numpy()
+    nbytes *= 2
+
+
+def cast_seconds(tf, size, repeats=5):
+  """Median seconds of fp16 compression's casts alone on a buffer of
+  `size`: to float16, and back to float32 as decompression does."""
+  buffer = gradient_like(tf, size)
+  samples = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    tf.cast(tf.cast(buffer, tf.float16), tf.float32).numpy()
+    samples.append(time.perf_counter() - start)
+  return statistics.median(samples)
+
+
 def main(argv=None):
   args = parse_args(argv)
   one_thread()
@@ -82,6 +121,11 @@ def main(argv=None):
   hvd.init()
   cycle_s = float(os.environ.get("HOROVOD_CYCLE_TIME", "1")) / 1e3
   jitter = random.Random(0)  # the same sleeps on every rank
+  reset = phase_reset(hvd, tf, cycle_s)
+
+  def pause():
+    reset()
+    time.sleep(args.gap_s + jitter.uniform(0, cycle_s))
 
   def timed(size, compression):
     buffer = gradient_like(tf, size)
@@ -92,19 +136,18 @@ def main(argv=None):
       return time.perf_counter() - start
 
     first = hvd.broadcast(tf.constant(allreduce()), 0)  # also the warm-up
-    return time_samples(
-        allreduce, float(first), args.seconds,
-        lambda: time.sleep(args.gap_s + jitter.uniform(0, cycle_s)))
+    return time_samples(allreduce, float(first), args.seconds, pause)
 
   sizes = {str(int(s)): timed(int(s), hvd.Compression.none)
            for s in args.sizes.split(",")}
-  fp16 = {str(int(s)): timed(int(s), hvd.Compression.fp16)
-          for s in args.fp16_sizes.split(",") if s}
+  fp16_sizes = [int(s) for s in args.fp16_sizes.split(",") if s]
+  fp16 = {str(s): timed(s, hvd.Compression.fp16) for s in fp16_sizes}
+  casts = {str(s): cast_seconds(tf, s) for s in fp16_sizes}
   if hvd.rank() == 0:
     with open(args.out, "w", encoding="utf-8") as f:
       json.dump({"hosts": hvd.size(), "cycle_s": cycle_s,
-                 "gap_s": args.gap_s, "sizes": sizes, "fp16_sizes": fp16}, f)
-
+                 "gap_s": args.gap_s, "sizes": sizes, "fp16_sizes": fp16,
+                 "casts": casts}, f)
 
 if __name__ == "__main__":
   main()

@@ -63,14 +63,30 @@ def up(hosts):
   return cluster_lib.Cluster(hosts, name=CLUSTER_NAME).up()
 
 
-def link(rate_name, latency_s, unshaped_bandwidth):
+def cpu_share(hosts, cores):
+  """The share of a core each of `hosts` rig hosts gets on a machine of
+  `cores` cores: the rig's hosts are namespaces of one machine, so past
+  its core count they take turns."""
+  return min(1.0, cores / hosts)
+
+
+def link(rate_name, latency_s, unshaped_bandwidth, share=1.0):
   """scaling_model.Link of a rate: the shaped rate's TCP goodput and its
-  token bucket's burst, or the bandwidth measured on the unshaped link."""
+  token bucket's burst, or the bandwidth measured on the unshaped link;
+  `share` is each host's share of a core (cpu_share).
+
+  Every rate's CPU bandwidth is the unshaped link's: a veth has no wire of
+  its own, so what an allreduce gets from it unshaped is what the hosts'
+  cores can copy, and they copy as fast under a shaped rate.
+  """
   rate = RATES[rate_name]
   if rate is None:
-    return scaling_model.Link(unshaped_bandwidth, latency_s)
+    return scaling_model.Link(unshaped_bandwidth, latency_s,
+                              cpu_bandwidth=unshaped_bandwidth,
+                              cpu_share=share)
   return scaling_model.Link(scaling_model.goodput(bits_per_second(rate_name)),
-                            latency_s, cluster_lib.tbf_burst(rate, BURST_S))
+                            latency_s, cluster_lib.tbf_burst(rate, BURST_S),
+                            cpu_bandwidth=unshaped_bandwidth, cpu_share=share)
 
 
 _COUNT = """

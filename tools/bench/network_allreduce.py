@@ -12,13 +12,19 @@ load; tools/scaling_model.py predicts each from inputs taken elsewhere:
   4-byte allreduce's times on 2, 3 and 4 unshaped hosts;
 - the unshaped veth's bandwidth (it has no rate): the largest buffer on 2
   unshaped hosts;
-- fp16 compression's cost per byte (casts and float16 reduction): the
-  largest buffer on 2 unshaped hosts again, compressed, less what its
-  halved bytes take on the wire;
+- fp16 compression's casts per byte: the ranks time them alone on the
+  largest buffer, in the 2-host unshaped run;
+- its float16 sum per byte: what makes the model give the largest
+  buffer's compressed allreduce on 2 unshaped hosts its measured time
+  (the veth is bound by the CPU, so the sum adds to the copies there);
 - multi_worker_mirrored's fixed cost per all-reduce, the 4-byte
   all-reduce's mean time on 2-4 unshaped hosts, and its cost per byte
   beyond the wire: its all-reduce of the largest buffer on 2 unshaped
   hosts, less that and the wire time Horovod's measured.
+
+The rig's hosts share one machine's cores: past its core count each
+host's CPU work (copies, sums, casts) gets a share of a core
+(links.cpu_share), which the comparison gives the model.
 
 The unshaped runs are therefore calibration; every shaped row (both rates,
 every host count and buffer, the 4-byte one included) is a prediction that
@@ -74,6 +80,7 @@ def _horovod(cluster, hosts, buffers, seconds, log_dir, tag):
           "gap_s": result["gap_s"],
           "seconds": _medians(result["sizes"]),
           "fp16_seconds": _medians(result["fp16_sizes"]),
+          "cast_seconds": result["casts"],
           "samples": {b: r["samples_s"] for b, r in result["sizes"].items()}}
 
 
@@ -138,10 +145,24 @@ def _unshaped(result, exchange):
           if r["exchange"] == exchange and r["rate"] == "unshaped"}
 
 
+def _solve(seconds_of, target, highest):
+  """The x in [0, highest] where the increasing `seconds_of(x)` meets
+  `target` (0 if it is above it even at 0), by bisection."""
+  lowest = 0.0
+  if seconds_of(lowest) >= target:
+    return lowest
+  for _ in range(100):
+    middle = (lowest + highest) / 2
+    lowest, highest = ((middle, highest) if seconds_of(middle) < target
+                       else (lowest, middle))
+  return lowest
+
+
 def calibration(result):
   """What the unshaped runs measure: {latency_s, overhead_s,
-  unshaped_bandwidth, fp16_cpu_s_per_byte, and collective_overhead_s and
-  collective_cpu_s_per_byte where the collective ran}."""
+  unshaped_bandwidth, fp16_cast_s_per_byte, fp16_sum_s_per_byte, and
+  collective_overhead_s and collective_cpu_s_per_byte where the collective
+  ran}."""
   unshaped = _unshaped(result, "horovod")
   recipe = scaling_model.Recipe(cycle_s=unshaped[min(unshaped)]["cycle_s"])
   probe = str(result["probe_bytes"])
@@ -153,17 +174,29 @@ def calibration(result):
   fixed = scaling_model.exchange_seconds(0, 2, scaling_model.Link(1.0, latency),
                                          recipe)
   data_s = unshaped[2]["seconds"][str(largest)] - fixed
-  link = scaling_model.Link(largest / max(data_s, 1e-9), latency)
+  bandwidth = largest / max(data_s, 1e-9)
+  link = links.link("unshaped", latency, bandwidth,
+                    links.cpu_share(2, result["machine"]["cores"]))
 
   def beyond(seconds, wire_bytes):
     """Seconds per gradient byte that `seconds` spent beyond the wire."""
     return max(0.0, seconds - scaling_model.ring_seconds(wire_bytes, 2, link)
                ) / largest
 
+  casts = unshaped[2]["cast_seconds"][str(largest)] / largest
+
+  def fp16_seconds(sum_per_byte):
+    return scaling_model.exchange_seconds(largest, 2, link, fp16_recipe(
+        recipe, {"fp16_cast_s_per_byte": casts,
+                 "fp16_sum_s_per_byte": sum_per_byte}))
+
   fit = {"latency_s": latency, "overhead_s": overhead,
-         "unshaped_bandwidth": link.bandwidth,
-         "fp16_cpu_s_per_byte": beyond(
-             unshaped[2]["fp16_seconds"][str(largest)] - fixed, largest / 2)}
+         "unshaped_bandwidth": bandwidth, "fp16_cast_s_per_byte": casts,
+         # The sum per byte at which the model gives the compressed
+         # exchange on 2 unshaped hosts its measured time.
+         "fp16_sum_s_per_byte": _solve(
+             fp16_seconds, unshaped[2]["fp16_seconds"][str(largest)],
+             highest=1e-6)}
   collective = _unshaped(result, "collective")
   if 2 in collective:
     # Its fixed cost: the probe's mean time beyond a ring of nothing.
@@ -176,6 +209,14 @@ def calibration(result):
   return fit
 
 
+def fp16_recipe(recipe, fit):
+  """`recipe` with fp16 compression as the calibration `fit` measured it:
+  half the bytes, casts outside the ring, the float16 sum inside it."""
+  return dataclasses.replace(
+      recipe, compression=0.5, cpu_s_per_byte=fit["fp16_cast_s_per_byte"],
+      reduce_s_per_byte=fit["fp16_sum_s_per_byte"])
+
+
 def comparison(result):
   """Rows of (rate, hosts, buffer label, bytes, measured s, predicted s,
   whether the row is a prediction rather than calibration); labels end in
@@ -186,7 +227,9 @@ def comparison(result):
   labels.update({b: label for label, b in result["buffers"].items()})
   rows = []
   for run in result["runs"]:
-    link = links.link(run["rate"], fit["latency_s"], fit["unshaped_bandwidth"])
+    link = links.link(run["rate"], fit["latency_s"], fit["unshaped_bandwidth"],
+                      links.cpu_share(run["hosts"],
+                                      result["machine"]["cores"]))
     if run["exchange"] == "collective":
       kinds = ((scaling_model.Recipe(
           exchange="collective", overhead_s=fit["collective_overhead_s"],
@@ -195,8 +238,7 @@ def comparison(result):
     else:
       plain = scaling_model.Recipe(cycle_s=run["cycle_s"],
                                    overhead_s=fit["overhead_s"])
-      fp16 = dataclasses.replace(plain, compression=0.5,
-                                 cpu_s_per_byte=fit["fp16_cpu_s_per_byte"])
+      fp16 = fp16_recipe(plain, fit)
       kinds = ((plain, "seconds", ""), (fp16, "fp16_seconds", " fp16"))
     for recipe, key, suffix in kinds:
       for nbytes, measured in sorted(

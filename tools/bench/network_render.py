@@ -54,7 +54,9 @@ def compute_s(result, model):
 
 def _link(result, rate):
   fit = result["calibration"]
-  return links.link(rate, fit["latency_s"], fit["unshaped_bandwidth"])
+  return links.link(rate, fit["latency_s"], fit["unshaped_bandwidth"],
+                    links.cpu_share(result["hosts"],
+                                    result["machine"]["cores"]))
 
 
 def _per_micro_batch(result, measurement, exchange_s=0.0):
@@ -225,9 +227,12 @@ def _allreduce_lines(result):
       "per exchange beyond half its cycle (a line through the 4-byte "
       "allreduce's times on 2-4 hosts), "
       f"{fit['unshaped_bandwidth'] / 1e6:,.0f} MB/s on the unshaped veth "
-      "(the largest buffer on 2 hosts), fp16 compression's own cost "
-      f"{fit['fp16_cpu_s_per_byte'] * 1e9:.2f} ns per gradient byte (the same "
-      "buffer compressed, less its halved bytes' wire time)"
+      "(the largest buffer on 2 hosts), fp16 compression's casts "
+      f"{fit['fp16_cast_s_per_byte'] * 1e9:.2f} ns per gradient byte (timed "
+      "alone on that buffer by the ranks) and its float16 sum "
+      f"{fit['fp16_sum_s_per_byte'] * 1e9:.2f} ns per gradient byte summed "
+      "(the same buffer compressed, less its casts and its halved bytes' "
+      "time through the veth)"
       + (", multi_worker_mirrored's all-reduce "
          f"{fit['collective_overhead_s'] * 1e3:.1f} ms per exchange (its "
          "4-byte all-reduce's mean on 2-4 hosts) and "
@@ -250,6 +255,15 @@ def _allreduce_lines(result):
   return lines
 
 
+def _on_gpu(recipe):
+  """`recipe` with its CPU costs per byte as a GPU host's: a GPU casts and
+  sums as much faster as it computes."""
+  return dataclasses.replace(
+      recipe,
+      cpu_s_per_byte=recipe.cpu_s_per_byte / network_notes.GPU_SPEEDUP,
+      reduce_s_per_byte=recipe.reduce_s_per_byte / network_notes.GPU_SPEEDUP)
+
+
 def _prediction_lines(result):
   if result is None:
     return ["Needs the rows' measured compute: `make bench-network`."]
@@ -259,9 +273,7 @@ def _prediction_lines(result):
     if lone is None:
       continue
     gpu, gpu_apply = (t / network_notes.GPU_SPEEDUP for t in lone)
-    recipes = {v: dataclasses.replace(  # a GPU casts as fast as it computes
-        _recipe(result, v), cpu_s_per_byte=_recipe(result, v).cpu_s_per_byte
-        / network_notes.GPU_SPEEDUP) for v in result["recipes"]}
+    recipes = {v: _on_gpu(_recipe(result, v)) for v in result["recipes"]}
     lines += [f"**{model}** ({gpu * 1e3:.2f} ms per micro-batch and "
               f"{gpu_apply * 1e3:.2f} ms of apply per update on a GPU: this "
               f"host's {lone[0] * 1e3:.0f} and {lone[1] * 1e3:.1f} ms / "
@@ -297,7 +309,10 @@ def plot(result, path):
                 [scaling_model.efficiency(
                     in_job[0], result["gradient_bytes"][model],
                     result["hosts"],
-                    scaling_model.Link(s, result["calibration"]["latency_s"]),
+                    scaling_model.Link(
+                        s, result["calibration"]["latency_s"],
+                        cpu_bandwidth=result["calibration"][
+                            "unshaped_bandwidth"]),
                     recipe, alone_s=compute, apply_s=in_job[1])
                  for s in speeds],
                 "--", color=color, linewidth=1)

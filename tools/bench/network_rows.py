@@ -44,6 +44,7 @@ import threading
 
 from tools import scaling_model
 from tools.bench import links
+from tools.bench import network_allreduce
 from tools.bench import runner
 from tools.bench import windows
 
@@ -94,9 +95,10 @@ def recipe(variant, calibration):
     return dataclasses.replace(
         base, overhead_s=calibration.get("collective_overhead_s", 0.0),
         cpu_s_per_byte=calibration.get("collective_cpu_s_per_byte", 0.0))
-  cpu = calibration["fp16_cpu_s_per_byte"] if base.compression < 1 else 0.0
-  return dataclasses.replace(base, overhead_s=calibration["overhead_s"],
-                             cpu_s_per_byte=cpu)
+  recipe = dataclasses.replace(base, overhead_s=calibration["overhead_s"])
+  if base.compression < 1:
+    return network_allreduce.fp16_recipe(recipe, calibration)
+  return recipe
 
 
 def _flags(model, variant, steps):

@@ -150,9 +150,11 @@ class HorovodReducer(reducers.LocalReducer):
   """Horovod ranks: one grouped allreduce per update, for everything.
 
   Each update's dense gradients, AdaScale's scalar sums and the SIGTERM stop
-  flag travel in the same grouped allreduce (one per dtype, so a compressed
-  exchange makes two), so an update pays one negotiation instead of one per
-  kind; each extra one costs Horovod a cycle (HOROVOD_CYCLE_TIME) of waiting.
+  flag travel in the same grouped allreduce (one per dtype: a compressed
+  exchange with float32 sums, AdaScale's or sparse row counts, makes two;
+  the flag takes the gradients' dtype), so an update pays one negotiation
+  instead of one per kind; each extra one costs Horovod a cycle
+  (HOROVOD_CYCLE_TIME) of waiting.
   The gradients are divided by the rank count before the sum, which keeps a
   float16 exchange as far from overflow as Horovod's own average. Sparse
   gradients go as the module docstring says; their allgathers are issued
@@ -191,24 +193,29 @@ class HorovodReducer(reducers.LocalReducer):
     exchanges = [_SparseExchange(grads[i], float(hvd.size()),
                                  self._sparse_exchange) for i in sparse]
     # Wire layout: compressed tensors (dense gradients, then each sparse
-    # gradient's dense payload), then the float32 scalars.
+    # gradient's dense payload), the stop flag, then the float32 scalars.
     compressed = [gradients.scale(grads[i], 1.0 / hvd.size()) for i in dense]
     payloads = [e.dense_payload() for e in exchanges]
     for payload in payloads:
       if payload is not None:
         compressed.extend(payload)
     wire = [self._compression.compress(t) for t in compressed]
-    scalars = list(sums) + [e.rows_sent for e in exchanges] + [flag]
-    summed = _grouped_sum(hvd, [t for t, _ in wire] + scalars)
+    # The stop flag only asks whether any rank wants to stop (a total > 0),
+    # which every float dtype keeps, so it rides in the gradients' dtype:
+    # under compression a float32 flag alone would cost a second group.
+    flag_dtype = wire[0][0].dtype if wire else flag.dtype
+    scalars = list(sums) + [e.rows_sent for e in exchanges]
+    summed = _grouped_sum(hvd, [t for t, _ in wire] +
+                          [tf.cast(flag, flag_dtype)] + scalars)
     decompressed = [self._compression.decompress(total, context)
                     for total, (_, context) in zip(summed, wire)]
-    scalar_totals = summed[len(wire):]
-    self._stop_flag.folded(scalar_totals[-1])
+    self._stop_flag.folded(tf.cast(summed[len(wire)], flag.dtype))
+    scalar_totals = summed[len(wire) + 1:]
     means = [None] * len(grads)
     for i, total in zip(dense, decompressed):
       means[i] = total
     dense_results = iter(decompressed[len(dense):])
-    rows_gathered = scalar_totals[len(sums):-1]
+    rows_gathered = scalar_totals[len(sums):]
     for position, (i, exchange, payload) in enumerate(
         zip(sparse, exchanges, payloads)):
       dense_sums = None

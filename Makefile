@@ -30,7 +30,7 @@ test-multiprocess: setup
 bench: setup
 	$(PY) -m tools.bench --out bench.json --markdown docs/PERFORMANCE.md
 
-# Scaling over shaped links between the rig's hosts (needs root; about 65
+# Scaling over shaped links between the rig's hosts (needs root; about 80
 # minutes): docs/NETWORK.md, docs/network_scaling.png and their JSON.
 bench-network: setup
 	$(PY) -m tools.bench.network allreduce

@@ -95,6 +95,10 @@ def test_the_sum_in_the_ring_hides_under_a_slower_wire():
   assert sm.data_seconds(10 * MB, 4, shared, fp16) == pytest.approx(
       0.0075 + (0.0075 + 0.03) + 0.0075 / 6 + 0.02)
   assert links.cpu_share(4, 2) == 0.5 and links.cpu_share(2, 2) == 1
+  # A wire faster than the cores copy runs at their pace, both halves.
+  assert sm.data_seconds(10 * MB, 2, sm.Link(5000 * MB, 0.0,
+                                             cpu_bandwidth=500 * MB),
+                         sm.Recipe()) == pytest.approx(0.02)
   # Without a CPU bandwidth the cores copy for free: the wire or the sum.
   assert sm.data_seconds(10 * MB, 2, sm.Link(1000 * MB, 0.0), fp16) == (
       pytest.approx(0.0025 + 0.01 + 0.0025 / 3 + 0.01))
@@ -286,7 +290,8 @@ def test_allreduce_calibration_recovers_its_inputs_and_predicts_exactly():
 
 def test_rows_efficiency_is_paired_within_rounds():
   fake = lambda rate: {"examples_per_sec": rate, "seconds": 21.0}
-  # A variant's baseline is the mean of the runs on either side of it.
+  # The round's baseline is the mean of its runs before, between and
+  # after the variants.
   single = [network_rows.bracketed([fake(100), fake(80), fake(120)],
                                    ["horovod", "other"]),
             network_rows.bracketed([fake(80), fake(80), fake(80)],
@@ -294,8 +299,7 @@ def test_rows_efficiency_is_paired_within_rounds():
             network_rows.bracketed([fake(100), None, fake(100)],
                                    ["horovod", "other"])]
   assert single[0] == {"examples_per_sec": 100, "seconds": 21.0,
-                       "runs": [100, 80, 120],
-                       "around": {"horovod": 90, "other": 100}}
+                       "runs": [100, 80, 120]}
   with pytest.raises(ValueError, match="2 baseline runs for 2 variants"):
     network_rows.bracketed([fake(1), fake(1)], ["horovod", "other"])
   calibration = {"latency_s": 1e-4, "overhead_s": 0.0,
@@ -326,10 +330,10 @@ def test_rows_efficiency_is_paired_within_rounds():
   assert network_render.in_job_compute_s(result, "m", "horovod") == (
       pytest.approx(0.32 * 4 / 3))
   (row,) = network_render.rows(result)
-  # Round 1 divides by the runs around horovod (90), not the round's mean;
-  # round 3's baseline failed: only rounds 1 and 2 pair.
-  assert row["per_round"] == [1.0, 0.75]
-  assert row["efficiency"] == pytest.approx(0.875)
+  # Each round divides by its own baseline (180 / 2 / 100 and 120 / 2 /
+  # 80); round 3's baseline failed: only rounds 1 and 2 pair.
+  assert row["per_round"] == [0.9, 0.75]
+  assert row["efficiency"] == pytest.approx(0.825)
   # Each round's model takes that round's compute: round 1's alone is
   # 32 / 100 s and in the job 4/3 of it; rounds 2 and 3 measured no
   # process at k=16.

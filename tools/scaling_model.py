@@ -11,7 +11,7 @@ cluster: the compute of one update, the link's goodput and its latency.
   ring(b) = 2(N-1)/N x b / bandwidth + 2(N-1) x latency
   Horovod:    exchange = cycle / 2 + overhead + ring(0) + data(b)
   collective: exchange = overhead + data(b)
-  data(b) = ring(c b) / 2 + max(ring(c b) / 2, copies + sums)
+  data(b) = max(ring(c b) / 2, copies) + max(ring(c b) / 2, copies + sums)
             + min(ring(c b) / 2, sums) / depth + b x cpu / share
   copies  = (N-1)/N x c b / cpu_bandwidth
   sums    = (N-1)/N x b x reduce / share
@@ -28,29 +28,30 @@ its size and the number of hosts, is `overhead`, read off small
 allreduces; tf.distribute's collectives have one too (launching the
 collective ops and their gRPC calls), though no cycle.
 
-The data term's two halves differ. The allgather half is the wire's. In the
-reduce-scatter half the wire and the hosts' cores work at once: the cores
-copy the bytes through the network stack (`cpu_bandwidth`: a link faster
-than it, such as the rig's unshaped veth, is bound by the CPU) and sum what
+The data term's two halves differ. In both the wire and the hosts' cores
+work at once, the cores copying the bytes through the network stack
+(`cpu_bandwidth`: a link faster than it, such as the rig's unshaped veth,
+is bound by the CPU); in the reduce-scatter half they also sum what
 arrives, (N-1)/N of the gradients per host, which costs `reduce` per
 gradient byte where the sum is done in software (Gloo's float16 sum
 converts each value). Gloo pipelines that half, summing one segment (1 MiB
 at most, 2 per host at least) while the next is on the wire, so the slower
 side sets its time, plus one of the `depth` segments a host sums in turn
-that the pipeline cannot hide (the first arrival or the last sum). CPU work outside the ring is paid on
-top (`cpu`): compression's casts to and from float16 before and after it,
-tf.distribute's copies of what it sends through gRPC. So fp16 loses
-wherever its casts, and its sum beyond what the wire hides, cost more than
-the wire time it saves. A rank's own CPU work, its sums and casts,
-stretches where it gets less than a core (`share`, as the rig's 3 or 4
-hosts share 2 cores). A link shaped by tc's token bucket (the rig's) lets
-its first `burst` bytes through at once after an idle spell, which a real
-link does not: it is 0 unless a Link says otherwise. `apply` is what an
-update costs once however many micro-batches it accumulates (the
-optimizer's step over every variable), read off one process's time per
-micro-batch at two values of k (`split_apply`). Weak-scaling efficiency is
-1-process time over N-host time at the same per-replica micro-batch,
-against one process that neither accumulates nor exchanges.
+that the pipeline cannot hide (the first arrival or the last sum). CPU work
+outside the ring is paid on top (`cpu`): compression's casts to and from
+float16 before and after it, tf.distribute's copies of what it sends
+through gRPC. So fp16 loses wherever its casts, and its sum beyond what the
+wire hides, cost more than the wire time it saves. A rank's own CPU work,
+its sums and casts, stretches where it gets less than a core (`share`, as
+the rig's 3 or 4 hosts share 2 cores). A link shaped by tc's token bucket
+(the rig's) lets its first `burst` bytes through at once after an idle
+spell, which a real link does not: it is 0 unless a Link says otherwise.
+`apply` is what an update costs once however many micro-batches it
+accumulates (the optimizer's step over every variable), read off one
+process's time per micro-batch at two values of k (`split_apply`). Weak-
+scaling efficiency is 1-process time over N-host time at the same per-
+replica micro-batch, against one process that neither accumulates nor
+exchanges.
 
   python tools/scaling_model.py --compute_ms 85 --megabytes 1.1 \
       --gbits 10,100 --hosts 8,16,32,64,128
@@ -187,11 +188,10 @@ def data_seconds(nbytes, hosts, link, recipe=Recipe()):
   """An exchange's data term for `nbytes` of gradients: the ring's two
   halves and the CPU work outside it.
 
-  The allgather half is the wire's alone. In the reduce-scatter half the
-  wire and the CPU (copies and sums) overlap, the slower setting the time,
-  but for one segment's sum that the pipeline cannot hide (the min term:
-  the first segment arrives before any sum can start, and the last sum
-  follows the last arrival).
+  In each half the wire and the CPU (copies, and in the reduce-scatter
+  sums) overlap, the slower setting the time, but for one segment's sum
+  that the pipeline cannot hide (the min term: the first segment arrives
+  before any sum can start, and the last sum follows the last arrival).
   """
   _check_hosts(hosts)
   if hosts == 1:
@@ -203,7 +203,7 @@ def data_seconds(nbytes, hosts, link, recipe=Recipe()):
           link.cpu_share)
   reduce_scatter = (max(half, copies + sums) +
                     min(half, sums) / pipeline_depth(sent, hosts))
-  return (half + reduce_scatter +
+  return (max(half, copies) + reduce_scatter +
           nbytes * recipe.cpu_s_per_byte / link.cpu_share)
 
 

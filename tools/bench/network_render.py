@@ -122,9 +122,8 @@ def rows(result):
   """One dict per (model, rate, variant): measured and predicted efficiency.
 
   A round's model uses that round's own compute, alone and in the job, as
-  its measured ratio uses the baseline runs on either side of the variant:
-  this machine's speed moves between rounds and within them, and both
-  sides of a ratio should move with it.
+  its measured ratio uses that round's baseline: this machine's speed
+  moves between rounds, and both sides of a ratio should move with it.
   """
   out = []
   hosts = result["hosts"]
@@ -134,7 +133,7 @@ def rows(result):
       for variant, samples in variants.items():
         recipe = _recipe(result, variant)
         rates = [m and m["examples_per_sec"] for m in samples]
-        single = [m and m["around"][variant] for m in data["single"]]
+        single = [m and m["examples_per_sec"] for m in data["single"]]
         efficiencies = [a / b / hosts for a, b in zip(rates, single)
                         if a is not None and b is not None]
 
@@ -231,8 +230,8 @@ def _allreduce_lines(result):
       f"{fit['fp16_cast_s_per_byte'] * 1e9:.2f} ns per gradient byte (timed "
       "alone on that buffer by the ranks) and its float16 sum "
       f"{fit['fp16_sum_s_per_byte'] * 1e9:.2f} ns per gradient byte summed "
-      "(the same buffer compressed, less its casts and its halved bytes' "
-      "time through the veth)"
+      "(what makes the model give that buffer's compressed allreduce its "
+      "measured time)"
       + (", multi_worker_mirrored's all-reduce "
          f"{fit['collective_overhead_s'] * 1e3:.1f} ms per exchange (its "
          "4-byte all-reduce's mean on 2-4 hosts) and "

@@ -16,10 +16,12 @@ lasts about `window_s` whatever the link; the results record the window
 each measurement really had.
 
 The baseline runs before the first variant and again after each one, and
-a variant's baseline is the mean of the two runs on either side of it: this
-machine's speed drifts by ten per cent and more over minutes, and a ratio
-should not take that drift for scaling, so its two sides are measured
-minutes apart, not a whole round apart.
+the round's baseline is the mean of those runs: one process's rate scatters
+from run to run on this virtual machine (the wide MLP's by up to ten per
+cent either way, with no trend through a round in the runs written so far),
+while a network-bound 2-host rate hardly moves, so a row's ratio is only as
+steady as its baseline, and five runs spread over the round steady it more
+than the two nearest the variant; the model's compute is that same mean.
 
 Two more kinds of measurement per round and model feed the model rather
 than the rows. One
@@ -250,9 +252,8 @@ class Rounds:
 
 def bracketed(baselines, variants):
   """The round's baseline from runs before, between and after its
-  variants (one more run than variants): the mean rate of all, and per
-  variant (`around`) the mean of the runs on either side of it; None if
-  any run failed."""
+  variants (one more run than variants): their mean rate, each kept;
+  None if any run failed."""
   if any(run is None for run in baselines):
     return None
   if len(baselines) != len(variants) + 1:
@@ -261,6 +262,4 @@ def bracketed(baselines, variants):
   rates = [run["examples_per_sec"] for run in baselines]
   return {"examples_per_sec": sum(rates) / len(rates),
           "seconds": min(run["seconds"] for run in baselines),
-          "runs": rates,
-          "around": {variant: (rates[i] + rates[i + 1]) / 2
-                     for i, variant in enumerate(variants)}}
+          "runs": rates}

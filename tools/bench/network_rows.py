@@ -19,10 +19,10 @@ The baseline runs before the first variant and again after each one, and
 the round's baseline is the mean of those runs: one process's rate scatters
 from run to run on this virtual machine (the wide MLP's by up to ten per
 cent either way, with no trend through a round in the two runs that took
-five),
-while a network-bound 2-host rate hardly moves, so a row's ratio is only as
-steady as its baseline, and five runs spread over the round steady it more
-than the two nearest the variant; the model's compute is that same mean.
+five), while a network-bound 2-host rate hardly moves, so a row's ratio is
+only as steady as its baseline, and five runs spread over the round steady
+it more than the two nearest the variant; the model's compute is that same
+mean.
 
 Two more kinds of measurement per round and model feed the model rather
 than the rows. One

@@ -77,6 +77,11 @@ def test_teardown_stops_every_process_of_every_host_even_when_the_body_raises():
   with pytest.raises(RuntimeError, match="body failed"):
     with cluster_lib.Cluster(2) as c:
       sleeper = c.hosts[1].popen(["sleep", "1000"])
+      # popen returns before nsenter has joined the host's namespaces.
+      deadline = time.monotonic() + 10
+      while (sleeper.pid not in c.hosts[1].pids() and
+             time.monotonic() < deadline):
+        time.sleep(0.05)
       pids = [p for host in c.hosts for p in host.pids()]
       assert sleeper.pid in pids and len(pids) >= 3  # and two sshd
       with pytest.raises(cluster_lib.ClusterError, match="already up"):

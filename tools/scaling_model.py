@@ -301,10 +301,19 @@ def break_even_bandwidth(nbytes, hosts, plain, other, cpu_bandwidth=math.inf,
     return None
   if gain(highest) > 0:
     return math.inf
+  return bisect(lambda bandwidth: gain(bandwidth) > 0, lowest, highest,
+                geometric=True)
+
+
+def bisect(below, lowest, highest, geometric=False):
+  """Where `below(x)` turns from true (at `lowest`) to false (at
+  `highest`), found by halving the interval 100 times, on x's logarithm
+  when `geometric` (for a range over many orders of magnitude)."""
   for _ in range(100):
-    middle = math.sqrt(lowest * highest)
-    lowest, highest = (middle, highest) if gain(middle) > 0 else (
-        lowest, middle)
+    middle = (math.sqrt(lowest * highest) if geometric
+              else (lowest + highest) / 2)
+    lowest, highest = ((middle, highest) if below(middle)
+                       else (lowest, middle))
   return lowest
 
 

@@ -149,5 +149,6 @@ def main(argv=None):
                  "gap_s": args.gap_s, "sizes": sizes, "fp16_sizes": fp16,
                  "casts": casts}, f)
 
+
 if __name__ == "__main__":
   main()

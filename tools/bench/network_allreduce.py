@@ -145,19 +145,6 @@ def _unshaped(result, exchange):
           if r["exchange"] == exchange and r["rate"] == "unshaped"}
 
 
-def _solve(seconds_of, target, highest):
-  """The x in [0, highest] where the increasing `seconds_of(x)` meets
-  `target` (0 if it is above it even at 0), by bisection."""
-  lowest = 0.0
-  if seconds_of(lowest) >= target:
-    return lowest
-  for _ in range(100):
-    middle = (lowest + highest) / 2
-    lowest, highest = ((middle, highest) if seconds_of(middle) < target
-                       else (lowest, middle))
-  return lowest
-
-
 def calibration(result):
   """What the unshaped runs measure: {latency_s, overhead_s,
   unshaped_bandwidth, fp16_cast_s_per_byte, fp16_sum_s_per_byte, and
@@ -185,18 +172,21 @@ def calibration(result):
 
   casts = unshaped[2]["cast_seconds"][str(largest)] / largest
 
-  def fp16_seconds(sum_per_byte):
+  measured = unshaped[2]["fp16_seconds"][str(largest)]
+
+  def faster_than_measured(sum_per_byte):
     return scaling_model.exchange_seconds(largest, 2, link, fp16_recipe(
         recipe, {"fp16_cast_s_per_byte": casts,
-                 "fp16_sum_s_per_byte": sum_per_byte}))
+                 "fp16_sum_s_per_byte": sum_per_byte})) < measured
 
   fit = {"latency_s": latency, "overhead_s": overhead,
          "unshaped_bandwidth": bandwidth, "fp16_cast_s_per_byte": casts,
          # The sum per byte at which the model gives the compressed
-         # exchange on 2 unshaped hosts its measured time.
-         "fp16_sum_s_per_byte": _solve(
-             fp16_seconds, unshaped[2]["fp16_seconds"][str(largest)],
-             highest=1e-6)}
+         # exchange on 2 unshaped hosts its measured time (none where the
+         # rest already takes it).
+         "fp16_sum_s_per_byte": (
+             scaling_model.bisect(faster_than_measured, 0.0, 1e-6)
+             if faster_than_measured(0.0) else 0.0)}
   collective = _unshaped(result, "collective")
   if 2 in collective:
     # Its fixed cost: the probe's mean time beyond a ring of nothing.

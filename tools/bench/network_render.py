@@ -128,12 +128,12 @@ def rows(result):
   out = []
   hosts = result["hosts"]
   for model, data in result["samples"].items():
+    single = [m and m["examples_per_sec"] for m in data["single"]]
     computes = compute_rounds(result, model)
     for rate, variants in data["rows"].items():
       for variant, samples in variants.items():
         recipe = _recipe(result, variant)
         rates = [m and m["examples_per_sec"] for m in samples]
-        single = [m and m["examples_per_sec"] for m in data["single"]]
         efficiencies = [a / b / hosts for a, b in zip(rates, single)
                         if a is not None and b is not None]
 

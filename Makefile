@@ -2,33 +2,38 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup run test test-unit test-multiprocess bench bench-network study bazel-test clean
+.PHONY: setup run test test-unit test-integration test-multihost bench bench-network study bazel-test bazel-build clean
 
 setup:
-	bash tools/setup_env.sh
-	bash tools/setup_rig.sh
+	bash tools/rig/setup_env.sh
+	bash tools/rig/setup_rig.sh
 
 # The main job: 2 Horovod ranks on this host train and evaluate digits_cnn.
 run: setup
 	rm -rf /tmp/estimator_scale_run
 	TF_CPP_MIN_LOG_LEVEL=1 .venv/bin/horovodrun --gloo -np $(NP) -H localhost:$(NP) \
-	  $(PY) -m estimator_scale.train --distribution=horovod --model=digits_cnn \
+	  $(PY) -m estimator_scale.cli --distribution=horovod --model=digits_cnn \
 	  --model_dir=/tmp/estimator_scale_run \
 	  --summary_json=/tmp/estimator_scale_run/summary.json \
 	  --export_dir=/tmp/estimator_scale_run/export
 	cat /tmp/estimator_scale_run/summary.json
 
+# Every kind of test; each kind alone: unit (in-process, minutes), integration
+# (real processes on this host), multihost (the rig, needs root).
 test: setup
 	$(PY) -m pytest -q --durations=25 tests
 
 test-unit: setup
-	$(PY) -m pytest -q tests -m "not multiprocess"
+	$(PY) -m pytest -q tests/unit
 
-test-multiprocess: setup
-	$(PY) -m pytest -q tests -m multiprocess
+test-integration: setup
+	$(PY) -m pytest -q --durations=25 tests/integration
+
+test-multihost: setup
+	$(PY) -m pytest -q --durations=25 tests/multihost
 
 bench: setup
-	$(PY) -m tools.bench --out bench.json --markdown docs/PERFORMANCE.md
+	$(PY) -m tools.bench.perf
 
 # Scaling over shaped links between the rig's hosts (needs root; about 80
 # minutes): docs/NETWORK.md, docs/network_scaling.png and their JSON.
@@ -37,10 +42,14 @@ bench-network: setup
 	$(PY) -m tools.bench.network rows
 
 study: setup
-	$(PY) tools/adascale_study.py --out_dir docs/adascale
+	$(PY) -m tools.study
 
 bazel-test: setup
 	bash tools/bazel_test.sh
+
+# Every Bazel target built, none run (CI: `make test` has run each test once).
+bazel-build: setup
+	BAZEL_BUILD_ONLY=1 bash tools/bazel_test.sh
 
 clean:
 	rm -rf .venv bazel-* /tmp/estimator_scale_run

@@ -35,6 +35,7 @@ def scheme(path):
 
 
 def _registered():
+  # Lazy: the CLI imports this module before a --help, which loads no TF.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return set(tf.io.gfile.get_registered_schemes())
 
@@ -61,6 +62,7 @@ def require(name, path):
         f"built in: {', '.join(sorted(s for s in _registered() if s))}, "
         f"and with {EXTRA}: {', '.join(IO_SCHEMES)}")
   try:
+    # Lazy: optional (the s3 extra), and loaded only for a scheme of its own.
     import tensorflow_io  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     raise errors.ConfigError(

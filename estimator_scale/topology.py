@@ -8,13 +8,13 @@ import dataclasses
 from typing import Any
 
 from estimator_scale import errors
+from estimator_scale.backends import names
 
 TopologyError = errors.TopologyError
 """Kept here too: the modules that read the environment raise it by this name."""
 
 
 def _local_backend():
-  from estimator_scale.backends import names  # pylint: disable=g-import-not-at-top
   return names.get("none")
 
 

@@ -1,6 +1,6 @@
 """Main of every Bazel py_test made by tests/defs.bzl: run pytest on the given files.
 
-Bazel runs `bazel_pytest_main.py tests/test_x.py [pytest args]` from the
+Bazel runs `bazel_pytest_main.py tests/unit/test_x.py [pytest args]` from the
 runfiles tree; this runs pytest there and exits with pytest's exit code, so a
 failing or erroring test (or a file that collects nothing) fails the target.
 It also honours Bazel's test protocol: JUnit XML goes to $XML_OUTPUT_FILE and
@@ -29,7 +29,7 @@ def pytest_args(argv, environ):
 def drop_source_tree(path_entries, source_root):
     """sys.path without the source checkout itself.
 
-    `pip install -e .` (tools/setup_env.sh) puts the checkout on sys.path through
+    `pip install -e .` (tools/rig/setup_env.sh) puts the checkout on sys.path through
     a .pth file; under Bazel every import must come from the runfiles, so that a
     dependency missing from a BUILD file fails here instead of being found there.
     """

@@ -1,20 +1,22 @@
 """pytest-style tests as Bazel py_test targets.
 
 Every py_test here runs //tests:bazel_pytest_main.py, which hands its test
-file(s) to pytest and exits with pytest's code. tests/test_bazel_build.py
+file(s) to pytest and exits with pytest's code. tests/unit/test_bazel_build.py
 evaluates this file (as Python, with stand-ins for `native`) to check that every
 .py file in the repository belongs to some target, so keep it plain Starlark.
 """
 
 PYTEST_MAIN = "//tests:bazel_pytest_main.py"
 
-# What every test may import: the package, the model zoo, the tools, shared test
-# helpers (conftest.py and friends) and the repository's pytest configuration.
+# What every test may import: the package, the model zoo, the tools, the shared
+# test helpers and workers, and the conftest.py that marks each test's kind.
 COMMON_DEPS = [
     "//estimator_scale",
     "//model_zoo",
     "//tools",
-    "//tests:test_support",
+    "//tests:conftest",
+    "//tests/helpers",
+    "//tests/workers",
 ]
 
 COMMON_DATA = ["//:pytest_config"]
@@ -34,16 +36,19 @@ def pytest_test(name, srcs, deps = [], data = [], args = [], tags = [], **kwargs
         **kwargs
     )
 
-def pytest_tests(exclude = [], deps = [], overrides = {}):
-    """A pytest_test for each test_*.py under tests/ not matched by `exclude`.
+def pytest_tests(deps = [], tags = [], overrides = {}):
+    """A pytest_test for each test_*.py of the calling package.
 
-    The target is named after the file's path without ".py" (test_x, sub/test_y). `overrides` maps a file
-    name to extra pytest_test arguments (size, tags, shard_count, ...).
+    The target is named after the file without ".py". `tags` go on every
+    target ("manual" keeps a kind out of `bazel test //...`); `overrides` maps
+    a file name to extra pytest_test arguments (size, tags, shard_count, ...).
     """
-    for src in native.glob(["**/test_*.py"], exclude = exclude):
+    for src in native.glob(["test_*.py"]):
+        extra = dict(overrides.get(src, {}))
         pytest_test(
             name = src[:-len(".py")],
             srcs = [src],
             deps = deps,
-            **overrides.get(src, {})
+            tags = tags + extra.pop("tags", []),
+            **extra
         )

@@ -4,9 +4,10 @@
 #   bash tools/bazel_test.sh                      # bazel test //...
 #   bash tools/bazel_test.sh //tests:test_foo     # just these targets
 #   BAZEL_ARGS="--test_filter=adascale" bash tools/bazel_test.sh
+#   BAZEL_BUILD_ONLY=1 bash tools/bazel_test.sh   # build every target, run none
 #
 # Installs Debian's bazel-bootstrap (Bazel 4.2.3) when `bazel` is missing, makes
-# sure .venv exists (tools/setup_env.sh; a no-op when it is up to date), then runs
+# sure .venv exists (tools/rig/setup_env.sh; a no-op when it is up to date), then runs
 # `bazel test`. Every py_test runs on .venv/bin/python through the toolchain that
 # .bazelrc registers (third_party/bazel/venv_python.sh), so plain `bazel test
 # //...` does the same; --python_path is ignored by Bazel 4 while Python
@@ -23,7 +24,7 @@ if ! command -v bazel >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bazel-bootstrap >/dev/null
 fi
 
-bash tools/setup_env.sh
+bash tools/rig/setup_env.sh
 
 # Sized for small machines (2 cores): TensorFlow tests are CPU- and memory-heavy,
 # so two test processes at a time.
@@ -37,6 +38,14 @@ VENV_STAMP="$(sha1sum < .venv/.stack-stamp | cut -c1-16)"
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(//...)
 
+# BAZEL_BUILD_ONLY=1 builds every target (the test binaries included) and runs
+# none: CI's way to check the BUILD files, since its pytest run has already run
+# each test once.
+if [[ -n "${BAZEL_BUILD_ONLY:-}" ]]; then
+  # shellcheck disable=SC2086
+  exec bazel build --jobs="$JOBS" --show_progress_rate_limit=30 ${BAZEL_ARGS:-} \
+    -- "${targets[@]}"
+fi
 # shellcheck disable=SC2086
 exec bazel test \
   --test_output=errors \

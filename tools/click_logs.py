@@ -3,18 +3,15 @@ r"""Writes the generated click logs (model_zoo.click_data) as TFRecords.
 Prints the globs to pass as --train_data and --eval_data, and the best AUC
 any model can reach on the eval split (that of the planted probabilities):
 
-  .venv/bin/python tools/click_logs.py --data_dir=/tmp/clicks
+  .venv/bin/python -m tools.click_logs --data_dir=/tmp/clicks
 """
 import argparse
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # run as a script: make the checkout importable
-  sys.path.insert(0, ROOT)
+# Before model_zoo's import loads TensorFlow, which reads it then.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from model_zoo import click_data  # pylint: disable=g-import-not-at-top
+# pylint: disable-next=g-import-not-at-top,wrong-import-position
+from model_zoo import click_data
 
 
 def main(argv=None):

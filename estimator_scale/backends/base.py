@@ -105,6 +105,11 @@ class Backend:
     del topology
     return 1
 
+  def elastic_requested(self):
+    """Whether the launcher started this process as a rank of an elastic job,
+    whose ranks may change while it trains (only Horovod's driver does)."""
+    return False
+
 
 def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
   config = tf.compat.v1.ConfigProto(

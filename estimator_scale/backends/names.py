@@ -1,9 +1,10 @@
 """The one list of distribution backends, readable without TensorFlow.
 
-The CLI's `--distribution` and `--allreduce_compression` enums come from
-here, and `get` is the only place a backend name is turned into a backend;
-each backend module is imported when its name is first asked for, so this
-module (and a `--help`) costs no TensorFlow import.
+The CLI's `--distribution`, `--allreduce_compression`, `--sparse_exchange`
+and `--elastic_batch` enums come from here, and `get` is the only place a
+backend name is turned into a backend; each backend module is imported when
+its name is first asked for, so this module (and a `--help`) costs no
+TensorFlow import.
 """
 import importlib
 
@@ -32,6 +33,15 @@ workers. "auto" is every backend's own choice; Horovod's reducer also takes
 "sparse" (allgather the rows touched) and "dense" (allreduce the table, as
 Horovod's sparse_as_dense); each backend says which it offers
 (`Backend.sparse_exchanges`)."""
+
+ELASTIC_BATCH_POLICIES = ("scale", "hold")
+"""How an elastic Horovod job's batch meets a new size: `scale` keeps each
+rank's micro-batch and accumulation steps, so the global batch and S follow
+the size (AdaScale's gain follows S: the paper's elastic setting); `hold`
+keeps the global batch and S by changing the accumulation steps."""
+
+COMMIT_EVERY_N_STEPS = 100
+"""An elastic Horovod job's default updates between commits."""
 
 
 def get(name):

@@ -23,7 +23,7 @@ sigma^2 is clipped at >= 1e-6 and mu^2 at >= 0 (after mu^2 used the
 unclipped sigma^2), then each is smoothed by a bias-corrected moving average
 of factor theta = max(1 - n/1000, 0) (or one the user sets: it remembers
 about 1/(1 - theta) updates, which is too long for a run of few updates at
-large n; see docs/ADASCALE.md). The update uses lr = r x schedule(floor(tau))
+large n; see docs/adascale.md). The update uses lr = r x schedule(floor(tau))
 and then tau += r, so tau counts progress in steps of the S = 1 schedule.
 These conventions follow the widely used PyTorch implementation (fairscale's
 AdaScale), so results compare.

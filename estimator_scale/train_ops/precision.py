@@ -29,8 +29,9 @@ import threading
 
 import tensorflow as tf
 
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-"""Valid `precision` values; the CLI's --precision offers exactly these."""
+from estimator_scale.train_ops import names
+
+PRECISIONS = names.PRECISIONS
 SCOPE = "loss_scale"
 LOSS_SCALE = f"{SCOPE}/scale"
 GOOD_UPDATES = f"{SCOPE}/good_updates"

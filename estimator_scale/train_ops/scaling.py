@@ -7,8 +7,9 @@ import math
 
 import tensorflow as tf
 
-RULES = ("identity", "linear", "sqrt", "adascale")
-"""Valid `lr_scaling` values; the CLI's --lr_scaling offers exactly these."""
+from estimator_scale.train_ops import names
+
+RULES = names.LR_SCALING_RULES
 
 
 def check_rule(rule, scale):

@@ -9,8 +9,9 @@ from typing import Tuple
 
 import tensorflow as tf
 
-SCHEDULES = ("constant", "piecewise", "cosine", "polynomial")
-"""Valid `Schedule.name` values; the CLI's --lr_schedule offers these."""
+from estimator_scale.train_ops import names
+
+SCHEDULES = names.SCHEDULES
 
 
 @dataclasses.dataclass(frozen=True)

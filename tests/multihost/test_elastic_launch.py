@@ -18,11 +18,10 @@ import time
 
 import pytest
 
-from tests.multihost.conftest import PYTHON, ROOT
-from tests.multihost.conftest import checkpoint_step, job_processes
-from tests.multihost.test_launch_hosts import ENV
+from tests.helpers.checkpoints import checkpoint_step
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import LAUNCH_ENV, PYTHON, job_processes
 
-pytestmark = pytest.mark.multihost
 
 TRAIN_STEPS = 1000
 TRAIN = ["--model=digits_cnn", "--lr_scaling=adascale",
@@ -35,13 +34,13 @@ class _Job:
   """The launcher running in host1, its output lines collected as they come."""
 
   def __init__(self, host1, distribution, model_dir, summary, ps=0):
-    argv = ([PYTHON, "-m", "estimator_scale.launch", "--hosts", "host1,host2",
+    argv = ([PYTHON, "-m", "estimator_scale.launcher", "--hosts", "host1,host2",
              "--min-workers", "1", "--max-restarts", "2", "--probe-every",
              "2"] + (["--ps", str(ps)] if ps else []) +
-            ["--", PYTHON, "-m", "estimator_scale.train",
+            ["--", PYTHON, "-m", "estimator_scale.cli",
              f"--distribution={distribution}", f"--model_dir={model_dir}",
              f"--summary_json={summary}"] + TRAIN)
-    self.proc = host1.popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+    self.proc = host1.popen(argv, cwd=ROOT, env=LAUNCH_ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)

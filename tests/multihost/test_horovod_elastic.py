@@ -12,7 +12,6 @@ with --elastic_batch=hold is refused, in one line, when a third host would
 break its global batch.
 """
 import json
-import os
 import re
 import subprocess
 import textwrap
@@ -20,10 +19,10 @@ import time
 
 import pytest
 
-from tests.multihost.conftest import ROOT, checkpoint_step, job_processes
-from tests.multihost.test_horovod_hosts import ENV, HOROVODRUN, train_argv
+from tests.helpers.checkpoints import checkpoint_step
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import ENV, HOROVODRUN, job_processes, train_argv
 
-multihost = pytest.mark.multihost
 
 TRAIN_STEPS = 240
 COMMIT = 20
@@ -114,7 +113,6 @@ def _updates_on(records, size):
   return [r for r in records if r["event"] == "update" and r["size"] == size]
 
 
-@multihost
 def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
   host1, host2, host3 = cluster(3, loopback_hostname=True).hosts
   record = tmp_path / "record.jsonl"
@@ -186,7 +184,6 @@ def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
       time.sleep(0.5)
 
 
-@multihost
 def test_a_size_that_cannot_hold_the_global_batch_is_refused_at_the_change(
     cluster, tmp_path):
   host1, _, _ = cluster(3, loopback_hostname=True).hosts

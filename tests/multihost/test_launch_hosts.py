@@ -1,9 +1,10 @@
 """estimator-scale-launch --hosts: TF_CONFIG clusters over ssh on the rig's hosts.
 
-Each job runs from host1, as a user runs it from one node of a cluster; the
-hosts' names resolve to loopback on themselves (stock Debian). Faults: a host
-that dies, a host whose link goes down, a host without the job's Python; each
-must end the job everywhere within 60 s with a line naming the host.
+Each job (digits_cnn, the CLI's default model) runs from host1, as a user
+runs it from one node of a cluster; the hosts' names resolve to loopback on
+themselves (stock Debian). Faults: a host that dies, a host whose link goes
+down, a host without the job's Python; each must end the job everywhere
+within 60 s with a line naming the host.
 """
 import json
 import os
@@ -12,23 +13,10 @@ import time
 
 import pytest
 
-from tests.multihost.conftest import PYTHON, ROOT
-from tests.multihost.conftest import checkpoint_step
-from tests.multihost.conftest import job_processes
-from tests.multihost.conftest import start_until_checkpoint
-
-pytestmark = pytest.mark.multihost
-
-ENV = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2",
-       # A peer that died or was cut off fails the collective in 20 s.
-       "ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT": "20"}
-
-
-def _launch_argv(hosts, train_flags, ps=0):
-  return ([PYTHON, "-m", "estimator_scale.launch", "--hosts", hosts] +
-          (["--ps", str(ps)] if ps else []) +
-          ["--", PYTHON, "-m", "estimator_scale.train", "--model=digits_cnn"] +
-          train_flags)
+from tests.helpers.checkpoints import checkpoint_step
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import (LAUNCH_ENV, job_processes, launch_argv,
+                               start_until_checkpoint)
 
 
 def _summary(path):
@@ -39,11 +27,11 @@ def _summary(path):
 def test_multi_worker_mirrored_across_two_hosts(cluster, tmp_path):
   host1, host2 = cluster(2, loopback_hostname=True).hosts
   summary = tmp_path / "summary.json"
-  proc = host1.run(_launch_argv(
+  proc = host1.run(launch_argv(
       "host1,host2", ["--distribution=multi_worker_mirrored",
                       f"--model_dir={tmp_path / 'model'}", "--train_steps=300",
                       f"--summary_json={summary}"]),
-      cwd=ROOT, env=ENV, timeout=400)
+      cwd=ROOT, env=LAUNCH_ENV, timeout=400)
   log = proc.stdout + proc.stderr
   assert proc.returncode == 0, log[-4000:]
   assert "[host2 worker:1]" in log and "[host1 worker:0]" in log
@@ -56,11 +44,11 @@ def test_multi_worker_mirrored_across_two_hosts(cluster, tmp_path):
 def test_parameter_server_cluster_across_two_hosts(cluster, tmp_path):
   host1, host2 = cluster(2).hosts
   summary = tmp_path / "summary.json"
-  proc = host1.run(_launch_argv(
+  proc = host1.run(launch_argv(
       "host1,host2", ["--distribution=parameter_server",
                       f"--model_dir={tmp_path / 'model'}", "--train_steps=300",
                       f"--summary_json={summary}"], ps=1),
-      cwd=ROOT, env=ENV, timeout=400)
+      cwd=ROOT, env=LAUNCH_ENV, timeout=400)
   log = proc.stdout + proc.stderr
   assert proc.returncode == 0, log[-4000:]
   result = _summary(summary)
@@ -72,11 +60,11 @@ def test_parameter_server_cluster_across_two_hosts(cluster, tmp_path):
 
 def _run_until_checkpoint(host1, model_dir, train_steps):
   """A 2-host job from host1, once it has checkpointed some updates."""
-  return start_until_checkpoint(host1, _launch_argv(
+  return start_until_checkpoint(host1, launch_argv(
       "host1,host2", ["--distribution=multi_worker_mirrored",
                       f"--model_dir={model_dir}",
                       f"--train_steps={train_steps}",
-                      "--save_checkpoints_steps=50"]), model_dir, ENV)
+                      "--save_checkpoints_steps=50"]), model_dir, LAUNCH_ENV)
 
 
 def _ends_within(proc, seconds):
@@ -113,12 +101,12 @@ def test_a_lost_host_ends_the_job_and_a_restart_resumes(cluster, tmp_path,
   resumed_from = checkpoint_step(model_dir)
   assert resumed_from >= 50
   summary = tmp_path / "summary.json"
-  proc = host1.run(_launch_argv(
+  proc = host1.run(launch_argv(
       "host1", ["--distribution=multi_worker_mirrored",
                 f"--model_dir={model_dir}",
                 f"--train_steps={resumed_from + 50}",
                 f"--summary_json={summary}"]),
-      cwd=ROOT, env=ENV, timeout=300)
+      cwd=ROOT, env=LAUNCH_ENV, timeout=300)
   assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
   assert _summary(summary)["global_step"] == resumed_from + 50
 
@@ -130,11 +118,11 @@ def test_a_host_without_the_jobs_python_fails_in_one_line(cluster, tmp_path):
                       os.path.join(ROOT, ".venv")])
   assert hidden.returncode == 0, hidden.stderr
   start = time.monotonic()
-  proc = host1.run(_launch_argv(
+  proc = host1.run(launch_argv(
       "host1,host2", ["--distribution=multi_worker_mirrored",
                       f"--model_dir={tmp_path / 'model'}",
                       "--train_steps=300"]),
-      cwd=ROOT, env=ENV, timeout=120)
+      cwd=ROOT, env=LAUNCH_ENV, timeout=120)
   assert time.monotonic() - start < 60
   log = proc.stdout + proc.stderr
   assert proc.returncode == 127, log[-3000:]

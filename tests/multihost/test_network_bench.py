@@ -8,15 +8,12 @@ goodput) explains the plain time.
 """
 import json
 
-import pytest
-
-from tests.multihost.conftest import PYTHON, ROOT
-from tools import scaling_model
-from tools.bench import links
-from tools.bench import network_allreduce
-from tools.bench import runner
-
-pytestmark = pytest.mark.multihost
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import PYTHON
+from tools.bench.network import allreduce as network_allreduce
+from tools.bench.network import links
+from tools.bench.network import scaling_model
+from tools.bench.perf import runner
 
 BUFFER = 1_000_000
 
@@ -26,7 +23,7 @@ def test_a_shaped_allreduce_takes_what_the_model_says(cluster, tmp_path):
   links.shape(rig, "100mbit")
   out = tmp_path / "result.json"
   argv = runner.launcher_argv(
-      "horovodrun", 2, [PYTHON, network_allreduce.WORKER,
+      "horovodrun", 2, [PYTHON, "-m", network_allreduce.WORKER,
                         f"--sizes=4,{BUFFER}", f"--fp16_sizes={BUFFER}",
                         "--seconds=0.5",
                         f"--out={out}"], hosts=[h.name for h in rig.hosts])

@@ -1,4 +1,4 @@
-"""The rig itself (tools/cluster.py): names, ssh, teardown, faults, shaping.
+"""The rig itself (tools/rig/cluster.py): names, ssh, teardown, faults, shaping.
 
 Later multi-host tests trust it to behave like separate machines; each test
 here checks one thing they rely on, against the real namespaces.
@@ -12,10 +12,8 @@ import time
 
 import pytest
 
-from tests.multihost.conftest import require_root
-from tools import cluster as cluster_lib
+from tools.rig import cluster as cluster_lib
 
-pytestmark = pytest.mark.multihost
 
 # Fails fast on a dead peer, for the link tests (the rig's ssh config waits 10 s).
 QUICK_SSH = ("-o", "ConnectTimeout=2")
@@ -72,8 +70,8 @@ def test_each_host_has_its_own_local_disk(cluster):
   assert not os.path.exists("/mnt/local/mark")  # nor on the machine
 
 
+@pytest.mark.usefixtures("needs_root")
 def test_teardown_stops_every_process_of_every_host_even_when_the_body_raises():
-  require_root()
   with pytest.raises(RuntimeError, match="body failed"):
     with cluster_lib.Cluster(2) as c:
       sleeper = c.hosts[1].popen(["sleep", "1000"])

@@ -15,26 +15,17 @@ import time
 
 import pytest
 
-from tests.conftest import load_results, load_workers, max_difference
-from tests.conftest import trained_variables
-from tests.multihost.conftest import HOROVODRUN, PYTHON, ROOT
-from tests.multihost.conftest import job_processes
-
-pytestmark = pytest.mark.multihost
+from tests.helpers.results import (load_results, load_workers, max_difference,
+                                   trained_variables)
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import (ENV, HOROVODRUN, PYTHON, job_processes,
+                               launch_argv)
 
 LOCAL = "/mnt/local"
-ENV = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
 S3_PORT = 9000
 S3_ENV = {"S3_ENDPOINT": f"http://host3:{S3_PORT}", "S3_USE_HTTPS": "0",
           "AWS_ACCESS_KEY_ID": "rig", "AWS_SECRET_ACCESS_KEY": "rig-secret",
           "AWS_REGION": "us-east-1"}
-
-
-def _launch_argv(hosts, train_flags, ps=0, forward=()):
-  return ([PYTHON, "-m", "estimator_scale.launch", "--hosts", hosts] +
-          (["--ps", str(ps)] if ps else []) +
-          [arg for name in forward for arg in ("-x", name)] +
-          ["--", PYTHON, "-m", "estimator_scale.train"] + train_flags)
 
 
 def _listing(host, path):
@@ -93,13 +84,13 @@ def test_tf_config_workers_refuse_model_dirs_they_do_not_share(
            f"--model_dir={LOCAL}/run", "--save_checkpoints_steps=10"]
   env = dict(ENV, ESTIMATOR_SCALE_SHARED_DIR_WAIT="5")
   if resumed:  # host1 alone trained first: its disk holds a checkpoint
-    proc = host1.run(_launch_argv("host1", flags + ["--train_steps=20"], ps),
+    proc = host1.run(launch_argv("host1", flags + ["--train_steps=20"], ps),
                      cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert f"{LOCAL}/run/model.ckpt-20.index" in _listing(host1,
                                                           f"{LOCAL}/run")
   start = time.monotonic()
-  proc = host1.run(_launch_argv("host1,host2", flags + ["--train_steps=40"],
+  proc = host1.run(launch_argv("host1,host2", flags + ["--train_steps=40"],
                                 ps), cwd=ROOT, env=env, timeout=300)
   log = proc.stdout + proc.stderr
   assert proc.returncode == 2, log[-4000:]
@@ -156,7 +147,7 @@ def test_model_dir_and_data_on_s3_shared_by_two_hosts(cluster, tmp_path):
     # A fresh run, then one resumed from its checkpoint: each logs its
     # progress from the step it started at.
     for start, steps in ((0, 100), (100, 150)):
-      proc = host1.run(_launch_argv("host1,host2",
+      proc = host1.run(launch_argv("host1,host2",
                                     flags + [f"--train_steps={steps}"],
                                     forward=sorted(S3_ENV)),
                        cwd=ROOT, env=env, timeout=300)

@@ -9,7 +9,7 @@ import sys
 
 import tensorflow as tf
 
-from estimator_scale import train
+from estimator_scale.cli import __main__ as cli
 
 
 def _copy(local_dir, ram_dir):
@@ -23,4 +23,4 @@ if __name__ == "__main__":
   separator = sys.argv.index("--")
   _copy(*sys.argv[1:separator])
   sys.argv = sys.argv[separator + 1:]  # the program name, then its flags
-  train.run()
+  cli.run()

@@ -15,8 +15,9 @@ environment sets them. The background thread wakes every cycle to negotiate
 ready tensors; on a host whose cores all compute (one thread per rank), the
 1 ms default wakes it often enough to take CPU from the ranks, while an
 update allreduces once (the reducer folds everything into one group), so a
-longer cycle costs at most a few ms per update. tools/horovod_knobs.py
-measures the choices; docs/PERFORMANCE.md has what each bought."""
+longer cycle costs at most a few ms per update.
+tools/bench/perf/horovod_knobs.py measures the choices; docs/PERFORMANCE.md
+has what each bought."""
 
 
 def apply_defaults(environ):

@@ -31,6 +31,7 @@ A dead peer must surface as Horovod's own error for its loop to restart, so
 the Horovod backend does not turn it into a line naming the lost rank here,
 and a rank whose launcher is gone leaves at once (faults.py).
 """
+import contextvars
 import dataclasses
 import functools
 import os
@@ -41,30 +42,23 @@ from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorfl
 
 from estimator_scale import errors
 from estimator_scale.backends import coordinator as coordinator_lib
+from estimator_scale.backends import names as backend_names
 from estimator_scale.backends.horovod import faults
+from estimator_scale.backends.horovod import ranks
 
-BATCH_POLICIES = ("scale", "hold")
-"""How the job's batch meets a new size: `scale` keeps each rank's
-micro-batch and accumulation steps, so the global batch and S follow the
-size (AdaScale's gain follows S: the paper's elastic setting); `hold` keeps
-the global batch and S by changing the accumulation steps."""
+BATCH_POLICIES = backend_names.ELASTIC_BATCH_POLICIES
+COMMIT_EVERY_N_STEPS = backend_names.COMMIT_EVERY_N_STEPS
 
-COMMIT_EVERY_N_STEPS = 100
-
-_job = None
-"""The elastic run of this process while one runs: the Horovod backend asks
-it for the commit hook of each Estimator made inside it."""
+_ATTEMPT = contextvars.ContextVar("estimator_scale_elastic_attempt",
+                                  default=None)
+"""The elastic job whose `train` runs in this context. `train` makes its
+Estimator with distribution="horovod", a name, so the job cannot be an
+argument there: the Horovod backend made inside takes it from here."""
 
 
-def requested(environ=None):
-  """Whether horovodrun started this process as an elastic job."""
-  environ = os.environ if environ is None else environ
-  return environ.get("HOROVOD_ELASTIC") == "1"
-
-
-def current():
-  """The running elastic job, or None."""
-  return _job
+def attempting():
+  """The elastic job whose attempt makes this Horovod backend, or None."""
+  return _ATTEMPT.get()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,9 +185,11 @@ class _Job:
       self._batch = batch_for_size(self.elastic_batch, state.micro_batch,
                                    self.start, size)
     self._announced = False
+    token = _ATTEMPT.set(self)
     try:
       return train(self._batch)
     except Exception as e:  # pylint: disable=broad-except
+      # Lazy: Horovod is optional; `run` imported it for this rank.
       from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
       if isinstance(e, exceptions.HostsUpdatedInterrupt):
         self._why = "the hosts changed"
@@ -205,6 +201,8 @@ class _Job:
       if internal:
         raise
       raise exceptions.HorovodInternalError(e) from e
+    finally:
+      _ATTEMPT.reset(token)
 
   def attach(self, model_dir, topology):
     """The commit hooks of an Estimator made in this attempt; logs the
@@ -289,24 +287,19 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
     errors.ConfigError: a bad argument; a size `hold` cannot honour; a
       model_dir that rank 0's host does not share.
   """
-  global _job
   check_arguments(elastic_batch, commit_every_n_steps)
-  from horovod.common import elastic as horovod_elastic  # pylint: disable=g-import-not-at-top
-  from estimator_scale.backends.horovod import backend  # pylint: disable=g-import-not-at-top
-  if not requested():
+  if not ranks.elastic_requested():
     raise errors.TopologyError(
         "an elastic run needs horovodrun's elastic driver: horovodrun "
         "--min-np N --max-np M --host-discovery-script SCRIPT python ...")
-  hvd = backend.init_horovod()
-  backend.bind_rank(hvd, backend.Horovod(), intra_op_threads)
+  hvd = ranks.init_horovod()
+  # Lazy: Horovod is optional; init_horovod says how to install it.
+  from horovod.common import elastic as horovod_elastic  # pylint: disable=g-import-not-at-top
+  ranks.bind_rank(hvd, backend_names.get("horovod"), intra_op_threads)
   state = horovod_elastic.ObjectState(
       bcast_object=lambda value: _Job._broadcast(job, value),
       get_rank=hvd.rank, step=0, size=0, micro_batch=None)
   job = _Job(hvd, state, Batch(global_batch_size, accumulation_steps),
              elastic_batch, commit_every_n_steps)
-  _job = job
-  try:
-    return horovod_elastic.run_fn(job.attempt, functools.partial(
-        _reset, hvd))(state, train)
-  finally:
-    _job = None
+  return horovod_elastic.run_fn(job.attempt, functools.partial(
+      _reset, hvd))(state, train)

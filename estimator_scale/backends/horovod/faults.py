@@ -155,6 +155,7 @@ def _interface_address(iface):
   if not iface:
     return None
   try:
+    # Lazy: optional here, it comes with Horovod, which only a rank has.
     import psutil  # pylint: disable=g-import-not-at-top
   except ImportError:  # a Horovod dependency, but not one of ours
     return None

@@ -1,0 +1,132 @@
+"""The command line: estimator-scale [COMMAND] [--FLAG=VALUE ...].
+
+Also `python -m estimator_scale.cli`. `train` (the default) trains a
+registered model (or one from --model_module) with evaluations (at the end,
+or every --eval_every_n_steps / --eval_every_secs), optionally exports the
+best and the final SavedModel, and writes a JSON summary. `evaluate` and
+`export` evaluate or export the latest (or --checkpoint) checkpoint in
+--model_dir without training; `models` lists the registered models.
+
+Exit codes: 0 done; 2 a flag or configuration the framework rejects (one
+line on stderr); 1 an exception from the model's code or from TensorFlow
+at run time (its traceback, naming the model method that was running).
+"""
+import importlib
+import re
+import sys
+
+from absl import app
+from absl import flags as absl_flags
+
+from estimator_scale import errors
+from estimator_scale import filesystems
+from estimator_scale.cli import flags
+from estimator_scale.cli import logs
+
+FLAGS = flags.FLAGS
+
+# `--help` lists every flag of the command, not only this module's.
+absl_flags.adopt_module_key_flags(flags)
+
+_COMMANDS = {
+    "train": ("estimator_scale.cli.train", "run_training"),
+    "evaluate": ("estimator_scale.cli.checkpoints", "run_evaluation"),
+    "export": ("estimator_scale.cli.checkpoints", "run_export"),
+    "models": ("estimator_scale.cli.estimators", "list_models"),
+}
+"""Each command's (module, function)."""
+
+
+def _command(name):
+  """The function of command `name`, its module imported only now: the
+  commands load TensorFlow, which a `--help` or a bad flag must not."""
+  module, function = _COMMANDS[name]
+  return getattr(importlib.import_module(module), function)
+
+
+def _as_flags(message):
+  """The library's message in the user's words: `global_batch_size=3` (an
+  argument) becomes `--global_batch_size=3` (the flag they typed).
+
+  The one place the CLI adds dashes: a flag's name directly followed by
+  `=` or `:`, not inside a path, a quoted example or a flag already dashed.
+  """
+  names = sorted((name for name in FLAGS if len(name) > 3), key=len,
+                 reverse=True)
+  pattern = rf"(?<![\w./'\"-])({'|'.join(map(re.escape, names))})(?=[=:])"
+  return re.sub(pattern, r"--\1", str(message))
+
+
+def _fail(message):
+  """One line on stderr and exit 2: what a usage or configuration error gets."""
+  print(f"estimator-scale: error: {_as_flags(message)}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _parse_flags(argv):
+  """absl's parser, but a bad flag is one line and exit 2, like the rest."""
+  try:
+    return FLAGS(argv)
+  except absl_flags.Error as e:
+    _fail(e)
+
+
+def _require_file_systems():
+  """Loads the file system of every path flag's scheme, before any work: a
+  missing one would otherwise surface as a traceback at the first save or
+  read, minutes into a job."""
+  for name in flags.PATH_FLAGS:
+    filesystems.require(name, FLAGS[name].value)
+
+
+def main(argv):
+  command = argv[1:] or ["train"]
+  if len(command) != 1 or command[0] not in _COMMANDS:
+    _fail(f"unknown command {' '.join(command)!r}; valid: "
+          f"{', '.join(_COMMANDS)}")
+  logs.configure()
+  try:
+    _require_file_systems()
+    _command(command[0])()
+  except (errors.Error, app.UsageError) as e:
+    _fail(e)
+  # Anything else (the model's code, TensorFlow at run time) propagates:
+  # Python prints its traceback and exits 1.
+
+
+def _usage_from_here():
+  """Makes `--help` print this module's docstring and flags when another
+  module runs as __main__ (the console script's generated wrapper): absl
+  takes both from the main module."""
+  main_module = sys.modules["__main__"]
+  if main_module is sys.modules[__name__]:
+    return
+  main_module.__doc__ = __doc__
+  for flag in FLAGS.get_key_flags_for_module(__name__):
+    FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def run():
+  """Console-script entry point.
+
+  A process that loaded tensorflow-io ends through
+  `filesystems.exit_process`, with the status it would have had (a
+  traceback is printed first, as Python would), because its normal exit
+  aborts in tensorflow-io's destructors after the work is done.
+  """
+  _usage_from_here()
+  try:
+    app.run(main, flags_parser=_parse_flags)
+  except SystemExit as e:
+    if not filesystems.io_loaded():
+      raise
+    filesystems.exit_process(filesystems.exit_status(e.code))
+  except BaseException:  # pylint: disable=broad-except
+    if not filesystems.io_loaded():
+      raise
+    sys.excepthook(*sys.exc_info())
+    filesystems.exit_process(1)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,112 @@
+"""What every command makes from the flags: the models it may run, the
+`TrainingConfig`, the Estimator, and the JSON it writes."""
+import json
+import os
+
+from absl import app
+import tensorflow as tf
+
+import estimator_scale as es
+from estimator_scale import errors
+from estimator_scale import registry
+from estimator_scale.cli import flags
+from estimator_scale.train_ops import optimizers
+
+FLAGS = flags.FLAGS
+
+
+def training_config_from_flags(accumulation_steps=None):
+  """The `TrainingConfig` the flags describe (another accumulation_steps:
+  an elastic job's at its current size)."""
+  try:
+    boundaries = tuple(int(b) for b in FLAGS.lr_boundaries)
+  except ValueError:
+    raise app.UsageError("--lr_boundaries must be integers, got "
+                         f"{FLAGS.lr_boundaries}") from None
+  schedule = es.Schedule(
+      name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
+      boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
+      decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
+  return es.TrainingConfig(
+      optimizer=FLAGS.optimizer, schedule=schedule,
+      accumulation_steps=accumulation_steps or FLAGS.accumulation_steps,
+      lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
+      scaling_warmup_updates=FLAGS.scaling_warmup_updates,
+      adascale_smoothing=FLAGS.adascale_smoothing,
+      optimizer_options=_optimizer_options(),
+      precision=FLAGS.precision,
+      allreduce_compression=FLAGS.allreduce_compression,
+      sparse_exchange=FLAGS.sparse_exchange)
+
+
+def _optimizer_options():
+  """The option flags that --optimizer takes, as (name, value) pairs.
+
+  The flags have defaults, so each goes only to the optimizers that take
+  it; one typed for an optimizer that does not would change nothing, and
+  is refused rather than ignored.
+  """
+  takes = optimizers.valid_options(FLAGS.optimizer)
+  options = {}
+  for name in flags.OPTIMIZER_OPTION_FLAGS:
+    if name in takes:
+      if FLAGS[name].value is not None:
+        options[name] = FLAGS[name].value
+    elif FLAGS[name].present:
+      usable = [f"--{flag}" for flag in flags.OPTIMIZER_OPTION_FLAGS
+                if flag in takes]
+      raise app.UsageError(
+          f"--{name} does not apply to --optimizer={FLAGS.optimizer} (its "
+          f"option flags: {', '.join(usable) or 'none'})")
+  return tuple(sorted(options.items()))
+
+
+def _load_models():
+  """Registers the zoo's models and --model_module's.
+
+  The framework does not import the zoo (the zoo imports the framework);
+  the command line is where both meet.
+  """
+  registry.load_module("model_zoo")
+  if FLAGS.model_module:
+    registry.load_module(FLAGS.model_module)
+
+
+def registered_model():
+  """The model --model names, among the zoo's and --model_module's."""
+  _load_models()
+  return registry.get(FLAGS.model)
+
+
+def list_models():
+  """The `models` command: each registered model and what it is."""
+  _load_models()
+  for name in registry.names():
+    print(f"{name:20s} {registry.describe(name)}")
+
+
+def estimator(model, batch=None):
+  """The Estimator the flags describe; `batch` (an elastic.Batch) replaces
+  the batch flags."""
+  with errors.as_config_error():
+    training_config = training_config_from_flags(
+        batch and batch.accumulation_steps)
+  return es.make_estimator(
+      model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
+      training_config=training_config, hparams=FLAGS.hparams,
+      global_batch_size=(batch.global_batch_size if batch else
+                         FLAGS.global_batch_size),
+      progress_every_n_steps=FLAGS.log_every_n_steps,
+      scale_invariant_steps=FLAGS.scale_invariant_steps,
+      replicas=FLAGS.replicas, random_seed=FLAGS.random_seed,
+      intra_op_threads=FLAGS.intra_op_threads,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      save_summary_steps=FLAGS.log_every_n_steps,
+      log_step_count_steps=FLAGS.log_every_n_steps)
+
+
+def write_summary(summary):
+  """Writes `summary` as JSON to --summary_json (any tf.io.gfile path)."""
+  tf.io.gfile.makedirs(os.path.dirname(FLAGS.summary_json) or ".")
+  with tf.io.gfile.GFile(FLAGS.summary_json, "w") as f:
+    json.dump(summary, f, indent=2, sort_keys=True)

@@ -1,0 +1,159 @@
+"""Every flag of the command line, grouped by what it sets.
+
+The enum flags offer the library's own lists (`backends.names`,
+`train_ops.names`), which import no TensorFlow, so `--help` shows every
+choice without loading it, and a choice added to the library is one the
+command line offers.
+"""
+from absl import flags
+
+from estimator_scale.backends import names as backend_names
+from estimator_scale.train_ops import names as train_ops_names
+
+FLAGS = flags.FLAGS
+
+# The model.
+flags.DEFINE_string("model", "digits_cnn", "Registered model name.")
+flags.DEFINE_string("model_module", None,
+                    "Python module to import first; it registers your models.")
+flags.DEFINE_string("hparams", "", "Model hyperparameters: a=1,b=0.5.")
+flags.DEFINE_integer("random_seed", 0, "Graph-level random seed.")
+
+# The data.
+flags.DEFINE_string("train_data", None,
+                    "Glob of TFRecord files (or CSV files: *.csv) to train "
+                    "on, read by the model's feature spec; any tf.io.gfile "
+                    "path (gs://; s3:// and hdfs:// with the s3 extra). "
+                    "Default: the model's own data.")
+flags.DEFINE_string("eval_data", None,
+                    "Glob of TFRecord or CSV files to evaluate on.")
+flags.DEFINE_bool("skip_corrupt_records", False,
+                  "Skip unreadable TFRecord records instead of failing.")
+flags.DEFINE_integer("global_batch_size", 64,
+                     "Examples per update, summed over all workers.",
+                     lower_bound=1)
+
+# Training: the optimizer, its learning rate and how it scales.
+flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).",
+                     lower_bound=1)
+flags.DEFINE_enum("optimizer", "momentum", train_ops_names.OPTIMIZERS,
+                  "The optimizer; the flags below set the options it takes.")
+flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
+flags.DEFINE_float("momentum", 0.9, "Momentum of `momentum` and `lars`.")
+flags.DEFINE_float("weight_decay", None,
+                   "Weight decay of `adamw`, `lamb` (decoupled) and `lars` "
+                   "(unset: each one's default, 0.01 for adamw and lamb, "
+                   "1e-4 for lars).")
+flags.DEFINE_float("trust_coefficient", 0.001,
+                   "LARS's trust coefficient eta.")
+flags.DEFINE_enum("lr_schedule", "constant", train_ops_names.SCHEDULES,
+                  "How the base rate decays over the updates.")
+flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
+flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
+flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
+flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
+flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
+flags.DEFINE_enum("lr_scaling", "identity", train_ops_names.LR_SCALING_RULES,
+                  "How the learning rate grows with the scale S.")
+flags.DEFINE_float("scale", None,
+                   "S; default workers x replicas x accumulation_steps.")
+flags.DEFINE_integer("scaling_warmup_updates", 0,
+                     "`linear` scaling's warm-up, in updates.")
+flags.DEFINE_float("scale_invariant_steps", None,
+                   "Stop when AdaScale's progress tau reaches this.")
+flags.DEFINE_float("adascale_smoothing", None,
+                   "AdaScale's moving-average factor in [0, 1); default "
+                   "max(1 - n/1000, 0), n = gradient samples per update. "
+                   "Lower it for runs of few updates.")
+flags.DEFINE_enum("precision", "float32", train_ops_names.PRECISIONS,
+                  "The network's compute type; variables and the optimizer "
+                  "stay float32; mixed_float16 adds dynamic loss scaling.")
+
+OPTIMIZER_OPTION_FLAGS = ("momentum", "trust_coefficient", "weight_decay")
+"""Flags named after the optimizer option they set."""
+
+# Distribution: the backend, and what it does on the wire and on the cores.
+flags.DEFINE_enum("distribution", "none", backend_names.NAMES,
+                  "How the job runs.")
+flags.DEFINE_integer("replicas", None, "`mirrored` replicas in this process.")
+flags.DEFINE_enum("allreduce_compression", "none", backend_names.COMPRESSIONS,
+                  "16-bit gradients on the wire of the allreduce "
+                  "(--distribution=horovod).")
+flags.DEFINE_enum("sparse_exchange", "auto", backend_names.SPARSE_EXCHANGES,
+                  "How Horovod exchanges sparse (embedding) gradients: as "
+                  "the rows touched, as a dense table, or chosen per update "
+                  "by how many rows the ranks touch.")
+flags.DEFINE_integer("intra_op_threads", None,
+                     "Threads per op (default: cores, / ranks per host).",
+                     lower_bound=1)
+flags.DEFINE_integer("commit_every_n_steps",
+                     backend_names.COMMIT_EVERY_N_STEPS,
+                     "Elastic Horovod: updates between commits (rank 0's "
+                     "checkpoints), the work a lost rank may cost.",
+                     lower_bound=1)
+flags.DEFINE_enum("elastic_batch", "scale",
+                  backend_names.ELASTIC_BATCH_POLICIES,
+                  "Elastic Horovod, when the ranks change: `scale` keeps "
+                  "each rank's batch, so the global batch and S follow the "
+                  "size (with AdaScale its gain follows S); `hold` keeps "
+                  "the global batch by changing --accumulation_steps.")
+
+ELASTIC_FLAGS = ("commit_every_n_steps", "elastic_batch")
+"""Flags that only an elastic Horovod job takes."""
+
+# Evaluation and export.
+flags.DEFINE_integer("eval_steps", None,
+                     "Evaluation batches (default: the whole eval set).",
+                     lower_bound=1)
+flags.DEFINE_integer("eval_every_n_steps", None,
+                     "Evaluate every this many updates (default: once, at "
+                     "the end).", lower_bound=1)
+flags.DEFINE_integer("eval_every_secs", None,
+                     "Evaluate after each checkpoint once this many seconds "
+                     "have passed since the last evaluation.", lower_bound=0)
+flags.DEFINE_string("export_best", None,
+                    "METRIC:min or METRIC:max, e.g. loss:min or "
+                    "accuracy:max: export a SavedModel under "
+                    "<model_dir>/export/best whenever an evaluation is the "
+                    "best so far.")
+flags.DEFINE_integer("early_stopping", None,
+                     "Stop after this many evaluations in a row without "
+                     "improving --export_best's metric (loss:min if unset).",
+                     lower_bound=1)
+flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
+flags.DEFINE_string("checkpoint", None,
+                    "evaluate/export: this checkpoint (a path or a name in "
+                    "--model_dir) instead of the latest.")
+
+# Checkpoints, logging and the run's summary.
+flags.DEFINE_string("model_dir", None,
+                    "Checkpoint directory (default: a new temporary "
+                    "directory). TF_CONFIG workers must share it: a shared "
+                    "file system, s3:// or gs://; Horovod reads rank 0's.")
+flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
+                     lower_bound=1)
+flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.",
+                     lower_bound=1)
+flags.DEFINE_string("summary_json", None, "Write the run summary here.")
+
+PATH_FLAGS = ("model_dir", "train_data", "eval_data", "export_dir",
+              "checkpoint", "summary_json")
+"""Flags that name a file or directory, on any file system."""
+
+
+def _split_best(text):
+  name, _, direction = (text or "loss:min").partition(":")
+  return name, direction
+
+
+flags.register_validator(
+    "export_best",
+    lambda text: all(_split_best(text)) and _split_best(text)[1] in (
+        "min", "max"),
+    message="must be METRIC:min or METRIC:max, e.g. loss:min or accuracy:max")
+
+
+def best_metric():
+  """(metric name, higher_is_better) of --export_best, default loss:min."""
+  name, direction = _split_best(FLAGS.export_best)
+  return name, direction == "max"

@@ -1,0 +1,237 @@
+"""A job's tasks: their processes, their output, and the one watch loop.
+
+Each task gets its TF_CONFIG, and its output lines are prefixed with its
+host and task. `run` watches the job until it ends: a plain launch is an
+elastic one with no restarts (`elastic.PLAIN`), so both stop the others on
+every host when a task fails or a host is lost, and neither leaves a task
+waiting on a peer that is gone.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from estimator_scale.launcher import elastic
+from estimator_scale.launcher import hosts as hosts_lib
+from estimator_scale.launcher import remote
+
+
+def _pump(stream, prefix, out):
+  for line in iter(stream.readline, b""):
+    out.write(f"[{prefix}] {line.decode(errors='replace')}")
+    out.flush()
+
+
+def _kill(processes, grace=15):
+  """Stops every task: remote ones through their host first, so that when
+  this returns their processes are gone, not merely disconnected."""
+  for proc in processes:
+    if proc.stdin:  # a remote task: its host stops it when this closes
+      try:
+        proc.stdin.close()
+      except OSError:
+        pass
+  deadline = time.time() + grace
+  for proc in processes:
+    if proc.stdin:
+      try:
+        proc.wait(max(0.1, deadline - time.time()))
+      except subprocess.TimeoutExpired:  # its host is lost
+        pass
+  for proc in processes:
+    if proc.poll() is None:
+      try:
+        os.killpg(proc.pid, signal.SIGTERM)
+      except ProcessLookupError:
+        pass
+  deadline = time.time() + 10
+  for proc in processes:
+    try:
+      proc.wait(max(0.1, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+
+
+def why_failed(task, code):
+  """One line naming the task, its host and what its exit code means."""
+  if task.host and code == remote.SSH_LOST:
+    return (f"lost host {task.host} ({task.job}:{task.index}): ssh could not "
+            "reach it or the connection dropped")
+  if task.host and code == 127:
+    return (f"{task.name}: command not found on {task.host} (is the job's "
+            "Python installed there at the same path?)")
+  if task.host and code == 126:
+    return (f"{task.name} could not start on {task.host}: the working "
+            f"directory {os.getcwd()} is missing there, or the command is not "
+            "executable")
+  return f"{task.name} exited with {code}"
+
+
+class Job:
+  """One start of a cluster's tasks: their processes and output pumps.
+
+  Args:
+    command: argv of every task.
+    tasks: `Task`s (`hosts.local_tasks` or `hosts.host_tasks`).
+    out: where prefixed output goes.
+    remote_env: the environment remote tasks get
+      (`remote.forwarded_environment`).
+    ssh_port: the hosts' ssh port (None: ssh's default or config).
+  """
+
+  def __init__(self, command, tasks, out=sys.stdout, remote_env=None,
+               ssh_port=None):
+    self.tasks = list(tasks)
+    self.processes, self._pumps = [], []
+    cluster = hosts_lib.cluster_spec(self.tasks)
+    for task in self.tasks:
+      tf_config = json.dumps({"cluster": cluster,
+                              "task": {"type": task.job, "index": task.index}})
+      if task.host:
+        argv, payload = remote.remote_command(
+            task.host, command, dict(remote_env or {}, TF_CONFIG=tf_config),
+            os.getcwd(), ssh_port)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        proc.stdin.write(payload)
+        proc.stdin.flush()
+      else:
+        proc = subprocess.Popen(command, env=dict(os.environ,
+                                                  TF_CONFIG=tf_config),
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+      pump = threading.Thread(target=_pump, args=(proc.stdout, task.name, out),
+                              daemon=True)
+      pump.start()
+      self.processes.append(proc)
+      self._pumps.append(pump)
+
+  def failed(self):
+    """(task, exit code) of the first task that failed, or None."""
+    for task, proc in zip(self.tasks, self.processes):
+      if proc.poll() not in (None, 0):
+        return task, proc.returncode
+    return None
+
+  def succeeded(self):
+    """Whether every training task exited 0 (parameter servers never exit)."""
+    return all(p.poll() == 0 for t, p in zip(self.tasks, self.processes)
+               if t.job != "ps")
+
+  def stop(self):
+    """Stops every task that still runs; returns once they are gone."""
+    _kill(self.processes)
+    for pump in self._pumps:
+      pump.join(timeout=5)
+
+
+def exit_code(code):
+  """A task's code as the launcher's: a signal's death as 128 + signal."""
+  return code if code >= 0 else 128 - code
+
+
+def _watch(job, returning, deadline):
+  """Polls `job` until it ends, fails, runs out of time, or may grow.
+
+  Returns:
+    ("done", None), ("timeout", None), ("failed", (task, code)) or
+    ("grow", hosts that answer again).
+  """
+  while True:
+    failed = job.failed()
+    if failed:
+      return "failed", failed
+    if job.succeeded():
+      return "done", None
+    if deadline and time.time() > deadline:
+      return "timeout", None
+    back = returning.ready()
+    if back:
+      return "grow", back
+    time.sleep(0.2)
+
+
+def _ending(outcome, detail, failures, policy, timeout):
+  """(the job's exit code, the line saying why) where `outcome` ends the
+  job; (None, None) where it restarts."""
+  if outcome == "done":
+    return 0, None
+  if outcome == "timeout":
+    return 124, f"timed out after {timeout}s; stopping all tasks"
+  if outcome == "grow":
+    return None, None
+  task, code = detail
+  line = elastic.final_line(why_failed(task, code), code, failures, policy)
+  return (exit_code(code), line) if line else (None, None)
+
+
+def run(command, hosts, ps=0, chief=False, port=hosts_lib.DEFAULT_PORT,
+        timeout=None, out=sys.stdout, extra_env=(), ssh_port=None,
+        policy=elastic.PLAIN):
+  """Runs `command` as a TF_CONFIG cluster on `hosts`; returns the job's
+  exit code. Under an elastic `policy` the cluster restarts on the hosts
+  that answer after a failure, and with those that come back.
+
+  Args:
+    command: argv of every task.
+    hosts: [(host, slots)], as `hosts.parse_hosts` returns; [(None,
+      workers)] runs on this machine (`hosts.local_tasks`), where a
+      restart keeps the size.
+    ps, chief, port: as for `hosts.host_tasks`.
+    timeout: seconds before the whole job, restarts included, is stopped
+      (exit 124).
+    out: where prefixed output goes.
+    extra_env: `-x` items for remote tasks.
+    ssh_port: the hosts' ssh port (None: ssh's default or config).
+    policy: `elastic.Policy`; `elastic.PLAIN` never restarts.
+  """
+  remote_env = remote.forwarded_environment(os.environ, extra_env)
+  members, failures = list(hosts), 0
+  deadline = time.time() + timeout if timeout else None
+  while True:
+    job = Job(command, hosts_lib.cluster_tasks(members, ps, chief, port),
+              out, remote_env, ssh_port)
+    returning = elastic.Returning(
+        [h for h, slots in hosts if (h, slots) not in members], ssh_port,
+        policy)
+    try:
+      outcome, detail = _watch(job, returning, deadline)
+      code, line = _ending(outcome, detail, failures, policy, timeout)
+      if line:
+        out.write(f"[launch] {line}\n")
+    finally:
+      returning.stop()
+      job.stop()
+    if code is not None:
+      return code
+    old = hosts_lib.training_tasks(members)
+    if outcome == "grow":
+      members = [h for h in hosts if h in members or h[0] in detail]
+      out.write(f"[launch] {', '.join(sorted(detail))} answers again; "
+                f"restart: {old} -> {hosts_lib.training_tasks(members)} "
+                f"workers, {elastic.resumed(policy)}\n")
+      continue
+    task, code = detail
+    why = why_failed(task, code)
+    failures += 1
+    if members[0][0] is not None:
+      alive = remote.answering([h for h, _ in members], ssh_port)
+      lost = [h for h, _ in members if h not in alive]
+      members = [m for m in members if m[0] in alive]
+    else:
+      lost = []
+    left = hosts_lib.training_tasks(members)
+    if left < max(policy.min_workers, 1):
+      out.write(f"[launch] {why}; {left} worker(s) left, fewer than "
+                f"--min-workers {policy.min_workers}; stopping every task\n")
+      return exit_code(code)
+    without = f" without {', '.join(lost)}" if lost else ""
+    out.write(f"[launch] {why}; restart {failures} of {policy.max_restarts}: "
+              f"{old} -> {left} workers{without}, {elastic.resumed(policy)}\n")

@@ -1,0 +1,101 @@
+"""Tasks on other hosts: ssh command lines, what travels, who answers.
+
+Only the variables a job needs travel (`forwarded_environment`), and they
+travel on ssh's stdin, not on the remote command line where `ps` would show
+them to every user of that host. A remote task is stopped when its ssh
+connection closes, so killing the launcher stops the whole job.
+"""
+import shlex
+import subprocess
+import threading
+
+FORWARDED_PREFIXES = ("TF_", "HOROVOD_", "ESTIMATOR_SCALE_")
+FORWARDED_NAMES = ("PYTHONPATH", "PATH")
+"""What a remote task gets of the launcher's environment, besides `-x NAME`:
+a whole environment may hold secrets (cloud keys, tokens) a job never reads."""
+
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+               "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
+"""No password prompt (it would hang the job); a host that stops answering
+ends its task within about 15 s, so the launcher can stop the others."""
+
+SSH_LOST = 255
+"""ssh's exit code when the connection failed or was lost."""
+
+
+def forwarded_environment(environ, extra=()):
+  """The variables a remote task gets: `FORWARDED_*` and `extra` names
+  (NAME, or NAME=VALUE to set one)."""
+  env = {k: v for k, v in environ.items()
+         if k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES}
+  for item in extra:
+    name, eq, value = item.partition("=")
+    if eq:
+      env[name] = value
+    elif name in environ:
+      env[name] = environ[name]
+    else:
+      raise ValueError(f"-x {name}: not set in the launcher's environment; "
+                       f"set it, or pass -x {name}=VALUE")
+  return env
+
+
+# Runs on the remote host under bash: reads the exports from stdin (exactly
+# their length, so stdin stays open), starts the task in its own process
+# group, and stops that group when stdin closes (the launcher stopped or
+# was lost), as a task must never outlive its job.
+_REMOTE = """set -m
+eval "$(head -c {length})"
+cd {cwd} || exit 126  # no such directory on this host
+"$@" </dev/null &
+task=$!
+{{ cat >/dev/null; kill -TERM -- -$task; sleep 5; kill -KILL -- -$task; }} \
+  >/dev/null 2>&1 &
+watch=$!
+set +m  # the groups are made; no job-status lines in the task's output
+wait $task
+code=$?
+kill -- -$watch 2>/dev/null
+exit $code
+"""
+
+
+def _port_options(ssh_port):
+  return ["-p", str(ssh_port)] if ssh_port else []
+
+
+def remote_command(host, command, env, cwd, ssh_port=None):
+  """(ssh argv, stdin payload) that run `command` on `host` with `env`."""
+  exports = "".join(f"export {k}={shlex.quote(v)}\n"
+                    for k, v in sorted(env.items())).encode()
+  script = _REMOTE.format(length=len(exports), cwd=shlex.quote(cwd))
+  remote = " ".join(["bash", "-c", shlex.quote(script), "launch"] +
+                    [shlex.quote(c) for c in command])
+  return ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host,
+          remote], exports
+
+
+def answers(host, ssh_port=None, timeout=25):
+  """Whether `host` runs a command over ssh now."""
+  try:
+    return subprocess.run(
+        ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host, "true"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, timeout=timeout).returncode == 0
+  except subprocess.TimeoutExpired:
+    return False
+
+
+def answering(hosts, ssh_port=None):
+  """The hosts of `hosts` that answer, probed at once."""
+  result = {}
+
+  def probe(host):
+    result[host] = answers(host, ssh_port)
+  threads = [threading.Thread(target=probe, args=(h,), daemon=True)
+             for h in hosts]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  return {h for h in hosts if result.get(h)}

@@ -1,0 +1,20 @@
+"""The choices the training options offer, readable without TensorFlow.
+
+The command line's enum flags list these, and the modules that carry the
+options out check against them, so `estimator-scale --help` shows every
+choice without loading TensorFlow.
+"""
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lars", "lamb")
+"""Valid `optimizer` values, the keys of `optimizers.OPTIMIZERS` (each
+optimizer's factory lives with its TensorFlow code; a test keeps the two
+equal)."""
+
+SCHEDULES = ("constant", "piecewise", "cosine", "polynomial")
+"""Valid `Schedule.name` values."""
+
+LR_SCALING_RULES = ("identity", "linear", "sqrt", "adascale")
+"""Valid `lr_scaling` values."""
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+"""Valid `precision` values."""

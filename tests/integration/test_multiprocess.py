@@ -1,0 +1,332 @@
+"""Real multi-process runs: Horovod ranks (horovodrun) and TF_CONFIG workers.
+
+Every test here starts several processes; each worker dumps the variables it
+holds in its own session, so "the same result" is checked on every worker.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tests.helpers import golden
+from tests.helpers.processes import (KERAS_ADASCALE, PYTHON, ROOT, dump_args,
+                                     horovod, horovodrun_argv, launch,
+                                     launch_argv, run, worker_env)
+from tests.helpers.results import (load_results, load_workers, max_difference,
+                                   trained_variables)
+
+TOLERANCE = 1e-5
+
+
+def _run_mode(mode, out, model_dir, **flags):
+  if mode == "horovod":
+    return horovod(2, dump_args(out, model_dir, distribution="horovod",
+                                **flags))
+  if mode == "multi_worker_mirrored":
+    return launch(2, dump_args(out, model_dir,
+                               distribution="multi_worker_mirrored", **flags))
+  if mode == "mirrored":
+    return run([PYTHON] + dump_args(out, model_dir, distribution="mirrored",
+                                    **flags))
+  return run([PYTHON] + dump_args(out, model_dir, **flags))
+
+
+def _assert_workers_identical(workers):
+  first = trained_variables(workers[0])
+  for other in workers[1:]:
+    assert max_difference(first, trained_variables(other)) <= TOLERANCE
+  for worker in workers:  # every replica copy inside a worker, too
+    for key, value in worker.items():
+      if key.startswith("model/") and not key.endswith("@0"):
+        twin = worker[key.rsplit("@", 1)[0] + "@0"]
+        assert np.max(np.abs(value - twin)) <= TOLERANCE, key
+
+
+def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
+  flags = dict(case="mlp", examples=64, global_batch_size=8, steps=20,
+               optimizer="sgd")
+  results = {}
+  for mode in ("none", "horovod", "multi_worker_mirrored", "mirrored"):
+    out = tmp_path / mode
+    _run_mode(mode, out, tmp_path / f"{mode}-model", **flags)
+    workers = load_workers(out)
+    assert len(workers) == (2 if mode in ("horovod",
+                                          "multi_worker_mirrored") else 1)
+    _assert_workers_identical(workers)
+    results[mode] = trained_variables(workers[0])
+    assert all(int(w["global_step@0"]) == 20 for w in workers)
+    if len(workers) == 2:
+      seen = [set(w["__ids__"].tolist()) for w in workers]
+      assert not seen[0] & seen[1], f"{mode}: workers read the same examples"
+      assert seen[0] | seen[1] == set(range(64)), mode
+    cores = [set(r["cores"]) for r in load_results(out)]
+    unbound_host = len(os.sched_getaffinity(0)) == os.cpu_count() >= 2
+    if mode == "horovod" and unbound_host:
+      # Each rank bound to its own share of this host's cores.
+      assert all(cores) and not cores[0] & cores[1], cores
+      assert cores[0] | cores[1] == os.sched_getaffinity(0), cores
+  reference = results.pop("none")
+  for mode, variables in results.items():
+    assert max_difference(reference, variables) <= TOLERANCE, mode
+
+
+@pytest.mark.parametrize("mode", ["mirrored", "multi_worker_mirrored",
+                                  "horovod"])
+def test_adascale_golden_gains_in_every_mode(mode, tmp_path):
+  for i, (rows, gain, tolerance) in enumerate(golden.GAINS):
+    out = tmp_path / f"case{i}"
+    _run_mode(mode, out, tmp_path / f"model{i}", case="sum_linear",
+              inputs=json.dumps(rows), global_batch_size=2, steps=1,
+              optimizer="sgd", lr_scaling="adascale")
+    for worker in load_workers(out):
+      assert float(worker["adascale/gain@0"]) == pytest.approx(
+          gain, abs=tolerance), (mode, rows)
+
+
+@pytest.mark.parametrize("mode", ["horovod", "multi_worker_mirrored"])
+def test_adascale_gain_over_workers_and_micro_batches(mode, tmp_path):
+  rows = np.eye(4).tolist()
+  _run_mode(mode, tmp_path / "out", tmp_path / "model",
+            case="sum_linear_nobias", inputs=json.dumps(rows),
+            global_batch_size=4, accumulation_steps=2, steps=1,
+            optimizer="sgd", lr_scaling="adascale")
+  for worker in load_workers(tmp_path / "out"):
+    assert float(worker["adascale/gain@0"]) == pytest.approx(4.0, abs=1e-5)
+    assert float(worker["adascale/scale@0"]) == 4.0
+
+
+@pytest.mark.parametrize("optimizer,case", [("sgd", "mlp"),
+                                            ("momentum", "mlp"),
+                                            ("adam", "mlp"),
+                                            ("momentum", "embedding")])
+def test_accumulation_on_two_horovod_ranks(optimizer, case, tmp_path):
+  flags = dict(case=case, examples=128, global_batch_size=32, steps=20,
+               optimizer=optimizer, learning_rate=0.05)
+  _run_mode("horovod", tmp_path / "hvd", tmp_path / "hvd-model",
+            accumulation_steps=4, **flags)
+  _run_mode("none", tmp_path / "one", tmp_path / "one-model", **flags)
+  workers = load_workers(tmp_path / "hvd")
+  _assert_workers_identical(workers)
+  reference = trained_variables(load_workers(tmp_path / "one")[0])
+  assert max_difference(reference, trained_variables(workers[0])) <= TOLERANCE
+
+
+@pytest.mark.parametrize("case", ["keras", "keras_model", "mlp",
+                                  "autoencoder", "embedding"])
+def test_micro_batches_equal_one_large_batch_on_every_backend(case, tmp_path):
+  # Keras layers made in logits, a subclassed tf.keras.Model, v1 layers, a
+  # label-free model and sparse gradients: k = 4 micro-batches on every
+  # distributed backend against one batch of 4x the size on one process
+  # (tests/unit/test_accumulation.py covers "none" in-process).
+  # AdaScale at S = 1: its norms and reductions run, its gain is exactly 1.
+  flags = dict(case=case, examples=64, global_batch_size=16, steps=10,
+               optimizer="momentum", learning_rate=0.05,
+               lr_scaling="adascale", scale=1.0)
+  _run_mode("none", tmp_path / "large", tmp_path / "large-model", **flags)
+  reference = trained_variables(load_workers(tmp_path / "large")[0])
+  for mode in ("mirrored", "horovod", "multi_worker_mirrored"):
+    out = tmp_path / mode
+    _run_mode(mode, out, tmp_path / f"{mode}-model", accumulation_steps=4,
+              **flags)
+    workers = load_workers(out)
+    _assert_workers_identical(workers)
+    assert max_difference(reference,
+                          trained_variables(workers[0])) <= TOLERANCE, mode
+
+
+def test_handwritten_model_fn_trains_digits_on_two_horovod_ranks(tmp_path):
+  out = tmp_path / "result.json"
+  horovod(2, ["-m", "tests.workers.handwritten", "--distribution=horovod",
+              f"--model_dir={tmp_path / 'model'}", f"--out={out}"])
+  result = json.loads(out.read_text())
+  assert result["workers"] == 2 and result["global_step"] == 300
+  assert result["accuracy"] >= 0.95, result
+  assert 1.0 < result["gain"] <= 8.0  # S = 2 ranks x 4 micro-batches
+
+
+def test_keras_digits_with_accumulation_and_adascale_on_two_ranks(tmp_path):
+  summary = tmp_path / "summary.json"
+  horovod(2, ["-m", "estimator_scale.cli", "--distribution=horovod",
+              f"--model_dir={tmp_path / 'model'}", f"--summary_json={summary}"]
+          + KERAS_ADASCALE)
+  result = json.loads(summary.read_text())
+  assert result["eval"]["accuracy"] >= 0.95, result
+  assert 1.0 < result["adascale_gain"] <= 8.0  # S = 2 ranks x 4
+
+
+def _wait_for(path, timeout=60):
+  deadline = time.time() + timeout
+  while not os.path.exists(path):
+    assert time.time() < deadline, f"{path} never appeared"
+    time.sleep(0.2)
+
+
+def test_sigterm_stops_all_ranks_together_and_restart_continues(tmp_path):
+  model_dir, out = tmp_path / "model", tmp_path / "run1"
+  args = dump_args(out, model_dir, distribution="horovod", case="mlp",
+                   global_batch_size=8, steps=10000, sleep_per_step=0.05,
+                   save_checkpoints_steps=5)
+  proc = subprocess.Popen(horovodrun_argv(2, args), cwd=ROOT,
+                          env=worker_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  pid_file = os.path.join(out, "worker1.npz.pid")
+  _wait_for(pid_file)
+  deadline = time.time() + 60
+  while not (model_dir / "checkpoint").exists():
+    assert time.time() < deadline
+    time.sleep(0.2)
+  time.sleep(1.0)
+  os.kill(int(open(pid_file).read()), signal.SIGTERM)
+  output, _ = proc.communicate(timeout=60)
+  assert proc.returncode == 0, output[-3000:]
+  results = load_results(out)
+  assert [r["stopped_by_signal"] for r in results] == [True, True]
+  stop_step = results[0]["last_step"]
+  assert results[1]["last_step"] == stop_step and 0 < stop_step < 10000
+  _assert_workers_identical(load_workers(out))
+  assert f"model.ckpt-{stop_step}.index" in os.listdir(model_dir)
+  # Restart: both ranks resume from the step the signal stopped them at.
+  horovod(2, dump_args(tmp_path / "run2", model_dir, distribution="horovod",
+                       case="mlp", global_batch_size=8, steps=stop_step + 3))
+  second = load_results(tmp_path / "run2")
+  assert [r["first_step"] for r in second] == [stop_step, stop_step]
+  assert [r["last_step"] for r in second] == [stop_step + 3] * 2
+  _assert_workers_identical(load_workers(tmp_path / "run2"))
+  # Restart at max_steps: every rank exits 0 at once without training.
+  start = time.time()
+  horovod(2, dump_args(tmp_path / "run3", model_dir, distribution="horovod",
+                       case="mlp", global_batch_size=8, steps=stop_step + 3))
+  assert time.time() - start < 45
+  assert [r["last_step"] for r in load_results(tmp_path / "run3")] == [
+      stop_step + 3] * 2
+
+
+def test_uneven_input_fails_fast_instead_of_hanging(tmp_path):
+  start = time.time()
+  proc = horovod(2, dump_args(tmp_path / "out", tmp_path / "model",
+                              distribution="horovod", case="mlp",
+                              global_batch_size=8, steps=40,
+                              uneven_extra_rank=1), check=False, timeout=120)
+  assert time.time() - start < 60
+  assert proc.returncode != 0
+  assert "training input ended at step" in proc.stdout + proc.stderr
+
+
+def test_horovod_ranks_stop_together_at_tau_from_the_cli(tmp_path):
+  """AdaScale's stop at tau is a requested stop, not an input that ran out."""
+  summary, target, scale = tmp_path / "summary.json", 40, 4
+  horovod(2, ["-m", "estimator_scale.cli", "--model=linear_regression",
+              "--distribution=horovod", f"--model_dir={tmp_path / 'model'}",
+              "--global_batch_size=32", "--accumulation_steps=2",
+              "--optimizer=sgd", "--lr_scaling=adascale",
+              f"--scale_invariant_steps={target}", "--train_steps=100000",
+              f"--summary_json={summary}"])
+  result = json.loads(summary.read_text())
+  assert result["adascale_progress"] >= target
+  assert -(-target // scale) <= result["updates"] <= target
+
+
+def test_only_rank_zero_writes(tmp_path):
+  scratch = tmp_path / "tmp"
+  scratch.mkdir()
+  env = dict(worker_env(), TMPDIR=str(scratch))
+  model_dir, export = tmp_path / "model", tmp_path / "export"
+  horovod(2, dump_args(tmp_path / "out", model_dir, distribution="horovod",
+                       case="mlp", global_batch_size=8, steps=10,
+                       save_checkpoints_steps=5, evaluate=True,
+                       export_dir=export), env=env)
+  events = [f for f in os.listdir(model_dir) if f.startswith("events.")]
+  assert len(events) == 1, os.listdir(model_dir)
+  assert len(os.listdir(export)) == 1
+  results = load_results(tmp_path / "out")
+  assert results[0]["eval"] == results[1]["eval"]
+  assert results[0]["export"] == results[1]["export"]
+  assert os.listdir(scratch) == []
+
+
+def _kill_a_worker_and_expect_all_gone(command, out):
+  """SIGKILLs worker 1 mid-run: the job must exit non-zero within 60 s and
+  leave no worker process behind."""
+  proc = subprocess.Popen(command, cwd=ROOT, env=worker_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+  for i in (0, 1):
+    _wait_for(os.path.join(out, f"worker{i}.npz.pid"), timeout=120)
+  pids = [int(open(os.path.join(out, f"worker{i}.npz.pid")).read())
+          for i in (0, 1)]
+  os.kill(pids[1], signal.SIGKILL)
+  start = time.time()
+  proc.communicate(timeout=60)
+  assert time.time() - start < 60
+  assert proc.returncode != 0
+  time.sleep(2)
+  for pid in pids:
+    with pytest.raises(ProcessLookupError):
+      os.kill(pid, 0)
+
+
+def test_launcher_stops_everything_when_a_worker_dies(tmp_path):
+  out = tmp_path / "out"
+  _kill_a_worker_and_expect_all_gone(
+      launch_argv(2, dump_args(out, tmp_path / "model",
+                               distribution="multi_worker_mirrored",
+                               case="mlp", global_batch_size=8, steps=100000,
+                               sleep_per_step=0.05)), out)
+
+
+def test_horovodrun_fails_when_a_rank_dies(tmp_path):
+  out = tmp_path / "out"
+  _kill_a_worker_and_expect_all_gone(
+      horovodrun_argv(2, dump_args(out, tmp_path / "model",
+                                   distribution="horovod", case="mlp",
+                                   global_batch_size=8, steps=100000,
+                                   sleep_per_step=0.05)), out)
+
+
+@pytest.mark.parametrize("mode,workers", [("horovod", 2),
+                                          ("multi_worker_mirrored", 2),
+                                          ("parameter_server", 3)])
+def test_train_evaluate_train_loop(mode, workers, tmp_path):
+  flags = dict(case="mlp", global_batch_size=6 if workers == 3 else 8,
+               steps=10, rounds=2, evaluate="true")
+  out, model_dir = tmp_path / "out", tmp_path / "model"
+  if mode == "horovod":
+    horovod(2, dump_args(out, model_dir, distribution=mode, **flags))
+  else:
+    launch(2, dump_args(out, model_dir, distribution=mode, **flags),
+           ps=1 if mode == "parameter_server" else 0, timeout=240)
+  results = load_results(out)
+  assert len(results) == workers
+  assert all(r["last_step"] == 20 for r in results)
+  assert all(r["eval"] == results[0]["eval"] for r in results)
+  assert results[0]["eval"]["global_step"] == 20
+
+
+def test_restart_with_more_workers_continues_progress_with_new_scale(tmp_path):
+  model_dir = tmp_path / "model"
+  flags = dict(case="mlp", global_batch_size=8, accumulation_steps=2,
+               lr_scaling="adascale", optimizer="momentum")
+  run([PYTHON] + dump_args(tmp_path / "one", model_dir, steps=5, **flags))
+  tau = float(load_workers(tmp_path / "one")[0]["adascale/progress@0"])
+  assert float(load_workers(tmp_path / "one")[0]["adascale/scale@0"]) == 2
+  horovod(2, dump_args(tmp_path / "two", model_dir, distribution="horovod",
+                       steps=8, **flags))
+  for worker in load_workers(tmp_path / "two"):
+    assert float(worker["adascale/scale@0"]) == 4
+    assert float(worker["adascale/progress@0"]) >= tau + 3
+  assert [r["first_step"] for r in load_results(tmp_path / "two")] == [5, 5]
+
+
+def test_adascale_with_sparse_gradients_on_horovod(tmp_path):
+  horovod(2, dump_args(tmp_path / "out", tmp_path / "model",
+                       distribution="horovod", case="embedding",
+                       global_batch_size=8, accumulation_steps=2, steps=5,
+                       optimizer="momentum", lr_scaling="adascale"))
+  workers = load_workers(tmp_path / "out")
+  _assert_workers_identical(workers)
+  gains = [float(w["adascale/gain@0"]) for w in workers]
+  assert gains[0] == gains[1] and 1.0 <= gains[0] <= 4.0

@@ -1,0 +1,2 @@
+"""The rig: hosts made on this machine (cluster.py) and the scripts that
+set this machine up for them."""

@@ -17,6 +17,7 @@ import threading
 import time
 
 import pytest
+import tensorflow as tf
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
@@ -86,7 +87,6 @@ def _runs(model_dir):
   A summary op named like the variable it reads gets a suffix
   (`adascale/progress_1`), dropped here.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   runs = []
   for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")):
     events = []

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale import backends
+from estimator_scale.train_ops import accumulation
 from tests.helpers import trainer
 from tests.helpers.results import max_difference
 from tests.workers import tiny_models
@@ -244,7 +245,6 @@ def test_sparse_gradients_accumulate_exactly(model, tmp_path):
 
 
 def test_micro_batches_of_dense_sparse_and_ragged_features():
-  from estimator_scale.train_ops import accumulation  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     dense = tf.reshape(tf.range(12), [4, 3])
     sparse = tf.sparse.from_dense(dense)

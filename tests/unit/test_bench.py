@@ -8,7 +8,12 @@ import os
 
 import pytest
 
+from estimator_scale import backends
+from estimator_scale import errors
+from estimator_scale import topology
+from estimator_scale.backends.horovod import binding
 from tests.helpers.processes import PYTHON, run, worker_env
+from tools.bench.perf import horovod_knobs
 from tools.bench.perf import render
 from tools.bench.perf import results
 from tools.bench.perf import runner
@@ -238,7 +243,6 @@ def test_worker_pins_threads_with_the_frameworks_function():
 
 
 def test_horovod_knobs_ratios_are_taken_within_rounds(tmp_path):
-  from tools.bench.perf import horovod_knobs  # pylint: disable=g-import-not-at-top
   samples = {horovod_knobs.SINGLE: [100.0, 50.0],
              "2 Horovod ranks, framework defaults": [180.0, 95.0],
              "2 multi_worker_mirrored workers": [None, 90.0]}
@@ -259,7 +263,6 @@ def test_horovod_knobs_ratios_are_taken_within_rounds(tmp_path):
 
 
 def test_horovod_knobs_starts_the_cli_with_the_benchs_launchers():
-  from tools.bench.perf import horovod_knobs  # pylint: disable=g-import-not-at-top
   argv = horovod_knobs.command(2, "horovodrun", "/tmp/m", "/tmp/s.json", 10)
   prefix = runner.launcher_argv("horovodrun", 2, [])
   assert argv[:len(prefix)] == prefix
@@ -277,28 +280,22 @@ def test_horovod_knobs_starts_the_cli_with_the_benchs_launchers():
 
 
 def test_horovod_defaults_yield_to_the_users_environment():
-  from estimator_scale.backends.horovod import binding as horovod  # pylint: disable=g-import-not-at-top
   environ = {"HOROVOD_CYCLE_TIME": "0.5"}
-  horovod.apply_defaults(environ)
+  binding.apply_defaults(environ)
   assert environ == {"HOROVOD_CYCLE_TIME": "0.5"}
   environ = {}
-  horovod.apply_defaults(environ)
-  assert environ == horovod.HOROVOD_DEFAULTS
+  binding.apply_defaults(environ)
+  assert environ == binding.HOROVOD_DEFAULTS
 
 
 def test_horovod_ranks_get_even_disjoint_shares_of_the_cores():
-  from estimator_scale.backends.horovod import binding as horovod  # pylint: disable=g-import-not-at-top
-  assert horovod.rank_cores({3, 1, 0, 2}, 1, 2) == [2, 3]
-  assert horovod.rank_cores(range(5), 2, 3) == [2]
-  assert horovod.rank_cores(range(2), 0, 3) is None  # more ranks than cores
-  assert horovod.rank_cores(range(8), 0, 1) is None  # one rank: nothing to do
+  assert binding.rank_cores({3, 1, 0, 2}, 1, 2) == [2, 3]
+  assert binding.rank_cores(range(5), 2, 3) == [2]
+  assert binding.rank_cores(range(2), 0, 3) is None  # more ranks than cores
+  assert binding.rank_cores(range(8), 0, 1) is None  # one rank: nothing to do
 
 
 def test_core_binding_is_checked_and_can_be_turned_off():
-  from estimator_scale import errors  # pylint: disable=g-import-not-at-top
-  from estimator_scale import backends  # pylint: disable=g-import-not-at-top
-  from estimator_scale import topology  # pylint: disable=g-import-not-at-top
-  from estimator_scale.backends.horovod import binding  # pylint: disable=g-import-not-at-top
   ranks = topology.Topology(backend=backends.get("horovod"), num_workers=2,
                             local_size=2)
   with pytest.raises(errors.ConfigError, match="ESTIMATOR_SCALE_CORE_BINDING"):

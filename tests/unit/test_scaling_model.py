@@ -6,6 +6,7 @@ good as this arithmetic, so each term is pinned here by hand.
 """
 import dataclasses
 import math
+import threading
 
 import pytest
 
@@ -349,7 +350,6 @@ def test_rows_efficiency_is_paired_within_rounds():
 
 
 def test_windows_handshake_releases_a_rank_after_the_reshape(tmp_path):
-  import threading  # pylint: disable=g-import-not-at-top
   assert windows.total_runs(5, [10, 20, 3], 2) == 5 + 33 + 4
   order = []
 

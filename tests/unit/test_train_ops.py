@@ -1,11 +1,15 @@
 """Accumulation, lr scaling and AdaScale on one process (in-process Estimators)."""
 import math
 
+import horovod.tensorflow as hvd
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale.backends.horovod import reducer
+from estimator_scale.backends.horovod import stop
+from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import scaling
 from tests.helpers import golden
 from tests.helpers import trainer
@@ -190,7 +194,6 @@ def test_adascale_scale_without_samples_is_refused(tmp_path):
 
 
 def test_adamw_decay_is_decoupled_from_the_gradient():
-  from estimator_scale.train_ops import optimizers  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default():
     var = tf.compat.v1.get_variable("w", initializer=[1.0, -2.0],
                                     use_resource=True)
@@ -205,8 +208,6 @@ def test_adamw_decay_is_decoupled_from_the_gradient():
 
 def test_one_horovod_rank_exchanges_nothing():
   """Its allreduce would only wait for Horovod's next cycle each update."""
-  from estimator_scale.backends.horovod import reducer  # pylint: disable=g-import-not-at-top
-  from estimator_scale.backends.horovod import stop  # pylint: disable=g-import-not-at-top
 
   class OneRank:  # what HorovodReducer asks of Horovod when it is one rank
     Compression = type("Compression", (), {"none": None, "fp16": None})
@@ -231,9 +232,6 @@ def test_one_horovod_rank_exchanges_nothing():
 def test_fp16_exchange_without_float32_sums_is_one_grouped_allreduce():
   """Under compression the stop flag rides in float16 with the gradients:
   a float32 flag alone would cost a second negotiation every update."""
-  import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top
-  from estimator_scale.backends.horovod import reducer  # pylint: disable=g-import-not-at-top
-  from estimator_scale.backends.horovod import stop  # pylint: disable=g-import-not-at-top
 
   groups = []
 

@@ -16,13 +16,16 @@ argument and still need the topology for the optimizer).
 """
 from typing import List, Optional
 
+from absl import logging
 import tensorflow as tf
 from tensorflow.python.util import function_utils  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import data_files
+from estimator_scale import embeddings
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import hparams as hparams_lib
+from estimator_scale import inputs
 from estimator_scale import model as model_lib
 from estimator_scale import model_fn as model_fn_lib
 from estimator_scale import run_config as run_config_lib
@@ -124,6 +127,11 @@ class Estimator:
     Returns:
       self, like tf.estimator.Estimator.train.
     """
+    if self.topology.is_chief and not isinstance(input_fn, inputs.InputFn):
+      logging.warning(
+          "input: %s is not built by estimator_scale.inputs, so its position "
+          "is not saved: a restart starts its data over",
+          getattr(input_fn, "__name__", type(input_fn).__name__))
     with data_files.naming_corrupt_files(data_files.files_of(input_fn)):
       self.last_train = self._scale.coordinator.train(
           self.tf_estimator, input_fn, self._hooks(hooks, max_steps), steps,
@@ -250,10 +258,26 @@ def make_estimator(model, model_dir=None, distribution="none",
     raise errors.UsageError(
         "model must be a BaseModel instance, an Estimator model_fn or a "
         f"tf.estimator.Estimator, got {type(model).__name__}")
+  tf_estimator = _with_placed_variables(tf_estimator, scale_config)
   return Estimator(tf_estimator, scale_config, training_config, model=model,
                    global_batch_size=global_batch_size,
                    progress_every_n_steps=progress_every_n_steps,
                    scale_invariant_steps=scale_invariant_steps)
+
+
+def _with_placed_variables(tf_estimator, scale_config):
+  """The same Estimator, its model built as `embeddings.place_variables`
+  says: large variables split over ps tasks, what cannot fit refused.
+
+  Made anew around the model_fn (with its params bound), since a canned
+  estimator's variables are made inside its own model_fn.
+  """
+  model_fn = embeddings.place_variables(
+      tf_estimator.model_fn, scale_config.run_config.num_ps_replicas,
+      scale_config.topology)
+  return tf.estimator.Estimator(
+      model_fn, config=tf_estimator.config, params=tf_estimator.params,
+      warm_start_from=tf_estimator._warm_start_settings)  # pylint: disable=protected-access
 
 
 def _model_fn_params(model_fn, hparams):

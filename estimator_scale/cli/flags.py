@@ -46,6 +46,16 @@ flags.DEFINE_float("weight_decay", None,
                    "1e-4 for lars).")
 flags.DEFINE_float("trust_coefficient", 0.001,
                    "LARS's trust coefficient eta.")
+flags.DEFINE_float("initial_accumulator_value", None,
+                   "Starting value of `adagrad`'s and `ftrl`'s squared-"
+                   "gradient sums (unset: 0.1).", lower_bound=0.0)
+flags.DEFINE_float("l1", None, "`ftrl`'s L1 strength (unset: 0).",
+                   lower_bound=0.0)
+flags.DEFINE_float("l2", None, "`ftrl`'s stabilising L2 strength (unset: 0).",
+                   lower_bound=0.0)
+flags.DEFINE_float("l2_shrinkage", None,
+                   "`ftrl`'s L2 shrinkage of the weights (unset: 0).",
+                   lower_bound=0.0)
 flags.DEFINE_enum("lr_schedule", "constant", train_ops_names.SCHEDULES,
                   "How the base rate decays over the updates.")
 flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
@@ -69,7 +79,9 @@ flags.DEFINE_enum("precision", "float32", train_ops_names.PRECISIONS,
                   "The network's compute type; variables and the optimizer "
                   "stay float32; mixed_float16 adds dynamic loss scaling.")
 
-OPTIMIZER_OPTION_FLAGS = ("momentum", "trust_coefficient", "weight_decay")
+OPTIMIZER_OPTION_FLAGS = ("momentum", "trust_coefficient", "weight_decay",
+                          "initial_accumulator_value", "l1", "l2",
+                          "l2_shrinkage")
 """Flags named after the optimizer option they set."""
 
 # Distribution: the backend, and what it does on the wire and on the cores.

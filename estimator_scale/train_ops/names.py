@@ -5,7 +5,8 @@ options out check against them, so `estimator-scale --help` shows every
 choice without loading TensorFlow.
 """
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lars", "lamb")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lars", "lamb", "adagrad",
+              "ftrl")
 """Valid `optimizer` values, the keys of `optimizers.OPTIMIZERS` (each
 optimizer's factory lives with its TensorFlow code; a test keeps the two
 equal)."""

@@ -6,6 +6,11 @@ here on the v1 Momentum and Adam optimizers (whose slots, learning-rate
 tensors and, for Adam, bias-correction powers they reuse). They see the
 gradient after our own reduction (accumulation, replicas, Horovod) through
 `apply_gradients`, so one implementation serves every backend.
+
+Adagrad and FTRL, the usual choices for embedding tables and the canned
+estimators' defaults, are TensorFlow's own: given an embedding's sparse
+gradient they update only the rows looked up, in the table and in their
+slots, so an update costs what the batch touches rather than the table.
 """
 import difflib
 import inspect
@@ -61,7 +66,7 @@ DEFAULT_EXCLUDE = ("bias", "batch_norm", "batch_normalization", "BatchNorm",
 
 
 _VALID = {"in [0, 1)": lambda x: 0.0 <= x < 1.0, ">= 0": lambda x: x >= 0.0,
-          "> 0": lambda x: x > 0.0}
+          "> 0": lambda x: x > 0.0, "<= 0": lambda x: x <= 0.0}
 
 
 def _check(optimizer, name, value, valid):
@@ -282,8 +287,38 @@ def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
                        weight_decay=weight_decay, exclude=exclude)
 
 
+def _adagrad(lr, initial_accumulator_value=0.1):
+  """Adagrad: accum += g^2; w -= lr g / sqrt(accum), row by row when sparse."""
+  _check("adagrad", "initial_accumulator_value", initial_accumulator_value,
+         "> 0")
+  return _V1.AdagradOptimizer(
+      lr, initial_accumulator_value=initial_accumulator_value)
+
+
+def _ftrl(lr, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+          l1=0.0, l2=0.0, l2_shrinkage=0.0, beta=0.0):
+  """FTRL-Proximal (McMahan et al. 2013), the wide part's usual optimizer.
+
+  `l1` makes weights exactly zero (sparse models), `l2` stabilises the
+  per-coordinate step, `l2_shrinkage` pulls the weights themselves towards
+  zero (it enters the gradient, only of the rows touched when sparse), and
+  `beta` is the paper's smoothing term of the step size.
+  """
+  _check("ftrl", "learning_rate_power", learning_rate_power, "<= 0")
+  for name, value in (("initial_accumulator_value", initial_accumulator_value),
+                      ("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage),
+                      ("beta", beta)):
+    _check("ftrl", name, value, ">= 0")
+  return _V1.FtrlOptimizer(
+      lr, learning_rate_power=learning_rate_power,
+      initial_accumulator_value=initial_accumulator_value,
+      l1_regularization_strength=l1, l2_regularization_strength=l2,
+      l2_shrinkage_regularization_strength=l2_shrinkage, beta=beta)
+
+
 OPTIMIZERS = {"sgd": _sgd, "momentum": _momentum, "adam": _adam,
-              "adamw": _adamw, "lars": _lars, "lamb": _lamb}
+              "adamw": _adamw, "lars": _lars, "lamb": _lamb,
+              "adagrad": _adagrad, "ftrl": _ftrl}
 """Each optimizer's factory; its keyword arguments are the options it takes."""
 
 

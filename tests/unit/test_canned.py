@@ -223,7 +223,9 @@ def test_an_estimator_must_be_made_with_the_backends_run_config(tmp_path):
     es.make_estimator(made)
   with pytest.raises(es.errors.ConfigError, match="training_config"):
     es.make_estimator(made, scale_config=scale, training_config=TRAINING)
-  assert es.make_estimator(made, scale_config=scale).tf_estimator is made
+  # Made anew around the canned model_fn, so that its variables are placed.
+  wrapped = es.make_estimator(made, scale_config=scale).tf_estimator
+  assert wrapped.config.model_dir == made.config.model_dir
 
 
 def test_the_optimizer_applies_only_through_get_updates(tmp_path):

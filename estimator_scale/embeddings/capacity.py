@@ -1,0 +1,134 @@
+"""How many bytes each task of a job holds, said at start and checked.
+
+A table that cannot fit where its backend puts it fails late and badly: a
+replicating backend (one process, mirrored, multi_worker_mirrored, Horovod)
+gives every worker the whole table and its optimizer slots, and a ps task
+that gets more than its memory is killed after minutes of initialisation.
+Once the training graph holds every variable (the slots included), the
+bytes per holder are known from the variables' devices, so the job can say
+them in one line and refuse, before its first step, what cannot fit.
+"""
+import collections
+import dataclasses
+import math
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale import errors
+
+TASK_MEMORY = "ESTIMATOR_SCALE_TASK_MEMORY_BYTES"
+"""Bytes one task may hold in variables (default: this host's memory)."""
+
+_MIB = float(1 << 20)
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+  """The bytes of a training graph's variables, and who holds them.
+
+  Attributes:
+    variable_bytes: the trainable variables (tables, weights).
+    slot_bytes: everything else global: optimizer slots, counters.
+    bytes_per_holder: {"ps:0": bytes, ...} under parameter servers, or
+      {"each worker": bytes} where every worker holds every variable.
+    largest: (name, bytes) of the largest variable or part.
+  """
+  variable_bytes: int
+  slot_bytes: int
+  bytes_per_holder: dict
+  largest: tuple
+
+  def line(self):
+    """The capacity line a job logs at start."""
+    holders = ", ".join(f"{holder} {size / _MIB:.1f} MiB" for holder, size in
+                        sorted(self.bytes_per_holder.items()))
+    return (f"capacity: variables {self.variable_bytes / _MIB:.1f} MiB, "
+            f"optimizer slots and state {self.slot_bytes / _MIB:.1f} MiB; "
+            f"held by {holders}")
+
+
+def _bytes(variable):
+  shape = variable.shape
+  if not shape.is_fully_defined():
+    return 0
+  return math.prod(shape.as_list()) * variable.dtype.base_dtype.size
+
+
+def _holder(variable):
+  spec = tf.DeviceSpec.from_string(variable.device or "")
+  if spec.job == "ps":
+    return f"ps:{spec.task or 0}"
+  return "each worker"
+
+
+def measure(graph=None):
+  """The `Capacity` of `graph`'s global variables (default graph)."""
+  graph = graph or tf.compat.v1.get_default_graph()
+  with graph.as_default():
+    trainable = {v.ref() for v in tf.compat.v1.trainable_variables()}
+    variables = tf.compat.v1.global_variables()
+  held = collections.Counter()
+  sums = {True: 0, False: 0}
+  largest = ("", 0)
+  for variable in variables:
+    size = _bytes(variable)
+    held[_holder(variable)] += size
+    sums[variable.ref() in trainable] += size
+    if size > largest[1]:
+      largest = (variable.op.name, size)
+  return Capacity(sums[True], sums[False], dict(held), largest)
+
+
+def task_memory(environ=None):
+  """Bytes a task may hold: `TASK_MEMORY`, else this host's memory."""
+  environ = os.environ if environ is None else environ
+  raw = environ.get(TASK_MEMORY)
+  if raw is None:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  try:
+    value = int(raw)
+  except ValueError:
+    value = 0
+  if value <= 0:
+    raise errors.ConfigError(f"{TASK_MEMORY}={raw!r} must be a number of "
+                             "bytes > 0")
+  return value
+
+
+def check(capacity, backend_name, memory):
+  """Raises ConfigError when a holder's bytes exceed `memory`.
+
+  Args:
+    capacity: `measure()`'s result.
+    backend_name: the job's backend, named in the message.
+    memory: bytes one task may hold (`task_memory()`).
+  """
+  for holder, size in sorted(capacity.bytes_per_holder.items()):
+    if size <= memory:
+      continue
+    name, largest = capacity.largest
+    if holder == "each worker":
+      fix = ("distribution=parameter_server splits large variables over "
+             "its ps tasks")
+      where = f"each worker of distribution={backend_name} holds all of them"
+    else:
+      fix = ("add ps tasks: each holds about 1/N of every variable larger "
+             "than a slice")
+      where = f"ps task {holder} holds them under {backend_name}"
+    raise errors.ConfigError(
+        f"the model's variables do not fit: {where}, {size / _MIB:.1f} MiB "
+        f"(variables and optimizer slots; the largest, {name}, is "
+        f"{largest / _MIB:.1f} MiB), above the {memory / _MIB:.1f} MiB a task "
+        f"may hold ({TASK_MEMORY} or the host's memory); {fix}, or make the "
+        "tables smaller")
+
+
+def log_and_check(backend_name, is_chief, graph=None):
+  """Measures the graph, logs the capacity line (chief) and checks it."""
+  capacity = measure(graph)
+  if is_chief:
+    logging.info("%s", capacity.line())
+  check(capacity, backend_name, task_memory())
+  return capacity

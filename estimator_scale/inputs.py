@@ -3,9 +3,11 @@
 Every builder takes the *global* batch size (examples per update over the
 whole job) and serves each replica its share, global / (workers x replicas),
 which the model_fn splits into accumulation micro-batches. Training input is
-sharded per worker, shuffled with a seed, repeated (so ranks never run out of
-data at different steps) and batched with drop_remainder; evaluation input
-is one ordered pass over everything. Files are found and read through
+shuffled with a seed, repeated (so ranks never run out of data at different
+steps) and batched with drop_remainder, and resumes where the checkpoint it
+starts from left it (`input_position`: no example of the epoch trained
+twice or skipped, on any worker count); evaluation input is one ordered
+pass over everything. Files are found and read through
 tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
 
 Each builder is a function that checks its arguments at once (a batch size
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import input_position
 from estimator_scale import topology as topology_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -27,8 +30,9 @@ AUTOTUNE = tf.data.AUTOTUNE
 class InputFn:
   """An Estimator input_fn, and the files it reads.
 
-  Estimator calls it as any input_fn (with `params` and, under
-  tf.distribute, an `input_context`). The files are kept beside it because
+  Estimator calls it as any input_fn (with `params`, `config` and, under
+  tf.distribute, an `input_context`); `config.model_dir` holds the
+  checkpoint a training input resumes from. The files are kept beside it because
   TensorFlow's error for an unreadable record names no file:
   `Estimator.train`/`evaluate` look for the culprit among them
   (`data_files.naming_corrupt_files`).
@@ -41,9 +45,10 @@ class InputFn:
     self._make_dataset = make_dataset
     self.files = tuple(files)
 
-  def __call__(self, params=None, input_context=None):
+  def __call__(self, params=None, input_context=None, config=None):
     del params  # every setting was fixed when the input_fn was built
-    return self._make_dataset(input_context)
+    return self._make_dataset(input_context,
+                              getattr(config, "model_dir", None))
 
 
 def _replica_batch(global_batch_size, training, topology, accumulation_steps):
@@ -67,6 +72,20 @@ def _shards(topology, training, input_context):
   if input_context is not None and input_context.num_input_pipelines > 1:
     return input_context.num_input_pipelines, input_context.input_pipeline_id
   return topology.num_workers, topology.worker_index
+
+
+def _resumes(training, topology):
+  """Whether the input resumes at a position: training in a synchronous job.
+
+  Asynchronous workers (parameter servers) each update at their own pace,
+  so which worker trained which examples is not a function of the step.
+  """
+  return training and topology.synchronous
+
+
+def _start(model_dir, global_batch_size, shards, topology):
+  return input_position.resume(model_dir, global_batch_size, shards,
+                               topology.is_chief)
 
 
 def _finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
@@ -105,7 +124,12 @@ def _count(features, labels):
 
 def from_arrays(features, labels, global_batch_size, training=True,
                 topology=None, accumulation_steps=1, seed=0, shuffle_buffer=0):
-  """input_fn over in-memory arrays; records are sharded round-robin.
+  """input_fn over in-memory arrays.
+
+  Training reads them in `input_position`'s order: epochs of windows of
+  `shuffle_buffer` rows (the whole array when 0), each window permuted with
+  (seed, epoch, window), every worker taking its slice of each global
+  batch; asynchronous training and evaluation shard rows round-robin.
 
   Args:
     features: an array or {name: array}, first axis = examples.
@@ -127,13 +151,24 @@ def from_arrays(features, labels, global_batch_size, training=True,
   data = (features, labels) if labels is not None else features
   buffer = (shuffle_buffer or count) if seed is not None else 0
 
-  def make_dataset(input_context):
-    dataset = tf.data.Dataset.from_tensor_slices(data)
+  def make_dataset(input_context, model_dir):
     shards, index = _shards(topology, training, input_context)
+    if shards > 1 and count < shards:
+      raise errors.ConfigError(f"from_arrays: {count} examples cannot be "
+                               f"sharded over {shards} workers")
+    if _resumes(training, topology):
+      start = _start(model_dir, global_batch_size, shards, topology)
+      rows = input_position.stream(
+          lambda epoch: tf.data.Dataset.range(count), lambda: count,
+          start.examples, seed, shuffle_buffer or None)
+      rows = input_position.worker_share(rows, global_batch_size, shards,
+                                         index)
+      tensors = tf.nest.map_structure(tf.convert_to_tensor, data)
+      return rows.batch(replica_batch, drop_remainder=True).map(
+          lambda i: tf.nest.map_structure(lambda a: tf.gather(a, i), tensors),
+          num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+    dataset = tf.data.Dataset.from_tensor_slices(data)
     if shards > 1:
-      if count < shards:
-        raise errors.ConfigError(f"from_arrays: {count} examples cannot be "
-                                 f"sharded over {shards} workers")
       dataset = dataset.shard(shards, index)
     return _finish(dataset, training, replica_batch, seed, buffer)
 
@@ -159,6 +194,10 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
 
   Files are sharded per worker when there are at least as many files as
   workers, records otherwise, so every worker sees a disjoint part.
+  Training resumes at the checkpoint's position (`input_position`): with
+  record sharding (or one worker) on any worker count; with file sharding
+  while the worker count stays. Records are shuffled in windows of
+  `shuffle_buffer`, each permuted with (seed, epoch, window).
 
   Args:
     pattern: a glob of TFRecord files.
@@ -167,10 +206,9 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
       None for a label-free model (autoencoder, language model): the input
       then yields features only and Estimator passes labels=None to the
       model_fn.
-    deterministic: read files in a fixed order, so a seed reproduces the
-      data order; False lets records arrive as they are read (a little
-      faster). Record sharding (fewer files than workers) needs the fixed
-      order, so there it stays on.
+    deterministic: evaluation: read files in a fixed order; False lets
+      records arrive as they are read (a little faster). Synchronous
+      training always reads in the fixed order its position needs.
     skip_corrupt: drop records that cannot be read (a truncated shard's
       tail) instead of failing; TensorFlow logs each one dropped.
     other arguments: as `from_arrays`.
@@ -200,8 +238,34 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
     labels = parsed.pop(label_key)
     return parsed, labels
 
-  def make_dataset(input_context):
+  def resumed(shards, index, model_dir):
+    """The training records from the checkpoint's position on."""
+    start = _start(model_dir, global_batch_size, shards, topology)
+    window = buffer or None
+    if shards > 1 and len(files) >= shards:
+      own = files[index::shards]
+      if start.since_workers_changed != start.examples:
+        logging.warning("from_tfrecords: the worker count changed to %d; "
+                        "each worker starts its new shard of files at its "
+                        "beginning", shards)
+      epoch_records = input_position.file_records(own, records, seed, 4)
+      return input_position.stream(
+          epoch_records, lambda: input_position.count(epoch_records(0)),
+          start.since_workers_changed // shards, seed, window)
+    epoch_records = input_position.file_records(files, records, seed, 4)
+    stream = input_position.stream(
+        epoch_records, lambda: input_position.count(epoch_records(0)),
+        start.examples, seed, window)
+    return input_position.worker_share(stream, global_batch_size, shards,
+                                       index)
+
+  def make_dataset(input_context, model_dir):
     shards, index = _shards(topology, training, input_context)
+    if _resumes(training, topology):
+      dataset = resumed(shards, index, model_dir).batch(
+          replica_batch, drop_remainder=True)
+      return dataset.map(parse, num_parallel_calls=AUTOTUNE).prefetch(
+          AUTOTUNE)
     names = tf.data.Dataset.from_tensor_slices(files)
     by_file = shards > 1 and len(files) >= shards
     by_record = shards > 1 and not by_file
@@ -318,7 +382,10 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
   """input_fn over the lines of CSV files, each parsed by `parse_line`.
 
   What `from_csv` and `data_files.from_files` share: they differ only in
-  how a line becomes features (and labels). Lines are sharded per worker.
+  how a line becomes features (and labels). Lines are sharded per worker;
+  training takes them in `input_position`'s order from the checkpoint's
+  position (files permuted per epoch, lines in windows of
+  `shuffle_buffer`), on any worker count.
 
   Args:
     files: the CSV files, in order.
@@ -335,11 +402,23 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
                                  accumulation_steps)
   buffer = shuffle_buffer if seed is not None else 0
 
-  def make_dataset(input_context):
+  def lines(path):
+    return tf.data.TextLineDataset(path).skip(1 if header else 0)
+
+  def make_dataset(input_context, model_dir):
     shards, index = _shards(topology, training, input_context)
+    if _resumes(training, topology):
+      start = _start(model_dir, global_batch_size, shards, topology)
+      epoch_lines = input_position.file_records(files, lines, seed)
+      dataset = input_position.stream(
+          epoch_lines, lambda: input_position.count(epoch_lines(0)),
+          start.examples, seed, buffer or None)
+      dataset = input_position.worker_share(dataset, global_batch_size,
+                                            shards, index)
+      return dataset.map(parse_line, num_parallel_calls=AUTOTUNE).batch(
+          replica_batch, drop_remainder=True).prefetch(AUTOTUNE)
     dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lambda f: tf.data.TextLineDataset(f).skip(1 if header else 0),
-        cycle_length=1)
+        lines, cycle_length=1)
     if shards > 1:
       dataset = dataset.shard(shards, index)
     return _finish(dataset, training, replica_batch, seed, buffer,
@@ -382,7 +461,7 @@ def synthetic(feature_shapes, global_batch_size, num_classes=None,
       labels = tf.random.stateless_normal((n,) + label_shape, [seed, -1])
     return features, labels
 
-  def make_dataset(unused_input_context):
+  def make_dataset(unused_input_context, unused_model_dir):
     # Made by an op and cached, not embedded as a constant: a large batch in
     # the GraphDef is copied at every stage of building the session.
     dataset = tf.data.Dataset.range(1).map(batch).cache()

@@ -22,10 +22,9 @@ checkpoint instead:
 - What the ranks keep in memory across a restart is small (the last commit,
   the size, the per-rank micro-batch) and travels as Horovod's
   `ObjectState`.
-- The input is made again too, sharded for the new size; the position in
-  the data is not checkpointed, so each rank starts its new shard from the
-  beginning (in the epoch of a change some examples are read twice and
-  others not at all).
+- The input is made again too, for the new size: the framework's inputs
+  resume at the commit's position and share the rest of the epoch over the
+  new ranks (`input_position`).
 
 A dead peer must surface as Horovod's own error for its loop to restart, so
 the Horovod backend does not turn it into a line naming the lost rank here,

@@ -17,6 +17,7 @@ from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
 from estimator_scale.backends import coordinator
 from estimator_scale.backends import reducers
+from estimator_scale.backends import slurm
 
 COLLECTIVE_TIMEOUT = "ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT"
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300
@@ -122,6 +123,7 @@ def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
   """A TF_CONFIG worker's ScaleConfig."""
   base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
   base.require_model_dir(backend.name, model_dir)
+  adopt_slurm_step(os.environ)
   topology = read_topology(backend)
   config = tf.estimator.RunConfig(
       session_config=base.session_config(intra_op_threads or 0),
@@ -130,6 +132,19 @@ def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
       **run_config_kwargs)
   return base.ScaleConfig(config, topology,
                           ClusterCoordinator(topology, servers_persist))
+
+
+def adopt_slurm_step(environ):
+  """Writes the TF_CONFIG of a Slurm step's task into `environ` if it has none.
+
+  TensorFlow's strategies and RunConfig read TF_CONFIG from the process's
+  environment themselves, so a cluster that srun describes is written there,
+  once, before anything reads it; from then on the task is an ordinary
+  TF_CONFIG task. A TF_CONFIG already set (estimator-scale-launch run inside
+  an allocation) is left as it is.
+  """
+  if not environ.get("TF_CONFIG") and slurm.in_step(environ):
+    environ["TF_CONFIG"] = json.dumps(slurm.tf_config(environ))
 
 
 def read_tf_config(environ=None):
@@ -141,7 +156,7 @@ def read_tf_config(environ=None):
   if not raw:
     raise errors.TopologyError("this distribution needs TF_CONFIG describing the "
                         f"cluster, e.g. TF_CONFIG='{example}' (estimator-scale-launch "
-                        "sets it)")
+                        "sets it, and srun's tasks get it from their Slurm step)")
   try:
     config = json.loads(raw)
   except json.JSONDecodeError as e:
@@ -202,6 +217,10 @@ class ClusterCoordinator(coordinator.Coordinator):
     self._target = 0
     self._shared_dir_checked = False
 
+  def worker_labels(self):
+    """See base class: the tasks and hosts TF_CONFIG names."""
+    return cluster_worker_labels(os.environ)
+
   def train(self, estimator, input_fn, hooks, steps, max_steps):
     """See base class."""
     if not self._shared_dir_checked:
@@ -261,6 +280,15 @@ class ClusterCoordinator(coordinator.Coordinator):
       return estimator.export_saved_model(export_dir_base, receiver_fn,
                                           **kwargs)
     return os.fsencode(export_dir_base)
+
+
+def cluster_worker_labels(environ):
+  """ "chief 0 (host)", "worker 0 (host)", ...: the chief first, as
+  `read_topology` and tf.distribute number the workers."""
+  cluster, _, _ = read_tf_config(environ)
+  return [f"{task_type} {index} ({address.rpartition(':')[0] or address})"
+          for task_type in ("chief", "worker")
+          for index, address in enumerate(cluster.get(task_type, []))]
 
 
 def shared_dir_wait(environ):

@@ -265,11 +265,13 @@ class Host:
         "dev", "eth0")
     _sh("ip", "-n", self.netns, "link", "set", "eth0", "up")
     _sh("ip", "-n", self.netns, "link", "set", "lo", "up")
-    # ip netns exec and unshare both exec in place: the pid is sleep's. A
-    # session of its own keeps it out of the caller's Ctrl-C.
+    # nsenter and unshare both exec in place: the pid is sleep's. A session
+    # of its own keeps it out of the caller's Ctrl-C. Not `ip netns exec`:
+    # it remounts /sys, hiding the machine's /sys/fs/cgroup, without which
+    # slurmd does not start (tools/rig/slurm.py).
     holder = subprocess.Popen(
-        ["ip", "netns", "exec", self.netns, "unshare", "--uts", "--mount",
-         "--propagation", "private", "sleep", "infinity"],
+        ["nsenter", f"--net=/run/netns/{self.netns}", "unshare", "--uts",
+         "--mount", "--propagation", "private", "sleep", "infinity"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
     self.pid = holder.pid

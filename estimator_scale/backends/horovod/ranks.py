@@ -12,8 +12,10 @@ import sys
 from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
+from estimator_scale.backends import slurm
 from estimator_scale.backends.horovod import binding
 from estimator_scale.backends.horovod import faults
+from estimator_scale.backends.horovod import srun
 
 LAUNCHER_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 """Set by horovodrun (Gloo), Open MPI's and MPICH's mpirun for each rank."""
@@ -121,8 +123,11 @@ def init_horovod():
   """horovod.tensorflow, initialised for this rank (again: no-op).
 
   What must hold before hvd.init(): a build that can form the ranks, a
-  watchdog for a rank abandoned while they meet, Horovod's knobs set.
+  watchdog for a rank abandoned while they meet, Horovod's knobs set. A
+  task of a Slurm step becomes a rank here, from the step's layout.
   """
+  if not launched() and slurm.in_step(os.environ):
+    srun.start_rank(os.environ)
   hvd = import_horovod()
   check_process_set_interface(os.environ)
   faults.watch_launcher()
@@ -137,7 +142,7 @@ def import_horovod():
     raise errors.TopologyError(
         "distribution='horovod' needs the process to be started by horovodrun, "
         "e.g. horovodrun -np 2 -H localhost:2 python -m estimator_scale.cli "
-        "--distribution=horovod ...")
+        "--distribution=horovod ..., or by srun in a Slurm allocation")
   try:
     # Lazy: Horovod is optional, and only a rank imports it.
     import horovod.tensorflow as hvd  # pylint: disable=g-import-not-at-top

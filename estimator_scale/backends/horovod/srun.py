@@ -1,0 +1,104 @@
+"""Horovod ranks that srun started: Gloo's rendezvous without horovodrun.
+
+Before a rank's hvd.init(), horovodrun does two things: it serves the Gloo
+rendezvous (an HTTP key-value store where the ranks find each other) and
+gives each rank its HOROVOD_* variables. Inside a Slurm step every task can
+work both out from the step itself, so the first task serves the rendezvous
+and each task sets its own variables: Slurm users need neither ssh between
+nodes, nor MPI, nor a hostfile.
+"""
+import socket
+import threading
+import time
+
+from absl import logging
+
+from estimator_scale import errors
+from estimator_scale.backends import slurm
+
+
+def _serve_rendezvous(ranks, port):
+  """Serves the Gloo rendezvous of `ranks` on `port` from a daemon thread.
+
+  Horovod's own server, as horovodrun runs it, but on the step's agreed port
+  (horovodrun picks a free one and tells the ranks, which srun cannot).
+  """
+  # Lazy: Horovod is optional, and only a rank imports it.
+  from horovod.runner.common.util import hosts  # pylint: disable=g-import-not-at-top
+  from horovod.runner.http import http_server  # pylint: disable=g-import-not-at-top
+  try:
+    server = http_server.RendezvousHTTPServer(
+        ("", port), http_server.RendezvousHandler, 0)
+  except OSError as e:
+    raise errors.ConfigError(
+        f"Horovod's rendezvous cannot listen on port {port} of "
+        f"{socket.gethostname()} ({e.strerror}); choose a free one with "
+        f"{slurm.PORT}") from None
+  server.init([hosts.SlotInfo(**vars(rank)) for rank in ranks])
+  threading.Thread(target=server.serve_forever, name="horovod_rendezvous",
+                   daemon=True).start()
+  return server
+
+
+def _address(node):
+  try:
+    return socket.gethostbyname(node)
+  except OSError as e:
+    raise errors.TopologyError(
+        f"the Slurm step's first node {node!r} ({slurm.NODELIST}) does not "
+        f"resolve to an address here ({e.strerror}); Horovod's rendezvous "
+        "runs there") from None
+
+
+RENDEZVOUS_WAIT_S = 120
+"""How long a task waits for task 0's rendezvous: srun starts the tasks
+together, but task 0 serves only after importing TensorFlow and Horovod."""
+
+
+def _wait_for_rendezvous(address, port, node, timeout=RENDEZVOUS_WAIT_S):
+  deadline = time.monotonic() + timeout
+  while True:
+    try:
+      socket.create_connection((address, port), timeout=2).close()
+      return
+    except OSError:
+      if time.monotonic() > deadline:
+        raise errors.TopologyError(
+            f"Horovod's rendezvous on {node} ({address}:{port}), which the "
+            f"Slurm step's task 0 serves, did not answer in {timeout} s: "
+            "did task 0 fail?") from None
+      time.sleep(0.2)
+
+
+def start_rank(environ, serve=_serve_rendezvous, wait=_wait_for_rendezvous):
+  """Makes this task of a Slurm step a Horovod rank, as horovodrun would.
+
+  Sets the rank's HOROVOD_* variables (rank, size, local and cross ranks
+  from the step's layout; Gloo for control and CPU operations) in
+  `environ`, for hvd.init() to read; task 0 first starts the rendezvous,
+  and the others wait until it answers.
+
+  Returns:
+    The rendezvous server on task 0, None on the others.
+
+  Raises:
+    errors.TopologyError, errors.ConfigError: naming the variable at fault.
+  """
+  step = slurm.read_step(environ)
+  ranks = slurm.horovod_ranks(step)
+  port = slurm.rendezvous_port(environ)
+  address = _address(step.nodes[0])
+  if step.task == 0:
+    server = serve(ranks, port)
+  else:
+    server = None
+    wait(address, port, step.nodes[0])
+  environ.update(ranks[step.task].environment())
+  environ.update({"HOROVOD_GLOO_RENDEZVOUS_ADDR": address,
+                  "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
+                  "HOROVOD_CONTROLLER": "gloo",
+                  "HOROVOD_CPU_OPERATIONS": "gloo"})
+  logging.info("Horovod rank %d of %d from Slurm task %d on %s; rendezvous "
+               "at %s:%d", step.task, step.size, step.task, step.node,
+               address, port)
+  return server

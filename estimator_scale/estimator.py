@@ -29,6 +29,7 @@ from estimator_scale import inputs
 from estimator_scale import model as model_lib
 from estimator_scale import model_fn as model_fn_lib
 from estimator_scale import run_config as run_config_lib
+from estimator_scale import stragglers
 from estimator_scale.backends import coordinator as coordinator_lib
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import pipeline
@@ -119,6 +120,10 @@ class Estimator:
       self.progress = hooks_lib.ProgressHook(
           self._global_batch_size, self._progress_every, target)
       hooks.append(self.progress)
+    if stragglers.applies(self.topology):
+      workers = self._scale.coordinator.worker_labels()  # on every worker
+      if self.topology.is_chief:
+        hooks.append(stragglers.StragglerHook(workers, self._progress_every))
     return hooks
 
   def train(self, input_fn, hooks=None, steps=None, max_steps=None):
@@ -197,7 +202,9 @@ def make_estimator(model, model_dir=None, distribution="none",
       and `run_config_kwargs` are not used and must be left at defaults);
       required with an existing Estimator.
     global_batch_size: when given, the chief logs progress lines.
-    progress_every_n_steps: how often it logs them.
+    progress_every_n_steps: how often it logs them, and with several
+      synchronous workers each one's compute time per update, naming the
+      slow ones (`stragglers`).
     scale_invariant_steps: stop when AdaScale's tau reaches this.
     **run_config_kwargs: passed to `build_run_config`.
 

@@ -9,6 +9,7 @@ each backend's own lives beside it.
 """
 import dataclasses
 import enum
+import socket
 
 from absl import logging
 import tensorflow as tf
@@ -94,6 +95,13 @@ class Coordinator:
   def broadcast(self, value):
     """The chief's `value`, on every worker (here: the only one)."""
     return value
+
+  def worker_labels(self):
+    """Each worker's name and host, in worker order, e.g. "rank 1 (host-b)".
+
+    Every worker must call it alike: a backend may exchange to learn them.
+    """
+    return [f"worker 0 ({socket.gethostname()})"]
 
   def train(self, estimator, input_fn, hooks, steps, max_steps):
     """Runs training; returns its `TrainResult`."""

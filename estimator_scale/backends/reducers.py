@@ -31,6 +31,21 @@ class LocalReducer:
     """
     return list(grads), list(sums)
 
+  def each_worker(self, value, replicas_per_worker):
+    """Every worker's scalar `value`, in worker order, on every worker.
+
+    A worker of several replicas contributes their mean. Here: this
+    worker's own (asynchronous workers exchange nothing).
+
+    Returns:
+      A function returning a float32 vector with one entry per worker; call
+      it once this update's exchange (`all_mean` or `apply_mean`) is built,
+      since a backend may carry the value in that exchange.
+    """
+    del replicas_per_worker  # one worker, however many replicas
+    mine = tf.reshape(tf.cast(value, tf.float32), [1])
+    return lambda: mine
+
   def apply_reduced(self, optimizer, grads, variables, global_step):
     """Applies gradients that are already the global mean."""
     return optimizer.apply_gradients(pairs(grads, variables),
@@ -92,6 +107,21 @@ class StrategyReducer(LocalReducer):
     for i, g in zip(present, reduced):
       means[i] = g
     return means, reduced[len(present):]
+
+  def each_worker(self, value, replicas_per_worker):
+    """See base class.
+
+    Each replica puts its value at its own place in a vector of zeros and
+    the vectors are summed by the same collective all-reduce the gradients
+    use; replicas are numbered worker by worker.
+    """
+    context = tf.distribute.get_replica_context()
+    n = context.num_replicas_in_sync
+    mine = tf.one_hot(context.replica_id_in_sync_group, n,
+                      dtype=tf.float32) * tf.cast(value, tf.float32)
+    summed = context.all_reduce(tf.distribute.ReduceOp.SUM, mine)
+    means = tf.reduce_mean(tf.reshape(summed, [-1, replicas_per_worker]), 1)
+    return lambda: means
 
   def apply_reduced(self, optimizer, grads, variables, global_step):
     """See base class."""

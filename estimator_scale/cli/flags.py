@@ -144,7 +144,10 @@ flags.DEFINE_string("model_dir", None,
                     "file system, s3:// or gs://; Horovod reads rank 0's.")
 flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
                      lower_bound=1)
-flags.DEFINE_integer("log_every_n_steps", 100, "Progress line interval.",
+flags.DEFINE_integer("log_every_n_steps", 100,
+                     "Updates between progress lines (and, with several "
+                     "synchronous workers, lines of each one's compute "
+                     "time naming the slow hosts).",
                      lower_bound=1)
 flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 

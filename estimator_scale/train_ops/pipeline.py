@@ -13,6 +13,7 @@ from typing import Optional
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import stragglers
 from estimator_scale.backends import names as backend_names
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
@@ -105,12 +106,16 @@ class TrainOp:
     adascale: AdaScale's state, or None without AdaScale.
     loss_scale: the dynamic loss scale's state, or None (only
       mixed_float16 scales the loss).
+    compute_seconds: every worker's own compute seconds of this update, in
+      worker order (`stragglers.exchange`), or None where workers are not
+      compared (one worker, or asynchronous ones).
   """
   train_op: tf.Operation
   loss: tf.Tensor
   learning_rate: tf.Tensor
   adascale: Optional[adascale.AdaScale]
   loss_scale: Optional[precision_lib.LossScale] = None
+  compute_seconds: Optional[tf.Tensor] = None
 
 
 def build_train_op(loss_fn, features, labels, training_config, topology):
@@ -119,7 +124,8 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
   Builds the network once (through `loss_fn`) and runs it over the
   accumulation micro-batches, reduces across replicas as the topology's
   backend does, scales the learning rate and applies. Writes the
-  learning-rate (and AdaScale) summaries. Train through
+  learning-rate (and AdaScale) summaries, and with several synchronous
+  workers each one's compute time per update (`stragglers`). Train through
   `make_estimator(model_fn, scale_config=...)`: under Horovod the ranks
   start from rank 0's variables and agree on when to stop through the hooks
   and coordinator it adds.
@@ -142,6 +148,8 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
   tf.compat.v1.summary.scalar("learning_rate", built.learning_rate)
   if built.adascale is not None:
     adascale.summaries(built.adascale)
+  if built.compute_seconds is not None:
+    stragglers.summaries(built.compute_seconds, topology.num_workers)
   return built
 
 
@@ -151,6 +159,7 @@ def _build(loss_fn, features, labels, config, topology):
   in_sync = replicas_in_sync(topology)
   reducer = topology.backend.make_reducer(config.allreduce_compression,
                                           config.sparse_exchange)
+  start = stragglers.start_timing() if stragglers.applies(topology) else None
   loss_scale = None
   if precision_lib.needs_loss_scaling(config.precision):
     with root_variable_scope():
@@ -163,6 +172,10 @@ def _build(loss_fn, features, labels, config, topology):
   scale = config.resolved_scale(topology)
   state = None
   finished = []
+  shared = None
+  if start is not None:  # before the exchange, which may carry it
+    shared = stragglers.exchange(start, grads.grads, grads.loss, reducer,
+                                 topology)
   if use_adascale:
     with root_variable_scope():
       state = adascale.AdaScale(scale, config.samples_per_update(topology),
@@ -192,6 +205,10 @@ def _build(loss_fn, features, labels, config, topology):
   else:
     finished.append(reducer.apply_mean(optimizer, grads.grads,
                                        grads.variables, global_step))
+  compute_seconds = None
+  if shared is not None:
+    compute_seconds = shared()
+    finished.append(compute_seconds)
   if loss_scale is not None:
     finished.append(loss_scale.update(finite))
   # Made at k = 1 too, so a checkpoint restarts with any accumulation.
@@ -199,7 +216,7 @@ def _build(loss_fn, features, labels, config, topology):
     finished.append(_micro_batch_counter().assign_add(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
                  learning_rate=learning_rate, adascale=state,
-                 loss_scale=loss_scale)
+                 loss_scale=loss_scale, compute_seconds=compute_seconds)
 
 
 def replicas_in_sync(topology):

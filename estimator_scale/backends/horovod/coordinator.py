@@ -1,4 +1,7 @@
 """How Horovod ranks agree: rank 0 decides, every rank follows."""
+import os
+import socket
+
 import tensorflow as tf
 
 from estimator_scale import errors
@@ -48,10 +51,19 @@ class HorovodCoordinator(coordinator.Coordinator):
     super().__init__(topology)
     self._hvd = hvd
     self._stop_flag = stop_flag
+    self._labels = None
 
   def broadcast(self, value):
     """See base class."""
     return self._hvd.broadcast_object(value, root_rank=0)
+
+  def worker_labels(self):
+    """See base class: each rank's host as horovodrun's -H named it."""
+    if self._labels is None:
+      host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+      hosts = self._hvd.allgather_object(host, name="worker_hosts")
+      self._labels = [f"rank {rank} ({h})" for rank, h in enumerate(hosts)]
+    return self._labels
 
   def _agree_stop(self, flag):
     return self._hvd.allreduce(flag, op=self._hvd.Sum, name="stop_agreement")

@@ -176,6 +176,30 @@ class HorovodReducer(reducers.LocalReducer):
                          "fp16": hvd.Compression.fp16}[compression]
     self._stop_flag = stop_flag
     self._sparse_exchange = sparse_exchange
+    self._riders = []
+
+  def each_worker(self, value, replicas_per_worker):
+    """See base class.
+
+    Each rank's value sits at its own place in a vector of zeros, which
+    rides in the update's grouped allreduce (with the float32 sums): a
+    second Horovod collective in the update's graph left the ranks
+    waiting, and would cost a negotiation besides.
+    """
+    del replicas_per_worker  # one replica per rank
+    hvd = self._hvd
+    mine = tf.one_hot(hvd.rank(), hvd.size()) * tf.cast(value, tf.float32)
+    if hvd.size() == 1:
+      return lambda: mine
+    rider = {"mine": mine, "total": None}
+    self._riders.append(rider)
+
+    def total():
+      if rider["total"] is None:
+        raise ValueError("each_worker's result is read once the update's "
+                         "exchange (all_mean or apply_mean) is built")
+      return rider["total"]
+    return total
 
   def all_mean(self, grads, sums):
     """See base class."""
@@ -204,7 +228,9 @@ class HorovodReducer(reducers.LocalReducer):
     # which every float dtype keeps, so it rides in the gradients' dtype:
     # under compression a float32 flag alone would cost a second group.
     flag_dtype = wire[0][0].dtype if wire else flag.dtype
-    scalars = list(sums) + [e.rows_sent for e in exchanges]
+    riders = [r for r in self._riders if r["total"] is None]
+    scalars = (list(sums) + [e.rows_sent for e in exchanges] +
+               [r["mine"] for r in riders])
     summed = _grouped_sum(hvd, [t for t, _ in wire] +
                           [tf.cast(flag, flag_dtype)] + scalars)
     decompressed = [self._compression.decompress(total, context)
@@ -225,4 +251,7 @@ class HorovodReducer(reducers.LocalReducer):
       if gathered is not None:
         gathered = (hvd.allgather(gathered[0]), hvd.allgather(gathered[1]))
       means[i] = exchange.mean(dense_sums, gathered, rows_gathered[position])
+    for rider, total in zip(riders,
+                            scalar_totals[len(sums) + len(exchanges):]):
+      rider["total"] = total
     return means, scalar_totals[:len(sums)]

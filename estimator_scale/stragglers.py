@@ -1,0 +1,213 @@
+"""The slow host named: each worker's own compute time per update, compared.
+
+In a synchronous job every update waits for the slowest worker, so every
+worker's wall time per update is the same and says nothing about who is
+slow. What differs is the part of the update a worker spends on its own
+work before it offers its gradients to the exchange. So each worker
+measures, inside the update's session run, the time from the start of the
+run to the moment its gradients are ready: reading its batch, the forward
+and backward passes of all its micro-batches. The wait in the exchange
+(and the apply after it) is outside that span, so a fast worker that
+waits for a slow one does not look slow itself.
+
+The figures travel through the backend's own exchange (`each_worker` of
+its reducer: a vector riding in Horovod's grouped allreduce of the update,
+or tf.distribute's collective all-reduce), so every worker holds every
+worker's figure and no side channel is opened. The chief logs them every N updates and at the end of
+training, naming any worker whose time exceeds `SLOW_FACTOR` times the
+median, with its host, and writes them as TensorBoard scalars.
+
+Asynchronous workers (parameter servers) do not wait for one another, so a
+slow one slows only itself: they are not compared.
+"""
+import statistics
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale import errors
+
+SLOW_FACTOR = 1.25
+"""A worker slower than this times the median is named."""
+
+COLLECTION = "estimator_scale_compute_seconds"
+"""Graph collection holding each worker's compute seconds of the update."""
+
+SUMMARY_PREFIX = "compute_seconds_per_update"
+"""TensorBoard tag prefix; one scalar per worker, `<prefix>/worker_<i>`."""
+
+
+def applies(topology):
+  """Whether workers of `topology` are compared: several, in sync."""
+  return topology.num_workers > 1 and topology.synchronous
+
+
+def start_timing():
+  """The update's start: a timestamp with no inputs, so it runs first."""
+  return tf.timestamp()
+
+
+def exchange(start, grads, loss, reducer, topology):
+  """Every worker's compute seconds of this update, on every worker.
+
+  Args:
+    start: `start_timing()` of this update.
+    grads: this replica's gradients (None, dense or IndexedSlices).
+    loss: this replica's loss, also ready before the exchange.
+    reducer: the backend's reducer, whose `each_worker` shares a scalar.
+    topology: this process's Topology.
+
+  Returns:
+    A function to call once the update's exchange is built (the figures
+    may ride in it), returning a float32 vector of `topology.num_workers`
+    seconds in worker order, also added to the `COLLECTION` for the
+    chief's hook.
+  """
+  ready = [loss] + [g.values if isinstance(g, tf.IndexedSlices) else g
+                    for g in grads if g is not None]
+  with tf.control_dependencies(ready):
+    end = tf.timestamp()
+  own = tf.cast(end - start, tf.float32)
+  shared = reducer.each_worker(own, topology.replicas_per_worker)
+
+  def seconds():
+    every = shared()
+    tf.compat.v1.add_to_collection(COLLECTION, every)
+    return every
+  return seconds
+
+
+def summaries(seconds, num_workers):
+  """One TensorBoard scalar per worker of the exchanged `seconds`."""
+  for index in range(num_workers):
+    tf.compat.v1.summary.scalar(f"{SUMMARY_PREFIX}/worker_{index}",
+                                seconds[index])
+
+
+def slow_workers(seconds, factor=SLOW_FACTOR):
+  """Indices of the workers whose seconds exceed `factor` times the median.
+
+  Args:
+    seconds: one non-negative figure per worker.
+    factor: how far above the median a worker must be, > 1.
+
+  Returns:
+    The indices, slowest first.
+  """
+  if factor <= 1:
+    raise errors.ConfigError(f"factor must be > 1, got {factor}")
+  if len(seconds) < 2:
+    return []
+  median = statistics.median(seconds)
+  slow = [i for i, s in enumerate(seconds) if s > factor * median]
+  return sorted(slow, key=lambda i: -seconds[i])
+
+
+def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR):
+  """The chief's line about the updates `first_step`..`last_step`.
+
+  Args:
+    seconds: each worker's mean compute seconds per update.
+    workers: each worker's name with its host, e.g. "rank 1 (host-b)".
+    first_step, last_step: the updates the means cover.
+    factor: see `slow_workers`.
+
+  Returns:
+    One line: every worker's milliseconds, and the slow ones named.
+  """
+  if len(seconds) != len(workers):
+    raise ValueError(f"{len(seconds)} figures for {len(workers)} workers; "
+                     "pass one name per worker")
+  median = statistics.median(seconds)
+  figures = ", ".join(f"{name} {s * 1e3:.1f} ms"
+                      for name, s in zip(workers, seconds))
+  line = (f"compute per update, steps {first_step}-{last_step}: {figures}; "
+          f"median {median * 1e3:.1f} ms")
+  slow = slow_workers(seconds, factor)
+  if not slow:
+    return line + f"; none above {factor:g}x the median"
+  named = ", ".join(f"{workers[i]} at {seconds[i] / median:.2f}x"
+                    for i in slow)
+  return line + f"; slow (above {factor:g}x the median): {named}"
+
+
+class StragglerHook(tf.compat.v1.train.SessionRunHook):
+  """The chief's straggler lines, every `every_n_steps` updates and at the end.
+
+  Reads the exchanged figures the train op computed (`exchange`); where the
+  train op has none (not built by `build_train_op`) it does nothing. The
+  first update of a session is left out: it includes building and warming
+  up the graph.
+
+  Args:
+    workers: each worker's name with its host, in worker order.
+    every_n_steps: updates between lines.
+    factor: see `slow_workers`.
+  """
+
+  def __init__(self, workers, every_n_steps=100, factor=SLOW_FACTOR):
+    if every_n_steps < 1:
+      raise errors.ConfigError(
+          f"every_n_steps must be >= 1, got {every_n_steps}")
+    slow_workers([], factor)  # checks the factor
+    self._workers = list(workers)
+    self._every = every_n_steps
+    self._factor = factor
+    self.lines = []
+    """Every line logged, for callers that summarise the run."""
+
+  def begin(self):
+    found = tf.compat.v1.get_collection(COLLECTION)
+    self._seconds = found[0] if found else None
+    self._global_step = tf.compat.v1.train.get_global_step()
+    self._window = self._total = None
+
+  def after_create_session(self, session, coord):
+    # Counted here, not fetched per run: a global_step fetched beside the
+    # update may be read before or after its increment.
+    self._step = int(session.run(self._global_step))
+    self._warm = False
+
+  def before_run(self, run_context):
+    if self._seconds is None:
+      return None
+    return tf.compat.v1.train.SessionRunArgs(self._seconds)
+
+  def after_run(self, run_context, run_values):
+    if self._seconds is None:
+      return
+    self._step += 1
+    step = self._step
+    if not self._warm:
+      self._warm = True
+      return
+    seconds = [float(s) for s in run_values.results]
+    self._window = _added(self._window, seconds, step)
+    self._total = _added(self._total, seconds, step)
+    if self._window["updates"] >= self._every:
+      self._log(self._window)
+      self._window = None
+
+  def end(self, session):
+    if self._total is not None:  # the whole run, however it ended
+      self._log(self._total)
+
+  def _log(self, sums):
+    means = [s / sums["updates"] for s in sums["seconds"]]
+    line = report(means, self._workers, sums["first_step"],
+                  sums["last_step"], self._factor)
+    self.lines.append(line)
+    logging.info("stragglers: %s", line)
+
+
+def _added(sums, seconds, step):
+  """`sums` (None: empty) with one more update's `seconds` at `step`."""
+  if sums is None:
+    return {"seconds": list(seconds), "updates": 1, "first_step": step,
+            "last_step": step}
+  if len(seconds) != len(sums["seconds"]):
+    raise ValueError(f"the update at step {step} has {len(seconds)} "
+                     f"workers' figures, earlier ones {len(sums['seconds'])}")
+  return {"seconds": [a + b for a, b in zip(sums["seconds"], seconds)],
+          "updates": sums["updates"] + 1, "first_step": sums["first_step"],
+          "last_step": step}

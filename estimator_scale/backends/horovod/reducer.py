@@ -182,7 +182,7 @@ class HorovodReducer(reducers.LocalReducer):
     """See base class.
 
     Each rank's value sits at its own place in a vector of zeros, which
-    rides in the update's grouped allreduce (with the float32 sums): a
+    rides in the update's grouped allreduce (with the stop flag): a
     second Horovod collective in the update's graph left the ranks
     waiting, and would cost a negotiation besides.
     """
@@ -227,16 +227,20 @@ class HorovodReducer(reducers.LocalReducer):
     # The stop flag only asks whether any rank wants to stop (a total > 0),
     # which every float dtype keeps, so it rides in the gradients' dtype:
     # under compression a float32 flag alone would cost a second group.
+    # The riders (each_worker's timings) take the same dtype for the same
+    # reason; float16 keeps a time to a thousandth of itself.
     flag_dtype = wire[0][0].dtype if wire else flag.dtype
     riders = [r for r in self._riders if r["total"] is None]
-    scalars = (list(sums) + [e.rows_sent for e in exchanges] +
-               [r["mine"] for r in riders])
-    summed = _grouped_sum(hvd, [t for t, _ in wire] +
-                          [tf.cast(flag, flag_dtype)] + scalars)
+    scalars = list(sums) + [e.rows_sent for e in exchanges]
+    summed = _grouped_sum(
+        hvd, [t for t, _ in wire] + [tf.cast(flag, flag_dtype)] +
+        [tf.cast(r["mine"], flag_dtype) for r in riders] + scalars)
     decompressed = [self._compression.decompress(total, context)
                     for total, (_, context) in zip(summed, wire)]
     self._stop_flag.folded(tf.cast(summed[len(wire)], flag.dtype))
-    scalar_totals = summed[len(wire) + 1:]
+    for rider, total in zip(riders, summed[len(wire) + 1:]):
+      rider["total"] = tf.cast(total, tf.float32)
+    scalar_totals = summed[len(wire) + 1 + len(riders):]
     means = [None] * len(grads)
     for i, total in zip(dense, decompressed):
       means[i] = total
@@ -251,7 +255,4 @@ class HorovodReducer(reducers.LocalReducer):
       if gathered is not None:
         gathered = (hvd.allgather(gathered[0]), hvd.allgather(gathered[1]))
       means[i] = exchange.mean(dense_sums, gathered, rows_gathered[position])
-    for rider, total in zip(riders,
-                            scalar_totals[len(sums) + len(exchanges):]):
-      rider["total"] = total
     return means, scalar_totals[:len(sums)]

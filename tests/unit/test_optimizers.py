@@ -155,11 +155,13 @@ def test_sparse_gradients_match_their_dense_equal(name, use_resource):
 @pytest.mark.parametrize("name", ["lars", "lamb"])
 @pytest.mark.parametrize("case", ["mlp", "embedding"])
 def test_trains_with_accumulation_and_adascale(name, case, tmp_path):
-  # Rates at which one update moves a layer by about 1-5 % of its norm.
+  # Rates at which one update moves a layer by about 1-2 % of its norm:
+  # at three times LARS's, whether the loss falls within 40 updates depends
+  # on the initial weights and the order of the examples.
   options = (("trust_coefficient", 0.01),) if name == "lars" else ()
   training = es.TrainingConfig(
       optimizer=name, schedule=es.Schedule(learning_rate=
-                                           3.0 if name == "lars" else 0.02),
+                                           1.0 if name == "lars" else 0.02),
       accumulation_steps=2, lr_scaling="adascale", optimizer_options=options)
   model, features, labels = tiny_models.generated_data(case, 64)
   estimator = es.make_estimator(model, model_dir=str(tmp_path),

@@ -23,8 +23,9 @@ run: setup
 test: setup
 	$(PY) -m pytest -q --durations=25 tests
 
+# In-process tests, one pytest worker per core.
 test-unit: setup
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -n $(shell nproc) tests/unit
 
 test-integration: setup
 	$(PY) -m pytest -q --durations=25 tests/integration

@@ -59,10 +59,10 @@ setuptools.setup(
         # s3:// and hdfs:// paths: TensorFlow 2.15 has no file system for
         # them; this release of tensorflow-io is the one built for it.
         "s3": [_pinned("tensorflow-io")],
-        # What the tests start besides the package: pytest and an
-        # S3-compatible server.
-        "test": [_pinned("pytest"), _pinned("moto[s3]"), _pinned("flask"),
-                 _pinned("flask-cors")],
+        # What the tests start besides the package: pytest (and its runner
+        # over several cores) and an S3-compatible server.
+        "test": [_pinned("pytest"), _pinned("pytest-xdist"),
+                 _pinned("moto[s3]"), _pinned("flask"), _pinned("flask-cors")],
     },
     entry_points={"console_scripts": [
         "estimator-scale=estimator_scale.cli.__main__:run",

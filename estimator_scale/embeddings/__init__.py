@@ -3,9 +3,9 @@ cannot fit.
 
 `place_variables` wraps any Estimator model_fn (a BaseModel's, a
 hand-written one, a canned estimator's): under parameter servers it builds
-the model with every large variable partitioned over the ps tasks, and in
-training it logs the bytes each task holds and refuses, before the first
-step, a job whose variables do not fit where its backend puts them.
+the model with every large variable partitioned over the ps tasks and logs
+the bytes each task holds; in training it refuses, before the first step,
+a job whose variables do not fit where its backend puts them.
 """
 import os
 
@@ -58,7 +58,8 @@ def place_variables(model_fn, num_ps, topology):
         spec = model_fn(features, labels, mode, config)
     else:
       spec = model_fn(features, labels, mode, config)
-    if mode == "train":
-      capacity.log_and_check(topology.backend.name, topology.is_chief)
+    if mode == "train":  # the line only where tables are split
+      capacity.log_and_check(topology.backend.name,
+                             topology.is_chief and num_ps > 1)
     return spec
   return placed

@@ -125,10 +125,10 @@ def check(capacity, backend_name, memory):
         "tables smaller")
 
 
-def log_and_check(backend_name, is_chief, graph=None):
-  """Measures the graph, logs the capacity line (chief) and checks it."""
+def log_and_check(backend_name, log_line, graph=None):
+  """Measures the graph, logs the capacity line if `log_line`, checks it."""
   capacity = measure(graph)
-  if is_chief:
+  if log_line:
     logging.info("%s", capacity.line())
   check(capacity, backend_name, task_memory())
   return capacity

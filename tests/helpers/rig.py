@@ -1,4 +1,4 @@
-"""Jobs on the rig's hosts (tools/cluster.py): their commands and what they
+"""Jobs on the rig's hosts (tools/rig/cluster.py): their commands and what they
 leave behind.
 
 What runs in the hosts is named by absolute path: a command started over

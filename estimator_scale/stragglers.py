@@ -42,9 +42,19 @@ def applies(topology):
   return topology.num_workers > 1 and topology.synchronous
 
 
-def start_timing():
-  """The update's start: a timestamp with no inputs, so it runs first."""
-  return tf.timestamp()
+def start_timing(features):
+  """The update's start, and `features` made to wait for it.
+
+  An op with no inputs runs whenever the runtime gets to it, possibly after
+  the network it should precede; the network's inputs depend on it instead,
+  so the time between it and the gradients is the worker's own compute.
+
+  Returns:
+    (start timestamp, features that follow it).
+  """
+  start = tf.timestamp()
+  with tf.control_dependencies([start]):
+    return start, tf.nest.map_structure(tf.identity, features)
 
 
 def exchange(start, grads, loss, reducer, topology):
@@ -99,6 +109,8 @@ def slow_workers(seconds, factor=SLOW_FACTOR):
   if len(seconds) < 2:
     return []
   median = statistics.median(seconds)
+  if median <= 0:  # nothing measured: no basis to name anyone
+    return []
   slow = [i for i, s in enumerate(seconds) if s > factor * median]
   return sorted(slow, key=lambda i: -seconds[i])
 

@@ -159,7 +159,9 @@ def _build(loss_fn, features, labels, config, topology):
   in_sync = replicas_in_sync(topology)
   reducer = topology.backend.make_reducer(config.allreduce_compression,
                                           config.sparse_exchange)
-  start = stragglers.start_timing() if stragglers.applies(topology) else None
+  start = None
+  if stragglers.applies(topology):
+    start, features = stragglers.start_timing(features)
   loss_scale = None
   if precision_lib.needs_loss_scaling(config.precision):
     with root_variable_scope():

@@ -16,6 +16,7 @@ from estimator_scale.backends import tf_config
     ([1.0, 1.0, 1.0, 2.0], [3]),
     ([1.0, 3.0], [1]),  # median 2: 3 > 2.5
     ([1.0, 1.6], []),  # median 1.3: 1.6 < 1.625
+    ([-1.0, 1.0], []),  # median 0: no basis to name anyone, no division
     ([2.0, 1.0, 1.0, 1.0, 3.0], [4, 0]),  # slowest first
     ([0.0, 0.0, 0.0], []),
     ([5.0], []),
@@ -88,8 +89,7 @@ def test_measure_spans_the_work_before_the_exchange():
     return x
 
   with tf.Graph().as_default():
-    start = stragglers.start_timing()
-    weight = tf.constant(2.0)
+    start, weight = stragglers.start_timing(tf.constant(2.0))
     grad = tf.numpy_function(slow_identity, [weight], tf.float32)
     seconds = stragglers.exchange(start, [grad, None], weight * 3.0,
                                   reducers.LocalReducer(),

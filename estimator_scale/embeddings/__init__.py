@@ -9,7 +9,6 @@ a job whose variables do not fit where its backend puts them.
 """
 import os
 
-from estimator_scale import errors
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
 
@@ -20,18 +19,8 @@ MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
 
 def min_slice_bytes(environ=None):
   """`MIN_SLICE`'s value, or the default; ConfigError when not bytes > 0."""
-  environ = os.environ if environ is None else environ
-  raw = environ.get(MIN_SLICE)
-  if raw is None:
-    return partitioning.MIN_SLICE_BYTES
-  try:
-    value = int(raw)
-  except ValueError:
-    value = 0
-  if value <= 0:
-    raise errors.ConfigError(f"{MIN_SLICE}={raw!r} must be a number of bytes "
-                             "> 0")
-  return value
+  return capacity.bytes_setting(os.environ if environ is None else environ,
+                                MIN_SLICE, partitioning.MIN_SLICE_BYTES)
 
 
 def place_variables(model_fn, num_ps, topology):

@@ -81,20 +81,26 @@ def measure(graph=None):
   return Capacity(sums[True], sums[False], dict(held), largest)
 
 
-def task_memory(environ=None):
-  """Bytes a task may hold: `TASK_MEMORY`, else this host's memory."""
-  environ = os.environ if environ is None else environ
-  raw = environ.get(TASK_MEMORY)
+def bytes_setting(environ, name, default):
+  """The positive byte count `environ[name]` sets, else `default`;
+  ConfigError naming the variable when it is not one."""
+  raw = environ.get(name)
   if raw is None:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return default
   try:
     value = int(raw)
   except ValueError:
     value = 0
   if value <= 0:
-    raise errors.ConfigError(f"{TASK_MEMORY}={raw!r} must be a number of "
-                             "bytes > 0")
+    raise errors.ConfigError(f"{name}={raw!r} must be a number of bytes > 0")
   return value
+
+
+def task_memory(environ=None):
+  """Bytes a task may hold: `TASK_MEMORY`, else this host's memory."""
+  return bytes_setting(
+      os.environ if environ is None else environ, TASK_MEMORY,
+      os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def check(capacity, backend_name, memory):

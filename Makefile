@@ -18,10 +18,12 @@ run: setup
 	  --export_dir=/tmp/estimator_scale_run/export
 	cat /tmp/estimator_scale_run/summary.json
 
-# Every kind of test; each kind alone: unit (in-process, minutes), integration
-# (real processes on this host), multihost (the rig, needs root).
+# Every test once: the in-process ones one pytest worker per core, then the
+# ones that start processes (integration, multihost) one at a time, since
+# each already keeps every core busy. Each kind alone: the targets below.
 test: setup
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n $(shell nproc) tests/unit
+	$(PY) -m pytest -q --durations=25 tests/integration tests/multihost
 
 # In-process tests, one pytest worker per core.
 test-unit: setup

@@ -9,8 +9,15 @@ rank variables, so nothing after it needs to know Slurm started the job.
 TensorFlow-free.
 """
 import dataclasses
+import os
 import re
+import socket
+import sys
+import threading
+import time
 from typing import Tuple
+
+from absl import logging
 
 from estimator_scale import errors
 
@@ -284,6 +291,73 @@ def tf_config(environ):
   index = jobs[:step.task].count(jobs[step.task])
   return {"cluster": cluster,
           "task": {"type": jobs[step.task], "index": index}}
+
+
+TRAINERS_POLL_S = 2.0
+"""How often a parameter server of a step looks for its trainers."""
+
+
+def trainers(config):
+  """[(label, "host:port")] of the chief and workers of a TF_CONFIG dict."""
+  cluster = config["cluster"]
+  return [(f"{job} {index}", address) for job in ("chief", "worker")
+          for index, address in enumerate(cluster.get(job, []))]
+
+
+def answers(address, timeout=1.0):
+  """Whether a process listens at "host:port" (a trainer's gRPC server)."""
+  host, _, port = address.rpartition(":")
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout).close()
+    return True
+  except OSError:
+    return False
+
+
+def wait_for_trainers_to_end(tasks, probe=answers, sleep=time.sleep,
+                             poll_seconds=TRAINERS_POLL_S):
+  """Returns once every task of `tasks` ([(label, address)]) has answered
+  at least once and none answers any more.
+
+  A trainer's server listens from its start to its process's end, so a
+  trainer that answered and stopped answering has ended (or its node has);
+  one not yet seen may still be starting.
+  """
+  seen = set()
+  while True:
+    up = {label for label, address in tasks if probe(address)}
+    seen |= up
+    if not up and len(seen) == len(tasks):
+      return
+    sleep(poll_seconds)
+
+
+def _end_after_trainers(config):
+  tasks = trainers(config)
+  wait_for_trainers_to_end(tasks)
+  logging.info("parameter server %d: its trainers (%s) have ended, so it "
+               "ends too", config["task"]["index"],
+               ", ".join(label for label, _ in tasks))
+  sys.stdout.flush()
+  sys.stderr.flush()
+  # TensorFlow's server.join() never returns, and only the whole process
+  # can leave it.
+  os._exit(0)  # pylint: disable=protected-access
+
+
+def end_with_trainers(config):
+  """Ends this parameter server's process (status 0) once its trainers end.
+
+  A TensorFlow parameter server serves until it is killed, and srun ends a
+  step only when every task has: without this, a step whose chief and
+  workers all finished would wait forever for its parameter servers.
+  Watched from a daemon thread, so the server serves meanwhile.
+
+  Args:
+    config: this task's TF_CONFIG dict (`tf_config`), a "ps" task.
+  """
+  threading.Thread(target=_end_after_trainers, args=(config,),
+                   name="ps_ends_with_trainers", daemon=True).start()
 
 
 @dataclasses.dataclass(frozen=True)

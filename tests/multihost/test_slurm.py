@@ -7,12 +7,21 @@ or ssh; every task works the cluster out from its step's variables. The
 rig's teardown ends the daemons with the hosts, whatever the test did.
 """
 import json
+import os
+import re
+import time
 
 import pytest
 
+from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, LAUNCH_ENV, PYTHON, job_processes
+from tests.helpers.rig import ENV, LAUNCH_ENV, PYTHON, VENV_BIN, job_processes
 from tools.rig import slurm as slurm_lib
+
+LIMIT = 60
+"""Seconds from a lost node to the end of the step it ran in."""
+STEPS = 1000
+"""Updates of the requeued job: a lost node after step 100 leaves most."""
 
 
 @pytest.fixture
@@ -21,15 +30,15 @@ def slurm(cluster):
   return slurm_lib.Slurm(cluster(2, prefix="n")).start()
 
 
-def _train(slurm, tmp_path, distribution, srun_options=()):
+def _train(slurm, tmp_path, distribution, srun_options, env):
   summary = tmp_path / "summary.json"
   argv = ["srun", "-N2", *srun_options, PYTHON, "-m", "estimator_scale.cli",
           f"--distribution={distribution}", "--model=digits_cnn",
           f"--model_dir={tmp_path / 'model'}", "--train_steps=300",
           f"--summary_json={summary}"]
-  proc = slurm.run(argv, cwd=ROOT, env=LAUNCH_ENV, timeout=300)
+  proc = slurm.run(argv, cwd=ROOT, env=env, timeout=300)
   assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-  assert "TF_CONFIG" not in LAUNCH_ENV
+  assert "TF_CONFIG" not in env
   with open(summary, encoding="utf-8") as f:
     return json.load(f)
 
@@ -40,15 +49,18 @@ def _tasks_left(slurm):
           if PYTHON in cmd]
 
 
-def test_srun_runs_multi_worker_mirrored_from_the_step(slurm, tmp_path):
-  result = _train(slurm, tmp_path, "multi_worker_mirrored", ["-n2"])
-  assert result["workers"] == 2
-  assert result["eval"]["accuracy"] >= 0.9, result
-  assert not _tasks_left(slurm)
-
-
-def test_srun_trains_horovod_without_horovodrun(slurm, tmp_path):
-  result = _train(slurm, tmp_path, "horovod", ["-n2"])
+@pytest.mark.parametrize("distribution,srun_options,env", [
+    ("multi_worker_mirrored", ["-n2"], LAUNCH_ENV),
+    ("horovod", ["-n2"], LAUNCH_ENV),
+    # A parameter server, the chief beside it on n1 (block placement), a
+    # worker on n2: two workers train. The step ends because the server
+    # ends itself once both have.
+    ("parameter_server", ["-n3"], dict(LAUNCH_ENV,
+                                       ESTIMATOR_SCALE_PS_TASKS="1")),
+])
+def test_srun_trains_two_workers_from_the_step(slurm, tmp_path, distribution,
+                                               srun_options, env):
+  result = _train(slurm, tmp_path, distribution, srun_options, env)
   assert result["workers"] == 2
   assert result["eval"]["accuracy"] >= 0.9, result
   assert not _tasks_left(slurm)
@@ -73,4 +85,58 @@ def test_srun_makes_horovod_ranks_with_gloo_itself(slurm):
   # nodes; the sum over both nodes went through Gloo.
   assert lines == ["rank 0 of 2 local 0 cross 0 sum 3.0",
                    "rank 1 of 2 local 0 cross 1 sum 3.0"], proc.stdout
+  assert not _tasks_left(slurm)
+
+
+def _wait(what, predicate, deadline):
+  """Polls `predicate` until it holds; fails naming `what` at `deadline`."""
+  while not predicate():
+    assert time.monotonic() < deadline, f"{what}: not by the deadline"
+    time.sleep(0.5)
+
+
+def test_a_lost_node_ends_the_step_naming_it_and_the_requeued_job_resumes(
+    cluster, tmp_path):
+  slurm = slurm_lib.Slurm(cluster(3, prefix="n")).start()
+  n2 = slurm.cluster.host("n2")
+  model_dir, log = tmp_path / "model", tmp_path / "job.log"
+  summary = tmp_path / "summary.json"
+  # The documented batch script as a user submits it, the venv activated.
+  env = dict(ENV, PATH=f"{VENV_BIN}:{ENV['PATH']}", MODEL_DIR=str(model_dir))
+  submitted = slurm.run(
+      ["sbatch", "--parsable", f"--output={log}",
+       os.path.join(ROOT, "tools/deploy/slurm/horovod.sbatch"),
+       "--model=digits_cnn", f"--train_steps={STEPS}",
+       "--save_checkpoints_steps=100", "--verbosity=1",
+       f"--summary_json={summary}"], cwd=ROOT, env=env)
+  assert submitted.returncode == 0, submitted.stderr
+  job = submitted.stdout.strip().split(";")[0]
+  _wait("a checkpoint of step 100", lambda: checkpoint_step(model_dir) >= 100,
+        time.monotonic() + 240)
+  assert slurm.job(job)["NodeList"] == "n[1-2]"
+  n2.kill_all()  # its slurmd and rank 1: the node is gone
+  deadline = time.monotonic() + LIMIT
+  _wait("the step ended and Slurm requeued the job",
+        lambda: slurm.job(job)["Restarts"] == "1", deadline)
+  _wait("the requeued job finished", lambda: slurm.job(job)["JobState"] in (
+      "COMPLETED", "FAILED"), time.monotonic() + 240)
+  text = log.read_text(errors="replace")
+  info = slurm.job(job)
+  assert info["JobState"] == "COMPLETED", text[-4000:]
+  # The nodes Slurm gave the requeued job: n2 is DOWN.
+  assert info["NodeList"] == "n[1,3]", info
+  named = [l for l in text.splitlines() if "estimator-scale: error:" in l]
+  assert len(named) == 1, text[-4000:]
+  assert named[0].startswith(
+      "estimator-scale: error: Horovod rank 0 on n1 lost rank 1 on n2 (its "
+      "process is gone), so every rank stops"), named
+  # The first run started fresh; the requeued one from the first's last
+  # checkpoint (later restores: the evaluation's, of the final one), and
+  # trained to the end on both ranks.
+  restored = re.findall(r"Restoring parameters from \S*model\.ckpt-(\d+)",
+                        text)
+  assert 100 <= int(restored[0]) < STEPS, restored
+  assert set(restored[1:]) == {str(STEPS)}, restored
+  result = json.loads(summary.read_text())
+  assert (result["workers"], result["global_step"]) == (2, STEPS), result
   assert not _tasks_left(slurm)

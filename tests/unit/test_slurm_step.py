@@ -1,5 +1,6 @@
 """A Slurm step's variables as a cluster: hostlists, layouts, TF_CONFIG, ranks."""
 import json
+import socket
 
 import pytest
 
@@ -154,6 +155,46 @@ def test_task_0_serves_the_rendezvous_and_every_task_gets_its_variables():
       "1", [("127.0.0.1", 2222, "localhost")])
 
 
+def test_a_rank_uses_the_interface_of_its_nodes_address():
+  psutil = pytest.importorskip("psutil")
+  for name, addresses in psutil.net_if_addrs().items():
+    for address in addresses:
+      if (address.family == socket.AF_INET and
+          not address.address.startswith("127.")):
+        assert srun._interface(address.address) == name
+  # A node name that resolves to loopback tells no interface.
+  assert srun._interface("127.0.0.1") is None
+  environ = _step(0, "localhost", "1")
+  srun.start_rank(environ, serve=lambda r, p: None, wait=None)
+  assert "HOROVOD_GLOO_IFACE" not in environ
+
+
 def test_a_rank_waits_for_the_rendezvous_then_names_its_node():
   with pytest.raises(errors.TopologyError, match="n1 .*did not answer"):
     srun._wait_for_rendezvous("127.0.0.1", 1, "n1", timeout=0.3)
+
+
+def test_a_parameter_server_waits_until_every_trainer_came_and_went():
+  tasks = [("chief 0", "n1:2223"), ("worker 0", "n2:2222")]
+  # What the probes see, poll after poll: the worker starts late, the
+  # chief ends first; only the last poll sees neither.
+  polls = iter([set(), {"n1:2223"}, {"n2:2222"}, set()])
+  up = set()
+  sleeps = []
+
+  def sleep(_):
+    sleeps.append(1)
+    up.clear()
+    up.update(next(polls))
+
+  slurm.wait_for_trainers_to_end(tasks, probe=lambda a: a in up, sleep=sleep)
+  # The first, empty poll (nobody started yet) did not end it.
+  assert len(sleeps) == 4
+
+
+def test_a_steps_trainers_are_its_chief_and_workers():
+  config = slurm.tf_config(_step(0, tasks_per_node="2,1",
+                                 ESTIMATOR_SCALE_PS_TASKS="1"))
+  assert config["task"] == {"type": "ps", "index": 0}
+  assert slurm.trainers(config) == [("chief 0", "n1:2223"),
+                                    ("worker 0", "n2:2222")]

@@ -45,6 +45,7 @@ From Python (the pytest fixture in tests/multihost/conftest.py wraps this):
 import argparse
 import contextlib
 import fcntl
+import glob
 import ipaddress
 import json
 import os
@@ -62,6 +63,7 @@ STATE_ROOT = "/run/estimator_scale_cluster"
 SUBNET_BASE = ipaddress.ip_network("10.77.0.0/16")
 NETNS_PREFIX = "escl"
 SSHD = "/usr/sbin/sshd"
+CPU_CGROUPS = "/sys/fs/cgroup/cpu"  # cgroup v1's cpu controller (limit_cpu)
 DEFAULT_LOCAL_DISK = "/mnt/local"
 NAME_RE = re.compile(r"^[a-z0-9_]{1,24}$")  # no "-": it separates netns name parts
 HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -206,6 +208,27 @@ class Host:
     sockets. Cut the link first (set_link(False)) to hide that from them.
     """
     _kill_netns_processes(f"/run/netns/{self.netns}", exclude=(self.pid,))
+
+  def limit_cpu(self, cores):
+    """Caps the host's processes at `cores` CPUs (e.g. 0.25): a slow host.
+
+    A cgroup (v1 cpu controller) with that quota takes every process of the
+    host now, and whatever they start later inherits it; None lifts the cap.
+    down() removes the cgroup.
+    """
+    if cores is not None and not 0 < cores:
+      raise ClusterError(f"cores={cores!r}: give a share of CPUs > 0, or "
+                         "None for no cap")
+    group = os.path.join(CPU_CGROUPS, self.netns)
+    os.makedirs(group, exist_ok=True)
+    with open(os.path.join(group, "cpu.cfs_period_us")) as f:
+      period = int(f.read())
+    with open(os.path.join(group, "cpu.cfs_quota_us"), "w") as f:
+      f.write("-1" if cores is None else str(int(period * cores)))
+    for pid in self.pids():
+      with contextlib.suppress(ProcessLookupError), open(
+          os.path.join(group, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
 
   def set_link(self, up):
     """Plugs (True) or pulls (False) the host's cable, at the bridge's side.
@@ -529,6 +552,20 @@ def _reap_orphans():
         down(name)
 
 
+def _remove_cgroup(path, timeout=5.0):
+  """rmdir of a cgroup whose processes were killed: busy until they are gone."""
+  deadline = time.monotonic() + timeout
+  while True:
+    try:
+      os.rmdir(path)
+      return
+    except OSError:
+      if time.monotonic() > deadline:
+        raise ClusterError(f"cgroup {path} stays busy: "
+                           f"{open(os.path.join(path, 'cgroup.procs')).read()}")
+      time.sleep(0.05)
+
+
 def down(name):
   """Stops cluster `name`: kills its processes, deletes its namespaces.
 
@@ -539,6 +576,8 @@ def down(name):
     _kill_netns_processes(f"/run/netns/{netns}")
   for netns in _netns_of(name):  # the bridge's goes too, and the cables with it
     _sh("ip", "netns", "del", netns, check=False)
+  for group in glob.glob(os.path.join(CPU_CGROUPS, f"{NETNS_PREFIX}-{name}-*")):
+    _remove_cgroup(group)
   shutil.rmtree(os.path.join(STATE_ROOT, name), ignore_errors=True)
 
 

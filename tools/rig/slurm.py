@@ -174,6 +174,14 @@ class Slurm:
     return dict(line.split() for line in proc.stdout.splitlines()
                 if len(line.split()) == 2)
 
+  def job(self, job_id):
+    """{field: value} of `scontrol show job`: JobState, NodeList, Restarts..."""
+    proc = self.run(["scontrol", "-o", "show", "job", str(job_id)])
+    if proc.returncode != 0:
+      raise SlurmError(f"scontrol show job {job_id}: {proc.stderr.strip()}")
+    return dict(item.split("=", 1) for item in proc.stdout.split()
+                if "=" in item)
+
   def wait_idle(self, timeout=30):
     """Waits until every node is idle; an error shows the daemons' logs."""
     deadline = time.monotonic() + timeout

@@ -50,6 +50,24 @@ def _address(node):
         "runs there") from None
 
 
+def _interface(address):
+  """The network interface that carries `address` here, or None.
+
+  horovodrun tells each rank one interface every host reaches the others
+  on (HOROVOD_GLOO_IFACE); under srun the node's own address (its host name
+  resolved) says the same. Loopback is no such interface.
+  """
+  if address.startswith("127."):
+    return None
+  # Lazy: a Horovod dependency, and only a rank has Horovod.
+  import psutil  # pylint: disable=g-import-not-at-top
+  for name, addresses in psutil.net_if_addrs().items():
+    if any(a.family == socket.AF_INET and a.address == address
+           for a in addresses):
+      return name
+  return None
+
+
 RENDEZVOUS_WAIT_S = 120
 """How long a task waits for task 0's rendezvous: srun starts the tasks
 together, but task 0 serves only after importing TensorFlow and Horovod."""
@@ -74,9 +92,10 @@ def start_rank(environ, serve=_serve_rendezvous, wait=_wait_for_rendezvous):
   """Makes this task of a Slurm step a Horovod rank, as horovodrun would.
 
   Sets the rank's HOROVOD_* variables (rank, size, local and cross ranks
-  from the step's layout; Gloo for control and CPU operations) in
-  `environ`, for hvd.init() to read; task 0 first starts the rendezvous,
-  and the others wait until it answers.
+  from the step's layout; Gloo for control and CPU operations; unless set,
+  the interface of the node's own address, which also lets a rank name a
+  lost peer's node) in `environ`, for hvd.init() to read; task 0 first
+  starts the rendezvous, and the others wait until it answers.
 
   Returns:
     The rendezvous server on task 0, None on the others.
@@ -98,6 +117,10 @@ def start_rank(environ, serve=_serve_rendezvous, wait=_wait_for_rendezvous):
                   "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
                   "HOROVOD_CONTROLLER": "gloo",
                   "HOROVOD_CPU_OPERATIONS": "gloo"})
+  if not environ.get("HOROVOD_GLOO_IFACE"):
+    iface = _interface(_address(step.node))
+    if iface:
+      environ["HOROVOD_GLOO_IFACE"] = iface
   logging.info("Horovod rank %d of %d from Slurm task %d on %s; rendezvous "
                "at %s:%d", step.task, step.size, step.task, step.node,
                address, port)

@@ -4,14 +4,19 @@ Criteo's display-advertising logs have a click label, 13 numeric columns
 (counts, heavy-tailed, sometimes missing) and 26 categorical columns whose
 values are hashed ids: a few ids are very frequent, most are rare. Here the
 counts are log-normal, and each categorical column draws ranks from a Zipf
-law over its own vocabulary (3 to 30,000 values) and writes them as 31-bit
-hashes, as Criteo writes 32-bit ones; some values are missing.
+law over its own vocabulary (by default 3 to 30,000 values; `criteo` gives
+the 26 vocabularies of Criteo's 1 TB logs, 178 million ids in all) and
+writes them as 31-bit hashes, as Criteo writes 32-bit ones; some values
+are missing.
 
 The label comes from a planted logistic model: the click's log-odds add up
 a weight per log-count of six numeric columns, an effect per id of ten
 categorical columns, and an effect per pair of ids of two more columns that
 alone carry nothing (what a crossed column learns and a sum of per-column
-effects cannot). The probabilities are known, so the best AUC any model can
+effects cannot). A column draws at most `EFFECT_ROWS` effects (`PAIR_ROWS`
+per side of the pair); an id past them takes the effect its hash picks, so
+every id still has its own fixed effect and the frequent ones, which a model
+can learn, are all distinct. The probabilities are known, so the best AUC any model can
 reach on the eval split is known too (`planted_auc`): no model ranks better
 than the probabilities the labels were drawn from.
 
@@ -19,7 +24,9 @@ Everything follows from the seed; nothing is downloaded.
 `tools/click_logs.py` writes the TFRecords and prints their globs and the
 planted AUC.
 """
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 
@@ -29,7 +36,17 @@ NUMERIC = tuple(f"I{i}" for i in range(1, 14))
 CATEGORICAL = tuple(f"C{i}" for i in range(1, 27))
 LABEL = "label"
 VOCABULARY = tuple(int(v) for v in np.round(np.geomspace(3, 30000, 26)))
-"""Distinct ids per categorical column, C1 ... C26."""
+"""Distinct ids per categorical column, C1 ... C26, by default."""
+PRESETS = {
+    "default": VOCABULARY,
+    "criteo": (45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62,
+               29275261, 1572176, 345138, 10, 2209, 11267, 128, 4, 974, 14,
+               48937457, 11316796, 40094537, 452104, 12606, 104, 35),
+}
+"""Named vocabularies; `criteo`: the distinct values per column of Criteo's
+1 TB click logs (the MLPerf recommendation benchmark's data)."""
+EFFECT_ROWS = 1 << 16
+PAIR_ROWS = 64
 CROSSED = ("C3", "C5")
 """The pair whose ids act only together (small vocabularies: 6 x 13)."""
 INFORMATIVE_NUMERIC = NUMERIC[:6]
@@ -37,6 +54,10 @@ INFORMATIVE_CATEGORICAL = ("C1", "C2", "C4", "C7", "C10", "C13", "C16", "C19",
                            "C22", "C25")
 """Columns with an effect per id, over the whole range of vocabularies."""
 ZIPF_EXPONENT = 1.2
+_EXACT_ZIPF_ROWS = 1 << 16
+"""Up to this vocabulary, ranks are drawn from the table of every rank's
+probability; above it, from numpy's unbounded Zipf law, redrawn where past
+the vocabulary (no table as large as the vocabulary)."""
 MISSING_NUMERIC = 0.1
 MISSING_CATEGORICAL = 0.05
 CLICK_RATE = 0.25
@@ -47,19 +68,47 @@ VERSION = 1
 """Bump when the generator changes, so cached files are not reused."""
 
 
+def vocabulary_sizes(text):
+  """The 26 vocabularies `text` names: a preset, or sizes joined by ',' or
+  ':' (':' inside `--hparams`); "" is the default."""
+  text = text.strip() or "default"
+  if text in PRESETS:
+    return PRESETS[text]
+  try:
+    sizes = tuple(int(part) for part in re.split(r"[,:]", text))
+  except ValueError:
+    sizes = ()
+  if len(sizes) != len(CATEGORICAL) or min(sizes) < 1:
+    raise ValueError(
+        f"vocabulary_sizes={text!r}: expected a preset "
+        f"({', '.join(sorted(PRESETS))}) or {len(CATEGORICAL)} sizes >= 1, "
+        "one per categorical column C1..C26, joined by ',' or ':'")
+  return sizes
+
+
+def _check_exponent(zipf_exponent):
+  if not zipf_exponent > 1.0:
+    raise ValueError(f"zipf_exponent={zipf_exponent!r}: must be > 1 (a Zipf "
+                     "law P(rank r) ~ r^-exponent; real click logs: 1.0-1.5)")
+
+
 class _Planted:
   """The planted model's parameters, drawn from the seed."""
 
-  def __init__(self, seed):
+  def __init__(self, seed, vocabulary, zipf_exponent):
+    self.vocabulary = vocabulary
+    self.zipf_exponent = zipf_exponent
     rng = np.random.default_rng([seed, 0])
     self.count_mean = rng.uniform(0.0, 4.0, len(NUMERIC))
     self.count_sigma = rng.uniform(0.5, 1.5, len(NUMERIC))
     self.numeric_weights = {name: rng.normal(0.0, 0.5)
                             for name in INFORMATIVE_NUMERIC}
     self.id_effects = {
-        name: rng.normal(0.0, 0.7, VOCABULARY[CATEGORICAL.index(name)])
+        name: rng.normal(0.0, 0.7, min(vocabulary[CATEGORICAL.index(name)],
+                                       EFFECT_ROWS))
         for name in INFORMATIVE_CATEGORICAL}
-    sizes = [VOCABULARY[CATEGORICAL.index(name)] for name in CROSSED]
+    sizes = [min(vocabulary[CATEGORICAL.index(name)], PAIR_ROWS)
+             for name in CROSSED]
     self.pair_effects = rng.normal(0.0, 1.0, sizes)
     # The bias that makes about CLICK_RATE of the examples clicks.
     columns = _draw_columns(self, np.random.default_rng([seed, 3]), 20000)
@@ -82,22 +131,37 @@ class _Planted:
       total += weight * np.where(counts[name] < 0, 0.0, standard)
     for name, effects in self.id_effects.items():
       rank = ranks[name]
-      total += np.where(rank < 0, 0.0, effects[np.maximum(rank, 0)])
+      total += np.where(rank < 0, 0.0, effects[_row(name, rank, len(effects))])
     first, second = (ranks[name] for name in CROSSED)
     both = (first >= 0) & (second >= 0)
-    total += np.where(both, self.pair_effects[np.maximum(first, 0),
-                                              np.maximum(second, 0)], 0.0)
+    rows = [_row(name, ranks[name], size)
+            for name, size in zip(CROSSED, self.pair_effects.shape)]
+    total += np.where(both, self.pair_effects[rows[0], rows[1]], 0.0)
     return total
+
+
+def _row(column, ranks, rows):
+  """Each rank's row of a table of `rows` effects: its own below `rows`,
+  the one its hash picks above (a missing rank's, -1, is never read)."""
+  ranks = np.maximum(ranks, 0)
+  return np.where(ranks < rows, ranks, hashed_id(column, ranks) % rows)
 
 
 def _sigmoid(x):
   return 1.0 / (1.0 + np.exp(-x))
 
 
-def _zipf_ranks(rng, vocabulary, count):
-  """Ranks 0..vocabulary-1 with P(r) proportional to (r + 1)^-s."""
-  weights = np.arange(1, vocabulary + 1, dtype=np.float64) ** -ZIPF_EXPONENT
-  return rng.choice(vocabulary, size=count, p=weights / weights.sum())
+def _zipf_ranks(rng, vocabulary, count, exponent):
+  """Ranks 0..vocabulary-1 with P(r) proportional to (r + 1)^-exponent."""
+  if vocabulary <= _EXACT_ZIPF_ROWS:
+    weights = np.arange(1, vocabulary + 1, dtype=np.float64) ** -exponent
+    return rng.choice(vocabulary, size=count, p=weights / weights.sum())
+  ranks = rng.zipf(exponent, count) - 1
+  past = np.flatnonzero(ranks >= vocabulary)
+  while past.size:  # the law conditioned on rank < vocabulary
+    ranks[past] = rng.zipf(exponent, past.size) - 1
+    past = past[ranks[past] >= vocabulary]
+  return ranks
 
 
 def _draw_columns(planted, rng, count):
@@ -107,8 +171,8 @@ def _draw_columns(planted, rng, count):
     values = np.floor(np.exp(rng.normal(planted.count_mean[j],
                                         planted.count_sigma[j], count)))
     counts[name] = np.where(rng.random(count) < MISSING_NUMERIC, -1.0, values)
-  for name, vocabulary in zip(CATEGORICAL, VOCABULARY):
-    drawn = _zipf_ranks(rng, vocabulary, count)
+  for name, vocabulary in zip(CATEGORICAL, planted.vocabulary):
+    drawn = _zipf_ranks(rng, vocabulary, count, planted.zipf_exponent)
     ranks[name] = np.where(rng.random(count) < MISSING_CATEGORICAL, -1, drawn)
   return counts, ranks
 
@@ -124,8 +188,16 @@ def hashed_id(column, ranks):
   return (x & np.uint64(0x7FFFFFFF)).astype(np.int64)
 
 
-def generate(split, seed=0, count=None):
+def generate(split, seed=0, count=None, vocabulary=VOCABULARY,
+             zipf_exponent=ZIPF_EXPONENT):
   """One split as arrays.
+
+  Args:
+    split: "train" or "eval".
+    seed: everything follows from it.
+    count: examples (default `SIZES[split]`).
+    vocabulary: distinct ids of each categorical column (`vocabulary_sizes`).
+    zipf_exponent: of the ranks' Zipf law, > 1.
 
   Returns:
     (features, labels, probabilities): features maps each numeric column
@@ -133,7 +205,8 @@ def generate(split, seed=0, count=None):
     and -1 where missing); labels are 0/1 clicks drawn with the planted
     probabilities.
   """
-  planted = _Planted(seed)
+  _check_exponent(zipf_exponent)
+  planted = _Planted(seed, tuple(vocabulary), zipf_exponent)
   index = {"train": 1, "eval": 2}[split]
   rng = np.random.default_rng([seed, index])
   count = count or SIZES[split]
@@ -153,9 +226,11 @@ def auc(labels, scores):
   return float(metrics.roc_auc_score(labels, scores))
 
 
-def planted_auc(seed=0, split="eval"):
+def planted_auc(seed=0, split="eval", vocabulary=VOCABULARY,
+                zipf_exponent=ZIPF_EXPONENT):
   """The AUC of the planted probabilities: the best any model can reach."""
-  _, labels, probabilities = generate(split, seed)
+  _, labels, probabilities = generate(split, seed, None, vocabulary,
+                                      zipf_exponent)
   return auc(labels, probabilities)
 
 
@@ -177,10 +252,11 @@ def _example(features, label, i):
   return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
-def write_split(split, directory, seed=0):
+def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
+                zipf_exponent=ZIPF_EXPONENT):
   """Writes a split as round-robin TFRecord shards; returns their paths."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  features, labels, _ = generate(split, seed)
+  features, labels, _ = generate(split, seed, None, vocabulary, zipf_exponent)
   shards = SHARDS[split]
   paths = [os.path.join(directory, f"{split}-{i:05d}-of-{shards:05d}.tfrecord")
            for i in range(shards)]
@@ -198,20 +274,28 @@ def default_data_dir():
                                      "estimator_scale_data"))
 
 
-def tfrecord_pattern(split, seed=0, data_dir=None):
+def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
+                     zipf_exponent=ZIPF_EXPONENT):
   """The glob of a split's shards, writing both splits first if missing.
+
+  Data of other vocabularies or exponents than the default's lives in a
+  directory named by a digest of them.
 
   Several processes may ask at once (Horovod ranks, TF_CONFIG workers):
   each writes into a private directory and renames it into place, so no
   reader sees a half-written shard.
   """
-  root = os.path.join(data_dir or default_data_dir(),
-                      f"clicks-v{VERSION}-seed{seed}")
+  _check_exponent(zipf_exponent)
+  name = f"clicks-v{VERSION}-seed{seed}"
+  if (tuple(vocabulary), zipf_exponent) != (VOCABULARY, ZIPF_EXPONENT):
+    name += "-" + hashlib.sha1(
+        repr((tuple(vocabulary), zipf_exponent)).encode()).hexdigest()[:12]
+  root = os.path.join(data_dir or default_data_dir(), name)
   if not os.path.isdir(root):
     os.makedirs(os.path.dirname(root), exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="clicks-", dir=os.path.dirname(root))
-    for name in SIZES:
-      write_split(name, scratch, seed)
+    for split_name in SIZES:
+      write_split(split_name, scratch, seed, vocabulary, zipf_exponent)
     try:
       os.rename(scratch, root)
     except OSError:  # another process got there first

@@ -12,6 +12,12 @@ cross of the two columns whose ids act only together; the deep part reads
 the same hashed columns as embeddings and the counts as log(1 + count).
 Both exports take serialized tf.train.Examples and parse them with the
 columns' parse spec, as the records on disk are parsed.
+
+By default every column hashes into `hash_bucket_size` buckets. With
+`vocabulary_sizes` (a preset such as `criteo`, or 26 sizes joined by ':'
+in `--hparams`), the click logs draw each column's ids from its own
+vocabulary, with Zipf exponent `zipf_exponent`, and each column hashes into
+as many buckets as it has ids: tables of Criteo's sizes.
 """
 import tensorflow as tf
 
@@ -20,14 +26,41 @@ from model_zoo import click_data
 
 DEFAULT_HPARAMS = {"hidden_units": [64, 32], "embedding_dim": 8,
                    "hash_bucket_size": 1000, "cross_bucket_size": 100,
-                   "data_seed": 0}
+                   "vocabulary_sizes": "",
+                   "zipf_exponent": click_data.ZIPF_EXPONENT, "data_seed": 0}
+
+
+def vocabulary(params):
+  """The click logs' vocabulary per column; ConfigError naming the hparam."""
+  try:
+    return click_data.vocabulary_sizes(params["vocabulary_sizes"])
+  except ValueError as e:
+    raise es.errors.ConfigError(f"hparams: {e}") from None
+
+
+def buckets(params):
+  """Buckets of each categorical column: `hash_bucket_size` each, or its
+  vocabulary's size where `vocabulary_sizes` is given."""
+  if not params["vocabulary_sizes"]:
+    return [params["hash_bucket_size"]] * len(click_data.CATEGORICAL)
+  return list(vocabulary(params))
+
+
+def click_logs(split, params):
+  """The glob of the click logs `params` describe (written if missing)."""
+  try:
+    return click_data.tfrecord_pattern(split, params["data_seed"],
+                                       vocabulary=vocabulary(params),
+                                       zipf_exponent=params["zipf_exponent"])
+  except ValueError as e:
+    raise es.errors.ConfigError(f"hparams: {e}") from None
 
 
 def categorical_columns(params):
-  """Each categorical column's hashed ids, in `hash_bucket_size` buckets."""
+  """Each categorical column's hashed ids, in its `buckets`."""
   return [tf.feature_column.categorical_column_with_hash_bucket(
-      name, params["hash_bucket_size"], dtype=tf.int64)
-          for name in click_data.CATEGORICAL]
+      name, size, dtype=tf.int64)
+          for name, size in zip(click_data.CATEGORICAL, buckets(params))]
 
 
 def wide_columns(params):
@@ -142,8 +175,7 @@ class WideDeep(es.BaseModel):
     """See base class."""
     training = mode == tf.estimator.ModeKeys.TRAIN
     return es.inputs.from_tfrecords(
-        click_data.tfrecord_pattern("train" if training else "eval",
-                                    params["data_seed"]),
+        click_logs("train" if training else "eval", params),
         self.feature_spec(), click_data.LABEL, global_batch_size,
         training=training, topology=topology,
         accumulation_steps=accumulation_steps, seed=params["data_seed"])

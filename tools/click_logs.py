@@ -4,6 +4,7 @@ Prints the globs to pass as --train_data and --eval_data, and the best AUC
 any model can reach on the eval split (that of the planted probabilities):
 
   .venv/bin/python -m tools.click_logs --data_dir=/tmp/clicks
+  .venv/bin/python -m tools.click_logs --vocabulary_sizes=criteo
 """
 import argparse
 import os
@@ -19,11 +20,25 @@ def main(argv=None):
   parser.add_argument("--data_dir", default=None,
                       help="default: $ESTIMATOR_SCALE_DATA or the temp dir")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+      "--vocabulary_sizes", default="default",
+      help=f"ids per categorical column: a preset ({', '.join(click_data.PRESETS)})"
+      " or 26 sizes joined by commas")
+  parser.add_argument("--zipf_exponent", type=float,
+                      default=click_data.ZIPF_EXPONENT,
+                      help="of the ids' Zipf law, > 1")
   args = parser.parse_args(argv)
-  for split in click_data.SIZES:
-    print(f"{split}: "
-          f"{click_data.tfrecord_pattern(split, args.seed, args.data_dir)}")
-  print(f"planted AUC (eval): {click_data.planted_auc(args.seed):.4f}")
+  try:
+    vocabulary = click_data.vocabulary_sizes(args.vocabulary_sizes)
+    for split in click_data.SIZES:
+      pattern = click_data.tfrecord_pattern(split, args.seed, args.data_dir,
+                                            vocabulary, args.zipf_exponent)
+      print(f"{split}: {pattern}")
+  except ValueError as e:
+    parser.error(str(e))
+  auc = click_data.planted_auc(args.seed, "eval", vocabulary,
+                               args.zipf_exponent)
+  print(f"planted AUC (eval): {auc:.4f}")
 
 
 if __name__ == "__main__":

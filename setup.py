@@ -56,6 +56,8 @@ setuptools.setup(
     extras_require={
         "horovod": [_pinned("horovod")],
         "plots": [_pinned("matplotlib")],
+        # python -m tools.datasets: the census data is a parquet file.
+        "datasets": [_pinned("pyarrow")],
         # s3:// and hdfs:// paths: TensorFlow 2.15 has no file system for
         # them; this release of tensorflow-io is the one built for it.
         "s3": [_pinned("tensorflow-io")],

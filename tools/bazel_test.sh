@@ -52,6 +52,7 @@ exec bazel test \
   --jobs="$JOBS" \
   --local_test_jobs="$TEST_JOBS" \
   --test_env=ESTIMATOR_SCALE_VENV_STAMP="$VENV_STAMP" \
+  --test_env=ESTIMATOR_SCALE_DATA="${ESTIMATOR_SCALE_DATA:-$HOME/.cache/estimator_scale}" \
   --show_progress_rate_limit=30 \
   ${BAZEL_ARGS:-} \
   -- "${targets[@]}"

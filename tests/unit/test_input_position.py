@@ -3,12 +3,12 @@ import json
 import os
 
 from absl import logging
-import numpy as np
 import pytest
 import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale import input_position
+from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
 
 
@@ -72,28 +72,11 @@ def test_workers_share_each_global_batch():
   assert sorted(sum(shares, [])) == list(range(24))
 
 
-class _Ids(tf.compat.v1.train.SessionRunHook):
-  """The example ids of every batch trained on."""
-
-  def __init__(self):
-    self.seen = []
-
-  def begin(self):
-    self._ids = tf.compat.v1.get_collection("example_ids")
-
-  def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs(self._ids)
-
-  def after_run(self, run_context, run_values):
-    for batch in run_values.results:
-      self.seen.extend(np.asarray(batch).tolist())
-
-
 def _train(model_dir, max_steps, global_batch_size=8, shuffle_buffer=0):
   model, features, labels = generated_data("mlp", 96)
   estimator = es.make_estimator(model, model_dir=str(model_dir),
                                 save_checkpoints_steps=1000, random_seed=0)
-  hook = _Ids()
+  hook = trained_ids.IdsHook()
   estimator.train(es.inputs.from_arrays(features, labels, global_batch_size,
                                         seed=7, shuffle_buffer=shuffle_buffer),
                   hooks=[hook], max_steps=max_steps)
@@ -135,3 +118,22 @@ def test_an_own_input_fn_is_told_its_position_is_not_saved(tmp_path):
   assert [l for l in lines if "position is not saved" in l] == [
       "input: own_input_fn is not built by estimator_scale.inputs, so its "
       "position is not saved: a restart starts its data over"]
+
+
+def _records(start, size, began, steps):
+  """trained_ids records of one session: {step: ids of the global batch}."""
+  return [{"start": start, "size": size, "began": began, "step": step,
+           "worker": w, "ids": ids[w * len(ids) // size:
+                                   (w + 1) * len(ids) // size]}
+          for step, ids in steps.items() for w in range(size)]
+
+
+def test_the_count_of_a_killed_job_allows_only_the_lost_updates_again():
+  epoch, then = [5, 0, 9, 3, 11, 7, 1, 10, 2, 8, 4, 6], [4, 1, 0, 7]
+  # 2 workers to step 3, a kill, a restart on 1 worker from step 2's commit.
+  killed = _records(0, 2, 1.0, {1: epoch[0:4], 2: epoch[4:8], 3: epoch[8:]})
+  good = killed + _records(2, 1, 9.0, {3: epoch[8:], 4: then})
+  assert trained_ids.check_each_once(good, 12) == [(0, 2, 2, epoch[8:])]
+  over = killed + _records(2, 1, 9.0, {3: epoch[0:4], 4: epoch[4:8]})
+  with pytest.raises(AssertionError):
+    trained_ids.check_each_once(over, 12)  # started the epoch over

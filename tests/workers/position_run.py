@@ -1,18 +1,21 @@
-"""A worker for the input-position tests: trains to a step, writes the ids it trained on.
+"""A worker for the input-position tests: trains to a step, records the ids it trained on.
 
-Each worker writes `<out_dir>/ids-<run>-<worker index>.json`, the example
-ids of every batch it trained on in this run, so a test can count, over
-every worker and every restart, how often each example was trained.
+Each process appends to `<out_dir>/ids-<run>-<pid>.jsonl`, update by
+update, the example ids it trained on with its worker index, the job's size
+and the step (`trained_ids.IdsHook`), so a test can count, over every
+worker and every restart, how often each example was trained, even when a
+worker was killed. With --elastic it is a rank of an elastic Horovod job
+(under horovodrun's elastic driver), trained again after each change.
 """
-import json
 import os
+import time
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
 
 flags.DEFINE_string("distribution", "none", "backend")
@@ -21,44 +24,55 @@ flags.DEFINE_string("out_dir", None, "where the ids go")
 flags.DEFINE_string("run", "0", "this run's name in the file names")
 flags.DEFINE_integer("examples", 96, "examples with ids 0 ... examples - 1")
 flags.DEFINE_integer("global_batch_size", 8, "examples per update")
+flags.DEFINE_integer("accumulation_steps", 1, "micro-batches per update")
 flags.DEFINE_integer("max_steps", 12, "the update this run stops at")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "updates between "
+                     "checkpoints (not elastic: its checkpoints are commits)")
+flags.DEFINE_bool("elastic", False, "a rank of an elastic Horovod job")
+flags.DEFINE_integer("commit_every_n_steps", 10, "elastic: updates between "
+                     "commits")
+flags.DEFINE_float("seconds_per_update", 0.0, "a pause after each update, so "
+                   "that a test can change the hosts between updates")
 FLAGS = flags.FLAGS
 
 
-class IdsHook(tf.compat.v1.train.SessionRunHook):
-  """Collects the ids of every batch trained on (every replica's)."""
-
-  def __init__(self):
-    self.seen = []
-
-  def begin(self):
-    self._ids = tf.compat.v1.get_collection("example_ids")
-
-  def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs(self._ids)
+class _Pause(tf.compat.v1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
-    for batch in run_values.results:
-      self.seen.extend(np.asarray(batch).reshape(-1).tolist())
+    time.sleep(FLAGS.seconds_per_update)
+
+
+def _train(batch=None):
+  """Trains to --max_steps with `batch` (an elastic Batch) or the flags'."""
+  model, features, labels = generated_data("mlp", FLAGS.examples)
+  global_batch_size = (batch.global_batch_size if batch else
+                       FLAGS.global_batch_size)
+  config = es.TrainingConfig(accumulation_steps=(
+      batch.accumulation_steps if batch else FLAGS.accumulation_steps))
+  estimator = es.make_estimator(
+      model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
+      training_config=config,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps, random_seed=0)
+  topology = estimator.topology
+  os.makedirs(FLAGS.out_dir, exist_ok=True)
+  hooks = [trained_ids.IdsHook(
+      os.path.join(FLAGS.out_dir, f"ids-{FLAGS.run}-{os.getpid()}.jsonl"),
+      worker=topology.worker_index, size=topology.num_workers)]
+  if FLAGS.seconds_per_update:
+    hooks.append(_Pause())
+  estimator.train(es.inputs.from_arrays(
+      features, labels, global_batch_size, topology=topology,
+      accumulation_steps=config.accumulation_steps, seed=11),
+                  hooks=hooks, max_steps=FLAGS.max_steps)
 
 
 def main(argv):
   del argv
-  model, features, labels = generated_data("mlp", FLAGS.examples)
-  estimator = es.make_estimator(
-      model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
-      save_checkpoints_steps=1000, random_seed=0)
-  topology = estimator.topology
-  hook = IdsHook()
-  estimator.train(es.inputs.from_arrays(features, labels,
-                                        FLAGS.global_batch_size,
-                                        topology=topology, seed=11),
-                  hooks=[hook], max_steps=FLAGS.max_steps)
-  os.makedirs(FLAGS.out_dir, exist_ok=True)
-  path = os.path.join(FLAGS.out_dir,
-                      f"ids-{FLAGS.run}-{topology.worker_index}.json")
-  with open(path, "w") as f:
-    json.dump(hook.seen, f)
+  if FLAGS.elastic:
+    es.run_elastic(_train, FLAGS.global_batch_size, FLAGS.accumulation_steps,
+                   commit_every_n_steps=FLAGS.commit_every_n_steps)
+  else:
+    _train()
 
 
 if __name__ == "__main__":

@@ -64,7 +64,8 @@ setuptools.setup(
         # What the tests start besides the package: pytest (and its runner
         # over several cores) and an S3-compatible server.
         "test": [_pinned("pytest"), _pinned("pytest-xdist"),
-                 _pinned("moto[s3]"), _pinned("flask"), _pinned("flask-cors")],
+                 _pinned("moto[s3]"), _pinned("flask"), _pinned("flask-cors"),
+                 _pinned("pyyaml")],
     },
     entry_points={"console_scripts": [
         "estimator-scale=estimator_scale.cli.__main__:run",

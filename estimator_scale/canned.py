@@ -9,7 +9,9 @@ so `canned_optimizer` returns such a callable, and the optimizer it makes
 does in `get_updates` what `build_train_op` does for a hand-written
 model_fn: average the gradients through the backend's reducer, scale the
 learning rate (linear, sqrt, or AdaScale with S = replicas per update) and
-apply the mean.
+apply the mean. Under synchronous parameter servers the chief's optimizers
+apply the mean of every worker's gradients, and the other workers' only
+hand theirs over (`backends.ps_sync`).
 
 The reducer averages under tf.distribute too, although the strategy would
 sum inside `apply_gradients` on its own: AdaScale needs the mean before the
@@ -248,6 +250,12 @@ class _Reducing:
     samples = [gradients.scale(g, float(in_sync))
                for g in self.get_gradients(loss, params)]
     reducer = plan.topology.backend.make_reducer(plan.allreduce_compression)
+    if not reducer.applies_updates:
+      # A synchronous parameter server's worker: the chief applies.
+      sums = ([gradients.total_squared_norm(samples)]
+              if plan.lr_scaling == "adascale" else [])
+      return reducer.contribute(samples, params, sums, loss)
+    reducer.expect(params, loss)
     finished = []
     if plan.lr_scaling == "adascale":
       with pipeline.root_variable_scope():
@@ -268,8 +276,8 @@ class _Reducing:
     # Equal on every replica already: a strategy must not sum them again
     # (nor could it, in TF 2.15's graph mode, for sparse gradients of
     # different lengths; the backend's reducer pads them).
-    applied = self.apply_gradients(list(zip(mean, params)),
-                                   experimental_aggregate_gradients=False)
+    applied = reducer.applied(self.apply_gradients(
+        list(zip(mean, params)), experimental_aggregate_gradients=False))
     return tf.group(applied, *finished)
 
   def _state_scope(self, global_step):

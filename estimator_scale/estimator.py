@@ -153,9 +153,10 @@ class Estimator:
 
   def predict(self, input_fn, predict_keys=None, hooks=None,
               checkpoint_path=None, yield_single_examples=True):
-    """See tf.estimator.Estimator.predict."""
-    return self.tf_estimator.predict(
-        input_fn, predict_keys=predict_keys, hooks=hooks,
+    """See tf.estimator.Estimator.predict; works on any task, also after
+    the others exited."""
+    return self._scale.coordinator.predict(
+        self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,
         checkpoint_path=checkpoint_path,
         yield_single_examples=yield_single_examples)
 
@@ -283,7 +284,8 @@ def _with_placed_variables(tf_estimator, scale_config):
       tf_estimator.model_fn, scale_config.run_config.num_ps_replicas,
       scale_config.topology)
   return tf.estimator.Estimator(
-      model_fn, config=tf_estimator.config, params=tf_estimator.params,
+      model_fn, config=run_config_lib.for_the_factory(tf_estimator.config),
+      params=tf_estimator.params,
       warm_start_from=tf_estimator._warm_start_settings)  # pylint: disable=protected-access
 
 

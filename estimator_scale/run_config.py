@@ -4,13 +4,15 @@ Each backend is one object in `backends/` (its RunConfig, coordinator and
 reducer); this picks it and passes the settings every backend shares.
 """
 from estimator_scale import backends
+from estimator_scale import errors
 from estimator_scale import filesystems
 
 
 def build_run_config(distribution="none", model_dir=None, replicas=None,
                      save_checkpoints_steps=100, save_summary_steps=100,
                      log_step_count_steps=100, random_seed=None,
-                     keep_checkpoint_max=5, intra_op_threads=None):
+                     keep_checkpoint_max=5, intra_op_threads=None,
+                     ps_sync=False):
   """The RunConfig, Topology, coordinator and hooks for a distribution.
 
   Args:
@@ -28,6 +30,9 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     keep_checkpoint_max: checkpoints kept.
     intra_op_threads: threads per op in this process (default: all cores,
       or cores / ranks per host under Horovod).
+    ps_sync: parameter_server only: every update averages all workers'
+      gradients, applied once by the chief (`backends.ps_sync`); the
+      default is asynchronous, each worker applying its own.
 
   Returns:
     `ScaleConfig`.
@@ -36,7 +41,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     TopologyError: the environment cannot run this distribution; the message
       says what to do.
     ConfigError: model_dir's scheme has no file system here
-      (`filesystems.require`).
+      (`filesystems.require`), or ps_sync with another distribution.
   """
   filesystems.require("model_dir", model_dir)
   common = dict(tf_random_seed=random_seed,
@@ -45,5 +50,48 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
                 save_summary_steps=save_summary_steps,
                 log_step_count_steps=log_step_count_steps,
                 keep_checkpoint_max=keep_checkpoint_max)
-  return backends.get(distribution).build(common, model_dir, replicas,
-                                          intra_op_threads)
+  backend = backends.get(distribution)
+  if ps_sync:
+    backend = backend.synchronized()
+  scale = backend.build(common, model_dir, replicas, intra_op_threads)
+  if _synchronised_by_the_factory(scale):
+    scale.run_config = scale.run_config.replace(
+        device_fn=TrainedDirectly(distribution))
+  return scale
+
+
+def _synchronised_by_the_factory(scale):
+  """Whether workers agree only through the framework's train op and hooks:
+  several synchronous workers, and no tf.distribute strategy doing it."""
+  return (scale.topology.synchronous and scale.topology.num_workers > 1 and
+          scale.run_config.train_distribute is None)
+
+
+class TrainedDirectly:
+  """The RunConfig's device function where only `make_estimator` can train.
+
+  Under Horovod or synchronous parameter servers, an Estimator made with
+  the backend's RunConfig (a canned one, say) but trained with its own
+  `train` would run each worker unsynchronised, with no error. Estimator
+  builds its training graph (only that one) under the RunConfig's device
+  function, so this one refuses at its first op, before any step;
+  `make_estimator` trains an Estimator whose RunConfig has it removed
+  (`for_the_factory`).
+  """
+
+  def __init__(self, distribution):
+    self.distribution = distribution
+
+  def __call__(self, op):
+    raise errors.ConfigError(
+        f"this Estimator was made with build_run_config({self.distribution!r})"
+        ".run_config and is trained with its own train(): its workers would "
+        "train unsynchronised. Train it through es.make_estimator(estimator, "
+        "scale_config=scale_config), which adds what synchronises them")
+
+
+def for_the_factory(run_config):
+  """`run_config` without the `TrainedDirectly` guard."""
+  if isinstance(run_config.device_fn, TrainedDirectly):
+    return run_config.replace(device_fn=None)
+  return run_config

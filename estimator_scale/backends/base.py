@@ -105,6 +105,14 @@ class Backend:
     del topology
     return 1
 
+  def synchronized(self):
+    """This backend with one update averaging every worker's gradients
+    (`ps_sync`); only parameter servers have another mode."""
+    raise errors.ConfigError(
+        f"ps_sync=True applies to distribution='parameter_server' only; "
+        f"distribution={self.name!r} is "
+        f"{'synchronous' if self.synchronous else 'asynchronous'} already")
+
   def elastic_requested(self):
     """Whether the launcher started this process as a rank of an elastic job,
     whose ranks may change while it trains (only Horovod's driver does)."""

@@ -117,5 +117,8 @@ class Coordinator:
   def evaluate(self, estimator, input_fn, **kwargs):
     return estimator.evaluate(input_fn, **kwargs)
 
+  def predict(self, estimator, input_fn, **kwargs):
+    return estimator.predict(input_fn, **kwargs)
+
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
     return estimator.export_saved_model(export_dir_base, receiver_fn, **kwargs)

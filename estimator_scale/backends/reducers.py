@@ -23,6 +23,16 @@ def pairs(grads, variables):
 class LocalReducer:
   """One replica, or asynchronous workers (parameter servers): nothing to do."""
 
+  applies_updates = True
+  """Whether this worker applies updates; a synchronous parameter server's
+  workers other than the chief only contribute their gradients."""
+
+  def expect(self, variables, loss):
+    """Names the variables of the gradients the next `all_mean` gets and
+    the loss they are of (a reducer that keeps state beside the variables
+    places it there, and waits for the loss)."""
+    del variables, loss  # nothing kept
+
   def all_mean(self, grads, sums):
     """Averages `grads` and sums the scalars `sums` over all replicas.
 
@@ -45,6 +55,11 @@ class LocalReducer:
     del replicas_per_worker  # one worker, however many replicas
     mine = tf.reshape(tf.cast(value, tf.float32), [1])
     return lambda: mine
+
+  def applied(self, update):
+    """The op that ends an update once `update` (the optimizer's apply of
+    `all_mean`'s result) ran; here `update` itself."""
+    return update
 
   def apply_reduced(self, optimizer, grads, variables, global_step):
     """Applies gradients that are already the global mean."""

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import time
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
@@ -16,6 +17,7 @@ from estimator_scale import hooks as hooks_lib
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
 from estimator_scale.backends import coordinator
+from estimator_scale.backends import ps_sync
 from estimator_scale.backends import reducers
 from estimator_scale.backends import slurm
 
@@ -93,29 +95,71 @@ class MultiWorkerMirrored(base.Backend):
 
 
 class ParameterServer(base.Backend):
-  """Asynchronous workers, each applying its own updates on the servers."""
+  """Workers that apply their updates on the servers: each its own
+  (asynchronous, the default), or one update averaging all of theirs
+  (`synchronized()`, `ps_sync.SyncReducer`)."""
 
   name = "parameter_server"
   compression_refusal = ("workers send their gradients to the parameter "
                          "servers, not through an allreduce")
   synchronous = False
 
+  def __init__(self):
+    self._roles = None  # (workers, index, is_chief) once built
+
+  def synchronized(self):
+    """See base class."""
+    self.synchronous = True
+    return self
+
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
     # Its servers keep serving between train() calls.
-    return _cluster(self, run_config_kwargs, model_dir, intra_op_threads,
-                    servers_persist=True)
+    scale = _cluster(self, run_config_kwargs, model_dir, intra_op_threads,
+                     servers_persist=True)
+    topology = scale.topology
+    self._roles = (topology.num_workers, topology.worker_index,
+                   topology.is_chief)
+    if self.synchronous:
+      logging.info(
+          "parameter_server: synchronous updates (ps_sync): each update "
+          "averages the gradients of all %d workers, applied once by the "
+          "chief", topology.num_workers)
+      waiting = ps_sync.TimeoutHook(collective_timeout(os.environ),
+                                    _task_name(os.environ))
+      scale.hooks.append(waiting)
+      scale.coordinator.waiting = waiting
+    else:
+      logging.info(
+          "parameter_server: asynchronous updates (the default): each worker "
+          "applies its own gradients; ps_sync=True (--ps_sync) averages all "
+          "workers' gradients in every update")
+    return scale
 
   def check_cluster(self, cluster):
     """Refuses a cluster this backend cannot run."""
     if "ps" not in cluster:
-      raise errors.TopologyError("distribution=parameter_server needs a 'ps' "
-                                 "job in TF_CONFIG's cluster")
+      raise errors.TopologyError(
+          "distribution=parameter_server needs a 'ps' job in TF_CONFIG's "
+          f"cluster (under srun: {slurm.PS_TASKS}=N makes the step's first N "
+          "tasks parameter servers)")
 
   def _reducer(self, compression, sparse_exchange):
     """See base class."""
     del compression, sparse_exchange  # only the defaults pass the checks
-    return reducers.LocalReducer()
+    if not self.synchronous:
+      return reducers.LocalReducer()
+    if self._roles is None:
+      raise errors.UsageError(
+          "synchronous parameter servers reduce with the topology of the "
+          "run config: use build_run_config(...).topology")
+    return ps_sync.SyncReducer(*self._roles)
+
+
+def _task_name(environ):
+  """ "worker 1" of TF_CONFIG's task."""
+  _, task_type, index = read_tf_config(environ)
+  return f"{task_type} {index}"
 
 
 def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
@@ -141,10 +185,14 @@ def adopt_slurm_step(environ):
   environment themselves, so a cluster that srun describes is written there,
   once, before anything reads it; from then on the task is an ordinary
   TF_CONFIG task. A TF_CONFIG already set (estimator-scale-launch run inside
-  an allocation) is left as it is.
+  an allocation) is left as it is. A parameter server of the step ends once
+  its trainers have, since srun waits for every task.
   """
   if not environ.get("TF_CONFIG") and slurm.in_step(environ):
-    environ["TF_CONFIG"] = json.dumps(slurm.tf_config(environ))
+    config = slurm.tf_config(environ)
+    environ["TF_CONFIG"] = json.dumps(config)
+    if config["task"]["type"] == "ps":
+      slurm.end_with_trainers(config)
 
 
 def read_tf_config(environ=None):
@@ -216,6 +264,8 @@ class ClusterCoordinator(coordinator.Coordinator):
     self._servers_started = False
     self._target = 0
     self._shared_dir_checked = False
+    self.waiting = None
+    """The `ps_sync.TimeoutHook` of a synchronous parameter-server task."""
 
   def worker_labels(self):
     """See base class: the tasks and hosts TF_CONFIG names."""
@@ -232,16 +282,21 @@ class ClusterCoordinator(coordinator.Coordinator):
     if start >= target:
       return coordinator.nothing_to_train(start, target)
     last = hooks_lib.LastStepHook()
-    if self._servers_started and self._servers_persist:
-      # train_and_evaluate would start this task's gRPC server a second time.
-      estimator.train(input_fn, hooks=hooks + [last], max_steps=target)
-    else:
-      tf.estimator.train_and_evaluate(
-          estimator,
-          tf.estimator.TrainSpec(input_fn, max_steps=target,
-                                 hooks=hooks + [last]),
-          # Without an evaluator task the EvalSpec is not used.
-          tf.estimator.EvalSpec(input_fn, steps=1))
+    try:
+      if self._servers_started and self._servers_persist:
+        # train_and_evaluate would start this task's gRPC server again.
+        estimator.train(input_fn, hooks=hooks + [last], max_steps=target)
+      else:
+        tf.estimator.train_and_evaluate(
+            estimator,
+            tf.estimator.TrainSpec(input_fn, max_steps=target,
+                                   hooks=hooks + [last]),
+            # Without an evaluator task the EvalSpec is not used.
+            tf.estimator.EvalSpec(input_fn, steps=1))
+    except tf.errors.DeadlineExceededError as e:
+      if self.waiting is None:
+        raise
+      raise self.waiting.timeout_error() from e
     self._servers_started = True
     self._target = target
     return coordinator.result(last, estimator, target)
@@ -273,6 +328,26 @@ class ClusterCoordinator(coordinator.Coordinator):
       return twin.evaluate(input_fn, **kwargs)
     finally:
       shutil.rmtree(scratch, ignore_errors=True)
+
+  def predict(self, estimator, input_fn, **kwargs):
+    """Predicts in this task alone, on any task.
+
+    Estimator.predict opens its session through this task's server, whose
+    master first asks every task of the cluster for its devices: once the
+    workers have exited it waits for them forever. The prediction graph
+    places nothing on other tasks, so a twin whose session sees only this
+    task's devices predicts the same, alone.
+    """
+    config = tf.compat.v1.ConfigProto()
+    config.CopyFrom(estimator.config.session_config)
+    run_config = estimator.config
+    config.device_filters[:] = [
+        f"/job:{run_config.task_type}/task:{run_config.task_id}"]
+    twin = tf.estimator.Estimator(
+        lambda features, labels, mode, config: estimator.model_fn(
+            features, labels, mode, config),
+        config=run_config.replace(session_config=config))
+    return twin.predict(input_fn, **kwargs)
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
     """Only the chief exports; others return the path it will write under."""

@@ -88,6 +88,9 @@ OPTIMIZER_OPTION_FLAGS = ("momentum", "trust_coefficient", "weight_decay",
 flags.DEFINE_enum("distribution", "none", backend_names.NAMES,
                   "How the job runs.")
 flags.DEFINE_integer("replicas", None, "`mirrored` replicas in this process.")
+flags.DEFINE_bool("ps_sync", False,
+                  "parameter_server: each update averages every worker's "
+                  "gradients, applied once (default: asynchronous).")
 flags.DEFINE_enum("allreduce_compression", "none", backend_names.COMPRESSIONS,
                   "16-bit gradients on the wire of the allreduce "
                   "(--distribution=horovod).")

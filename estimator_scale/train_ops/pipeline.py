@@ -15,6 +15,7 @@ import tensorflow as tf
 from estimator_scale import errors
 from estimator_scale import stragglers
 from estimator_scale.backends import names as backend_names
+from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
@@ -171,6 +172,9 @@ def _build(loss_fn, features, labels, config, topology):
         loss_fn, features, labels, k, with_norms=use_adascale,
         loss_scale=loss_scale.value() if loss_scale else None)
   global_step = tf.compat.v1.train.get_or_create_global_step()
+  if not reducer.applies_updates:
+    return _contribute(reducer, start, grads, config, topology)
+  reducer.expect(grads.variables, grads.loss)
   scale = config.resolved_scale(topology)
   state = None
   finished = []
@@ -182,9 +186,8 @@ def _build(loss_fn, features, labels, config, topology):
     with root_variable_scope():
       state = adascale.AdaScale(scale, config.samples_per_update(topology),
                                 config.adascale_smoothing)
-    mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
-    learning_rate, finite, finished = state.update(mean, sum_sq,
-                                                   config.schedule)
+    mean, learning_rate, finite, finished = _adascale_update(
+        state, reducer, grads, config.schedule)
     # tau advances beside the apply, after it was read for this rate.
     with tf.control_dependencies([learning_rate]):
       finished.append(state.advance())
@@ -219,6 +222,42 @@ def _build(loss_fn, features, labels, config, topology):
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
                  learning_rate=learning_rate, adascale=state,
                  loss_scale=loss_scale, compute_seconds=compute_seconds)
+
+
+def _adascale_update(state, reducer, grads, schedule):
+  """(mean, learning rate, finite, state writes) of an AdaScale update.
+
+  A sharded table's mean gradient is spread over the ranks (each holds its
+  rows'), so the squared norm of its part is summed in the exchange beside
+  the per-replica norms, and AdaScale adds it to the rest's.
+  """
+  if not any(sharded.is_sharded(v) for v in grads.variables):
+    mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
+    return (mean, *state.update(mean, sum_sq, schedule))
+  _, own = sharded.mean_squared_norm(grads.grads, grads.variables)
+  mean, (sum_sq, shards_sq) = reducer.all_mean(
+      grads.grads, [grads.sum_squared_norms, own])
+  rest, _ = sharded.mean_squared_norm(mean, grads.variables)
+  return (mean, *state.update(rest, sum_sq, schedule,
+                              extra_mean_squared_norm=shards_sq))
+
+
+def _contribute(reducer, start, grads, config, topology):
+  """The update of a synchronous parameter server's worker other than the
+  chief: it hands its gradients (and AdaScale's norms, its compute time) to
+  the chief's one apply and waits for it. The learning rate it reports is
+  the S = 1 schedule's; the chief's summaries show the applied one."""
+  if start is not None:
+    stragglers.exchange(start, grads.grads, grads.loss, reducer, topology)
+  sums = ([grads.sum_squared_norms] if config.lr_scaling == "adascale" else
+          [])
+  waited = reducer.contribute(grads.grads, grads.variables, sums, grads.loss)
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  with root_variable_scope():
+    counted = _micro_batch_counter().assign_add(config.accumulation_steps)
+  return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,
+                 learning_rate=config.schedule(global_step),
+                 adascale=None)
 
 
 def replicas_in_sync(topology):

@@ -10,9 +10,7 @@ global variables in its own session when training ends, and
 `<out_dir>/result<index>.json` with what `evaluate` gave it. `--score` (one
 process, after the job) writes `<out_dir>/score.json`: the exact AUC of the
 latest checkpoint's predictions on the click logs' eval split, scored alike
-for every backend. (The job's chief cannot predict itself under
-parameter_server: Estimator.predict opens a session on the cluster, which
-waits for workers that have already exited.)
+for every backend.
 """
 import json
 import os
@@ -29,6 +27,7 @@ from model_zoo import wide_deep
 
 flags.DEFINE_string("case", "wide_deep", "wide_deep | linear")
 flags.DEFINE_string("distribution", "none", "backend")
+flags.DEFINE_bool("ps_sync", False, "synchronous parameter servers")
 flags.DEFINE_string("model_dir", None, "shared checkpoint directory")
 flags.DEFINE_string("out_dir", None, "where the results go")
 flags.DEFINE_integer("steps", 300, "updates")
@@ -135,7 +134,8 @@ def _score(estimator, model, params):
 def main(argv):
   del argv
   scale = es.build_run_config(FLAGS.distribution, model_dir=FLAGS.model_dir,
-                              random_seed=0, save_checkpoints_steps=1000)
+                              random_seed=0, save_checkpoints_steps=1000,
+                              ps_sync=FLAGS.ps_sync)
   estimator = es.make_estimator(_estimator(scale), scale_config=scale)
   model = wide_deep.WideDeep()
   params = model.default_hparams()

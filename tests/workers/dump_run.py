@@ -18,6 +18,7 @@ import estimator_scale as es
 from tests.workers.tiny_models import SumLinear, generated_data
 
 flags.DEFINE_string("distribution", "none", "backend")
+flags.DEFINE_bool("ps_sync", False, "synchronous parameter servers")
 flags.DEFINE_string("case", "mlp", "mlp | sum_linear | sum_linear_nobias | embedding")
 flags.DEFINE_string("inputs", None, "JSON list of input rows (sum_linear cases)")
 flags.DEFINE_integer("examples", 64, "generated examples (mlp, embedding)")
@@ -101,7 +102,7 @@ def main(argv):
       adascale_smoothing=FLAGS.adascale_smoothing)
   estimator = es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
-      training_config=config,
+      training_config=config, ps_sync=FLAGS.ps_sync,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps, random_seed=0)
   topology = estimator.topology
   if FLAGS.uneven_extra_rank == topology.worker_index:

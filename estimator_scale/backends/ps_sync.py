@@ -1,0 +1,293 @@
+"""Synchronous parameter servers: one update averages every worker's gradients.
+
+The semantics of TF's `SyncReplicasOptimizer`, wired into the framework's
+pipeline (accumulation, learning-rate rules, AdaScale) instead of wrapping
+an optimizer:
+
+- every worker pushes its update's gradient (the mean over its k
+  micro-batches) into an accumulator beside each variable on its ps task,
+  marked with the global_step it was computed at. A sparse gradient goes
+  into a sparse accumulator as the rows it touched, never as a table;
+- the chief takes the sum once all W workers' gradients are in, divides by
+  W, applies it once, and marks the accumulators with the new step: a
+  gradient marked with an older step (a worker that was behind) is dropped
+  by the accumulator, never applied;
+- then the chief puts a token into each other worker's own queue; a worker
+  waits for its token after pushing, so it computes its next gradient on
+  the variables of the new step. One queue per worker (not
+  SyncReplicasOptimizer's shared one) keeps a fast worker from taking a
+  slow one's token and pushing twice into one update.
+
+A worker's pushes wait for its loss, so it has read every variable before
+any of its gradients is in, and the chief applies nothing before every
+accumulator is full: a gradient of one variable may read another (an
+embedding's gradient reads the layer after it), and the chief must not
+change that one meanwhile.
+
+Accumulators sum (their MEAN divides a sparse row by the number of pushes
+that touched it, not by W). AdaScale's per-worker sums of squared
+micro-batch norms ride in scalar accumulators, so its variance estimate
+comes from the workers' own gradients, n = W x k of them.
+
+A worker that dies leaves the others waiting in the accumulator or their
+queue: every session run of a synchronous worker carries a timeout
+(`tf_config.collective_timeout`), after which the task fails with a line
+naming itself and the update it waited for; under estimator-scale-launch
+the watch loop then ends the job.
+"""
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale.backends import reducers
+from estimator_scale.train_ops import gradients
+
+_SCOPE = "ps_sync"
+_STEP_KEY = "ps_sync_update_step"
+
+
+def _queue_name(worker):
+  return f"{_SCOPE}/token_{worker}"
+
+
+def _token_queue(worker, device):
+  """Worker `worker`'s token queue, one resource on `device` for all tasks."""
+  with tf.device(device):
+    return tf.queue.FIFOQueue(-1, tf.int64, shapes=[], name=_queue_name(worker),
+                              shared_name=_queue_name(worker))
+
+
+def _unique_rows(grad):
+  """An IndexedSlices with each row once (duplicates summed)."""
+  rows, position = tf.unique(grad.indices)
+  values = tf.math.unsorted_segment_sum(grad.values, position,
+                                        tf.shape(rows)[0])
+  return rows, values
+
+
+def _update_step():
+  """global_step as this update reads it: one read per graph, before any
+  apply, shared by a canned estimator's two optimizers (one of which
+  counts the step while the other may not have read it yet)."""
+  graph = tf.compat.v1.get_default_graph()
+  found = graph.get_collection(_STEP_KEY)
+  if found:
+    return found[0]
+  step = tf.compat.v1.train.get_or_create_global_step().read_value()
+  graph.add_to_collection(_STEP_KEY, step)
+  return step
+
+
+def _identity(value):
+  if isinstance(value, tf.IndexedSlices):
+    return tf.IndexedSlices(tf.identity(value.values),
+                            tf.identity(value.indices), value.dense_shape)
+  return tf.identity(value)
+
+
+class _Slot:
+  """One value's accumulator on `device` (its variable's), shared by every
+  task through its name."""
+
+  def __init__(self, grad, shape, device, name):
+    self.sparse = isinstance(grad, tf.IndexedSlices)
+    make = (tf.compat.v1.SparseConditionalAccumulator if self.sparse else
+            tf.compat.v1.ConditionalAccumulator)
+    shared = f"{_SCOPE}/{name}"
+    with tf.device(device):
+      self.accumulator = make(tf.float32, shape=shape,
+                              shared_name=shared, name=shared.replace(":", "_"),
+                              reduction_type="SUM")
+
+  def push(self, grad, local_step):
+    if self.sparse:
+      rows, values = _unique_rows(grad)
+      return self.accumulator.apply_grad(rows, values, local_step=local_step)
+    return self.accumulator.apply_grad(grad, local_step=local_step)
+
+  def take(self, workers):
+    """The sum of `workers` pushes, once they are in."""
+    if self.sparse:
+      return self.accumulator.take_indexed_slices_grad(workers)
+    return self.accumulator.take_grad(workers)
+
+
+class SyncReducer(reducers.LocalReducer):
+  """The reduction of synchronous parameter servers (module docstring).
+
+  On the chief `all_mean` returns the mean over all workers and
+  `apply_reduced` applies it; the other workers only `contribute`. The
+  accumulators sit beside the variables, so the chief names them first
+  (`expect`).
+  """
+
+  def __init__(self, num_workers, worker_index, is_chief):
+    self._workers = num_workers
+    self._worker = worker_index
+    self.applies_updates = is_chief
+    self._variables = None
+    self._loss = None
+    self._shared = []  # (slot, this worker's vector) of each_worker
+    self._taken = []  # (slot, what its take returned) of all_mean
+    self._local_step = None
+
+  def expect(self, variables, loss):
+    """See base class."""
+    self._variables = list(variables)
+    self._loss = loss
+
+  def _push(self, grads, variables, sums, loss):
+    """Pushes this worker's gradients and scalars, marked with the step
+    they were computed at (which no update can pass before this push).
+
+    Every push waits for the loss, so this worker has read every variable
+    before any gradient of it is in (else the chief could apply one part
+    while a later gradient here still reads it).
+    """
+    device = tf.compat.v1.train.get_or_create_global_step().device
+    self._local_step = step = _update_step()
+    slots, pushes = [], []
+    with tf.control_dependencies([loss]):
+      for grad, variable in zip(grads, variables):
+        slot = None if grad is None else _Slot(
+            grad, variable.shape, variable.device, variable.op.name)
+        slots.append(slot)
+        if slot is not None:
+          pushes.append(slot.push(gradients.cast(grad, tf.float32), step))
+      for index, value in enumerate(sums):
+        scalar = tf.reshape(tf.cast(value, tf.float32), [])
+        # Named after the first variable: a canned estimator's two
+        # optimizers each push their own sums.
+        slots.append(_Slot(scalar, [], device,
+                           f"{variables[0].op.name}/sum_{index}"))
+        pushes.append(slots[-1].push(scalar, step))
+      pushes += [slot.push(mine, step) for slot, mine in self._shared]
+    return slots, pushes
+
+  def each_worker(self, value, replicas_per_worker):
+    """See base class: a vector accumulator, one entry per worker, pushed
+    with this update's gradients."""
+    del replicas_per_worker  # a worker pushes one figure, whatever its replicas
+    own = tf.cast(value, tf.float32)
+    mine = tf.one_hot(self._worker, self._workers) * own
+    slot = _Slot(mine, [self._workers],
+                 tf.compat.v1.train.get_or_create_global_step().device,
+                 f"each_worker_{len(self._shared)}")
+    self._shared.append((slot, mine))
+    if not self.applies_updates:
+      return lambda: tf.reshape(own, [1])
+    taken = []
+
+    def every():
+      """Call after `all_mean`, which pushed this worker's vector."""
+      if not taken:
+        total = slot.take(self._workers)
+        with tf.control_dependencies([total]):
+          mark = slot.accumulator.set_global_step(self._local_step + 1)
+        with tf.control_dependencies([mark]):
+          taken.append(tf.identity(total))
+      return taken[0]
+    return every
+
+  def contribute(self, grads, variables, sums, loss):
+    """A worker's part of one update (not the chief's): pushes its
+    gradients of `loss` and `sums`, then waits until the chief has applied
+    them."""
+    _, pushes = self._push(grads, variables, sums, loss)
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    with tf.control_dependencies(pushes):
+      return _token_queue(self._worker, global_step.device).dequeue()
+
+  def all_mean(self, grads, sums):
+    """See base class; the chief's only: it waits for every worker's."""
+    if not self.applies_updates or self._variables is None:
+      raise errors.UsageError(
+          "with synchronous parameter servers the chief reduces after "
+          "expect(variables, loss), and the other workers call "
+          "contribute()")
+    slots, pushes = self._push(grads, self._variables, sums, self._loss)
+    with tf.control_dependencies(pushes):
+      taken = [None if slot is None else slot.take(self._workers)
+               for slot in slots]
+    self._taken = [(slot, t) for slot, t in zip(slots, taken)
+                   if slot is not None]
+    # No variable may change before every gradient is in: a worker's
+    # gradient of one variable may read another (an embedding's reads the
+    # weights after it), and its push of the first does not wait for that.
+    with tf.control_dependencies([t.op for _, t in self._taken]):
+      taken = [None if t is None else _identity(t) for t in taken]
+    means = [None if t is None else gradients.scale(t, 1.0 / self._workers)
+             for t in taken[:len(grads)]]
+    return means, taken[len(grads):]
+
+  def apply_reduced(self, optimizer, grads, variables, global_step):
+    """See base class; then marks the accumulators with the new step (an
+    older gradient is dropped) and gives every other worker its token.
+
+    A take moves its accumulator one step on, so the marks follow the
+    takes; they matter when the accumulators are new (a restart from a
+    checkpoint), whose step starts at 0.
+    """
+    return self.applied(super().apply_reduced(optimizer, grads, variables,
+                                              global_step))
+
+  def applied(self, update):
+    """See base class: after `update`, the marks and the tokens."""
+    device = tf.compat.v1.train.get_or_create_global_step().device
+    new_step = self._local_step + 1
+    with tf.control_dependencies([update] + [t.op for _, t in self._taken]):
+      marks = [slot.accumulator.set_global_step(new_step)
+               for slot, _ in self._taken]
+      tokens = [_token_queue(w, device).enqueue(new_step)
+                for w in range(self._workers) if w != self._worker]
+    return tf.group(update, *marks, *tokens)
+
+  def apply_mean(self, optimizer, grads, variables, global_step):
+    """See base class."""
+    if self._variables is None:
+      raise errors.UsageError("call expect(variables, loss) first")
+    return super().apply_mean(optimizer, grads, variables, global_step)
+
+
+class TimeoutHook(tf.estimator.SessionRunHook):
+  """Gives every session run of a synchronous worker a timeout.
+
+  A run waits for the other workers (the chief for their gradients, a
+  worker for the chief's apply), so without one a dead peer leaves it
+  waiting forever. The hook also remembers the last update it saw end, for
+  the message (`timeout_error`).
+
+  Args:
+    seconds: the timeout (None: none).
+    task: this task's name, e.g. "worker 0".
+  """
+
+  def __init__(self, seconds, task):
+    self.seconds = seconds
+    self.task = task
+    self.last_step = None
+    self._global_step = None
+
+  def begin(self):
+    self._global_step = tf.compat.v1.train.get_global_step()
+
+  def before_run(self, run_context):
+    options = None
+    if self.seconds:
+      options = tf.compat.v1.RunOptions(
+          timeout_in_ms=int(self.seconds * 1000))
+    return tf.estimator.SessionRunArgs(self._global_step, options=options)
+
+  def after_run(self, run_context, run_values):
+    self.last_step = run_values.results
+
+  def timeout_error(self):
+    """The error that replaces TensorFlow's DeadlineExceededError."""
+    after = ("its first update" if self.last_step is None else
+             f"the update after step {self.last_step}")
+    return errors.TopologyError(
+        f"ps_sync: {self.task} waited {self.seconds:g} s in {after} for "
+        "the other workers of a synchronous parameter-server job (the chief "
+        "waits for every worker's gradients, a worker for the chief's "
+        "apply): a task has stopped or is unreachable (see its log; "
+        "estimator-scale-launch names a task that exited). Raise "
+        "ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT if a first update is this slow")

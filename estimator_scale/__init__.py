@@ -42,6 +42,8 @@ _PUBLIC = {
     "make_model_fn": ("estimator_scale.model_fn", "make_model_fn"),
     "register": ("estimator_scale.registry", "register"),
     "run_elastic": ("estimator_scale.backends.horovod.elastic", "run"),
+    "sharded_embedding": ("estimator_scale.embeddings.sharded",
+                          "sharded_embedding"),
     "stop_if_no_decrease": ("estimator_scale.evaluation",
                             "stop_if_no_decrease"),
     "stop_if_no_increase": ("estimator_scale.evaluation",

@@ -51,6 +51,7 @@ from typing import Any, List, Optional
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import gradients as gradients_lib
 from estimator_scale.train_ops import lifting
 from estimator_scale.train_ops import running_sums
@@ -99,6 +100,7 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale):
   """
   graph = tf.compat.v1.get_default_graph()
   first_op = len(graph.get_operations())
+  first_lookup = len(sharded.lookups(graph))
   loss = compute_loss(features, labels)
   if loss.shape.num_elements() != 1:
     raise ValueError(f"the loss function must return a scalar (the batch's "
@@ -109,11 +111,18 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale):
     loss = tf.identity(loss)
   variables = tf.compat.v1.trainable_variables()
   target = loss if loss_scale is None else loss * loss_scale
-  grads = [gradients_lib.cast(g, tf.float32)
-           for g in tf.gradients(target, variables)]
+  # A sharded table's own part of the norm is the gradient of the vectors
+  # it looked up, before the exchange (embeddings/sharded.py).
+  lookups = sharded.lookups(graph)[first_lookup:] if with_norms else []
+  grads = [gradients_lib.cast(g, tf.float32) for g in tf.gradients(
+      target, variables + [lookup.vectors for lookup in lookups])]
   if loss_scale is not None:
     grads = [gradients_lib.scale(g, 1.0 / loss_scale) for g in grads]
-  norm = gradients_lib.total_squared_norm(grads) if with_norms else None
+  grads, vector_grads = grads[:len(variables)], grads[len(variables):]
+  norm = None
+  if with_norms:
+    norm = sharded.replica_squared_norm(grads, variables, lookups,
+                                        vector_grads)
   return _MicroBatch(loss, grads, variables, norm)
 
 

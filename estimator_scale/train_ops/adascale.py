@@ -122,26 +122,29 @@ class AdaScale:
       self.ema_weight = _variable(EMA_WEIGHT)
       self.nonfinite_updates = _variable(NONFINITE_UPDATES, tf.int64, 0)
 
-  def _estimates(self, mean_grads, sum_squared_norms):
+  def _estimates(self, mean_grads, sum_squared_norms, extra_mean_sq):
     """(sigma^2, mu^2) of this update at the S = 1 batch, and whether finite.
 
     See the module docstring for the derivation.
     """
     n, scale = float(self.samples), self.scale
-    mean_sq = gradients.total_squared_norm(mean_grads)
+    mean_sq = gradients.total_squared_norm(mean_grads) + extra_mean_sq
     sample_var = (sum_squared_norms - n * mean_sq) / (n - 1.0)
     var = sample_var * (scale / n)
     sqr = mean_sq - var / scale
     finite = tf.math.is_finite(mean_sq) & tf.math.is_finite(sum_squared_norms)
     return tf.maximum(var, MIN_VARIANCE), tf.maximum(sqr, 0.0), finite
 
-  def update(self, mean_grads, sum_squared_norms, schedule):
+  def update(self, mean_grads, sum_squared_norms, schedule,
+             extra_mean_squared_norm=0.0):
     """Ops that compute this update's gain and learning rate.
 
     Args:
       mean_grads: the global mean gradient (identical on every replica).
       sum_squared_norms: sum of ||g_i||^2 over all n samples (global).
       schedule: maps a float step to the S = 1 learning rate.
+      extra_mean_squared_norm: the squared norm of a part of the mean
+        gradient not in `mean_grads` (sharded tables', summed over ranks).
 
     Returns:
       (learning_rate, finite, assign_ops): the rate to apply (0 when the
@@ -149,11 +152,13 @@ class AdaScale:
       the ops that store the new state; run them before `advance`.
     """
     if self.samples < 2:
-      finite = tf.math.is_finite(gradients.total_squared_norm(mean_grads))
+      finite = tf.math.is_finite(gradients.total_squared_norm(mean_grads) +
+                                 extra_mean_squared_norm)
       gain = tf.constant(1.0)
       assigns = [self.gain.assign(gain), self.scale_variable.assign(1.0)]
     else:
-      var, sqr, finite = self._estimates(mean_grads, sum_squared_norms)
+      var, sqr, finite = self._estimates(mean_grads, sum_squared_norms,
+                                         extra_mean_squared_norm)
       theta = self.theta
       weight = theta * self.ema_weight + (1.0 - theta)
       var_avg = theta * self.grad_var_avg + (1.0 - theta) * var

@@ -11,6 +11,7 @@ from estimator_scale.backends.horovod import faults
 from estimator_scale.backends.horovod import ranks
 from estimator_scale.backends.horovod import reducer
 from estimator_scale.backends.horovod import stop
+from estimator_scale.embeddings import shard_checkpoints
 
 
 class Horovod(base.Backend):
@@ -40,6 +41,7 @@ class Horovod(base.Backend):
     job = self.elastic_job
     if job:  # its commits are rank 0's checkpoints
       kwargs.update(save_checkpoints_steps=job.commit_every_n_steps)
+    save_steps = kwargs.get("save_checkpoints_steps")  # rank 0's, and commits
     if not topology.is_chief:
       kwargs.update(save_checkpoints_steps=None, save_summary_steps=None,
                     log_step_count_steps=None)
@@ -47,7 +49,11 @@ class Horovod(base.Backend):
         session_config=base.session_config(threads, gpu_device=gpu),
         model_dir=model_dir, **kwargs)
     coord = coordinator.HorovodCoordinator(topology, hvd, self.stop_flag)
-    hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+    # The sharded tables' rows are each rank's own: not broadcast, saved by
+    # every rank as rank 0 checkpoints.
+    hooks = [hvd.BroadcastGlobalVariablesHook(0),
+             shard_checkpoints.ShardCheckpointHook(model_dir, save_steps,
+                                                   hvd)]
     if job:  # a lost rank is Horovod's error, which restarts the job
       hooks += job.attach(model_dir, topology)
     elif topology.num_workers > 1:

@@ -10,7 +10,9 @@ inf, and the update is skipped as any non-finite one is (AdaScale, float16
 loss scaling).
 
 Sparse gradients (embedding lookups) travel one of two ways, chosen per
-gradient (`sparse_exchange`: "auto", or "sparse" or "dense" for all):
+gradient (`sparse_exchange`: "auto", or "sparse" or "dense" for all),
+except a sharded table's (`embeddings/sharded.py`), which its lookup has
+already brought to the rank that owns its rows:
 - sparse: each rank's rows, duplicates merged first, are allgathered. Horovod's
   own allreduce of IndexedSlices gathers every lookup, so a row looked up a
   thousand times is sent a thousand times (horovod/horovod#3328); merged, it
@@ -33,6 +35,7 @@ import tensorflow as tf
 
 from estimator_scale.backends import names
 from estimator_scale.backends import reducers
+from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import gradients
 
 
@@ -177,6 +180,19 @@ class HorovodReducer(reducers.LocalReducer):
     self._stop_flag = stop_flag
     self._sparse_exchange = sparse_exchange
     self._riders = []
+    self._owned = ()
+
+  def expect(self, variables, loss):
+    """See base class; notes which variables are sharded tables, whose
+    gradients stay out of the exchange."""
+    del loss  # nothing waits for it
+    self._owned = [sharded.is_sharded(v) for v in variables]
+
+  def apply_reduced(self, optimizer, grads, variables, global_step):
+    """See base class; the sharded tables' slots stay each rank's own."""
+    update = super().apply_reduced(optimizer, grads, variables, global_step)
+    sharded.keep_slots_local(optimizer, variables)
+    return update
 
   def each_worker(self, value, replicas_per_worker):
     """See base class.
@@ -211,7 +227,10 @@ class HorovodReducer(reducers.LocalReducer):
       # for the background thread's next cycle every update.
       self._stop_flag.folded(flag)
       return list(grads), list(sums)
-    present = [i for i, g in enumerate(grads) if g is not None]
+    owned = [i for i, mine in enumerate(self._owned)
+             if mine and grads[i] is not None]
+    present = [i for i, g in enumerate(grads)
+               if g is not None and i not in owned]
     dense = [i for i in present if not isinstance(grads[i], tf.IndexedSlices)]
     sparse = [i for i in present if isinstance(grads[i], tf.IndexedSlices)]
     exchanges = [_SparseExchange(grads[i], float(hvd.size()),
@@ -242,6 +261,8 @@ class HorovodReducer(reducers.LocalReducer):
       rider["total"] = tf.cast(total, tf.float32)
     scalar_totals = summed[len(wire) + 1 + len(riders):]
     means = [None] * len(grads)
+    for i in owned:  # already this rank's rows of the mean
+      means[i] = gradients.merge_duplicates(grads[i])
     for i, total in zip(dense, decompressed):
       means[i] = total
     dense_results = iter(decompressed[len(dense):])

@@ -1,0 +1,258 @@
+"""Checkpoints of sharded tables: every rank saves its slice, rank 0 merges.
+
+Under Horovod only rank 0 writes the Estimator's checkpoints, and it holds
+only its own rows of a sharded table (`sharded.py`). So beside each of its
+checkpoints every rank saves its shard and the shard's optimizer slots, as
+slices of the whole variables (TensorFlow's save-slice information), to
+`<model_dir>/sharded_tables/ckpt-<step>-rank<r>`; once all have, rank 0
+merges them (`MergeV2Checkpoints`) into `<model_dir>/sharded_tables/
+ckpt-<step>`, a checkpoint of the whole tables. A rank restoring reads its
+own range of rows from it, whatever number of ranks wrote it, so a job
+restarted on another number of ranks re-shards as it starts.
+
+All ranks write and read the same files, so the model_dir must be one
+directory they share (a network file system, GCS, S3, HDFS): at start rank
+0 writes a token there and the others must read it back, or the job stops
+with one line saying so.
+
+The ranks save at the same steps: every `save_checkpoints_steps` from the
+step they started at, as rank 0's checkpoints, and when training ends. Rank 0's time-based checkpoints
+(`save_checkpoints_secs`) have no counterpart: a restart from one of them
+is refused, naming the missing file.
+
+Evaluation, prediction and export build each table whole
+(`sharded.whole_tables`) and restore it from the merged checkpoint of the
+step being read (`WholeTablesSaver`); an export thus holds the whole table.
+"""
+import os
+import random
+
+from absl import logging
+import tensorflow as tf
+from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale import errors
+from estimator_scale.embeddings import sharded
+
+DIRECTORY = "sharded_tables"
+"""Where in the model_dir the sharded tables' checkpoints go."""
+
+_TOKEN = "shared-dir-token"
+
+
+def _sliced_variables():
+  """This rank's shards and their slots: the local variables saved as
+  slices (`sharded_embedding` gives its shard slice information, and the
+  optimizer's slots copy it)."""
+  return [v for v in tf.compat.v1.local_variables()
+          if getattr(v, "_save_slice_info", None) is not None]
+
+
+def check_shared(directory, hvd, token, read_token):
+  """Raises unless this rank reads rank 0's `token` from `directory`.
+
+  Args:
+    directory: the sharded tables' directory.
+    hvd: horovod.tensorflow.
+    token: rank 0's token (every rank holds it after a broadcast).
+    read_token: reads the token file; None when missing.
+
+  Raises:
+    errors.ConfigError: the directory is not the one rank 0 wrote to.
+  """
+  if hvd.rank() == 0 or read_token() == token:
+    return
+  raise errors.ConfigError(
+      f"sharded tables need a --model_dir every Horovod rank shares; rank "
+      f"{hvd.rank()} does not see in {directory} what rank 0 wrote there (a "
+      "directory on each host's own disk?): give a shared file system or a "
+      "gs://, s3:// or hdfs:// path")
+
+
+def merged_checkpoint(checkpoint):
+  """The merged sharded tables' checkpoint beside Estimator's `checkpoint`
+  (a path prefix), for the same global step."""
+  step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
+      tf.compat.v1.GraphKeys.GLOBAL_STEP))
+  return os.path.join(os.path.dirname(checkpoint), DIRECTORY, f"ckpt-{step}")
+
+
+class WholeTablesSaver(tf.compat.v1.train.Saver):
+  """Estimator's Saver, whose restore reads the whole tables from the
+  merged checkpoint of the shards when the checkpoint itself lacks them.
+
+  A table trained whole (on one process) is in Estimator's checkpoint and
+  restores from there. What this Saver saves is every variable, the whole
+  tables included: an export's variables.
+
+  Args:
+    tables: the whole tables' variables (`sharded.WHOLE_COLLECTION`).
+  """
+
+  def __init__(self, tables):
+    super().__init__(sharded=True, save_relative_paths=True)
+    saveables = saveable_object_util.op_list_to_dict(
+        tf.compat.v1.global_variables() + tf.compat.v1.get_collection(
+            tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS))
+    names = {table.op.name for table in tables}
+    self._table_keys = sorted(names)
+    self._rest = tf.compat.v1.train.Saver(
+        var_list={k: v for k, v in saveables.items() if k not in names},
+        sharded=True, name="whole_tables_rest")
+    self._tables = tf.compat.v1.train.Saver(
+        var_list={k: v for k, v in saveables.items() if k in names},
+        name="whole_tables_restore")
+
+  def restore(self, sess, save_path):
+    """See base class: the tables come from `merged_checkpoint(save_path)`
+    unless `save_path` holds them."""
+    reader = tf.train.load_checkpoint(save_path)
+    if all(reader.has_tensor(key) for key in self._table_keys):
+      return super().restore(sess, save_path)
+    merged = merged_checkpoint(save_path)
+    if not tf.io.gfile.exists(merged + ".index"):
+      raise errors.ConfigError(
+          f"checkpoint {save_path} holds the sharded tables "
+          f"{', '.join(self._table_keys)} in {merged}, which is missing; "
+          "evaluate a checkpoint every rank saved (save_checkpoints_steps, "
+          "or the one training ended with)")
+    self._rest.restore(sess, save_path)
+    self._tables.restore(sess, merged)
+    return None
+
+
+def whole_tables_outside_training(model_fn):
+  """`model_fn` whose evaluation, prediction and export graphs hold every
+  sharded table whole, restored by a `WholeTablesSaver`.
+
+  Args:
+    model_fn: model_fn(features, labels, mode, config).
+
+  Returns:
+    model_fn(features, labels, mode, config). A spec whose scaffold already
+    has a Saver keeps it.
+  """
+
+  def with_whole_tables(features, labels, mode, config):
+    if mode == tf.estimator.ModeKeys.TRAIN:
+      return model_fn(features, labels, mode, config)
+    with sharded.whole_tables():
+      spec = model_fn(features, labels, mode, config)
+    tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
+    if not tables or spec.scaffold.saver is not None:
+      return spec
+    return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
+        saver=WholeTablesSaver(tables), copy_from_scaffold=spec.scaffold))
+  return with_whole_tables
+
+
+class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
+  """Saves and restores this rank's shards of the sharded tables.
+
+  Does nothing in a graph without sharded tables. Every rank runs the same
+  collectives (a token broadcast at start, a barrier per save) at the same
+  points: each is fetched by every rank's own session run.
+
+  Args:
+    model_dir: the Estimator's model_dir (shared by the ranks).
+    save_steps: rank 0's `save_checkpoints_steps`, or None.
+    hvd: horovod.tensorflow, initialised.
+  """
+
+  def __init__(self, model_dir, save_steps, hvd):
+    self._directory = os.path.join(model_dir, DIRECTORY)
+    self._model_dir = model_dir
+    self._save_steps = save_steps
+    self._hvd = hvd
+    self._saver = None
+
+  def begin(self):
+    variables = _sliced_variables()
+    if not variables:
+      return
+    hvd = self._hvd
+    self._saver = tf.compat.v1.train.Saver(
+        var_list=variables, sharded=False, save_relative_paths=True,
+        name="sharded_tables_saver")
+    self._step = tf.compat.v1.train.get_global_step()
+    self._token_in = tf.compat.v1.placeholder(tf.int64, [])
+    self._token = hvd.broadcast(self._token_in, 0,
+                                name="sharded_tables_token")
+    self._barrier = hvd.allreduce(tf.constant(1.0), op=hvd.Sum,
+                                  name="sharded_tables_barrier")
+    self._prefixes = tf.compat.v1.placeholder(tf.string, [None])
+    self._merged = tf.compat.v1.placeholder(tf.string, [])
+    self._merge = tf.raw_ops.MergeV2Checkpoints(
+        checkpoint_prefixes=self._prefixes, destination_prefix=self._merged,
+        delete_old_dirs=False)
+    self._saved_at = None
+    self._last = 0
+
+  def after_create_session(self, session, coord):
+    del coord
+    if self._saver is None:
+      return
+    tf.io.gfile.makedirs(self._directory)
+    token_file = os.path.join(self._directory, _TOKEN)
+    mine = random.getrandbits(62) if self._hvd.rank() == 0 else 0
+    if self._hvd.rank() == 0:
+      with tf.io.gfile.GFile(token_file, "w") as f:
+        f.write(str(mine))
+    token = int(session.run(self._token, {self._token_in: mine}))
+
+    def read_token():
+      if not tf.io.gfile.exists(token_file):
+        return None
+      with tf.io.gfile.GFile(token_file) as f:
+        return int(f.read() or -1)
+    check_shared(self._directory, self._hvd, token, read_token)
+    step = int(session.run(self._step))
+    self._last = step
+    if tf.train.latest_checkpoint(self._model_dir) is None or step == 0:
+      return  # nothing trained yet: the initializers draw the same rows
+    self._saved_at = step
+    merged = self._prefix(step)
+    if not tf.io.gfile.exists(merged + ".index"):
+      raise errors.ConfigError(
+          f"the checkpoint at step {step} in {self._model_dir} has no "
+          f"sharded tables' checkpoint ({merged}); restart from a checkpoint "
+          "every rank saved (set save_checkpoints_steps, not "
+          "save_checkpoints_secs, with sharded tables)")
+    self._saver.restore(session, merged)
+    if self._hvd.rank() == 0:
+      logging.info("Sharded tables restored from %s on %d ranks", merged,
+                   self._hvd.size())
+
+  def after_run(self, run_context, run_values):
+    del run_values
+    if self._saver is None or not self._save_steps:
+      return
+    # Read after the run, not fetched in it: a value read while the update
+    # runs may be before or after it, and the ranks must agree.
+    step = int(run_context.session.run(self._step))
+    if step >= self._last + self._save_steps:
+      self._save(run_context.session, step)
+      self._last = step
+
+  def end(self, session):
+    if self._saver is None:
+      return
+    step = int(session.run(self._step))
+    if step != self._saved_at:
+      self._save(session, step)
+
+  def _prefix(self, step, rank=None):
+    name = f"ckpt-{step}" + ("" if rank is None else f"-rank{rank}")
+    return os.path.join(self._directory, name)
+
+  def _save(self, session, step):
+    """Every rank writes its slices; once all have, rank 0 merges them."""
+    hvd = self._hvd
+    self._saver.save(session, self._prefix(step, hvd.rank()),
+                     write_meta_graph=False, write_state=False)
+    session.run(self._barrier)
+    if hvd.rank() == 0:
+      session.run(self._merge, {
+          self._prefixes: [self._prefix(step, r) for r in range(hvd.size())],
+          self._merged: self._prefix(step)})
+    self._saved_at = step

@@ -1,0 +1,243 @@
+"""Sharded tables in one process: the plain path, shard initialisation, the
+norms AdaScale takes, and what the Horovod reducer does with a shard's
+gradient, and the whole tables evaluation and export restore. The exchange
+itself needs real ranks: see
+tests/integration/test_sharded_embedding_multiprocess.py."""
+import horovod.tensorflow as hvd
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
+
+import estimator_scale as es
+from estimator_scale.backends.horovod import reducer
+from estimator_scale.backends.horovod import stop
+from estimator_scale.embeddings import shard_checkpoints
+from estimator_scale.embeddings import sharded
+from tests.workers.sharded_equivalence import row_initializer
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher(monkeypatch):
+  for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+    monkeypatch.delenv(name, raising=False)
+
+
+def _shard(name="table", rows=4, dimension=2):
+  """A variable made as `sharded_embedding` makes a rank's shard."""
+  return tf.compat.v1.get_variable(
+      name, [rows, dimension], initializer=tf.compat.v1.ones_initializer(),
+      collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, sharded.COLLECTION])
+
+
+def test_outside_horovod_the_table_is_one_plain_variable():
+  with tf.Graph().as_default():
+    ids = tf.constant([[3, 0], [9, 3]], tf.int64)
+    vectors = es.sharded_embedding(ids, 10, 3, name="t",
+                                   initializer=row_initializer)
+    (table,) = tf.compat.v1.global_variables()
+    assert table.shape == (10, 3) and not sharded.is_sharded(table)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      got, whole = sess.run([vectors, table])
+  assert got.shape == (2, 2, 3)
+  np.testing.assert_array_equal(got, whole[[[3, 0], [9, 3]]])
+
+
+@pytest.mark.parametrize("initializer", [
+    tf.compat.v1.glorot_uniform_initializer(seed=1),
+    tf.keras.initializers.GlorotUniform(seed=1)])
+def test_a_shard_draws_with_the_whole_tables_fans(initializer):
+  """Glorot's bound is the whole table's (1000 x 4), not the shard's."""
+  part = sharded._part_initializer(initializer, [1000, 4], 500)
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    values = sess.run(part([10, 4], dtype=tf.float32))
+  assert values.shape == (10, 4)
+  assert np.abs(values).max() <= np.sqrt(6 / 1004) + 1e-6
+
+
+def test_a_shard_holds_its_rows_of_a_per_row_initializer():
+  part = sharded._part_initializer(row_initializer, [10, 3], 4)
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    shard, whole = sess.run([part([4, 3], dtype=tf.float32),
+                             row_initializer([10, 3], tf.float32)])
+  np.testing.assert_allclose(shard, whole[4:8])
+
+
+def test_shards_cover_the_table_and_every_id_finds_its_owner():
+  for rows, shards in ((50, 3), (4, 4), (10, 3), (9, 3)):
+    ranges = [sharded.shard_range(rows, shards, i) for i in range(shards)]
+    owners = np.repeat(np.arange(shards), [n for _, n in ranges])
+    assert [start for start, _ in ranges] == list(
+        np.cumsum([0] + [n for _, n in ranges[:-1]]))
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+      got = sess.run(sharded._owners(tf.range(rows, dtype=tf.int64), rows,
+                                     shards))
+    np.testing.assert_array_equal(got, owners)
+
+
+def test_bad_sizes_are_refused():
+  with tf.Graph().as_default(), pytest.raises(es.errors.ConfigError,
+                                               match="vocabulary_size=0"):
+    es.sharded_embedding(tf.constant([1]), 0, 3, name="t")
+
+
+def test_replica_norm_merges_a_tables_lookups_by_id():
+  """This rank's own gradient of the table: rows summed over its lookups;
+  the shard's gradient (every rank's) does not count."""
+  with tf.Graph().as_default():
+    shard, dense = _shard(), tf.compat.v1.get_variable("w", [2])
+    lookups = [sharded.Lookup(shard, tf.constant([1, 2], tf.int64), None),
+               sharded.Lookup(shard, tf.constant([2, 5], tf.int64), None)]
+    vector_grads = [tf.constant([[1.0, 0.0], [2.0, 0.0]]),
+                    tf.constant([[3.0, 0.0], [0.0, 1.0]])]
+    shard_grad = tf.IndexedSlices(tf.constant([[100.0, 0.0]]),
+                                  tf.constant([0]))
+    norm = sharded.replica_squared_norm(
+        [tf.constant([1.0, 1.0]), shard_grad], [dense, shard], lookups,
+        vector_grads)
+    with tf.compat.v1.Session() as sess:
+      # w: 2; id 1: 1; id 2: (2 + 3)^2 = 25; id 5: 1.
+      assert sess.run(norm) == pytest.approx(29.0)
+
+
+def test_mean_norm_is_split_into_the_rest_and_the_shards():
+  with tf.Graph().as_default():
+    shard, dense = _shard(), tf.compat.v1.get_variable("w", [2])
+    mean = [tf.constant([3.0, 4.0]),
+            tf.IndexedSlices(tf.constant([[1.0, 1.0], [1.0, 0.0]]),
+                             tf.constant([0, 0]))]
+    rest, shards = sharded.mean_squared_norm(mean, [dense, shard])
+    assert rest[0] is mean[0] and rest[1] is None
+    with tf.compat.v1.Session() as sess:
+      assert sess.run(shards) == pytest.approx(5.0)  # row 0: (2, 1)
+
+
+class _TwoRanks:
+  """Sums as two ranks holding the same tensors would."""
+  Compression = hvd.Compression
+  Sum = hvd.Sum
+  groups = []
+
+  @staticmethod
+  def size():
+    return 2
+
+  @classmethod
+  def grouped_allreduce(cls, tensors, op):
+    del op
+    cls.groups.append(list(tensors))
+    return [2 * t for t in tensors]
+
+
+def test_horovod_reducer_keeps_shards_out_of_the_exchange_and_broadcast():
+  """A shard's gradient is already its rows' mean: it is not allreduced,
+  and its optimizer slots stay local (rank 0's broadcast skips them)."""
+  _TwoRanks.groups.clear()
+  with tf.Graph().as_default():
+    shard, dense = _shard(), tf.compat.v1.get_variable(
+        "w", [2], initializer=tf.compat.v1.zeros_initializer())
+    grads = [tf.constant([1.0, 2.0]),
+             tf.IndexedSlices(tf.constant([[1.0, 1.0], [2.0, 2.0]]),
+                              tf.constant([3, 3]), tf.constant([4, 2]))]
+    horovod = reducer.HorovodReducer(_TwoRanks, "none", stop.StopFlag())
+    horovod.expect([dense, shard], tf.constant(0.0))
+    means, _ = horovod.all_mean(grads, [])
+    exchanged = [t for group in _TwoRanks.groups for t in group]
+    assert grads[1].values not in exchanged
+    assert len(exchanged) == 2  # w's gradient and the stop flag
+    optimizer = tf.compat.v1.train.AdagradOptimizer(0.1)
+    horovod.apply_reduced(optimizer, means, [dense, shard], None)
+    slot = optimizer.get_slot(shard, "accumulator")
+    assert slot not in tf.compat.v1.global_variables()
+    assert slot in tf.compat.v1.local_variables()
+    assert optimizer.get_slot(dense, "accumulator") in (
+        tf.compat.v1.global_variables())
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.local_variables_initializer())
+      rows, values = sess.run([means[1].indices, means[1].values])
+  assert list(rows) == [3] and values.tolist() == [[3.0, 3.0]]
+
+
+class _Rank:
+  def __init__(self, rank):
+    self._rank = rank
+
+  def rank(self):
+    return self._rank
+
+
+def test_a_model_dir_the_ranks_do_not_share_is_refused_in_one_line():
+  shard_checkpoints.check_shared("/d", _Rank(0), 7, lambda: None)  # rank 0
+  shard_checkpoints.check_shared("/d", _Rank(1), 7, lambda: 7)  # shared
+  for seen in (None, 3):  # nothing there, or another job's token
+    with pytest.raises(es.errors.ConfigError,
+                       match=r"^sharded tables need a --model_dir every "
+                       r"Horovod rank shares; rank 1 [^\n]*/d[^\n]*$"):
+      shard_checkpoints.check_shared("/d", _Rank(1), 7, lambda: seen)  # pylint: disable=cell-var-from-loop
+
+
+def _save_as_two_ranks(directory, rows, step):
+  """The checkpoints a 2-rank job leaves at `step`: Estimator's (the dense
+  variable and the step) and the merged slices of the table."""
+  prefix = str(directory / f"model.ckpt-{step}")
+  tables = directory / shard_checkpoints.DIRECTORY
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    dense = tf.compat.v1.get_variable("model/w", initializer=[1.0, 2.0])
+    savers = []
+    for rank in range(2):
+      first, count = sharded.shard_range(len(rows), 2, rank)
+      shard = tf.compat.v1.get_variable(
+          f"shard{rank}", initializer=rows[first:first + count])
+      shard._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
+          "model/table", list(rows.shape), [first, 0], [count, rows.shape[1]]))
+      savers.append(tf.compat.v1.train.Saver([shard]))
+    sess.run(tf.compat.v1.global_variables_initializer())
+    sess.run(global_step.assign(step))
+    tf.compat.v1.train.Saver([global_step, dense]).save(sess, prefix)
+    parts = [str(tables / f"ckpt-{step}-rank{r}") for r in range(2)]
+    for saver, part in zip(savers, parts):
+      saver.save(sess, part, write_meta_graph=False, write_state=False)
+    sess.run(tf.raw_ops.MergeV2Checkpoints(
+        checkpoint_prefixes=parts,
+        destination_prefix=str(tables / f"ckpt-{step}")))
+  return prefix
+
+
+def test_a_whole_table_restores_from_the_merged_slices_of_its_step(tmp_path):
+  """Evaluation and export read the table whole, from the merged shards of
+  the step Estimator's checkpoint is at; the rest from that checkpoint."""
+  rows = np.arange(14, dtype=np.float32).reshape(7, 2)
+  prefix = _save_as_two_ranks(tmp_path, rows, step=5)
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    tf.compat.v1.train.get_or_create_global_step()
+    dense = tf.compat.v1.get_variable("model/w", [2])
+    table = tf.compat.v1.get_variable("model/table", [7, 2])
+    saver = shard_checkpoints.WholeTablesSaver([table])
+    saver.restore(sess, prefix)
+    got_table, got_dense = sess.run([table, dense])
+  np.testing.assert_array_equal(got_table, rows)
+  assert got_dense.tolist() == [1.0, 2.0]
+  for name in tf.io.gfile.glob(str(tmp_path / "sharded_tables" / "ckpt-5.*")):
+    tf.io.gfile.remove(name)
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    tf.compat.v1.train.get_or_create_global_step()
+    tf.compat.v1.get_variable("model/w", [2])
+    table = tf.compat.v1.get_variable("model/table", [7, 2])
+    saver = shard_checkpoints.WholeTablesSaver([table])
+    with pytest.raises(es.errors.ConfigError,
+                       match=r"holds the sharded tables model/table in "
+                       r".*sharded_tables/ckpt-5, which is missing"):
+      saver.restore(sess, prefix)
+
+
+def test_whole_tables_are_plain_variables_even_under_horovod(monkeypatch):
+  """Inside `whole_tables` the lookup asks no rank for anything."""
+  monkeypatch.setattr(sharded, "_horovod", lambda: pytest.fail("asked"))
+  with tf.Graph().as_default(), sharded.whole_tables(), \
+      tf.compat.v1.variable_scope("model", reuse=tf.compat.v1.AUTO_REUSE):
+    es.sharded_embedding(tf.constant([1, 2]), 10, 3, name="t")
+    es.sharded_embedding(tf.constant([4]), 10, 3, name="t")  # reused
+    (table,) = tf.compat.v1.global_variables()
+    assert tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION) == [table]

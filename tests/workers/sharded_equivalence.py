@@ -1,0 +1,166 @@
+"""A Horovod rank training one model twice: table sharded, table replicated.
+
+For each configuration of `CONFIGS` (optimizer, accumulation steps, lr
+scaling) the rank trains `--steps` updates with the table made by
+`es.sharded_embedding`, then the same model with the table an ordinary
+variable, from the same initial values (a per-row initializer: the shard
+draws exactly its rows of the whole table), and writes
+`<out_dir>/<config>-<sharded|replicated>-rank<r>.npz`: the model's
+variables (the shard and its optimizer slots included, as this rank holds
+them) and AdaScale's state, as training ends and (keys prefixed
+`start:`) before its first update, after any restore. One job checks every
+configuration, so a rank count costs one horovodrun; a second job on the
+same --model_dir restarts from the first one's checkpoints.
+"""
+import os
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import estimator_scale as es
+
+FLAGS = flags.FLAGS
+
+VOCABULARY = 50
+DIMENSION = 4
+LOOKUPS = 5
+EXAMPLES = 96
+CONFIGS = {  # name: (optimizer, accumulation steps, lr scaling)
+    "sgd-k1": ("sgd", 1, "identity"),
+    "adagrad-k1-adascale": ("adagrad", 1, "adascale"),
+    "sgd-k4-adascale": ("sgd", 4, "adascale"),
+    "adagrad-k4": ("adagrad", 4, "identity"),
+}
+
+
+def _define_flags():
+  """Defined when run as a script only (tests import this module)."""
+  flags.DEFINE_string("out_dir", None, "where the variables go")
+  flags.DEFINE_string("model_dir", None, "a directory per run is made in it")
+  flags.DEFINE_integer("steps", 20, "updates")
+  flags.DEFINE_integer("global_batch_size", 24, "")
+  flags.DEFINE_string("configs", ",".join(CONFIGS), "which of CONFIGS")
+  flags.DEFINE_string("kinds", "sharded,replicated", "which tables")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "")
+  flags.DEFINE_bool("evaluate", False, "evaluate, predict and export too")
+
+
+def row_initializer(shape, dtype=None, partition_info=None):
+  """Row i of the whole table is a function of i alone, so a shard made
+  with its offset holds exactly its rows of the replicated table."""
+  offset = partition_info.var_offset[0] if partition_info else 0
+  rows = tf.cast(tf.range(offset, offset + shape[0]), tf.float32)
+  cols = tf.cast(tf.range(shape[1]), tf.float32)
+  values = 0.3 * tf.sin(rows[:, None] * 1.7 + cols[None, :] * 0.9 + 0.2)
+  return tf.cast(values, dtype or tf.float32)
+
+
+def token_data():
+  """(features, labels): LOOKUPS ids per example, skewed to small ids, so
+  that ranks ask each other for the same rows."""
+  rng = np.random.RandomState(3)
+  ids = np.minimum(rng.geometric(0.08, (EXAMPLES, LOOKUPS)) - 1,
+                   VOCABULARY - 1)
+  labels = (ids.sum(1) % 3).astype(np.int64)
+  return {"ids": ids.astype(np.int64)}, labels
+
+
+class Tokens(es.ClassifierModel):
+  """Mean of the looked-up rows, then a linear layer."""
+
+  name = None
+
+  def __init__(self, sharded):
+    self.sharded = sharded
+
+  def logits(self, features, training, params):
+    ids = features["ids"]
+    if self.sharded:
+      vectors = es.sharded_embedding(ids, VOCABULARY, DIMENSION, name="table",
+                                     initializer=row_initializer)
+    else:
+      table = tf.compat.v1.get_variable("table", [VOCABULARY, DIMENSION],
+                                        initializer=row_initializer)
+      vectors = tf.nn.embedding_lookup(table, ids)
+    return tf.compat.v1.layers.dense(
+        tf.reduce_mean(vectors, 1), 3, name="out",
+        kernel_initializer=tf.compat.v1.glorot_uniform_initializer(seed=1))
+
+  def serving_features(self):
+    return {"ids": tf.TensorSpec([LOOKUPS], tf.int64)}
+
+
+class DumpHook(tf.compat.v1.train.SessionRunHook):
+  """Keeps the model's and AdaScale's variables before the first update
+  and as training ends."""
+
+  def begin(self):
+    every = (tf.compat.v1.global_variables() +
+             tf.compat.v1.local_variables())
+    self._variables = {v.op.name: v for v in every
+                       if v.op.name.startswith(("model/", "adascale/"))}
+    self.start = None
+
+  def before_run(self, run_context):
+    # Not in after_create_session: the backend's hooks, which restore the
+    # shards there, come after the caller's.
+    if self.start is None:
+      self.start = run_context.session.run(self._variables)
+
+  def end(self, session):
+    self.values = session.run(self._variables)
+    self.values.update({f"start:{k}": v for k, v in self.start.items()})
+
+
+def train(name, sharded, out_dir, model_dir):
+  """Trains configuration `name`, one table kind; writes this rank's dump."""
+  optimizer, k, lr_scaling = CONFIGS[name]
+  config = es.TrainingConfig(
+      optimizer=optimizer, schedule=es.Schedule(learning_rate=0.5),
+      accumulation_steps=k, lr_scaling=lr_scaling)
+  kind = "sharded" if sharded else "replicated"
+  estimator = es.make_estimator(
+      Tokens(sharded), model_dir=os.path.join(model_dir, f"{name}-{kind}"),
+      distribution="horovod", training_config=config, random_seed=0,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps)
+  topology = estimator.topology
+  features, labels = token_data()
+  hook = DumpHook()
+  estimator.train(es.inputs.from_arrays(
+      features, labels, FLAGS.global_batch_size, topology=topology,
+      accumulation_steps=k, seed=None), hooks=[hook], max_steps=FLAGS.steps)
+  values = hook.values
+  if FLAGS.evaluate:
+    values.update(_scores(estimator, features, labels,
+                          os.path.join(model_dir, f"{name}-{kind}-export")))
+  np.savez(os.path.join(out_dir, f"{name}-{kind}-rank"
+                        f"{topology.worker_index}.npz"), **values)
+
+
+def _scores(estimator, features, labels, export_dir_base):
+  """The trained model's evaluation loss, predicted logits, and the logits
+  of its export, served in this process."""
+  whole = es.inputs.from_arrays(features, labels, 32, training=False)
+  loss = estimator.evaluate(whole)["loss"]
+  predicted = np.stack([p["logits"] for p in estimator.predict(
+      es.inputs.from_arrays(features, None, 32, training=False))])
+  path = estimator.export_saved_model(export_dir_base)
+  serve = tf.saved_model.load(path).signatures["serving_default"]
+  served = serve(ids=tf.constant(features["ids"]))["logits"].numpy()
+  return {"eval:loss": loss, "predict:logits": predicted,
+          "served:logits": served}
+
+
+def main(argv):
+  del argv
+  os.makedirs(FLAGS.out_dir, exist_ok=True)
+  for name in FLAGS.configs.split(","):
+    for kind in FLAGS.kinds.split(","):
+      train(name, kind == "sharded", FLAGS.out_dir, FLAGS.model_dir)
+
+
+if __name__ == "__main__":
+  _define_flags()
+  app.run(main)

@@ -27,10 +27,11 @@ the epoch:
   whatever the number of workers: a restart with fewer or more workers, or
   an elastic change, shares the rest of the epoch over the new workers.
 
-TFRecord inputs whose files outnumber the workers keep file-level sharding
-instead (a worker reads only its own files): each worker's position is its
-own stream's, `examples / workers`, exact while the worker count stays; a
-change of worker count starts the new shards at their beginning.
+TFRecord inputs with several files, at least as many as workers, keep
+file-level sharding instead (a worker reads only its own files): each
+worker reads global batch / workers records per update from its own lane
+of files, and `file_shards` deals the rest of the epoch over the new
+workers at a change of worker count.
 """
 import dataclasses
 import json
@@ -55,12 +56,9 @@ class Position:
   Attributes:
     step: the global_step of the checkpoint the run starts from.
     examples: examples the job trained on up to that step, over all workers.
-    since_workers_changed: examples trained on since the worker count last
-      changed (what file-level sharding can resume from).
   """
   step: int = 0
   examples: int = 0
-  since_workers_changed: int = 0
 
 
 def read_history(model_dir):
@@ -86,15 +84,14 @@ def _write_history(model_dir, entries):
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
-def position_at(entries, step, global_batch_size, workers):
-  """The Position of a run at `step` with this batch and worker count.
+def position_at(entries, step, global_batch_size):
+  """The Position of a run at `step` with this global batch.
 
   Args:
     entries: the history (`read_history`), oldest first; entries after
       `step` (from updates a restart rolled back) do not count.
     step: the global_step the run starts from.
     global_batch_size: examples per update in this run.
-    workers: input shards in this run.
 
   Returns:
     A `Position`.
@@ -103,15 +100,10 @@ def position_at(entries, step, global_batch_size, workers):
   if not entries:
     # A job from before the history, or its first run: one batch so far.
     examples = step * global_batch_size
-    return Position(step, examples, examples)
+    return Position(step, examples)
   last = entries[-1]
   examples = last["examples"] + (step - last["step"]) * last["global_batch"]
-  since = 0
-  for entry in reversed(entries):
-    if entry["workers"] != workers:
-      break
-    since = examples - entry["examples"]
-  return Position(step, examples, since)
+  return Position(step, examples)
 
 
 def resume(model_dir, global_batch_size, workers, is_chief):
@@ -134,7 +126,7 @@ def resume(model_dir, global_batch_size, workers, is_chief):
     return Position()
   step = coordinator_lib.checkpoint_step(model_dir)
   entries = [e for e in read_history(model_dir) if e["step"] <= step]
-  position = position_at(entries, step, global_batch_size, workers)
+  position = position_at(entries, step, global_batch_size)
   now = {"step": step, "examples": position.examples,
          "global_batch": global_batch_size, "workers": workers}
   last = entries[-1] if entries else None

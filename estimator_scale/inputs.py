@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import file_shards
 from estimator_scale import input_position
 from estimator_scale import topology as topology_lib
 
@@ -192,12 +193,14 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
                    skip_corrupt=False):
   """input_fn over TFRecord files of tf.train.Examples.
 
-  Files are sharded per worker when there are at least as many files as
-  workers, records otherwise, so every worker sees a disjoint part.
-  Training resumes at the checkpoint's position (`input_position`): with
-  record sharding (or one worker) on any worker count; with file sharding
-  while the worker count stays. Records are shuffled in windows of
-  `shuffle_buffer`, each permuted with (seed, epoch, window).
+  Files are sharded per worker when there are several and at least as many
+  as workers, records otherwise, so every worker sees a disjoint part.
+  Training resumes at the checkpoint's position on any worker count: by
+  record through `input_position`'s stream, by file through `file_shards`
+  (each worker's files one after another, the rest of the epoch dealt over
+  the new workers at a change). Records are shuffled in windows of
+  `shuffle_buffer`, each permuted with (seed, epoch, window); by file, the
+  windows are a file's and the files' order is permuted with (seed, epoch).
 
   Args:
     pattern: a glob of TFRecord files.
@@ -242,16 +245,16 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
     """The training records from the checkpoint's position on."""
     start = _start(model_dir, global_batch_size, shards, topology)
     window = buffer or None
-    if shards > 1 and len(files) >= shards:
-      own = files[index::shards]
-      if start.since_workers_changed != start.examples:
-        logging.warning("from_tfrecords: the worker count changed to %d; "
-                        "each worker starts its new shard of files at its "
-                        "beginning", shards)
-      epoch_records = input_position.file_records(own, records, seed, 4)
-      return input_position.stream(
-          epoch_records, lambda: input_position.count(epoch_records(0)),
-          start.since_workers_changed // shards, seed, window)
+    history = input_position.read_history(model_dir) if model_dir else []
+    if file_shards.by_file(len(files), shards):
+      return file_shards.worker_records(files, records, start, history,
+                                        model_dir, shards, index, seed, window,
+                                        skip_corrupt)
+    if start.examples and any(file_shards.by_file(len(files), e["workers"])
+                              for e in history if e["step"] <= start.step):
+      logging.warning("from_tfrecords: %d workers read %d files by record, "
+                      "and the job read them by file before: the records "
+                      "start over in another order", shards, len(files))
     epoch_records = input_position.file_records(files, records, seed, 4)
     stream = input_position.stream(
         epoch_records, lambda: input_position.count(epoch_records(0)),

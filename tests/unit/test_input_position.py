@@ -20,10 +20,8 @@ def test_position_counts_each_runs_batch_and_drops_rolled_back_entries():
   entries = [{"step": 0, "examples": 0, "global_batch": 8, "workers": 2},
              {"step": 10, "examples": 80, "global_batch": 12, "workers": 3},
              {"step": 30, "examples": 320, "global_batch": 4, "workers": 1}]
-  position = input_position.position_at(entries, 20, 12, 3)
-  assert (position.examples, position.since_workers_changed) == (200, 120)
-  assert input_position.position_at(entries, 20, 12, 2).since_workers_changed == 0
-  assert input_position.position_at([], 5, 16, 4).examples == 80
+  assert input_position.position_at(entries, 20, 12).examples == 200
+  assert input_position.position_at([], 5, 16).examples == 80
 
 
 @pytest.mark.parametrize("seed,window", [(3, 6), (3, None), (None, None)])

@@ -8,6 +8,7 @@ worker was killed. With --elastic it is a rank of an elastic Horovod job
 (under horovodrun's elastic driver), trained again after each change.
 """
 import os
+import shutil
 import time
 
 from absl import app
@@ -28,6 +29,10 @@ flags.DEFINE_integer("accumulation_steps", 1, "micro-batches per update")
 flags.DEFINE_integer("max_steps", 12, "the update this run stops at")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "updates between "
                      "checkpoints (not elastic: its checkpoints are commits)")
+flags.DEFINE_string("tfrecords", None, "read the examples from 12 TFRecord "
+                    "files in this directory (written by the first worker "
+                    "that finds it missing), sharded by file, instead of "
+                    "from arrays")
 flags.DEFINE_bool("elastic", False, "a rank of an elastic Horovod job")
 flags.DEFINE_integer("commit_every_n_steps", 10, "elastic: updates between "
                      "commits")
@@ -40,6 +45,26 @@ class _Pause(tf.compat.v1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
     time.sleep(FLAGS.seconds_per_update)
+
+
+_SPEC = {"x": tf.io.FixedLenFeature([5], tf.float32),
+         "id": tf.io.FixedLenFeature([], tf.int64),
+         "label": tf.io.FixedLenFeature([], tf.int64)}
+
+
+def _tfrecords(features, labels):
+  """The glob of --tfrecords' 12 files, written once: each worker writes a
+  directory of its own and renames it into place unless another was first."""
+  if not os.path.isdir(FLAGS.tfrecords):
+    mine = f"{FLAGS.tfrecords}.{os.getpid()}"
+    es.inputs.write_tfrecord_shards(features, labels, mine, 12)
+    try:
+      os.rename(mine, FLAGS.tfrecords)
+    except OSError:
+      if not os.path.isdir(FLAGS.tfrecords):
+        raise
+      shutil.rmtree(mine)
+  return os.path.join(FLAGS.tfrecords, "*.tfrecord")
 
 
 def _train(batch=None):
@@ -60,10 +85,17 @@ def _train(batch=None):
       worker=topology.worker_index, size=topology.num_workers)]
   if FLAGS.seconds_per_update:
     hooks.append(_Pause())
-  estimator.train(es.inputs.from_arrays(
-      features, labels, global_batch_size, topology=topology,
-      accumulation_steps=config.accumulation_steps, seed=11),
-                  hooks=hooks, max_steps=FLAGS.max_steps)
+  if FLAGS.tfrecords:
+    input_fn = es.inputs.from_tfrecords(
+        _tfrecords(features, labels), _SPEC, "label", global_batch_size,
+        topology=topology, accumulation_steps=config.accumulation_steps,
+        seed=11, shuffle_buffer=5)
+  else:
+    input_fn = es.inputs.from_arrays(
+        features, labels, global_batch_size, topology=topology,
+        accumulation_steps=config.accumulation_steps, seed=11)
+  estimator.train(input_fn, hooks=hooks, max_steps=FLAGS.max_steps)
+
 
 
 def main(argv):

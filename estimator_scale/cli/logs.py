@@ -1,4 +1,5 @@
-"""What the command line prints: each message once, from the chief.
+"""What the command line prints: each message once, from the chief, and no
+warning that describes what the framework meant to do.
 
 TensorFlow's logger has a handler of its own and also passes its records to
 absl's root handler, so every TensorFlow line appears twice; its INFO lines
@@ -8,11 +9,43 @@ command keeps absl's handler alone, TensorFlow's INFO lines for
 `--verbosity=1` and above, deprecation notices off, and on every worker but
 the chief only warnings and errors: N ranks printing the same progress make
 a log nobody reads.
+
+A job that works must read as one that worked, so the warnings TensorFlow
+gives jobs that work as meant are dropped, each by its exact text
+(`EXPECTED`, `OPTIONS_IN_GRAPH_MODE`); every other warning and error still
+shows.
 """
 import logging as std_logging
+import re
 import warnings
 
 from absl import logging
+
+EXPECTED = (
+    # Estimator's multi-worker training asks for an evaluation strategy; the
+    # framework evaluates on the chief alone, without one, by design.
+    ("distribute_coordinator.py",
+     "`eval_strategy` is not passed in. No distribution strategy will be used "
+     "for evaluation."),
+    # Estimator's step counter reads global_step in each run unordered
+    # against that run's update. Where the variable lives on a parameter
+    # server the read may land after one run's update and before the next
+    # one's, so two runs that each advanced the step read the same value.
+    ("basic_session_run_hooks.py",
+     "It seems that global step (tf.train.get_global_step) has not been "
+     "increased."),
+)
+"""(file, how the message starts) of TensorFlow's log records that state
+the framework's own choice or misread what happened, not a problem."""
+
+OPTIONS_IN_GRAPH_MODE = ("To make it possible to preserve tf.data options "
+                         "across serialization boundaries")
+"""How the UserWarning starts that tf.distribute's input path triggers itself
+(its MultiDeviceIterator reads `dataset.options()` in graph mode) on every
+multi_worker_mirrored worker: no option of the user's or the framework's
+is involved, so nothing can be done about it but not to print it."""
+
+_asked_verbosity = None  # absl's verbosity before configure first lowered it
 
 
 class _NoDeprecations(std_logging.Filter):
@@ -22,23 +55,46 @@ class _NoDeprecations(std_logging.Filter):
     return not record.pathname.endswith("deprecation.py")
 
 
+class _NoExpected(std_logging.Filter):
+  """Drops the records of `EXPECTED`, and only those."""
+
+  def filter(self, record):
+    return not any(record.pathname.endswith(path) and
+                   record.getMessage().startswith(message)
+                   for path, message in EXPECTED)
+
+
+def _add_once(logger, kind):
+  if not any(isinstance(f, kind) for f in logger.filters):
+    logger.addFilter(kind())
+
+
 def configure(is_chief=True):
   """Sets up logging for the command line (never called by the library).
 
   Args:
     is_chief: whether this process is the chief; others log warnings and
-      errors only, whatever --verbosity says.
+      errors only, whatever --verbosity says. Called again when a process
+      changes role (an elastic job's new rank 0), it logs as --verbosity
+      says once it is the chief.
   """
+  global _asked_verbosity
   tf_logger = std_logging.getLogger("tensorflow")
   for handler in list(tf_logger.handlers):
     tf_logger.removeHandler(handler)
   tf_logger.propagate = True
-  if not any(isinstance(f, _NoDeprecations) for f in tf_logger.filters):
-    tf_logger.addFilter(_NoDeprecations())
+  _add_once(tf_logger, _NoDeprecations)
+  _add_once(tf_logger, _NoExpected)
   warnings.filterwarnings("ignore", category=DeprecationWarning)
   warnings.filterwarnings("ignore", message=r".*is deprecated",
                           category=UserWarning)
-  if not is_chief:  # absl's levels grow with verbosity: WARNING < INFO
-    logging.set_verbosity(min(logging.get_verbosity(), logging.WARNING))
+  warnings.filterwarnings("ignore", message=re.escape(OPTIONS_IN_GRAPH_MODE),
+                          category=UserWarning)
+  if _asked_verbosity is None:
+    _asked_verbosity = logging.get_verbosity()
+  if is_chief:
+    logging.set_verbosity(_asked_verbosity)
+  else:  # absl's levels grow with verbosity: WARNING < INFO
+    logging.set_verbosity(min(_asked_verbosity, logging.WARNING))
   verbose = logging.get_verbosity() >= logging.DEBUG
   tf_logger.setLevel(std_logging.INFO if verbose else std_logging.WARNING)

@@ -8,6 +8,8 @@ from absl import logging
 
 import estimator_scale as es
 from estimator_scale import backends
+from estimator_scale import filesystems
+from estimator_scale.backends import cluster_exit
 from estimator_scale.backends.horovod import elastic
 from estimator_scale.cli import estimators
 from estimator_scale.cli import evaluation
@@ -63,6 +65,8 @@ def _train(batch=None):
   """(estimator, metrics, seconds, global batch size) of training and
   evaluating as the flags say; `batch` (an elastic.Batch) replaces the batch
   flags."""
+  if batch:  # an elastic attempt, whose rank 0 may be this process now
+    logs.configure(elastic.attempting().rank == 0)
   estimator = estimators.estimator(estimators.registered_model(), batch)
   logs.configure(estimator.topology.is_chief)
   train_input, eval_input = evaluation.input_fns(
@@ -77,7 +81,14 @@ def _train(batch=None):
 
 
 def run_training():
-  """Trains, evaluates, exports and summarises as the flags say."""
+  """Trains, evaluates, exports and summarises as the flags say, then
+  leaves once the job's other tasks are done too (`cluster_exit`)."""
+  _run_training()
+  if cluster_exit.leave_in_order():
+    filesystems.exit_process(0)
+
+
+def _run_training():
   if _elastic():
     estimator, metrics, wall, global_batch_size = elastic.run(
         _train, FLAGS.global_batch_size, FLAGS.accumulation_steps,

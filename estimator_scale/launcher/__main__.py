@@ -15,7 +15,9 @@ Each task gets its TF_CONFIG, and its output lines are prefixed with its
 host and task. When any task fails, or a host is lost, the others are
 stopped on every host and the launcher exits non-zero (with that task's
 code) after one line naming the task and host; when all training tasks
-succeed, parameter servers (which never exit) are stopped.
+succeed, parameter servers (which never exit) are stopped. A SIGTERM or
+SIGINT (Ctrl-C) to the launcher stops every task the same way and exits
+with 128 + the signal's number after one line naming it.
 
 With --max-restarts R the job is elastic instead (elastic.py): after a
 failure the cluster restarts from the last checkpoint on the hosts that
@@ -109,9 +111,10 @@ def main(argv=None):
         min_workers=args.min_workers, max_restarts=args.max_restarts,
         probe_every=args.probe_every,
         model_dir=args.model_dir or elastic.model_dir_of(command))
-  return job.run(command, hosts, args.ps, args.chief or args.ps > 0,
-                 args.port, args.timeout, extra_env=args.env,
-                 ssh_port=args.ssh_port, policy=policy)
+  with job.stopping_signals_recorded() as received:
+    return job.run(command, hosts, args.ps, args.chief or args.ps > 0,
+                   args.port, args.timeout, extra_env=args.env,
+                   ssh_port=args.ssh_port, policy=policy, received=received)
 
 
 def run():

@@ -6,6 +6,7 @@ elastic one with no restarts (`elastic.PLAIN`), so both stop the others on
 every host when a task fails or a host is lost, and neither leaves a task
 waiting on a peer that is gone.
 """
+import contextlib
 import json
 import os
 import signal
@@ -19,9 +20,31 @@ from estimator_scale.launcher import hosts as hosts_lib
 from estimator_scale.launcher import remote
 
 
+UNAVOIDABLE = (
+    # tf.distribute's input path feeds each multi_worker_mirrored worker's
+    # devices from a generator dataset of its own, which TensorFlow cannot
+    # serialize, so tf.data's default rewrites skip it and TensorFlow's C++
+    # says so once per worker; no option of the user's dataset reaches that
+    # pipeline. C++ writes straight to stderr, so the launcher, which reads
+    # every task's lines, is the one place that can drop it.
+    "Input of GeneratorDatasetOp::Dataset will not be optimized because the "
+    "dataset does not implement the AsGraphDefInternal() method needed to "
+    "apply optimizations.",
+)
+"""TensorFlow log messages a task prints whatever the job does, dropped by
+their exact text."""
+
+
+def _unavoidable(text):
+  return text.rstrip("\n").endswith(tuple(f"] {m}" for m in UNAVOIDABLE))
+
+
 def _pump(stream, prefix, out):
   for line in iter(stream.readline, b""):
-    out.write(f"[{prefix}] {line.decode(errors='replace')}")
+    text = line.decode(errors="replace")
+    if _unavoidable(text):
+      continue
+    out.write(f"[{prefix}] {text}")
     out.flush()
 
 
@@ -54,6 +77,35 @@ def _kill(processes, grace=15):
     except subprocess.TimeoutExpired:
       os.killpg(proc.pid, signal.SIGKILL)
       proc.wait()
+
+
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""Signals that stop the whole job rather than the launcher alone."""
+
+
+@contextlib.contextmanager
+def stopping_signals_recorded():
+  """Within it, SIGTERM and SIGINT are recorded instead of ending the
+  launcher: its tasks run in sessions of their own (so a terminal's Ctrl-C
+  reaches only the launcher), and a launcher that died of the signal would
+  leave them running. Yields the list the signals' numbers go to."""
+  received = []
+  previous = {number: signal.signal(number,
+                                    lambda signum, _: received.append(signum))
+              for number in STOPPING_SIGNALS}
+  try:
+    yield received
+  finally:
+    for number, handler in previous.items():
+      signal.signal(number, handler)
+
+
+def _signalled(number):
+  """(the job's exit code, the line saying why) when the launcher got
+  signal `number`: 128 + its number, as a shell reports a death by it."""
+  return (128 + number, f"got {signal.Signals(number).name}; stopping every "
+          "task (SIGTERM to each task's process group, SIGKILL after a grace "
+          "period)")
 
 
 def why_failed(task, code):
@@ -137,14 +189,17 @@ def exit_code(code):
   return code if code >= 0 else 128 - code
 
 
-def _watch(job, returning, deadline):
-  """Polls `job` until it ends, fails, runs out of time, or may grow.
+def _watch(job, returning, deadline, received):
+  """Polls `job` until it ends, fails, runs out of time, may grow, or the
+  launcher gets a signal (`received`).
 
   Returns:
-    ("done", None), ("timeout", None), ("failed", (task, code)) or
-    ("grow", hosts that answer again).
+    ("done", None), ("timeout", None), ("failed", (task, code)),
+    ("grow", hosts that answer again) or ("signal", its number).
   """
   while True:
+    if received:
+      return "signal", received[0]
     failed = job.failed()
     if failed:
       return "failed", failed
@@ -167,6 +222,8 @@ def _ending(outcome, detail, failures, policy, timeout):
     return 124, f"timed out after {timeout}s; stopping all tasks"
   if outcome == "grow":
     return None, None
+  if outcome == "signal":
+    return _signalled(detail)
   task, code = detail
   line = elastic.final_line(why_failed(task, code), code, failures, policy)
   return (exit_code(code), line) if line else (None, None)
@@ -174,7 +231,7 @@ def _ending(outcome, detail, failures, policy, timeout):
 
 def run(command, hosts, ps=0, chief=False, port=hosts_lib.DEFAULT_PORT,
         timeout=None, out=sys.stdout, extra_env=(), ssh_port=None,
-        policy=elastic.PLAIN):
+        policy=elastic.PLAIN, received=()):
   """Runs `command` as a TF_CONFIG cluster on `hosts`; returns the job's
   exit code. Under an elastic `policy` the cluster restarts on the hosts
   that answer after a failure, and with those that come back.
@@ -191,18 +248,26 @@ def run(command, hosts, ps=0, chief=False, port=hosts_lib.DEFAULT_PORT,
     extra_env: `-x` items for remote tasks.
     ssh_port: the hosts' ssh port (None: ssh's default or config).
     policy: `elastic.Policy`; `elastic.PLAIN` never restarts.
+    received: the signals sent to the launcher, as
+      `stopping_signals_recorded` yields them: once one is there, every
+      task is stopped and the job ends with 128 + its number, after one
+      line naming it.
   """
   remote_env = remote.forwarded_environment(os.environ, extra_env)
   members, failures = list(hosts), 0
   deadline = time.time() + timeout if timeout else None
   while True:
+    if received:  # sent while the last attempt's tasks were being stopped
+      code, line = _signalled(received[0])
+      out.write(f"[launch] {line}\n")
+      return code
     job = Job(command, hosts_lib.cluster_tasks(members, ps, chief, port),
               out, remote_env, ssh_port)
     returning = elastic.Returning(
         [h for h, slots in hosts if (h, slots) not in members], ssh_port,
         policy)
     try:
-      outcome, detail = _watch(job, returning, deadline)
+      outcome, detail = _watch(job, returning, deadline, received)
       code, line = _ending(outcome, detail, failures, policy, timeout)
       if line:
         out.write(f"[launch] {line}\n")

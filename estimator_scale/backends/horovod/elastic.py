@@ -28,12 +28,16 @@ checkpoint instead:
 
 A dead peer must surface as Horovod's own error for its loop to restart, so
 the Horovod backend does not turn it into a line naming the lost rank here,
-and a rank whose launcher is gone leaves at once (faults.py).
+and a rank whose launcher is gone leaves at once (faults.py). A rank whose
+host the discovery script no longer lists leaves too, with exit status 0
+and one line saying so (`_rejoin`).
 """
 import contextvars
 import dataclasses
 import functools
 import os
+import sys
+import urllib.request
 
 from absl import logging
 import tensorflow as tf
@@ -162,6 +166,11 @@ class _Job:
     self._batch = None
     self._announced = False
 
+  @property
+  def rank(self):
+    """This process's rank in the current set of ranks."""
+    return self._hvd.rank()
+
   def _broadcast(self, value):
     """Rank 0's value. Eager even inside a training session, whose graph is
     finalized and whose Estimator runs in graph mode (tf.init_scope would
@@ -236,11 +245,11 @@ class _Job:
     recipe = (f"global batch {batch.global_batch_size}, "
               f"{batch.accumulation_steps} accumulation steps per rank")
     if not old:
-      logging.warning(
+      logging.info(
           "elastic Horovod: %d ranks, starting at step %d, %s, a commit "
           "every %d updates", size, step, recipe, self.commit_every_n_steps)
     else:
-      logging.warning(
+      logging.info(
           "elastic Horovod: %d -> %d ranks (%s), resuming at step %d, %s",
           old, size, self._why, step, recipe)
 
@@ -251,9 +260,58 @@ class _Job:
     self.state.commit()
 
 
-def _reset(hvd):
+_SLOT_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
+                   "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+                   "HOROVOD_CROSS_SIZE")
+"""This process's place among the ranks, in the order horovodrun's elastic
+driver answers them."""
+
+
+def next_slot(environ):
+  """This process's values of `_SLOT_VARIABLES` in the next set of ranks,
+  from horovodrun's elastic driver; a rank of -1 means its host left the job.
+
+  Asked once per process and change: the driver counts the question as this
+  slot being ready, and answers once every slot of the old set has asked.
+  """
+  # Lazy: Horovod is optional; `run` imported it for this rank.
+  from horovod.runner.elastic import rendezvous  # pylint: disable=g-import-not-at-top
+  url = (f"http://{environ['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:"
+         f"{environ['HOROVOD_GLOO_RENDEZVOUS_PORT']}/"
+         f"{rendezvous.GET_RANK_AND_SIZE}/"
+         f"{environ.get('HOROVOD_HOSTNAME', 'localhost')}:"
+         f"{environ['HOROVOD_LOCAL_RANK']}")
+  with urllib.request.urlopen(url) as answer:
+    return [int(value) for value in answer.read().decode().split(",")]
+
+
+def _rejoin(hvd, environ=None):
+  """Leaves the old set of ranks and joins the new one, or ends this
+  process, with status 0, where its host has left the job.
+
+  Horovod re-initialising by itself asks the driver for the slot's new
+  rank from its background thread, and where the discovery script dropped
+  the host, throws there a C++ exception that nothing can catch: the process
+  aborts with thread dumps, though the job goes on as it should without it.
+  So the question is asked here, where the answer can end the process
+  cleanly, and Horovod starts from the answer as it does at a first start,
+  from the environment, which it reads when it is not told to ask
+  (HOROVOD_ELASTIC unset for the call).
+  """
+  environ = os.environ if environ is None else environ
   hvd.shutdown()
-  hvd.init()
+  slot = next_slot(environ)
+  if slot[0] == -1:
+    print(f"elastic Horovod: host {environ.get('HOROVOD_HOSTNAME', '?')} "
+          "left the job (the host discovery script no longer lists it); "
+          "this rank ends, the others go on", flush=True)
+    sys.exit(0)
+  environ.update(zip(_SLOT_VARIABLES, map(str, slot)))
+  elastic = environ.pop("HOROVOD_ELASTIC")
+  try:
+    hvd.init()
+  finally:
+    environ["HOROVOD_ELASTIC"] = elastic
 
 
 def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
@@ -285,6 +343,8 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
   Raises:
     errors.ConfigError: a bad argument; a size `hold` cannot honour; a
       model_dir that rank 0's host does not share.
+    SystemExit: (status 0) on a rank whose host the discovery script
+      dropped: it has no part in the job any more.
   """
   check_arguments(elastic_batch, commit_every_n_steps)
   if not ranks.elastic_requested():
@@ -301,4 +361,4 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
   job = _Job(hvd, state, Batch(global_batch_size, accumulation_steps),
              elastic_batch, commit_every_n_steps)
   return horovod_elastic.run_fn(job.attempt, functools.partial(
-      _reset, hvd))(state, train)
+      _rejoin, hvd))(state, train)

@@ -195,6 +195,11 @@ def adopt_slurm_step(environ):
       slurm.end_with_trainers(config)
 
 
+_JOBS = ("chief", "worker", "ps", "evaluator")
+"""The jobs TF 2's Estimator and strategies know: a worker of another name
+(TF1's "master") would be counted by none of them."""
+
+
 def read_tf_config(environ=None):
   """Parses TF_CONFIG, raising an error that says what a valid one looks like."""
   environ = os.environ if environ is None else environ
@@ -215,6 +220,12 @@ def read_tf_config(environ=None):
   if not isinstance(cluster, dict) or not isinstance(task, dict):
     raise errors.TopologyError("TF_CONFIG needs a 'cluster' dict and a 'task' dict, "
                         f"e.g. {example}")
+  unknown = sorted(set(cluster) - set(_JOBS))
+  if unknown:
+    raise errors.TopologyError(
+        f"TF_CONFIG's cluster has job(s) {', '.join(map(repr, unknown))}; valid "
+        f"jobs are {', '.join(_JOBS)} ('master' is TF1's name for the chief: "
+        "call it 'chief', e.g. a TFJob's Chief replica, not Master)")
   task_type, index = task.get("type"), task.get("index")
   if task_type not in cluster:
     raise errors.TopologyError(f"TF_CONFIG task type {task_type!r} is not a job of "
@@ -225,7 +236,6 @@ def read_tf_config(environ=None):
         f"{task_type!r} has {len(cluster[task_type])} task(s), valid indices "
         f"0..{len(cluster[task_type]) - 1}")
   return cluster, task_type, index
-
 
 
 def read_topology(backend, environ=None):

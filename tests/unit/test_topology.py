@@ -45,6 +45,10 @@ def test_chief_and_ps_cluster():
      r"index 3 is outside the cluster.*0\.\.0"),
     (json.dumps({"cluster": {"worker": ["a:1"]},
                  "task": {"type": "ps", "index": 0}}), "not a job"),
+    # A TFJob with a Master replica: TF1's chief, which TF 2 counts nowhere.
+    (json.dumps({"cluster": {"master": ["a:1"], "worker": ["b:1"]},
+                 "task": {"type": "worker", "index": 0}}),
+     r"job\(s\) 'master'; valid jobs are chief, worker, ps, evaluator"),
 ])
 def test_bad_tf_config(raw, message):
   with pytest.raises(errors.TopologyError, match=message):

@@ -85,20 +85,8 @@ class Census(wide_deep.WideDeep):
 
   def logits(self, features, training, params):
     """See base class: the wide part's weighted ids plus the deep part."""
-    wide = tf.keras.layers.DenseFeatures(
-        [tf.feature_column.embedding_column(
-            column, 1, combiner="sum",
-            initializer=tf.keras.initializers.Zeros())
-         for column in wide_columns(params)], name="wide")(features)
-    net = tf.keras.layers.DenseFeatures(deep_columns(params),
-                                        name="deep")(features)
-    for i, units in enumerate(params["hidden_units"]):
-      net = tf.keras.layers.Dense(units, activation="relu",
-                                  name=f"hidden{i}")(net)
-    deep = tf.keras.layers.Dense(1, name="deep_logit")(net)
-    bias = tf.keras.layers.Dense(1, name="wide_logit")(
-        tf.reduce_sum(wide, axis=1, keepdims=True))
-    return tf.reshape(deep + bias, [-1])
+    return wide_deep.logits(features, wide_columns(params),
+                            deep_columns(params), params["hidden_units"])
 
   def feature_spec(self):
     """See base class: one number per column, the label included."""
@@ -142,17 +130,9 @@ def canned_estimator(scale_config, params=None, linear_learning_rate=0.1,
     A `tf.estimator.DNNLinearCombinedClassifier`.
   """
   params = dict(DEFAULT_HPARAMS, **(params or {}))
-  return tf.estimator.DNNLinearCombinedClassifier(
-      linear_feature_columns=wide_columns(params),
-      linear_optimizer=es.canned_optimizer(
-          tf.keras.optimizers.legacy.Ftrl(linear_learning_rate), scale_config,
-          lr_scaling=lr_scaling),
-      dnn_feature_columns=deep_columns(params),
-      dnn_hidden_units=params["hidden_units"],
-      dnn_optimizer=es.canned_optimizer(
-          tf.keras.optimizers.legacy.Adagrad(dnn_learning_rate),
-          scale_config, lr_scaling=lr_scaling),
-      config=scale_config.run_config)
+  return wide_deep.canned(scale_config, wide_columns(params),
+                          deep_columns(params), params["hidden_units"],
+                          linear_learning_rate, dnn_learning_rate, lr_scaling)
 
 
 def input_fn(mode, global_batch_size, topology=None):

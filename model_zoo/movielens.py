@@ -71,12 +71,8 @@ class MovieLens(wide_deep.WideDeep):
 
   def logits(self, features, training, params):
     """See base class: the MLP's output plus the user's and movie's bias."""
-    net = tf.keras.layers.DenseFeatures(deep_columns(params),
-                                        name="deep")(features)
-    for i, units in enumerate(params["hidden_units"]):
-      net = tf.keras.layers.Dense(units, activation="relu",
-                                  name=f"hidden{i}")(net)
-    deep = tf.keras.layers.Dense(1, name="deep_logit")(net)
+    deep = wide_deep.deep_logit(features, deep_columns(params),
+                                params["hidden_units"])
     biases = tf.keras.layers.DenseFeatures(bias_columns(),
                                            name="biases")(features)
     return tf.reshape(deep + tf.reduce_sum(biases, axis=1, keepdims=True),

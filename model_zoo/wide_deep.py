@@ -114,25 +114,9 @@ class WideDeep(es.BaseModel):
     return dict(DEFAULT_HPARAMS)
 
   def logits(self, features, training, params):
-    """See base class: the wide part's weighted ids plus the deep part.
-
-    The wide part's weights are one-wide embeddings summed over the ids, a
-    linear model over the hashed columns whose gradients stay sparse.
-    """
-    wide = tf.keras.layers.DenseFeatures(
-        [tf.feature_column.embedding_column(
-            column, 1, combiner="sum",
-            initializer=tf.keras.initializers.Zeros())
-         for column in wide_columns(params)], name="wide")(features)
-    net = tf.keras.layers.DenseFeatures(deep_columns(params),
-                                        name="deep")(features)
-    for i, units in enumerate(params["hidden_units"]):
-      net = tf.keras.layers.Dense(units, activation="relu",
-                                  name=f"hidden{i}")(net)
-    deep = tf.keras.layers.Dense(1, name="deep_logit")(net)
-    bias = tf.keras.layers.Dense(1, name="wide_logit")(
-        tf.reduce_sum(wide, axis=1, keepdims=True))
-    return tf.reshape(deep + bias, [-1])
+    """See base class: the wide part's weighted ids plus the deep part."""
+    return logits(features, wide_columns(params), deep_columns(params),
+                  params["hidden_units"])
 
   def loss(self, labels, logits, params):
     """See base class: the mean log loss of the clicks."""
@@ -197,13 +181,48 @@ def canned_estimator(scale_config, params=None, linear_learning_rate=0.5,
     A `tf.estimator.DNNLinearCombinedClassifier`.
   """
   params = dict(DEFAULT_HPARAMS, **(params or {}))
+  return canned(scale_config, wide_columns(params), deep_columns(params),
+                params["hidden_units"], linear_learning_rate,
+                dnn_learning_rate, lr_scaling)
+
+
+def logits(features, wide, deep, hidden_units):
+  """Wide & deep's logit: the deep tower's plus the wide part's.
+
+  The wide part's weights are one-wide embeddings summed over the ids, a
+  linear model over the categorical columns whose gradients stay sparse.
+  """
+  weights = tf.keras.layers.DenseFeatures(
+      [tf.feature_column.embedding_column(
+          column, 1, combiner="sum",
+          initializer=tf.keras.initializers.Zeros())
+       for column in wide], name="wide")(features)
+  deep_part = deep_logit(features, deep, hidden_units)
+  bias = tf.keras.layers.Dense(1, name="wide_logit")(
+      tf.reduce_sum(weights, axis=1, keepdims=True))
+  return tf.reshape(deep_part + bias, [-1])
+
+
+def deep_logit(features, columns, hidden_units):
+  """The deep tower: dense features through ReLU layers to one logit."""
+  net = tf.keras.layers.DenseFeatures(columns, name="deep")(features)
+  for i, units in enumerate(hidden_units):
+    net = tf.keras.layers.Dense(units, activation="relu",
+                                name=f"hidden{i}")(net)
+  return tf.keras.layers.Dense(1, name="deep_logit")(net)
+
+
+def canned(scale_config, wide, deep, hidden_units, linear_learning_rate,
+           dnn_learning_rate, lr_scaling):
+  """`tf.estimator.DNNLinearCombinedClassifier` over `wide` and `deep`
+  columns, its FTRL and Adagrad scaled by `es.canned_optimizer`."""
   return tf.estimator.DNNLinearCombinedClassifier(
-      linear_feature_columns=wide_columns(params),
+      linear_feature_columns=wide,
       linear_optimizer=es.canned_optimizer(
           tf.keras.optimizers.legacy.Ftrl(linear_learning_rate), scale_config,
           lr_scaling=lr_scaling),
-      dnn_feature_columns=deep_columns(params),
-      dnn_hidden_units=params["hidden_units"],
+      dnn_feature_columns=deep,
+      dnn_hidden_units=hidden_units,
       dnn_optimizer=es.canned_optimizer(
           tf.keras.optimizers.legacy.Adagrad(dnn_learning_rate),
           scale_config, lr_scaling=lr_scaling),

@@ -3,24 +3,52 @@ cannot fit.
 
 `place_variables` wraps any Estimator model_fn (a BaseModel's, a
 hand-written one, a canned estimator's): under parameter servers it builds
-the model with every large variable partitioned over the ps tasks and logs
-the bytes each task holds; in training it refuses, before the first step,
-a job whose variables do not fit where its backend puts them.
+the model with every large variable partitioned over the ps tasks, saves
+checkpoints a few parts at a time, and logs the bytes each task holds; in
+training it refuses, before the first step, a job whose variables do not
+fit where its backend puts them.
 """
 import os
 
+import tensorflow as tf
+
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
+from estimator_scale.embeddings import saving
+from estimator_scale.embeddings import shard_checkpoints
 
 MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
 """Bytes up to which a variable stays whole under parameter servers
 (default `partitioning.MIN_SLICE_BYTES`)."""
+
+MAX_PART = "ESTIMATOR_SCALE_MAX_PART_BYTES"
+"""Bytes a part of a split variable, and a group of a ps task's variables
+in a checkpoint save, may have (default `partitioning.MAX_PART_BYTES`)."""
 
 
 def min_slice_bytes(environ=None):
   """`MIN_SLICE`'s value, or the default; ConfigError when not bytes > 0."""
   return capacity.bytes_setting(os.environ if environ is None else environ,
                                 MIN_SLICE, partitioning.MIN_SLICE_BYTES)
+
+
+def max_part_bytes(environ=None):
+  """`MAX_PART`'s value, or the default; ConfigError when not bytes > 0."""
+  return capacity.bytes_setting(os.environ if environ is None else environ,
+                                MAX_PART, partitioning.MAX_PART_BYTES)
+
+
+def _save_in_groups(spec, part_bytes, config):
+  """Makes training save a ps task's parts a group at a time (`saving`):
+  through the scaffold's Saver where it is not built yet and has no builder
+  of its own (the framework's resuming Saver), else through a Saver like
+  Estimator's default where the model_fn chose none."""
+  saver = spec.scaffold.saver
+  if saver is not None:
+    saving.write_in_groups(saver, part_bytes)
+  elif not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS,
+                                   saving.grouped_saver(part_bytes, config))
 
 
 def place_variables(model_fn, num_ps, topology):
@@ -38,17 +66,22 @@ def place_variables(model_fn, num_ps, topology):
     model_fn(features, labels, mode, params, config); `params` is there for
     the Estimator to keep showing them, `model_fn` has its own bound.
   """
-  slice_bytes = min_slice_bytes()
+  slice_bytes, part_bytes = min_slice_bytes(), max_part_bytes()
+  # Evaluation and export hold Horovod-sharded tables whole.
+  model_fn = shard_checkpoints.whole_tables_outside_training(model_fn)
 
   def placed(features, labels, mode, params, config):
     del params  # bound in model_fn
     if num_ps > 1:
-      with partitioning.partitioned_variables(num_ps, slice_bytes):
+      with partitioning.partitioned_variables(num_ps, slice_bytes, part_bytes):
         spec = model_fn(features, labels, mode, config)
     else:
       spec = model_fn(features, labels, mode, config)
     if mode == "train":  # the line only where tables are split
-      capacity.log_and_check(topology.backend.name,
-                             topology.is_chief and num_ps > 1)
+      spec = spec._replace(training_hooks=list(spec.training_hooks) + [
+          capacity.CheckHook(topology.backend.name,
+                             topology.is_chief and num_ps > 1)])
+      if num_ps > 1:
+        _save_in_groups(spec, part_bytes, config)
     return spec
   return placed

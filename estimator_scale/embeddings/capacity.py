@@ -22,6 +22,7 @@ TASK_MEMORY = "ESTIMATOR_SCALE_TASK_MEMORY_BYTES"
 """Bytes one task may hold in variables (default: this host's memory)."""
 
 _MIB = float(1 << 20)
+_GIB = float(1 << 30)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,25 +104,39 @@ def task_memory(environ=None):
       os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def _size(size):
+  """Bytes in GiB, or MiB below one GiB."""
+  if size >= _GIB:
+    return f"{size / _GIB:.1f} GiB"
+  return f"{size / _MIB:.1f} MiB"
+
+
 def check(capacity, backend_name, memory):
   """Raises ConfigError when a holder's bytes exceed `memory`.
+
+  The message names the largest variable and what would hold the model:
+  parameter servers, as many as its bytes need at `memory` each.
 
   Args:
     capacity: `measure()`'s result.
     backend_name: the job's backend, named in the message.
     memory: bytes one task may hold (`task_memory()`).
   """
+  total = sum(capacity.bytes_per_holder.values())
   for holder, size in sorted(capacity.bytes_per_holder.items()):
     if size <= memory:
       continue
     name, largest = capacity.largest
+    ps_tasks = max(2, math.ceil(total / memory))
+    would = (f"{ps_tasks} ps tasks of {_size(memory)} would each hold about "
+             f"{_size(total / ps_tasks)}")
     if holder == "each worker":
       fix = ("distribution=parameter_server splits large variables over "
-             "its ps tasks")
+             f"its ps tasks: {would}")
       where = f"each worker of distribution={backend_name} holds all of them"
     else:
       fix = ("add ps tasks: each holds about 1/N of every variable larger "
-             "than a slice")
+             f"than a slice, and {would} (--ps {ps_tasks})")
       where = f"ps task {holder} holds them under {backend_name}"
     raise errors.ConfigError(
         f"the model's variables do not fit: {where}, {size / _MIB:.1f} MiB "
@@ -138,3 +153,20 @@ def log_and_check(backend_name, log_line, graph=None):
     logging.info("%s", capacity.line())
   check(capacity, backend_name, task_memory())
   return capacity
+
+
+class CheckHook(tf.estimator.SessionRunHook):
+  """`log_and_check` of the training graph, in `begin`.
+
+  Once the model_fn has built the graph and before any variable is made in
+  a session; and outside the model_fn, where a distribution strategy's
+  autograph would turn the ConfigError into a StagingError (a traceback
+  where one line is due).
+  """
+
+  def __init__(self, backend_name, log_line):
+    self._backend_name = backend_name
+    self._log_line = log_line
+
+  def begin(self):
+    log_and_check(self._backend_name, self._log_line)

@@ -8,19 +8,30 @@ TensorFlow splits a variable only where `get_variable` meets a partitioner
 v2 feature columns (`tf.keras.layers.DenseFeatures`) and the v2 canned
 estimators make theirs with `tf.Variable`, which never asks: a variable
 creator splits those. Either way a variable larger than a slice becomes
-parts along its first axis, one per ps task, held as one
+parts along its first axis, the same number on every ps task (one, or
+more where one would exceed `MAX_PART_BYTES`), held as one
 `PartitionedVariable`, which embedding lookups, Keras and the Saver take as
 the table it stands for (a checkpoint holds the whole tensor with slice
 information, so it restores into any number of parts).
 
 Each part is initialised from its own slice of the initializer, on the ps
-task that holds it, so no task ever holds more than its parts.
+task that holds it, so no task ever holds more than its parts. A
+variable initialised to one value (Adagrad's accumulator, Adam's zero
+slots) is made without a graph constant: a constant's kernel keeps its
+whole tensor for the session's life (and TensorFlow's constant folding
+turns a `Fill` of constants into one), the variable shares that buffer
+until its first sparse update copies it, and the task holds the slot
+twice.
 """
 import contextlib
 import functools
 import math
+import re
 
+import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import init_ops
+from tensorflow.python.ops import init_ops_v2
 from tensorflow.python.ops import variable_scope as tf_variable_scope
 from tensorflow.python.ops import variables as tf_variables
 
@@ -28,22 +39,36 @@ MIN_SLICE_BYTES = 64 << 20
 """A variable at most this large stays whole (the v1 canned estimators'
 `min_slice_size`): splitting small variables only adds requests."""
 
+MAX_PART_BYTES = 8 << 20
+"""A part at most this large: a task's transient copies (a sparse update
+meeting a checkpoint read, dense optimizer temporaries) are of one part."""
 
-def number_of_parts(shape, dtype, num_ps, min_slice_bytes=MIN_SLICE_BYTES):
+
+def number_of_parts(shape, dtype, num_ps, min_slice_bytes=MIN_SLICE_BYTES,
+                    max_part_bytes=MAX_PART_BYTES):
   """Parts to split a variable of `shape` and `dtype` into (1: keep whole).
 
   One part per ps task once the variable is larger than `min_slice_bytes`,
-  fewer when it would make parts smaller than that, never more than rows.
+  fewer when it would make parts smaller than that; where one part per task
+  would be larger than `max_part_bytes`, as many parts per task as keep
+  them within it. Never more parts than rows.
   """
   if not shape or num_ps < 2 or any(d is None for d in shape):
     return 1
-  size = math.prod(shape) * tf.as_dtype(dtype).size
-  return max(1, min(num_ps, math.ceil(size / min_slice_bytes), shape[0]))
+  size = _size(shape, dtype)
+  parts = min(num_ps, math.ceil(size / min_slice_bytes))
+  if size > parts * max_part_bytes:
+    parts = num_ps * math.ceil(size / (num_ps * max_part_bytes))
+  return max(1, min(parts, shape[0]))
 
 
 def part_rows(rows, parts):
   """Rows of each part: as equal as can be, the first ones one larger."""
   return [rows // parts + (1 if i < rows % parts else 0) for i in range(parts)]
+
+
+def _size(shape, dtype):
+  return math.prod(shape) * tf.as_dtype(dtype).size
 
 
 def _slice_initial_value(initial_value, full_shape, offset, part_shape):
@@ -68,6 +93,43 @@ def _slice_initial_value(initial_value, full_shape, offset, part_shape):
   keywords["partition_info"] = tf_variable_scope._PartitionInfo(  # pylint: disable=protected-access
       full_shape=full_shape, var_offset=offsets)
   return functools.partial(initializer, part_shape, **keywords)
+
+
+_ONE_VALUE_INITIALIZERS = {
+    init_ops.Constant: lambda init: init.value,
+    init_ops_v2.Constant: lambda init: init.value,
+    tf.keras.initializers.Constant: lambda init: init.value,
+    init_ops.Zeros: lambda init: 0, init_ops_v2.Zeros: lambda init: 0,
+    tf.keras.initializers.Zeros: lambda init: 0,
+    init_ops.Ones: lambda init: 1, init_ops_v2.Ones: lambda init: 1,
+    tf.keras.initializers.Ones: lambda init: 1,
+}
+
+
+def _filled(value):
+  """A v1 initializer function making a tensor of one value that constant
+  folding leaves alone: `Empty` is never folded, so neither is the sum."""
+  def initializer(shape, dtype=None, partition_info=None):
+    del partition_info  # every part holds the same value
+    dtype = tf.as_dtype(dtype or tf.float32)
+    zeros = tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
+    return zeros + tf.constant(value, dtype) if value else zeros
+  return initializer
+
+
+def _one_value(initial_value):
+  """`initial_value`, made without a graph constant where it is
+  `partial(initializer, shape, ...)` of a constant, zeros or ones
+  initializer with one scalar value."""
+  if not (isinstance(initial_value, functools.partial) and initial_value.args
+          and type(initial_value.func) in _ONE_VALUE_INITIALIZERS):
+    return initial_value
+  value = _ONE_VALUE_INITIALIZERS[type(initial_value.func)](initial_value.func)
+  if np.ndim(value) != 0:
+    return initial_value
+  keywords = {k: v for k, v in initial_value.keywords.items()
+              if k in ("dtype", "partition_info")}
+  return functools.partial(_filled(value), *initial_value.args, **keywords)
 
 
 def _split(next_creator, kwargs, full_shape, dtype, parts):
@@ -96,6 +158,9 @@ def _split(next_creator, kwargs, full_shape, dtype, parts):
       variable_list=variables, partitions=[parts] + [1] * (len(full_shape) - 1))
 
 
+_PART = re.compile(r"/part_\d+(/|$)")
+
+
 def _full_shape(kwargs):
   shape = kwargs.get("shape")
   if shape is None and isinstance(kwargs.get("initial_value"),
@@ -110,12 +175,14 @@ def _full_shape(kwargs):
 
 
 @contextlib.contextmanager
-def partitioned_variables(num_ps, min_slice_bytes=MIN_SLICE_BYTES):
+def partitioned_variables(num_ps, min_slice_bytes=MIN_SLICE_BYTES,
+                          max_part_bytes=MAX_PART_BYTES):
   """Within it, every variable larger than a slice is made in parts.
 
   Args:
-    num_ps: the job's ps tasks (parts per large variable).
+    num_ps: the job's ps tasks.
     min_slice_bytes: variables up to this size stay whole.
+    max_part_bytes: parts are at most this large (see `number_of_parts`).
 
   Yields:
     Nothing; wrap the code that builds the model (a model_fn).
@@ -123,19 +190,25 @@ def partitioned_variables(num_ps, min_slice_bytes=MIN_SLICE_BYTES):
   def creator(next_creator, **kwargs):
     shape = _full_shape(kwargs)
     dtype = kwargs.get("dtype") or tf.float32
+    # Parts' slots too: each is no larger than a slice, but all are large.
+    kwargs["initial_value"] = _one_value(kwargs.get("initial_value"))
     initial_value = kwargs.get("initial_value")
-    if (shape is None or not callable(initial_value) or "partition_info" in
-        getattr(initial_value, "keywords", {})):
-      # get_variable's own: the scope's partitioner below has split them.
+    if (shape is None or not callable(initial_value) or
+        "partition_info" in getattr(initial_value, "keywords", {}) or
+        _PART.search(kwargs.get("name") or "")):
+      # get_variable's own (the scope's partitioner below has split them),
+      # or a part or a part's optimizer slot already.
       return next_creator(**kwargs)
-    parts = number_of_parts(shape, dtype, num_ps, min_slice_bytes)
+    parts = number_of_parts(shape, dtype, num_ps, min_slice_bytes,
+                            max_part_bytes)
     if parts == 1:
       return next_creator(**kwargs)
     return _split(next_creator, kwargs, shape, tf.as_dtype(dtype),
                   parts) or next_creator(**kwargs)
 
   def partitioner(shape, dtype):
-    parts = number_of_parts(shape.as_list(), dtype, num_ps, min_slice_bytes)
+    parts = number_of_parts(shape.as_list(), dtype, num_ps, min_slice_bytes,
+                            max_part_bytes)
     return [parts] + [1] * (shape.ndims - 1)
 
   with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),

@@ -1,4 +1,6 @@
 """Large variables split into parts, whatever makes them; capacity checks."""
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,6 +9,7 @@ import estimator_scale as es
 from estimator_scale import embeddings
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
+from estimator_scale.embeddings import saving
 
 
 @pytest.mark.parametrize("shape,num_ps,min_slice,parts", [
@@ -20,6 +23,16 @@ from estimator_scale.embeddings import partitioning
 def test_number_of_parts(shape, num_ps, min_slice, parts):
   assert partitioning.number_of_parts(shape, tf.float32, num_ps,
                                       min_slice) == parts
+
+
+@pytest.mark.parametrize("num_ps,max_part,parts", [
+    (4, 8000, 4),    # 32,000 bytes: one part of 8,000 per task
+    (4, 2000, 16),   # four parts of 2,000 per task
+    (2, 3000, 12),   # six parts per task: 2,667 bytes each
+])
+def test_parts_are_no_larger_than_max_part_bytes(num_ps, max_part, parts):
+  assert partitioning.number_of_parts([1000, 8], tf.float32, num_ps, 1000,
+                                      max_part) == parts
 
 
 def test_part_rows_cover_the_rows():
@@ -99,3 +112,104 @@ def test_bad_memory_and_slice_settings_are_named(raw):
   with pytest.raises(es.errors.ConfigError,
                      match=f"{embeddings.MIN_SLICE}='{raw}' must be"):
     embeddings.min_slice_bytes({embeddings.MIN_SLICE: raw})
+
+
+def test_one_valued_initial_values_are_made_without_graph_constants():
+  """Adagrad's accumulator (a constant initializer) and a Keras Constant
+  are made from `Empty`: a graph constant's kernel (or a folded Fill's)
+  would keep the whole tensor beside the variable."""
+  with tf.Graph().as_default() as graph:
+    with partitioning.partitioned_variables(4, min_slice_bytes=1000):
+      table = tf.compat.v1.get_variable(
+          "table", [1000, 8],
+          initializer=tf.keras.initializers.Constant(0.5))
+      loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [1, 998]))
+      train = tf.compat.v1.train.AdagradOptimizer(
+          0.1, initial_accumulator_value=0.25).minimize(loss)
+    slots = [v for v in tf.compat.v1.global_variables()
+             if v.op.name.endswith("Adagrad")]
+    constants = [op.name for op in graph.get_operations()
+                 if op.type == "Const" and op.outputs[0].shape.num_elements()
+                 >= 250 * 8]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      initial = sess.run([tf.concat(list(table), 0), slots])
+      sess.run(train)
+  assert len(slots) == 4 and not constants, constants
+  assert np.all(initial[0] == 0.5)
+  assert all(np.all(slot == 0.25) for slot in initial[1])
+
+
+def _ancestors(op):
+  """Every op `op` waits for, through its inputs and control inputs."""
+  seen, stack = set(), [op]
+  while stack:
+    current = stack.pop()
+    for parent in [t.op for t in current.inputs] + current.control_inputs:
+      if parent not in seen:
+        seen.add(parent)
+        stack.append(parent)
+  return seen
+
+
+def test_the_grouped_saver_writes_a_device_s_parts_one_group_after_another(
+    tmp_path):
+  class Config:
+    keep_checkpoint_max = 2
+    keep_checkpoint_every_n_hours = 10000
+
+  with tf.Graph().as_default() as graph:
+    with partitioning.partitioned_variables(4, 1000, max_part_bytes=4000):
+      table = tf.compat.v1.get_variable("table", [1000, 8])
+      tf.compat.v1.get_variable("bias", [3])
+    saver = saving.grouped_saver(8000, Config)
+    saver.build()
+    saves = [op for op in graph.get_operations() if op.type == "SaveV2"]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      values = sess.run(tf.concat(list(table), 0))
+      path = saver.save(sess, str(tmp_path / "ckpt"))
+  # 8 parts of 4,000 bytes, two to a group, then the bias alone: 5 writes,
+  # each after the one before.
+  assert len(saves) == 5, saves
+  for before, after in zip(saves, saves[1:]):
+    assert before in _ancestors(after), (before.name, after.name)
+  shapes = dict(tf.train.list_variables(path))
+  assert shapes["table"] == [1000, 8]
+  assert np.array_equal(tf.train.load_checkpoint(path).get_tensor("table"),
+                        values)
+
+
+@pytest.mark.parametrize("own_saver", [False, True])
+def test_training_under_ps_saves_a_task_s_parts_in_groups(own_saver,
+                                                          monkeypatch):
+  """The model_fn's own Saver (the framework's resuming one) gets the
+  grouped builder; a model_fn with none gets a grouped Saver."""
+  monkeypatch.setenv(embeddings.MIN_SLICE, str(1 << 20))
+  topology = types.SimpleNamespace(
+      backend=types.SimpleNamespace(name="parameter_server"), is_chief=True)
+  config = tf.estimator.RunConfig()
+
+  def model_fn(features, labels, mode, config):
+    del features, labels, config
+    table = tf.compat.v1.get_variable("table", [1 << 20, 4])
+    loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [3]))
+    scaffold = tf.compat.v1.train.Scaffold(
+        saver=tf.compat.v1.train.Saver(sharded=True, defer_build=True)
+        if own_saver else None)
+    return tf.estimator.EstimatorSpec(
+        mode, loss=loss, scaffold=scaffold,
+        train_op=tf.compat.v1.train.AdagradOptimizer(0.1).minimize(loss))
+
+  with tf.Graph().as_default() as graph:
+    with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(2)):
+      spec = embeddings.place_variables(model_fn, 2, topology)(
+          {}, None, "train", {}, config)
+    saver = spec.scaffold.saver or tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.SAVERS)[0]
+    saver.build()
+    saves = [op for op in graph.get_operations() if op.type == "SaveV2"]
+  # A 16 MiB table over 2 ps tasks: a part of 8 MiB on each, and its
+  # accumulator: each its own group, where TensorFlow's saver makes one
+  # write per task.
+  assert len(saves) == 4, [op.name for op in saves]

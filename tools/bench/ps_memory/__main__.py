@@ -6,7 +6,10 @@ Each count of ps tasks trains `model.OneTable` (a `rows` x `dim` table) on a
 chief, a worker and that many ps tasks for a few steps; a run of the same
 job with a 1,024-row table gives the peak of a ps task holding nothing.
 A task's figure is its peak less that idle peak; the fair share is the
-capacity line's table plus slots over the ps tasks.
+capacity line's table plus slots over the ps tasks. `--phases` also
+prints each ps task's largest resident memory in each phase of the job
+(initialisation, checkpoint saves, steps, evaluation, export), sampled every
+50 ms, less the idle task's.
 """
 import argparse
 import os
@@ -14,6 +17,7 @@ import re
 import sys
 import tempfile
 
+from tools.bench.ps_memory import phases
 from tools.bench.ps_memory import procs
 
 _CAPACITY = re.compile(r"capacity: variables ([\d.]+) MiB, optimizer slots "
@@ -27,23 +31,40 @@ def _command(ps, rows, args, model_dir):
           "--model=one_table", "--distribution=parameter_server",
           f"--optimizer={args.optimizer}", f"--hparams=rows={rows},dim={args.dim}",
           f"--train_steps={args.steps}", "--global_batch_size=16",
-          "--eval_steps=1", f"--model_dir={model_dir}"]
+          "--eval_steps=1", f"--model_dir={model_dir}", "--verbosity=1",
+          f"--export_dir={model_dir}/export"]
 
 
 def _run(ps, rows, args, scratch):
-  """({ps task: peak MiB}, table + slots MiB) of one job."""
+  """({ps task: peak MiB}, table + slots MiB, {phase: {ps task: MiB}}) of
+  one job."""
   model_dir = os.path.join(scratch, f"ps{ps}-rows{rows}")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  timeline = []
   peaks, code = procs.watch(_command(ps, rows, args, model_dir), env,
-                            model_dir + ".log")
+                            model_dir + ".log", every=0.05, timeline=timeline)
   with open(model_dir + ".log") as f:
     output = f.read()
   match = _CAPACITY.search(output)
   if code != 0 or not match:
     sys.exit(f"the job on {ps} ps tasks failed ({code}):\n{output[-3000:]}")
   total = float(match.group(1)) + float(match.group(2))
-  return ({name: procs.mib(size) for name, size in peaks.items()
-           if name.startswith("ps:")}, total)
+  names = sorted(name for name in peaks if name.startswith("ps:"))
+  by_phase = phases.peaks_by_phase(timeline, output, names)
+  return ({name: procs.mib(peaks[name]) for name in names}, total,
+          {phase: {name: procs.mib(size) for name, size in row.items()}
+           for phase, row in by_phase.items()})
+
+
+def _print_phases(ps, by_phase, idle):
+  print(f"\n{ps} ps tasks: largest resident memory above idle, MiB")
+  names = sorted({name for row in by_phase.values() for name in row})
+  print("| phase | " + " | ".join(names) + " |")
+  print("|---|" + "---|" * len(names))
+  for phase, row in by_phase.items():
+    print(f"| {phase} | " + " | ".join(
+        f"{row[name] - idle:.0f}" if name in row else "-" for name in names)
+          + " |")
 
 
 def main(argv=None):
@@ -53,6 +74,8 @@ def main(argv=None):
   parser.add_argument("--rows", type=int, default=1 << 22)
   parser.add_argument("--dim", type=int, default=32)
   parser.add_argument("--steps", type=int, default=2)
+  parser.add_argument("--phases", action="store_true",
+                      help="also print each phase's resident memory")
   args = parser.parse_args(argv)
   counts = [int(n) for n in args.ps.split(",")]
   with tempfile.TemporaryDirectory(prefix="ps_memory-") as scratch:
@@ -62,13 +85,17 @@ def main(argv=None):
     print("| ps tasks | table + slots MiB | fair share MiB | peak above idle "
           "per task MiB | largest / fair share |")
     print("|---|---|---|---|---|")
+    tables = {}
     for ps in counts:
-      peaks, total = _run(ps, args.rows, args, scratch)
+      peaks, total, tables[ps] = _run(ps, args.rows, args, scratch)
       share = total / ps
       above = [peaks[name] - idle for name in sorted(peaks)]
       print(f"| {ps} | {total:.0f} | {share:.0f} | "
             f"{', '.join(f'{mib:.0f}' for mib in above)} | "
-            f"{max(above) / share:.2f} |")
+            f"{max(above) / share:.2f} |", flush=True)
+    if args.phases:
+      for ps, by_phase in tables.items():
+        _print_phases(ps, by_phase, idle)
 
 
 if __name__ == "__main__":

@@ -45,20 +45,31 @@ def tasks(launcher_pid):
   return found
 
 
-def peak_bytes(pid):
-  """The process's VmHWM in bytes; None once it has exited."""
+def _status_bytes(pid, field):
   try:
     with open(f"/proc/{pid}/status") as f:
-      match = re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.MULTILINE)
+      match = re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.MULTILINE)
   except OSError:
     return None
   return int(match.group(1)) * 1024 if match else None
 
 
-def watch(command, env, log_path, every=0.25, timeout=900):
+def peak_bytes(pid):
+  """The process's VmHWM in bytes; None once it has exited."""
+  return _status_bytes(pid, "VmHWM")
+
+
+def resident_bytes(pid):
+  """The process's VmRSS in bytes now; None once it has exited."""
+  return _status_bytes(pid, "VmRSS")
+
+
+def watch(command, env, log_path, every=0.25, timeout=900, timeline=None):
   """Runs the launcher `command`; returns ({task: peak bytes}, exit code).
 
   Its output goes to `log_path`. A run past `timeout` seconds is stopped.
+  With a list as `timeline`, each sample appends (time.time(), {task:
+  resident bytes}) to it.
   """
   peaks, pids = {}, {}
   with open(log_path, "w") as log:
@@ -67,10 +78,15 @@ def watch(command, env, log_path, every=0.25, timeout=900):
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
       pids.update(tasks(proc.pid))
+      now, resident = time.time(), {}
       for name, pid in pids.items():
         peak = peak_bytes(pid)
         if peak is not None:
           peaks[name] = max(peak, peaks.get(name, 0))
+        if timeline is not None:
+          resident[name] = resident_bytes(pid)
+      if timeline is not None:
+        timeline.append((now, {k: v for k, v in resident.items() if v}))
       time.sleep(every)
     if proc.poll() is None:
       proc.terminate()

@@ -1,0 +1,90 @@
+"""Checkpoints of partitioned tables that a ps task can write within its share.
+
+A resource variable's checkpoint read shares the variable's buffer rather
+than copying it, but while the save holds that buffer, any sparse update
+from an asynchronous worker finds it shared and copies the whole variable
+first. TensorFlow's saver writes all of a device's variables in one op, so
+during a save each ps task can come to hold its variables twice. This saver
+writes each device's variables in groups of at most `group_bytes`, one
+group after the other, so that only one group's buffers are shared at a
+time: an update meanwhile copies at most a group. The checkpoint is the
+same (one shard file per group, merged into one index as before).
+"""
+import collections
+
+import tensorflow as tf
+from tensorflow.python.training import saver as tf_saver
+
+
+def _bytes(saveable):
+  """The bytes of the variable (or part) a saveable saves; 0 if unknown."""
+  shape = tf.TensorShape(getattr(saveable.op, "shape", None))
+  if not shape.is_fully_defined():
+    return 0
+  return shape.num_elements() * saveable.specs[0].dtype.size
+
+
+def groups(saveables_by_device, group_bytes):
+  """[(device, [saveable])]: each device's saveables in order, cut into
+  groups of at most `group_bytes` (a larger saveable is a group alone)."""
+  grouped = []
+  for device, saveables in saveables_by_device:
+    current, size = [], 0
+    for saveable in saveables:
+      bytes_ = _bytes(saveable)
+      if current and size + bytes_ > group_bytes:
+        grouped.append((device, current))
+        current, size = [], 0
+      current.append(saveable)
+      size += bytes_
+    if current:
+      grouped.append((device, current))
+  return grouped
+
+
+class _GroupedSaverBuilder(tf_saver.BulkSaverBuilder):
+  """Saves each device's variables a group at a time (see module doc)."""
+
+  def __init__(self, group_bytes):
+    super().__init__()
+    self._group_bytes = group_bytes
+    self._last_save = collections.defaultdict(list)
+
+  def _GroupByDevices(self, saveables):  # pylint: disable=invalid-name
+    return groups(super()._GroupByDevices(saveables), self._group_bytes)
+
+  def _AddShardedSaveOpsForV2(self, checkpoint_prefix, per_device):  # pylint: disable=invalid-name
+    self._last_save.clear()
+    return super()._AddShardedSaveOpsForV2(checkpoint_prefix, per_device)
+
+  def _AddSaveOps(self, filename_tensor, saveables):  # pylint: disable=invalid-name
+    # The reads of a group's variables are made here, so they wait for the
+    # device's previous group to be written.
+    device = saveables[0].device
+    with tf.control_dependencies(self._last_save[device]):
+      saved = super()._AddSaveOps(filename_tensor, saveables)
+    self._last_save[device] = [saved]
+    return saved
+
+
+def write_in_groups(saver, group_bytes):
+  """Gives `saver` this module's builder, if it is not built yet and has
+  no builder of its own (a model's own choice stays)."""
+  # tf.compat.v1.train.Saver keeps its builder argument as `_builder` and
+  # uses it when it builds (deferred builds happen at the session's start).
+  if saver.saver_def is None and saver._builder is None:  # pylint: disable=protected-access
+    saver._builder = _GroupedSaverBuilder(group_bytes)  # pylint: disable=protected-access
+
+
+def grouped_saver(group_bytes, config):
+  """A sharded Saver like Estimator's default, writing in groups.
+
+  Args:
+    group_bytes: the most bytes of a device's variables read at once.
+    config: the RunConfig (checkpoints to keep).
+  """
+  return tf.compat.v1.train.Saver(
+      sharded=True, max_to_keep=config.keep_checkpoint_max,
+      keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
+      defer_build=True, save_relative_paths=True,
+      builder=_GroupedSaverBuilder(group_bytes))

@@ -4,11 +4,14 @@ Under Horovod only rank 0 writes the Estimator's checkpoints, and it holds
 only its own rows of a sharded table (`sharded.py`). So beside each of its
 checkpoints every rank saves its shard and the shard's optimizer slots, as
 slices of the whole variables (TensorFlow's save-slice information), to
-`<model_dir>/sharded_tables/ckpt-<step>-rank<r>`; once all have, rank 0
-merges them (`MergeV2Checkpoints`) into `<model_dir>/sharded_tables/
-ckpt-<step>`, a checkpoint of the whole tables. A rank restoring reads its
-own range of rows from it, whatever number of ranks wrote it, so a job
-restarted on another number of ranks re-shards as it starts.
+`<model_dir>/sharded_tables/ckpt-<step>-rank<r>-part<k>`, a block of rows
+per part (a Saver would read each variable whole, and TensorFlow copies a
+variable that gathers have touched on every whole read: three copies of
+the shard); once all have, rank 0 merges them (`MergeV2Checkpoints`) into
+`<model_dir>/sharded_tables/ckpt-<step>`, a checkpoint of the whole
+tables. A rank restoring reads its own range of rows from it, a block at
+a time, whatever number of ranks wrote it, so a job restarted on another
+number of ranks re-shards as it starts.
 
 All ranks write and read the same files, so the model_dir must be one
 directory they share (a network file system, GCS, S3, HDFS): at start rank
@@ -16,7 +19,8 @@ directory they share (a network file system, GCS, S3, HDFS): at start rank
 with one line saying so.
 
 The ranks save at the same steps: every `save_checkpoints_steps` from the
-step they started at, as rank 0's checkpoints, and when training ends. Rank 0's time-based checkpoints
+step they started at, as rank 0's checkpoints (an elastic job's commits),
+and when training ends. Rank 0's time-based checkpoints
 (`save_checkpoints_secs`) have no counterpart: a restart from one of them
 is refused, naming the missing file.
 
@@ -28,7 +32,10 @@ import os
 import random
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
@@ -39,6 +46,9 @@ DIRECTORY = "sharded_tables"
 
 _TOKEN = "shared-dir-token"
 
+SAVE_BLOCK_BYTES = 16 << 20
+"""Bytes of rows a part of a rank's save holds at most."""
+
 
 def _sliced_variables():
   """This rank's shards and their slots: the local variables saved as
@@ -46,6 +56,51 @@ def _sliced_variables():
   optimizer's slots copy it)."""
   return [v for v in tf.compat.v1.local_variables()
           if getattr(v, "_save_slice_info", None) is not None]
+
+
+def _blocks(variables):
+  """(variable, its checkpoint name, a block's slice spec, the block's row
+  ids) for each block of at most SAVE_BLOCK_BYTES of each variable's rows."""
+  for variable in variables:
+    info = variable._save_slice_info  # pylint: disable=protected-access
+    rows, *rest = info.var_shape
+    row_bytes = variable.dtype.size * max(1, int(np.prod(rest)))
+    block = max(1, SAVE_BLOCK_BYTES // row_bytes)
+    for first in range(0, rows, block):
+      count = min(block, rows - first)
+      spec = tf_variables.Variable.SaveSliceInfo(
+          info.full_name, info.full_shape,
+          [info.var_offset[0] + first] + info.var_offset[1:],
+          [count] + list(rest)).spec
+      yield variable, info.full_name, spec, tf.range(first, first + count)
+
+
+def _save_in_blocks(variables, prefix):
+  """The op saving `variables` a block of rows at a time, one part per
+  block, one after the other: a SaveV2 of the block, read by a gather, as
+  its slice of the whole variable, to `prefix` + "-part<k>"."""
+  done = tf.no_op()
+  for part, (variable, name, spec, ids) in enumerate(_blocks(variables)):
+    with tf.control_dependencies([done]):
+      done = tf.raw_ops.SaveV2(
+          prefix=tf.strings.join([prefix, f"-part{part}"]),
+          tensor_names=[name], shape_and_slices=[spec],
+          tensors=[tf.gather(variable, ids)])
+  return done
+
+
+def _restore_in_blocks(variables, prefix):
+  """The op restoring `variables` from the checkpoint `prefix` a block of
+  rows at a time (a whole read would hold every variable twice at once)."""
+  done = tf.no_op()
+  for variable, name, spec, ids in _blocks(variables):
+    with tf.control_dependencies([done]):
+      (values,) = tf.raw_ops.RestoreV2(
+          prefix=prefix, tensor_names=[name], shape_and_slices=[spec],
+          dtypes=[variable.dtype.base_dtype])
+      done = resource_variable_ops.resource_scatter_update(
+          variable.handle, ids, values)
+  return done
 
 
 def check_shared(directory, hvd, token, read_token):
@@ -164,16 +219,16 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._model_dir = model_dir
     self._save_steps = save_steps
     self._hvd = hvd
-    self._saver = None
+    self._save_parts = None
 
   def begin(self):
     variables = _sliced_variables()
     if not variables:
       return
     hvd = self._hvd
-    self._saver = tf.compat.v1.train.Saver(
-        var_list=variables, sharded=False, save_relative_paths=True,
-        name="sharded_tables_saver")
+    self._checkpoint = tf.compat.v1.placeholder(tf.string, [])
+    self._save_parts = _save_in_blocks(variables, self._checkpoint)
+    self._restore = _restore_in_blocks(variables, self._checkpoint)
     self._step = tf.compat.v1.train.get_global_step()
     self._token_in = tf.compat.v1.placeholder(tf.int64, [])
     self._token = hvd.broadcast(self._token_in, 0,
@@ -190,7 +245,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
 
   def after_create_session(self, session, coord):
     del coord
-    if self._saver is None:
+    if self._save_parts is None:
       return
     tf.io.gfile.makedirs(self._directory)
     token_file = os.path.join(self._directory, _TOKEN)
@@ -218,14 +273,14 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
           f"sharded tables' checkpoint ({merged}); restart from a checkpoint "
           "every rank saved (set save_checkpoints_steps, not "
           "save_checkpoints_secs, with sharded tables)")
-    self._saver.restore(session, merged)
+    session.run(self._restore, {self._checkpoint: merged})
     if self._hvd.rank() == 0:
       logging.info("Sharded tables restored from %s on %d ranks", merged,
                    self._hvd.size())
 
   def after_run(self, run_context, run_values):
     del run_values
-    if self._saver is None or not self._save_steps:
+    if self._save_parts is None or not self._save_steps:
       return
     # Read after the run, not fetched in it: a value read while the update
     # runs may be before or after it, and the ranks must agree.
@@ -235,7 +290,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       self._last = step
 
   def end(self, session):
-    if self._saver is None:
+    if self._save_parts is None:
       return
     step = int(session.run(self._step))
     if step != self._saved_at:
@@ -248,11 +303,12 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
   def _save(self, session, step):
     """Every rank writes its slices; once all have, rank 0 merges them."""
     hvd = self._hvd
-    self._saver.save(session, self._prefix(step, hvd.rank()),
-                     write_meta_graph=False, write_state=False)
+    session.run(self._save_parts,
+                {self._checkpoint: self._prefix(step, hvd.rank())})
     session.run(self._barrier)
     if hvd.rank() == 0:
-      session.run(self._merge, {
-          self._prefixes: [self._prefix(step, r) for r in range(hvd.size())],
-          self._merged: self._prefix(step)})
+      parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(
+          self._prefix(step) + "-rank*-part*.index"))
+      session.run(self._merge, {self._prefixes: parts,
+                                self._merged: self._prefix(step)})
     self._saved_at = step

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from estimator_scale.backends import names
 from estimator_scale.backends import reducers
+from estimator_scale.embeddings import shard_updates
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import gradients
 
@@ -190,6 +191,7 @@ class HorovodReducer(reducers.LocalReducer):
 
   def apply_reduced(self, optimizer, grads, variables, global_step):
     """See base class; the sharded tables' slots stay each rank's own."""
+    shard_updates.update_in_blocks(optimizer)
     update = super().apply_reduced(optimizer, grads, variables, global_step)
     sharded.keep_slots_local(optimizer, variables)
     return update

@@ -1,0 +1,120 @@
+"""Adam's update of a sharded table, a block of rows at a time.
+
+TensorFlow's v1 Adam applies a sparse gradient with dense ops over the
+whole variable: it scales both slots (`m * beta1`, `v * beta2`) and moves
+every row (`lr * m / (sqrt(v) + eps)`). Each of those makes a temporary the
+size of the variable, and each dense read of a variable that a gather has
+touched copies it first (TensorFlow's copy-on-read mode of resource
+variables), so one update holds several shard-sized buffers besides the
+shard and its slots: the rank's memory is no longer its share of the table.
+
+For a sharded table the same arithmetic, op for op, runs on blocks of
+`BLOCK_ROWS` rows read by gathers and written by scatters, which never copy
+the variable: the update's extra memory is a few blocks. Other optimizers'
+sparse updates (SGD, Adagrad, FTRL) touch only the gradient's rows already.
+
+Adam's slots start from zeros that constant folding would turn into one
+graph constant the size of the shard, which both slots share until their
+first update copies them, and which the session keeps for good; the
+shard's slots start from `Empty` instead, a stateful op no folding keeps.
+"""
+import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale.embeddings import sharded
+
+BLOCK_ROWS = 1 << 13
+"""Rows a block of the update reads and writes at once."""
+
+
+def update_in_blocks(optimizer):
+  """Makes v1 Adam `optimizer` update the sharded tables block by block.
+
+  Other optimizers, and Adam's other variables, keep their own update; an
+  optimizer already changed stays as it is.
+  """
+  if type(optimizer) is not tf.compat.v1.train.AdamOptimizer:  # pylint: disable=unidiomatic-typecheck
+    return
+  whole = optimizer._resource_apply_sparse  # pylint: disable=protected-access
+  if getattr(whole, "in_blocks", False):
+    return
+  create_slots = optimizer._create_slots  # pylint: disable=protected-access
+
+  def apply(grad, variable, indices):
+    if not sharded.is_sharded(variable):
+      return whole(grad, variable, indices)
+    return _adam_in_blocks(optimizer, grad, variable, indices)
+
+  def create(variables):
+    for variable in variables:
+      if sharded.is_sharded(variable):
+        for slot in ("m", "v"):
+          optimizer._get_or_make_slot_with_initializer(  # pylint: disable=protected-access
+              variable, _zeros, variable.shape, variable.dtype.base_dtype,
+              slot, optimizer._name)  # pylint: disable=protected-access
+    create_slots(variables)
+  apply.in_blocks = True
+  optimizer._resource_apply_sparse = apply  # pylint: disable=protected-access
+  optimizer._create_slots = create  # pylint: disable=protected-access
+
+
+def _zeros(shape, dtype=None, partition_info=None):
+  """Zeros that constant folding leaves alone (see the module's note)."""
+  del partition_info
+  return tf.raw_ops.Empty(shape=tf.constant(shape, tf.int32), dtype=dtype,
+                          init=True)
+
+
+def _over_blocks(rows, update, after=()):
+  """Runs `update(row_ids)` on each block of `rows` rows in turn, once the
+  ops `after` ran; returns the loop's last value, to depend on."""
+
+  def body(first):
+    ids = tf.range(first, tf.minimum(first + BLOCK_ROWS, rows))
+    with tf.control_dependencies(update(ids)):
+      return [first + BLOCK_ROWS]
+
+  with tf.control_dependencies(after):
+    (last,) = tf.while_loop(lambda first: first < rows, body,
+                            [tf.constant(0)], parallel_iterations=1)
+  return last
+
+
+def _scaled(variable, factor):
+  """update(ids) scaling `variable`'s rows `ids` by `factor`."""
+  return lambda ids: [resource_variable_ops.resource_scatter_update(
+      variable.handle, ids, tf.gather(variable, ids) * factor)]
+
+
+def _adam_in_blocks(optimizer, grad, variable, indices):
+  """v1 Adam's sparse update of `variable` (rows `indices` each once):
+  m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+  variable -= lr_t m / (sqrt(v) + epsilon), over every row."""
+  dtype = variable.dtype.base_dtype
+  beta1_power, beta2_power = optimizer._get_beta_accumulators()  # pylint: disable=protected-access
+  beta1_power = tf.cast(beta1_power, dtype)
+  beta2_power = tf.cast(beta2_power, dtype)
+  beta1 = tf.cast(optimizer._beta1_t, dtype)  # pylint: disable=protected-access
+  beta2 = tf.cast(optimizer._beta2_t, dtype)  # pylint: disable=protected-access
+  epsilon = tf.cast(optimizer._epsilon_t, dtype)  # pylint: disable=protected-access
+  lr = (tf.cast(optimizer._lr_t, dtype) * tf.sqrt(1 - beta2_power) /  # pylint: disable=protected-access
+        (1 - beta1_power))
+  m = optimizer.get_slot(variable, "m")
+  v = optimizer.get_slot(variable, "v")
+  rows = tf.shape(variable, out_type=tf.int32)[0]
+
+  def decay(ids):
+    return _scaled(m, beta1)(ids) + _scaled(v, beta2)(ids)
+  decayed = _over_blocks(rows, decay)
+  with tf.control_dependencies([decayed]):
+    added = [
+        resource_variable_ops.resource_scatter_add(
+            m.handle, indices, grad * (1 - beta1)),
+        resource_variable_ops.resource_scatter_add(
+            v.handle, indices, (grad * grad) * (1 - beta2))]
+
+  def step(ids):
+    return [resource_variable_ops.resource_scatter_update(
+        variable.handle, ids, tf.gather(variable, ids) - lr * tf.gather(
+            m, ids) / (tf.sqrt(tf.gather(v, ids)) + epsilon))]
+  return tf.group(_over_blocks(rows, step, added))

@@ -108,7 +108,7 @@ def test_models_command_lists_the_zoo():
 
 @pytest.mark.parametrize("flags,message", [
     (["--model=nope"], r"--model='nope' is not a registered model; valid: "
-                       r"digits_autoencoder, digits_cnn"),
+                       r"census, digits_autoencoder, digits_cnn"),
     (["--distribution=mirrored", "--replicas=2", "--global_batch_size=3"],
      r"--global_batch_size=3 does not divide .* multiple of 2"),
     (["--train_steps=0"], r"--train_steps=0: 0 is not a positive integer"),

@@ -34,7 +34,10 @@ def test_multi_worker_mirrored_across_two_hosts(cluster, tmp_path):
       cwd=ROOT, env=LAUNCH_ENV, timeout=400)
   log = proc.stdout + proc.stderr
   assert proc.returncode == 0, log[-4000:]
-  assert "[host2 worker:1]" in log and "[host1 worker:0]" in log
+  # The chief's lines carry their host; a worker that succeeds prints
+  # nothing (tests/multihost/test_clean_logs.py), so the summary says who
+  # trained.
+  assert "[host1 worker:0]" in log
   result = _summary(summary)
   assert result["workers"] == 2
   assert result["eval"]["accuracy"] >= 0.95, result

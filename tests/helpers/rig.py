@@ -48,6 +48,18 @@ def launch_argv(hosts, train_flags, ps=0, forward=()):
           ["--", PYTHON, "-m", "estimator_scale.cli"] + train_flags)
 
 
+def discovery(directory, *hosts):
+  """horovodrun's host discovery over a file: returns (the hosts file, one
+  slot on each of `hosts` to begin with; the script that prints it). A test
+  rewrites the file to add or drop hosts while the job runs."""
+  hosts_file = directory / "hosts"
+  hosts_file.write_text("".join(f"{host}:1\n" for host in hosts))
+  script = directory / "discover.sh"
+  script.write_text(f"#!/bin/sh\ncat {hosts_file}\n")
+  script.chmod(0o755)
+  return hosts_file, script
+
+
 def start_until_checkpoint(host, argv, model_dir, env, step=50, limit=240):
   """Starts `argv` from `host`; returns the process once model_dir holds a
   checkpoint of `step` or later, so that a fault after it leaves something

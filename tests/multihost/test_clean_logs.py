@@ -16,8 +16,8 @@ import time
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (HOROVODRUN, job_processes, launch_argv,
-                               horovodrun_argv, train_argv)
+from tests.helpers.rig import (HOROVODRUN, discovery, job_processes,
+                               launch_argv, horovodrun_argv, train_argv)
 
 USER_ENV = {"PATH": "/usr/bin:/bin"}
 """What a user's shell gives the job: no TF_CPP_MIN_LOG_LEVEL, nothing
@@ -53,11 +53,7 @@ def _run(host, argv):
 
 def _elastic_job(host1, tmp_path):
   """Elastic Horovod on host1 and host2; host2 leaves after a commit."""
-  hosts = tmp_path / "hosts"
-  hosts.write_text("host1:1\nhost2:1\n")
-  discover = tmp_path / "discover.sh"
-  discover.write_text(f"#!/bin/sh\ncat {hosts}\n")
-  discover.chmod(0o755)
+  hosts, discover = discovery(tmp_path, "host1", "host2")
   model_dir = tmp_path / "elastic"
   argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "1", "--max-np", "2",
           "--host-discovery-script", str(discover),

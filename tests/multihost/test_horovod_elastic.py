@@ -21,7 +21,8 @@ import pytest
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, HOROVODRUN, job_processes, train_argv
+from tests.helpers.rig import (ENV, HOROVODRUN, discovery, job_processes,
+                               train_argv)
 
 
 TRAIN_STEPS = 240
@@ -85,11 +86,7 @@ def _start(host1, tmp_path, *flags):
   """horovodrun's elastic driver on host1 over the hosts in tmp_path/hosts
   (host1 and host2 to begin with); returns (process, log path, hosts file)."""
   (tmp_path / "recorder.py").write_text(RECORDER)
-  hosts = tmp_path / "hosts"
-  hosts.write_text("host1:1\nhost2:1\n")
-  discover = tmp_path / "discover.sh"
-  discover.write_text(f"#!/bin/sh\ncat {hosts}\n")
-  discover.chmod(0o755)
+  hosts, discover = discovery(tmp_path, "host1", "host2")
   log = tmp_path / "log"
   argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
           "--host-discovery-script", str(discover),

@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import trained_ids
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, HOROVODRUN, LAUNCH_ENV, PYTHON
+from tests.helpers.rig import ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, discovery
 
 EXAMPLES = 640
 COMMIT = 10
@@ -53,11 +53,7 @@ def _finish(proc, log, deadline):
 def test_elastic_horovod_2_3_2_trains_each_example_once(cluster, tmp_path):
   host1, host2, _ = cluster(3, loopback_hostname=True).hosts
   out, model_dir, log = tmp_path / "ids", tmp_path / "model", tmp_path / "log"
-  hosts = tmp_path / "hosts"
-  hosts.write_text("host1:1\nhost2:1\n")
-  discover = tmp_path / "discover.sh"
-  discover.write_text(f"#!/bin/sh\ncat {hosts}\n")
-  discover.chmod(0o755)
+  hosts, discover = discovery(tmp_path, "host1", "host2")
   argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
           "--host-discovery-script", str(discover), *WORKER,
           "--distribution=horovod", "--elastic",

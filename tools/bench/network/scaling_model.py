@@ -320,7 +320,7 @@ def bisect(below, lowest, highest, geometric=False):
   return lowest
 
 
-def _numbers(text, kind, name):
+def parse_numbers(text, kind, name):
   try:
     values = [kind(v) for v in text.split(",") if v]
   except ValueError:
@@ -378,8 +378,8 @@ def main(argv=None):
                            "nanoseconds (docs/NETWORK.md measures it)")
   args = parser.parse_args(argv)
   try:
-    gbits = _numbers(args.gbits, float, "gbits")
-    hosts = _numbers(args.hosts, int, "hosts")
+    gbits = parse_numbers(args.gbits, float, "gbits")
+    hosts = parse_numbers(args.hosts, int, "hosts")
     cycle = args.cycle_ms / 1e3
     recipes = {
         "Horovod": Recipe(cycle_s=cycle),

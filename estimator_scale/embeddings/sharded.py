@@ -25,6 +25,13 @@ of its allreduce (`is_sharded`), and their variables out of rank 0's
 broadcast (the shard and its slots are local variables): each rank's rows
 are its own.
 
+`compression="fp16"` sends the vectors and their gradients as float16,
+the table's own choice (not `allreduce_compression`'s, which rounds the
+mean gradient, not what the network computes with). Under mixed precision
+a table stays a float32 variable (a cast read would copy it whole) and the
+vectors are cast to the network's dtype, as its variables' reads are; loss scaling's finiteness check sees every
+rank's shards (`nonfinite_shards`).
+
 AdaScale's per-replica norms need each rank's own gradient of the table,
 which exists only before the exchange: the lookup records the unique rows'
 vectors (`lookups`), whose gradient is that rank's gradient of the rows it
@@ -40,6 +47,7 @@ serve. Those graphs restore it from the merged checkpoint of the shards
 import contextlib
 import contextvars
 import dataclasses
+import numbers
 import weakref
 
 import tensorflow as tf
@@ -47,8 +55,10 @@ from tensorflow.python.ops import variable_scope as tf_variable_scope
 from tensorflow.python.ops import variables as tf_variables
 
 from estimator_scale import errors
+from estimator_scale.backends import names as backend_names
 from estimator_scale.backends.horovod import ranks
 from estimator_scale.train_ops import gradients as gradients_lib
+from estimator_scale.train_ops import precision
 
 COLLECTION = "estimator_scale_sharded_tables"
 """Graph collection of the sharded tables' variables (this rank's shard)."""
@@ -174,8 +184,23 @@ def _mean_over_ranks(vectors, num_ranks):
   return identity(vectors)
 
 
-def _exchange(hvd, shard, ids, vocabulary_size, first_row):
+def _send_rows(hvd, rows, splits, compression):
+  """The second alltoall: `rows` back to the ranks that asked for them.
+
+  Under "fp16" they travel as float16 and are cast back on arrival; the
+  gradient of those casts makes the reverse alltoall (each row's gradient
+  on its way to the owner) float16 too.
+  """
+  if compression == "none":
+    return hvd.alltoall(rows, splits=splits)[0]
+  answered, _ = hvd.alltoall(tf.cast(rows, tf.float16), splits=splits)
+  return tf.cast(answered, rows.dtype)
+
+
+def _exchange(hvd, shard, ids, compression):
   """(unique ids, their vectors, the vectors of `ids`) through two alltoalls."""
+  info = shard._save_slice_info  # pylint: disable=protected-access
+  vocabulary_size, first_row = info.full_shape[0], info.var_offset[0]
   unique, positions = tf.unique(ids)
   owner = _owners(unique, vocabulary_size, hvd.size())
   order = tf.argsort(owner, stable=True)
@@ -183,20 +208,130 @@ def _exchange(hvd, shard, ids, vocabulary_size, first_row):
                             dtype=tf.int32)
   asked, asked_splits = hvd.alltoall(tf.gather(unique, order), splits=splits)
   rows = tf.gather(shard, asked - first_row)
-  answered, _ = hvd.alltoall(rows, splits=asked_splits)
+  answered = _send_rows(hvd, rows, asked_splits, compression)
   vectors = tf.gather(_mean_over_ranks(answered, hvd.size()),
                       tf.math.invert_permutation(order))
   return unique, vectors, tf.gather(vectors, positions)
 
 
+def check_sizes(vocabulary_size, dimension, name):
+  """Raises ConfigError unless both are integers >= 1."""
+  for argument, value in (("vocabulary_size", vocabulary_size),
+                          ("dimension", dimension)):
+    if not isinstance(value, numbers.Integral) or value < 1:
+      raise errors.ConfigError(
+          f"sharded table {name!r}: {argument}={value!r} must be an "
+          "integer >= 1")
+
+
+def check_compression(compression, name):
+  """Raises ConfigError unless `compression` is one of `COMPRESSIONS`."""
+  if compression not in backend_names.COMPRESSIONS:
+    raise errors.ConfigError(
+        f"sharded table {name!r}: compression={compression!r} is unknown; "
+        f"valid: {', '.join(backend_names.COMPRESSIONS)}")
+
+
+def make_table(name, vocabulary_size, dimension, initializer=None,
+               dtype=tf.float32, getter=None):
+  """The variable of a table: under Horovod in training this rank's shard,
+  else the whole table (see the module's docstring).
+
+  The Keras layer and the feature column make their tables here and look
+  them up with `lookup`; `sharded_embedding` does both at once.
+
+  Args:
+    name: the variable's name, in the current variable scope.
+    vocabulary_size, dimension: the whole table's shape.
+    initializer: a v1 or Keras initializer (default: TensorFlow's
+      get_variable default, glorot uniform over the whole table's shape).
+    dtype: the table's dtype.
+    getter: makes the variable, with get_variable's arguments (default
+      `tf.compat.v1.get_variable`; a custom getter passes its own).
+
+  Returns:
+    The variable; a shard carries its place in the whole table as its save
+    slice information.
+  """
+  check_sizes(vocabulary_size, dimension, name)
+  full_shape = [vocabulary_size, dimension]
+  initializer = initializer or tf.compat.v1.glorot_uniform_initializer()
+  getter = getter or tf.compat.v1.get_variable
+  hvd = None if _WHOLE.get() else _horovod()
+  if hvd is None:
+    with precision.variables_as_stored():
+      table = getter(name, shape=full_shape, dtype=dtype,
+                     initializer=initializer)
+    if not any(table is t for t in
+               tf.compat.v1.get_collection(WHOLE_COLLECTION)):
+      tf.compat.v1.add_to_collection(WHOLE_COLLECTION, table)
+    return table
+  if vocabulary_size < hvd.size():
+    raise errors.ConfigError(
+        f"sharded table {name!r}: vocabulary_size={vocabulary_size} "
+        f"is smaller than the {hvd.size()} Horovod ranks; use a plain table")
+  first_row, rows = shard_range(vocabulary_size, hvd.size(), hvd.rank())
+  with precision.variables_as_stored():
+    shard = getter(
+        name, shape=[rows, dimension], dtype=dtype,
+        initializer=_part_initializer(initializer, full_shape, first_row),
+        collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, COLLECTION],
+        trainable=True)
+  # Saved as its slice of the whole table (its optimizer slots follow), so
+  # a checkpoint restores into any number of ranks (shard_checkpoints.py).
+  shard._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
+      shard.op.name, full_shape, [first_row, 0], [rows, dimension]))
+  return shard
+
+
+def lookup(table, ids, compression="none"):
+  """The vectors of `ids` in `table`, a variable `make_table` made.
+
+  Every rank must look a shard up for every batch: the lookup is a
+  collective. A whole table is an ordinary `tf.nn.embedding_lookup`.
+
+  Args:
+    table: the table's variable.
+    ids: integer ids in [0, vocabulary_size), any shape.
+    compression: "none", or "fp16": a shard's vectors and their gradients
+      travel between the ranks as float16.
+
+  Returns:
+    The vectors, of shape `ids.shape + [dimension]`, in the table's dtype
+    (in a mixed-precision network, its compute dtype).
+  """
+  check_compression(compression, table.name)
+  read_dtype = precision.network_dtype()
+  if read_dtype is not None:  # as a read of any variable there
+    return tf.cast(_lookup(table, ids, compression), read_dtype)
+  return _lookup(table, ids, compression)
+
+
+def _lookup(table, ids, compression):
+  """`lookup`'s vectors, in the table's dtype."""
+  if not is_sharded(table):
+    return tf.nn.embedding_lookup(table, ids)
+  name = table.op.name
+  vocabulary_size, dimension = table._save_slice_info.full_shape  # pylint: disable=protected-access
+  *checks, flat = _check_ids(ids, vocabulary_size, name)
+  with tf.control_dependencies(checks):
+    flat = tf.identity(flat)
+  unique, vectors, looked_up = _exchange(ranks.import_horovod(), table, flat,
+                                         compression)
+  lookups().append(Lookup(table, unique, vectors))
+  return tf.reshape(looked_up, tf.concat([tf.shape(ids), [dimension]], 0))
+
+
 def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
-                      initializer=None, dtype=tf.float32):
+                      initializer=None, dtype=tf.float32, compression="none"):
   """Looks `ids` up in a table whose rows are spread over the Horovod ranks.
 
   Call it where the network would call `tf.nn.embedding_lookup` (a model's
   `logits`, a hand-written model_fn); the table is made on first call with
   `tf.compat.v1.get_variable` in the current variable scope. Every rank must
-  call it for every batch: the lookup is a collective.
+  call it for every batch: the lookup is a collective. `ShardedEmbedding`
+  (a Keras layer) and `sharded_embedding_column` (a feature column) make
+  and look up the same tables.
 
   Args:
     ids: integer ids in [0, vocabulary_size), any shape.
@@ -206,45 +341,16 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
     initializer: a v1 or Keras initializer (default: TensorFlow's
       get_variable default, glorot uniform over the whole table's shape).
     dtype: the table's dtype.
+    compression: "none", or "fp16": the vectors and their gradients travel
+      between the ranks as float16 (half the bytes, rounded to float16's
+      11 significant bits; values beyond 65504 arrive as inf).
 
   Returns:
     The vectors, of shape `ids.shape + [dimension]`.
   """
-  if vocabulary_size < 1 or dimension < 1:
-    raise errors.ConfigError(
-        f"sharded_embedding {name!r}: vocabulary_size={vocabulary_size} and "
-        f"dimension={dimension} must be >= 1")
-  full_shape = [vocabulary_size, dimension]
-  initializer = initializer or tf.compat.v1.glorot_uniform_initializer()
-  hvd = None if _WHOLE.get() else _horovod()
-  if hvd is None:
-    table = tf.compat.v1.get_variable(name, full_shape, dtype,
-                                      initializer=initializer)
-    if not any(table is t for t in
-               tf.compat.v1.get_collection(WHOLE_COLLECTION)):
-      tf.compat.v1.add_to_collection(WHOLE_COLLECTION, table)
-    return tf.nn.embedding_lookup(table, ids)
-  if vocabulary_size < hvd.size():
-    raise errors.ConfigError(
-        f"sharded_embedding {name!r}: vocabulary_size={vocabulary_size} "
-        f"is smaller than the {hvd.size()} Horovod ranks; use a plain table")
-  first_row, rows = shard_range(vocabulary_size, hvd.size(), hvd.rank())
-  shard = tf.compat.v1.get_variable(
-      name, [rows, dimension], dtype,
-      initializer=_part_initializer(initializer, full_shape, first_row),
-      collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, COLLECTION],
-      trainable=True)
-  # Saved as its slice of the whole table (its optimizer slots follow), so
-  # a checkpoint restores into any number of ranks (shard_checkpoints.py).
-  shard._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
-      shard.op.name, full_shape, [first_row, 0], [rows, dimension]))
-  *checks, flat = _check_ids(ids, vocabulary_size, name)
-  with tf.control_dependencies(checks):
-    flat = tf.identity(flat)
-  unique, vectors, looked_up = _exchange(hvd, shard, flat, vocabulary_size,
-                                         first_row)
-  lookups().append(Lookup(shard, unique, vectors))
-  return tf.reshape(looked_up, tf.concat([tf.shape(ids), [dimension]], 0))
+  check_compression(compression, name)
+  return lookup(make_table(name, vocabulary_size, dimension, initializer,
+                           dtype), ids, compression)
 
 
 def replica_squared_norm(grads, variables, shard_lookups, vector_grads):
@@ -282,6 +388,15 @@ def mean_squared_norm(mean, variables):
   rest = [None if is_sharded(v) else g for g, v in zip(mean, variables)]
   shards = [g for g, v in zip(mean, variables) if is_sharded(v)]
   return rest, gradients_lib.total_squared_norm(shards)
+
+
+def nonfinite_shards(grads, variables):
+  """1.0 when a value of this rank's shard gradients is not finite, else
+  0.0: summed over the ranks, whether any rank's is, which a finiteness
+  check of each rank's own mean (loss scaling's) cannot see."""
+  shards = [g for g, v in zip(grads, variables)
+            if g is not None and is_sharded(v)]
+  return tf.cast(tf.logical_not(gradients_lib.all_finite(shards)), tf.float32)
 
 
 def keep_slots_local(optimizer, variables):

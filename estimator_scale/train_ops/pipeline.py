@@ -197,8 +197,7 @@ def _build(loss_fn, features, labels, config, topology):
         config.scaling_warmup_updates)
   skip_nonfinite = use_adascale or loss_scale is not None
   if skip_nonfinite and not use_adascale:
-    mean, _ = reducer.all_mean(grads.grads, [])
-    finite = gradients.all_finite(mean)
+    mean, finite = _finite_mean(reducer, grads)
     learning_rate = tf.where(finite, learning_rate, 0.0)
   optimizer = optimizers.make_optimizer(
       config.optimizer, learning_rate, **dict(config.optimizer_options))
@@ -240,6 +239,20 @@ def _adascale_update(state, reducer, grads, schedule):
   rest, _ = sharded.mean_squared_norm(mean, grads.variables)
   return (mean, *state.update(rest, sum_sq, schedule,
                               extra_mean_squared_norm=shards_sq))
+
+
+def _finite_mean(reducer, grads):
+  """(mean, whether every rank's part of it is finite).
+
+  A sharded table's mean is spread over the ranks, so each rank's flag of
+  its own shards rides in the exchange, and every rank skips together.
+  """
+  if not any(sharded.is_sharded(v) for v in grads.variables):
+    mean, _ = reducer.all_mean(grads.grads, [])
+    return mean, gradients.all_finite(mean)
+  mean, (nonfinite,) = reducer.all_mean(
+      grads.grads, [sharded.nonfinite_shards(grads.grads, grads.variables)])
+  return mean, gradients.all_finite(mean) & tf.equal(nonfinite, 0.0)
 
 
 def _contribute(reducer, start, grads, config, topology):

@@ -85,8 +85,30 @@ def network_scope(precision):
     tf.keras.mixed_precision.set_global_policy(policy)
 
 
+def network_dtype():
+  """The dtype `network_scope` reads variables in while it builds a
+  network, or None outside one."""
+  active = getattr(_active, "precision", None)
+  return compute_dtype(active) if active else None
+
+
+@contextlib.contextmanager
+def variables_as_stored():
+  """Within it, `network_scope`'s getter hands back the float32 variables
+  themselves: for a variable whose reads are not the whole variable (an
+  embedding table's gathered rows, cast by the caller), a cast of every
+  read would copy the whole table each step."""
+  before = getattr(_active, "as_stored", False)
+  _active.as_stored = True
+  try:
+    yield
+  finally:
+    _active.as_stored = before
+
+
 def _float32_storage(dtype):
-  """A v1 custom getter: float32 variables, trainable ones read in `dtype`."""
+  """A v1 custom getter: float32 variables, trainable ones read in `dtype`
+  (outside `variables_as_stored`)."""
 
   # TensorFlow passes the next getter as the keyword `getter`.
   def storage_getter(getter, name, *args, **kwargs):
@@ -95,7 +117,8 @@ def _float32_storage(dtype):
       return getter(name, *args, **kwargs)
     kwargs["dtype"] = tf.float32
     variable = getter(name, *args, **kwargs)
-    if kwargs.get("trainable") is False:
+    if kwargs.get("trainable") is False or getattr(_active, "as_stored",
+                                                   False):
       return variable
     return tf.cast(variable, dtype)
   return storage_getter

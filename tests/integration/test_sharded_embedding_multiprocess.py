@@ -18,13 +18,14 @@ TABLE = "model/table"
 
 
 def _load(out, config, kind, rank):
-  with np.load(out / f"{config}-{kind}-rank{rank}.npz") as values:
+  name = f"{config}-{kind}" if kind else config
+  with np.load(out / f"{name}-rank{rank}.npz") as values:
     return dict(values)
 
 
-def _assert_equivalent(out, config, ranks):
+def _assert_equivalent(out, config, ranks, kind="sharded"):
   replicated = [_load(out, config, "replicated", r) for r in range(ranks)]
-  shards = [_load(out, config, "sharded", r) for r in range(ranks)]
+  shards = [_load(out, config, kind, r) for r in range(ranks)]
   whole = replicated[0]
   rows = whole[TABLE].shape[0]
   assert set(shards[0]) == set(whole), config
@@ -48,20 +49,47 @@ def _assert_equivalent(out, config, ranks):
   assert np.max(np.abs(whole[TABLE] - initial)) > 1e-2, config
 
 
-@pytest.mark.parametrize("ranks,configs", [
-    (2, ["adagrad-k1-adascale", "sgd-k4-adascale"]),
-    (3, list(worker.CONFIGS)),
+def _assert_compressed(out, ranks):
+  """fp16 compression: float16 alltoalls both ways (the vectors, their
+  gradients), float32 without; the vectors are the rows rounded to float16
+  and the shard's gradient is within float16's rounding of the
+  uncompressed one."""
+  for rank in range(ranks):
+    got = _load(out, "compression", None, rank)
+    assert list(got["none:exchanged"]) == ["float32"] * 2
+    assert list(got["fp16:exchanged"]) == ["float16"] * 2
+    exact = got["none:vectors"]
+    np.testing.assert_array_equal(got["fp16:vectors"],
+                                  exact.astype(np.float16).astype(np.float32))
+    assert np.abs(got["fp16:vectors"] - exact).max() > 0  # it did round
+    grad, rounded = got["none:grad"], got["fp16:grad"]
+    assert np.all(np.abs(rounded - grad) <= np.abs(grad) * 2.0 ** -11)
+    assert np.abs(rounded - grad).max() > 0
+
+
+@pytest.mark.parametrize("ranks,configs,layer_configs", [
+    (2, ["adagrad-k1-adascale", "sgd-k4-adascale"], ["sgd-k4-adascale"]),
+    (3, list(worker.CONFIGS), []),
 ])
 def test_sharded_table_trains_as_the_replicated_one(ranks, configs,
-                                                    tmp_path):
+                                                    layer_configs, tmp_path):
+  """On 2 ranks the Keras layer and the feature column train as the
+  function does, and fp16 compression rounds as float16 does."""
   out = tmp_path / "out"
   horovod(ranks, ["-m", "tests.workers.sharded_equivalence",
                   f"--out_dir={out}", f"--model_dir={tmp_path / 'model'}",
-                  f"--configs={','.join(configs)}"], timeout=480)
+                  f"--configs={','.join(configs)}",
+                  f"--layer_configs={','.join(layer_configs)}",
+                  f"--compression_check={bool(layer_configs)}"], timeout=480)
   for config in configs:
     _assert_equivalent(out, config, ranks)
     if "adascale" in config:  # a gain above 1 was compared, not a constant
       assert _load(out, config, "sharded", 0)["adascale/gain"] > 1.5
+  for config in layer_configs:
+    for kind in ("keras", "column"):
+      _assert_equivalent(out, config, ranks, kind)
+  if layer_configs:
+    _assert_compressed(out, ranks)
 
 
 def test_four_ranks_restart_on_two_which_evaluate_and_export_the_table(

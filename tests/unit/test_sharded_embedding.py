@@ -1,6 +1,8 @@
-"""Sharded tables in one process: the plain path, shard initialisation, the
-norms AdaScale takes, and what the Horovod reducer does with a shard's
-gradient, and the whole tables evaluation and export restore. The exchange
+"""Sharded tables in one process: the plain path (the function, the Keras
+layer, the feature column), shard initialisation, the norms AdaScale takes,
+what the Horovod reducer does with a shard's gradient, loss scaling's
+agreement on finiteness, and the whole tables evaluation and export
+restore. The exchange
 itself needs real ranks: see
 tests/integration/test_sharded_embedding_multiprocess.py."""
 import horovod.tensorflow as hvd
@@ -12,8 +14,13 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 import estimator_scale as es
 from estimator_scale.backends.horovod import reducer
 from estimator_scale.backends.horovod import stop
+from estimator_scale.backends import reducers
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
+from estimator_scale.embeddings import sharded_layers
+from estimator_scale.train_ops import accumulation
+from estimator_scale.train_ops import pipeline
+from estimator_scale.train_ops import precision
 from tests.workers.sharded_equivalence import row_initializer
 
 
@@ -241,3 +248,131 @@ def test_whole_tables_are_plain_variables_even_under_horovod(monkeypatch):
     es.sharded_embedding(tf.constant([4]), 10, 3, name="t")  # reused
     (table,) = tf.compat.v1.global_variables()
     assert tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION) == [table]
+
+
+def _ids_column():
+  return tf.feature_column.categorical_column_with_identity("ids", 10)
+
+
+def test_the_layer_and_the_column_look_up_as_the_function_and_keras_do():
+  """One table made four ways from the same per-row initializer: the
+  function, the Keras layer, the column through input_layer and through
+  DenseFeatures; the column equals embedding_column, its names too."""
+  ids = np.array([[3, 0, 7], [9, 3, 3]], np.int64)
+  with tf.Graph().as_default():
+    function = es.sharded_embedding(tf.constant(ids), 10, 3, name="t",
+                                    initializer=row_initializer)
+    layer = es.ShardedEmbedding(10, 3, embeddings_initializer=row_initializer)
+    keras = layer(tf.constant(ids))
+    assert layer.trainable_weights == [layer.embeddings]
+    assert layer.embeddings.op.name == "sharded_embedding/embeddings"
+    looked_up = {}
+    for combiner in ("mean", "sqrtn", "sum"):
+      with tf.compat.v1.variable_scope(combiner):
+        for kind, make in (("sharded", es.sharded_embedding_column),
+                           ("plain", tf.feature_column.embedding_column)):
+          column = make(_ids_column(), 3, combiner=combiner,
+                        initializer=row_initializer)
+          looked_up[combiner, kind, "v1"] = (
+              tf.compat.v1.feature_column.input_layer({"ids": ids}, [column]))
+          looked_up[combiner, kind, "v2"] = tf.keras.layers.DenseFeatures(
+              [column], name=f"{kind}_features")({"ids": ids})
+    names = {v.op.name for v in tf.compat.v1.trainable_variables()}
+    assert "mean/input_layer/ids_embedding/embedding_weights" in names
+    assert "mean/sharded_features/ids_embedding/embedding_weights" in names
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      function, keras, looked_up = sess.run([function, keras, looked_up])
+  np.testing.assert_array_equal(keras, function)
+  for (combiner, kind, route), value in looked_up.items():
+    np.testing.assert_allclose(value, looked_up[combiner, "plain", route],
+                               rtol=1e-6, err_msg=f"{combiner} {route}")
+
+
+def test_the_column_drops_what_a_safe_lookup_drops():
+  """Weighted ids: a weight <= 0 and an id < 0 are dropped; an example
+  left without ids gets zeros, as embedding_column gives."""
+  with tf.Graph().as_default():
+    ids = tf.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 0]],
+                          tf.constant([4, 2, -1, 5], tf.int64), [3, 2])
+    weights = tf.SparseTensor(ids.indices, [2.0, 0.5, 1.0, -1.0], [3, 2])
+    table = tf.compat.v1.get_variable("t", [10, 3],
+                                      initializer=row_initializer)
+    got = sharded_layers.combine(table, ids, weights, "mean")
+    want = tf.nn.safe_embedding_lookup_sparse(table, ids, weights, "mean")
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      got, want = sess.run([got, want])
+  assert not got[1:].any()
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_layer_and_column_tables_are_whole_in_evaluation_and_export(
+    monkeypatch):
+  monkeypatch.setattr(sharded, "_horovod", lambda: pytest.fail("asked"))
+  with tf.Graph().as_default(), sharded.whole_tables():
+    es.ShardedEmbedding(10, 3)(tf.constant([1, 2]))
+    tf.compat.v1.feature_column.input_layer(
+        {"ids": tf.constant([[1]])},
+        [es.sharded_embedding_column(_ids_column(), 3)])
+    tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
+    assert [t.shape for t in tables] == [(10, 3), (10, 3)]
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: es.ShardedEmbedding(10, 3, compression="int8"),
+     r"compression='int8' is unknown; valid: none, fp16"),
+    (lambda: es.ShardedEmbedding(0, 3), r"vocabulary_size=0 must be"),
+    (lambda: es.ShardedEmbedding(10, 2.5), r"dimension=2.5 must be"),
+    (lambda: es.sharded_embedding_column(_ids_column(), 3, combiner="max"),
+     r"combiner='max' is unknown; valid: mean, sqrtn, sum"),
+    (lambda: es.sharded_embedding_column(_ids_column(), 3,
+                                         compression="bf16"),
+     r"compression='bf16' is unknown"),
+    (lambda: es.sharded_embedding(tf.constant([1]), 10, 3,
+                                  compression="fp8"),
+     r"compression='fp8' is unknown"),
+])
+def test_bad_arguments_are_refused_naming_them(make, message):
+  with tf.Graph().as_default(), pytest.raises(es.errors.ConfigError,
+                                               match=message):
+    make()
+
+
+def test_under_mixed_precision_tables_stay_variables_and_vectors_follow():
+  """The float16 network scope does not cast a table (a cast would copy it
+  whole each step, and a shard must stay a variable); the vectors come in
+  float16, as the network's other variables are read."""
+  with tf.Graph().as_default(), precision.network_scope("mixed_float16"):
+    vectors = es.sharded_embedding(tf.constant([1, 2]), 10, 3, name="t")
+    keras = es.ShardedEmbedding(10, 3)(tf.constant([1, 2]))
+    dense = tf.compat.v1.get_variable("w", [3])
+    tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
+  assert all(isinstance(t, tf.Variable) for t in tables) and len(tables) == 2
+  assert vectors.dtype == tf.float16 and keras.dtype == tf.float16
+  assert dense.dtype == tf.float16  # other variables are still cast
+
+
+class _OtherRankNotFinite(reducers.LocalReducer):
+  """A reducer whose sums come back as if another rank added 1."""
+
+  def all_mean(self, grads, sums):
+    return list(grads), [s + 1.0 for s in sums]
+
+
+def test_loss_scaling_skips_when_any_ranks_shard_is_not_finite():
+  with tf.Graph().as_default():
+    shard, dense = _shard(), tf.compat.v1.get_variable("w", [2])
+    rows = tf.IndexedSlices(tf.constant([[1.0, 2.0]]), tf.constant([0]))
+    finite = accumulation.Gradients([tf.constant([1.0, 1.0]), rows],
+                                    [dense, shard], tf.constant(0.0), None)
+    not_here = tf.IndexedSlices(tf.constant([[np.inf, 2.0]]),
+                                tf.constant([0]))
+    flags = [sharded.nonfinite_shards([g, rows], [dense, shard])
+             for g in (tf.constant([np.inf, 0.0]), tf.constant([0.0, 0.0]))]
+    flags.append(sharded.nonfinite_shards([None, not_here], [dense, shard]))
+    _, alone = pipeline._finite_mean(reducers.LocalReducer(), finite)
+    _, elsewhere = pipeline._finite_mean(_OtherRankNotFinite(), finite)
+    with tf.compat.v1.Session() as sess:
+      assert sess.run(flags) == [0.0, 0.0, 1.0]  # the shard's own only
+      assert sess.run([alone, elsewhere]) == [True, False]

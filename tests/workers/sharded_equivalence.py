@@ -5,12 +5,18 @@ scaling) the rank trains `--steps` updates with the table made by
 `es.sharded_embedding`, then the same model with the table an ordinary
 variable, from the same initial values (a per-row initializer: the shard
 draws exactly its rows of the whole table), and writes
-`<out_dir>/<config>-<sharded|replicated>-rank<r>.npz`: the model's
-variables (the shard and its optimizer slots included, as this rank holds
-them) and AdaScale's state, as training ends and (keys prefixed
-`start:`) before its first update, after any restore. One job checks every
+`<out_dir>/<config>-<kind>-rank<r>.npz`: the model's variables (the shard
+and its optimizer slots included, as this rank holds them) and AdaScale's
+state, as training ends and (keys prefixed `start:`) before its first
+update, after any restore. The kinds `keras` and `column` make the sharded
+table through `es.ShardedEmbedding` and `es.sharded_embedding_column`; the
+dump names every kind's table `model/table`. One job checks every
 configuration, so a rank count costs one horovodrun; a second job on the
 same --model_dir restarts from the first one's checkpoints.
+
+`--compression_check` also looks one batch up with and without fp16
+compression and writes `compression-rank<r>.npz` (vectors, the shard's
+gradient, the dtypes the alltoalls carry).
 """
 import os
 
@@ -20,6 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale.backends.horovod import ranks
+from estimator_scale.embeddings import sharded
 
 FLAGS = flags.FLAGS
 
@@ -43,8 +51,11 @@ def _define_flags():
   flags.DEFINE_integer("global_batch_size", 24, "")
   flags.DEFINE_string("configs", ",".join(CONFIGS), "which of CONFIGS")
   flags.DEFINE_string("kinds", "sharded,replicated", "which tables")
+  flags.DEFINE_string("layer_configs", "", "configs also trained with the "
+                      "Keras layer and the feature column")
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "")
   flags.DEFINE_bool("evaluate", False, "evaluate, predict and export too")
+  flags.DEFINE_bool("compression_check", False, "look up with fp16 too")
 
 
 def row_initializer(shape, dtype=None, partition_info=None):
@@ -67,25 +78,45 @@ def token_data():
   return {"ids": ids.astype(np.int64)}, labels
 
 
+TABLES = {  # kind: the table's variable name
+    "sharded": "model/table",
+    "replicated": "model/table",
+    "keras": "model/table/embeddings",
+    "column": "model/input_layer/ids_embedding/embedding_weights",
+}
+
+
 class Tokens(es.ClassifierModel):
-  """Mean of the looked-up rows, then a linear layer."""
+  """Mean of the looked-up rows, then a linear layer; `kind` says how the
+  table is made (a key of `TABLES`)."""
 
   name = None
 
-  def __init__(self, sharded):
-    self.sharded = sharded
+  def __init__(self, kind):
+    self.kind = kind
 
   def logits(self, features, training, params):
     ids = features["ids"]
-    if self.sharded:
-      vectors = es.sharded_embedding(ids, VOCABULARY, DIMENSION, name="table",
-                                     initializer=row_initializer)
+    if self.kind == "sharded":
+      mean = tf.reduce_mean(es.sharded_embedding(
+          ids, VOCABULARY, DIMENSION, name="table",
+          initializer=row_initializer), 1)
+    elif self.kind == "keras":
+      mean = tf.reduce_mean(es.ShardedEmbedding(
+          VOCABULARY, DIMENSION, embeddings_initializer=row_initializer,
+          name="table")(ids), 1)
+    elif self.kind == "column":
+      ids_column = tf.feature_column.categorical_column_with_identity(
+          "ids", VOCABULARY)
+      mean = tf.compat.v1.feature_column.input_layer(features, [
+          es.sharded_embedding_column(ids_column, DIMENSION,
+                                      initializer=row_initializer)])
     else:
       table = tf.compat.v1.get_variable("table", [VOCABULARY, DIMENSION],
                                         initializer=row_initializer)
-      vectors = tf.nn.embedding_lookup(table, ids)
+      mean = tf.reduce_mean(tf.nn.embedding_lookup(table, ids), 1)
     return tf.compat.v1.layers.dense(
-        tf.reduce_mean(vectors, 1), 3, name="out",
+        mean, 3, name="out",
         kernel_initializer=tf.compat.v1.glorot_uniform_initializer(seed=1))
 
   def serving_features(self):
@@ -94,13 +125,17 @@ class Tokens(es.ClassifierModel):
 
 class DumpHook(tf.compat.v1.train.SessionRunHook):
   """Keeps the model's and AdaScale's variables before the first update
-  and as training ends."""
+  and as training ends; the table (and its slots) as `model/table`."""
+
+  def __init__(self, table):
+    self._table = table
 
   def begin(self):
     every = (tf.compat.v1.global_variables() +
              tf.compat.v1.local_variables())
-    self._variables = {v.op.name: v for v in every
-                       if v.op.name.startswith(("model/", "adascale/"))}
+    self._variables = {
+        v.op.name.replace(self._table, TABLES["sharded"]): v for v in every
+        if v.op.name.startswith(("model/", "adascale/"))}
     self.start = None
 
   def before_run(self, run_context):
@@ -114,20 +149,19 @@ class DumpHook(tf.compat.v1.train.SessionRunHook):
     self.values.update({f"start:{k}": v for k, v in self.start.items()})
 
 
-def train(name, sharded, out_dir, model_dir):
+def train(name, kind, out_dir, model_dir):
   """Trains configuration `name`, one table kind; writes this rank's dump."""
   optimizer, k, lr_scaling = CONFIGS[name]
   config = es.TrainingConfig(
       optimizer=optimizer, schedule=es.Schedule(learning_rate=0.5),
       accumulation_steps=k, lr_scaling=lr_scaling)
-  kind = "sharded" if sharded else "replicated"
   estimator = es.make_estimator(
-      Tokens(sharded), model_dir=os.path.join(model_dir, f"{name}-{kind}"),
+      Tokens(kind), model_dir=os.path.join(model_dir, f"{name}-{kind}"),
       distribution="horovod", training_config=config, random_seed=0,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps)
   topology = estimator.topology
   features, labels = token_data()
-  hook = DumpHook()
+  hook = DumpHook(TABLES[kind])
   estimator.train(es.inputs.from_arrays(
       features, labels, FLAGS.global_batch_size, topology=topology,
       accumulation_steps=k, seed=None), hooks=[hook], max_steps=FLAGS.steps)
@@ -153,12 +187,48 @@ def _scores(estimator, features, labels, export_dir_base):
           "served:logits": served}
 
 
+def compression_check(out_dir):
+  """Looks a batch up in one table with and without fp16 compression, and
+  differentiates a weighted sum of the vectors; writes what came back."""
+  rank = ranks.import_horovod().rank()
+  values, exchanged = {}, {}
+  with tf.Graph().as_default():
+    ids = tf.constant(np.arange(rank, VOCABULARY, 3 + rank), tf.int64)
+    weights = 1.0 / 3.0 + tf.cast(tf.range(tf.size(ids) * DIMENSION),
+                                  tf.float32) / 7.0
+    for compression in ("none", "fp16"):
+      with tf.compat.v1.variable_scope(compression):
+        vectors = es.sharded_embedding(
+            ids, VOCABULARY, DIMENSION, name="table",
+            initializer=row_initializer, compression=compression)
+        (shard,) = tf.compat.v1.get_collection(
+            sharded.COLLECTION, scope=compression)
+        loss = tf.reduce_sum(tf.reshape(vectors, [-1]) * weights)
+        (grad,) = tf.gradients(loss, [shard])
+        values[f"{compression}:vectors"] = vectors
+        values[f"{compression}:grad"] = tf.convert_to_tensor(grad)
+        exchanged[f"{compression}:exchanged"] = np.array([
+            op.inputs[0].dtype.name for op in
+            tf.compat.v1.get_default_graph().get_operations()
+            if op.type == "HorovodAlltoall" and f"{compression}/" in op.name
+            and op.inputs[0].dtype.is_floating])
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.local_variables_initializer())
+      got = session.run(values)
+  np.savez(os.path.join(out_dir, f"compression-rank{rank}.npz"), **got,
+           **exchanged)
+
+
 def main(argv):
   del argv
   os.makedirs(FLAGS.out_dir, exist_ok=True)
   for name in FLAGS.configs.split(","):
-    for kind in FLAGS.kinds.split(","):
-      train(name, kind == "sharded", FLAGS.out_dir, FLAGS.model_dir)
+    layers = ["keras", "column"] if name in FLAGS.layer_configs.split(
+        ",") else []
+    for kind in FLAGS.kinds.split(",") + layers:
+      train(name, kind, FLAGS.out_dir, FLAGS.model_dir)
+  if FLAGS.compression_check:
+    compression_check(FLAGS.out_dir)
 
 
 if __name__ == "__main__":

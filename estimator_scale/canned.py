@@ -13,6 +13,11 @@ apply the mean. Under synchronous parameter servers the chief's optimizers
 apply the mean of every worker's gradients, and the other workers' only
 hand theirs over (`backends.ps_sync`).
 
+With accumulation_steps > 1 the estimator's model_fn runs inside the
+framework's accumulation loop (`canned_accumulation`), where `get_updates`
+only records its loss and variables; `apply_accumulated` then applies the
+mean over the micro-batches through the same reduction and rules.
+
 The reducer averages under tf.distribute too, although the strategy would
 sum inside `apply_gradients` on its own: AdaScale needs the mean before the
 update, and TF 2.15's graph-mode strategies fail on sparse gradients whose
@@ -27,8 +32,10 @@ each part keeps its own estimates. The part whose optimizer counts
 `adascale/`, where `scale_invariant_steps` and TensorBoard read them; the
 other under `adascale/<its optimizer's name>/`.
 """
+import contextlib
 import dataclasses
 import functools
+import threading
 from typing import Any, Optional
 
 import tensorflow as tf
@@ -112,6 +119,7 @@ def _base_schedule(learning_rate):
 class _Plan:
   """What every graph's copy of one canned optimizer does besides applying."""
   topology: Any
+  accumulation_steps: int
   lr_scaling: str
   scale: float
   samples: int
@@ -147,6 +155,7 @@ class CannedOptimizer:
 
   def __repr__(self):
     return (f"canned_optimizer({self._class.__name__}, "
+            f"accumulation_steps={self.plan.accumulation_steps}, "
             f"lr_scaling={self.plan.lr_scaling!r}, scale={self.plan.scale:g})")
 
 
@@ -166,7 +175,8 @@ class _Rate:
     return self.value
 
 
-def canned_optimizer(optimizer, topology, lr_scaling="identity", scale=None,
+def canned_optimizer(optimizer, topology, accumulation_steps=1,
+                     lr_scaling="identity", scale=None,
                      scaling_warmup_updates=0, adascale_smoothing=None,
                      allreduce_compression="none"):
   """An optimizer for a canned estimator that trains with the job's backend.
@@ -186,9 +196,13 @@ def canned_optimizer(optimizer, topology, lr_scaling="identity", scale=None,
       scale-invariant step), or a name canned estimators take
       (`CANNED_NAMES`, with that class's default learning rate).
     topology: this process's `Topology` (or the `ScaleConfig` it is in).
+    accumulation_steps: micro-batches per update (k), the same for every
+      canned optimizer of one estimator; the input gives each worker its
+      share of the global batch, k micro-batches of it, per update.
     lr_scaling: `identity`, `linear`, `sqrt` or `adascale`
       (`scaling.RULES`).
-    scale: S; None means the replicas whose gradients one update averages.
+    scale: S; None means the gradient samples one update averages
+      (replicas x accumulation_steps).
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta (None: its default for n).
     allreduce_compression: where the backend offers it (Horovod: fp16).
@@ -203,7 +217,8 @@ def canned_optimizer(optimizer, topology, lr_scaling="identity", scale=None,
   if isinstance(topology, base.ScaleConfig):
     topology = topology.topology
   optimizer_class, config = _class_and_config(optimizer)
-  samples = topology.replicas_per_update
+  _check_accumulation_steps(accumulation_steps, config)
+  samples = topology.replicas_per_update * accumulation_steps
   with errors.as_config_error():
     scaling.check_rule(lr_scaling, scale)
     adascale.check_smoothing(adascale_smoothing)
@@ -214,13 +229,46 @@ def canned_optimizer(optimizer, topology, lr_scaling="identity", scale=None,
     resolved = float(scale) if scale is not None else float(samples)
     if lr_scaling == "adascale":
       adascale.check_samples(resolved, samples)
-  plan = _Plan(topology=topology, lr_scaling=lr_scaling, scale=resolved,
+  plan = _Plan(topology=topology, accumulation_steps=accumulation_steps,
+               lr_scaling=lr_scaling, scale=resolved,
                samples=samples, scaling_warmup_updates=scaling_warmup_updates,
                adascale_smoothing=adascale_smoothing,
                allreduce_compression=allreduce_compression,
                schedule=_base_schedule(config.get("learning_rate", 0.001)),
                name=config.get("name") or optimizer_class.__name__)
   return CannedOptimizer(optimizer_class, config, plan)
+
+
+def _check_accumulation_steps(accumulation_steps, config):
+  if (not isinstance(accumulation_steps, int) or
+      isinstance(accumulation_steps, bool) or accumulation_steps < 1):
+    raise errors.ConfigError(f"accumulation_steps={accumulation_steps!r} "
+                             "must be an integer >= 1")
+  clipped = [key for key in ("clipnorm", "clipvalue", "global_clipnorm")
+             if config.get(key) is not None]
+  if accumulation_steps > 1 and clipped:
+    raise errors.ConfigError(
+        f"accumulation_steps={accumulation_steps} with {clipped[0]}= on the "
+        "optimizer: whether to clip each micro-batch's gradient or their "
+        "mean is ambiguous; clip in the model, or use accumulation_steps=1")
+
+
+class _Recording(threading.local):
+  """The recorder of the accumulation loop being traced, if any."""
+  recorder = None
+
+
+_RECORDING = _Recording()
+
+
+@contextlib.contextmanager
+def recording(recorder):
+  """Inside, canned optimizers' `get_updates` calls go to `recorder.add`."""
+  _RECORDING.recorder = recorder
+  try:
+    yield
+  finally:
+    _RECORDING.recorder = None
 
 
 class _Reducing:
@@ -234,26 +282,57 @@ class _Reducing:
 
   def get_updates(self, loss, params):
     """See base class."""
-    return [self._reduce_and_apply(loss, list(params))]
+    params = list(params)
+    if _RECORDING.recorder is not None:
+      _RECORDING.recorder.add(self, loss, params)
+      return [tf.no_op()]
+    plan = self._es_plan
+    if plan.accumulation_steps > 1:
+      raise errors.UsageError(
+          f"canned_optimizer(accumulation_steps={plan.accumulation_steps}) "
+          "accumulates only in an Estimator made by es.make_estimator, which "
+          "runs the network over the micro-batches; give the canned "
+          "estimator to es.make_estimator(estimator, scale_config=...)")
+    samples = self._samples(self.get_gradients(loss, params))
+    sum_squared = (gradients.total_squared_norm(samples)
+                   if plan.lr_scaling == "adascale" else None)
+    return [self._reduce_and_apply(samples, params, sum_squared, loss)]
 
-  def _reduce_and_apply(self, loss, params):
-    """The train op of this optimizer in one replica's graph.
+  def apply_accumulated(self, mean, params, sum_squared, loss):
+    """The train op for the mean of k micro-batches' gradients of `params`.
+
+    Args:
+      mean: their mean gradients (None where absent).
+      params: this optimizer's variables.
+      sum_squared: with AdaScale, the sum over micro-batches of the squared
+        norms of their gradients of `params`.
+      loss: the update's mean loss.
+    """
+    in_sync = float(pipeline.replicas_in_sync(self._es_plan.topology))
+    if sum_squared is not None:
+      sum_squared = sum_squared * in_sync ** 2
+    return self._reduce_and_apply(self._samples(mean), params, sum_squared,
+                                  loss)
+
+  def _samples(self, grads):
+    """This replica's gradients on the scale of the update's mean.
 
     Under a tf.distribute strategy the canned head has already divided each
     replica's loss by their number, so a replica's gradient is g_i / N;
     times N it is on the scale of the update's mean, as AdaScale's
     per-replica norms must be.
     """
+    in_sync = pipeline.replicas_in_sync(self._es_plan.topology)
+    return [gradients.scale(g, float(in_sync)) for g in grads]
+
+  def _reduce_and_apply(self, samples, params, sum_squared, loss):
+    """The train op of this optimizer in one replica's graph."""
     plan = self._es_plan
-    in_sync = pipeline.replicas_in_sync(plan.topology)
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    samples = [gradients.scale(g, float(in_sync))
-               for g in self.get_gradients(loss, params)]
     reducer = plan.topology.backend.make_reducer(plan.allreduce_compression)
     if not reducer.applies_updates:
       # A synchronous parameter server's worker: the chief applies.
-      sums = ([gradients.total_squared_norm(samples)]
-              if plan.lr_scaling == "adascale" else [])
+      sums = [sum_squared] if plan.lr_scaling == "adascale" else []
       return reducer.contribute(samples, params, sums, loss)
     reducer.expect(params, loss)
     finished = []
@@ -262,8 +341,7 @@ class _Reducing:
         state = adascale.AdaScale(plan.scale, plan.samples,
                                   plan.adascale_smoothing,
                                   scope=self._state_scope(global_step))
-      mean, (sum_squared,) = reducer.all_mean(
-          samples, [gradients.total_squared_norm(samples)])
+      mean, (sum_squared,) = reducer.all_mean(samples, [sum_squared])
       rate, finite, finished = state.update(mean, sum_squared, plan.schedule)
       with tf.control_dependencies([rate]):
         finished.append(state.advance())
@@ -297,3 +375,4 @@ def _fixed_rate(plan, global_step):
   return scaling.scaled_learning_rate(
       plan.lr_scaling, plan.schedule, global_step, plan.scale,
       plan.scaling_warmup_updates)
+

@@ -20,6 +20,7 @@ from absl import logging
 import tensorflow as tf
 from tensorflow.python.util import function_utils  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_scale import canned_accumulation
 from estimator_scale import data_files
 from estimator_scale import embeddings
 from estimator_scale import errors
@@ -278,11 +279,12 @@ def _with_placed_variables(tf_estimator, scale_config):
   says: large variables split over ps tasks, what cannot fit refused.
 
   Made anew around the model_fn (with its params bound), since a canned
-  estimator's variables are made inside its own model_fn.
+  estimator's variables are made inside its own model_fn; its canned
+  optimizers' micro-batches run there too (`canned_accumulation`).
   """
   model_fn = embeddings.place_variables(
-      tf_estimator.model_fn, scale_config.run_config.num_ps_replicas,
-      scale_config.topology)
+      canned_accumulation.with_accumulation(tf_estimator),
+      scale_config.run_config.num_ps_replicas, scale_config.topology)
   return tf.estimator.Estimator(
       model_fn, config=run_config_lib.for_the_factory(tf_estimator.config),
       params=tf_estimator.params,

@@ -88,7 +88,8 @@ class _MicroBatch:
   squared_norm: Optional[tf.Tensor]
 
 
-def _micro_batch(compute_loss, features, labels, with_norms, loss_scale):
+def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
+                 norm_groups=None):
   """Loss, gradients and squared norm of one micro-batch.
 
   The network's writes to its own state (moving statistics) run before the
@@ -120,10 +121,19 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale):
     grads = [gradients_lib.scale(g, 1.0 / loss_scale) for g in grads]
   grads, vector_grads = grads[:len(variables)], grads[len(variables):]
   norm = None
-  if with_norms:
+  if with_norms and norm_groups is not None:
+    norm = _group_norms(grads, variables, norm_groups())
+  elif with_norms:
     norm = sharded.replica_squared_norm(grads, variables, lookups,
                                         vector_grads)
   return _MicroBatch(loss, grads, variables, norm)
+
+
+def _group_norms(grads, variables, groups):
+  """||g||^2 of each group of variables, as one vector."""
+  by_variable = {v.ref(): g for g, v in zip(grads, variables)}
+  return tf.stack([gradients_lib.total_squared_norm(
+      [by_variable.get(v.ref()) for v in group]) for group in groups])
 
 
 def _pending_writes(ops, outputs):
@@ -244,7 +254,7 @@ def _drop_from_collections(graph):
 
 
 def accumulate(compute_loss, features, labels, k, with_norms=False,
-               loss_scale=None):
+               loss_scale=None, norm_groups=None):
   """Mean gradient of k micro-batches of (features, labels).
 
   Args:
@@ -257,6 +267,10 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
       (AdaScale's variance estimate needs them).
     loss_scale: a scalar the loss is multiplied by before differentiating
       (float16 loss scaling), or None; the gradients returned are unscaled.
+    norm_groups: with `with_norms`, a zero-argument callable giving lists of
+      variables, called once `compute_loss` has built the network (a canned
+      estimator's optimizers each own a part of it, known only then); the
+      squared norms are then summed per list, a vector in its order.
 
   Returns:
     `Gradients`.
@@ -266,7 +280,7 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
   """
   if k == 1:
     micro = _micro_batch(compute_loss, features, labels, with_norms,
-                         loss_scale)
+                         loss_scale, norm_groups)
     return Gradients(micro.grads, micro.variables, micro.loss,
                      micro.squared_norm)
   checks = _check_divisible((features, labels), k)
@@ -283,7 +297,7 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
     with lifting.lift_to_outer_graph(), \
         tf.compat.v1.name_scope(scope + "/" if scope else None):
       micro = _micro_batch(compute_loss, features_j, labels_j, with_norms,
-                           loss_scale)
+                           loss_scale, norm_groups)
     sums.layout(micro.grads, micro.variables)
     norm = micro.squared_norm if with_norms else 0.0
     return [index + 1, loss_sum + micro.loss, norm_sum + norm] + sums.add(
@@ -291,10 +305,16 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
 
   with tf.control_dependencies(checks):
     first = tf.constant(0)
+  initial = [first, tf.constant(0.0), tf.constant(0.0)] + sums.empty()
+  invariants = None
+  if norm_groups is not None:
+    # One norm per group: how many is known once the body is traced.
+    invariants = [None] * len(initial)
+    invariants[2] = tf.TensorShape(None)
   _, loss_sum, norm_sum, *lists = tf.while_loop(
-      lambda index, *_: index < k, body,
-      [first, tf.constant(0.0), tf.constant(0.0)] + sums.empty(),
-      maximum_iterations=k, parallel_iterations=1, name="accumulation")
+      lambda index, *_: index < k, body, initial,
+      shape_invariants=invariants, maximum_iterations=k,
+      parallel_iterations=1, name="accumulation")
   _drop_from_collections(graph)
   return Gradients(grads=sums.mean_grads(lists, k), variables=sums.variables,
                    loss=loss_sum / k,

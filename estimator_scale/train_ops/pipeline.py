@@ -215,9 +215,7 @@ def _build(loss_fn, features, labels, config, topology):
     finished.append(compute_seconds)
   if loss_scale is not None:
     finished.append(loss_scale.update(finite))
-  # Made at k = 1 too, so a checkpoint restarts with any accumulation.
-  with root_variable_scope():
-    finished.append(_micro_batch_counter().assign_add(k))
+  finished.append(count_micro_batches(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
                  learning_rate=learning_rate, adascale=state,
                  loss_scale=loss_scale, compute_seconds=compute_seconds)
@@ -266,8 +264,7 @@ def _contribute(reducer, start, grads, config, topology):
           [])
   waited = reducer.contribute(grads.grads, grads.variables, sums, grads.loss)
   global_step = tf.compat.v1.train.get_or_create_global_step()
-  with root_variable_scope():
-    counted = _micro_batch_counter().assign_add(config.accumulation_steps)
+  counted = count_micro_batches(config.accumulation_steps)
   return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,
                  learning_rate=config.schedule(global_step),
                  adascale=None)
@@ -299,8 +296,16 @@ def root_variable_scope():
       auxiliary_name_scope=False)
 
 
-def _micro_batch_counter():
-  return tf.compat.v1.get_variable(
-      MICRO_BATCHES, shape=[], dtype=tf.int64, trainable=False,
-      initializer=tf.compat.v1.zeros_initializer(),
-      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, use_resource=True)
+def count_micro_batches(k):
+  """Adds an update's k micro-batches to `MICRO_BATCHES`.
+
+  Every train op counts, at k = 1 too, so a checkpoint restarts with any
+  accumulation.
+  """
+  with root_variable_scope():
+    counter = tf.compat.v1.get_variable(
+        MICRO_BATCHES, shape=[], dtype=tf.int64, trainable=False,
+        initializer=tf.compat.v1.zeros_initializer(),
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        use_resource=True)
+  return counter.assign_add(k)

@@ -82,9 +82,9 @@ def test_wide_deep_auc_sync_matches_one_process_async_reported(tmp_path):
 
 
 def test_canned_optimizer_scales_a_canned_estimator_in_sync(tmp_path):
-  # A canned LinearClassifier through es.canned_optimizer: its SGD at 0.1
-  # with linear scaling at S = 2 workers is one process's SGD at 0.2 on
-  # the same batches of 16, exactly.
+  # A canned LinearClassifier through es.canned_optimizer: its SGD at 0.05
+  # with 2 micro-batches per update and linear scaling at S = 2 workers x 2
+  # is one process's SGD at 0.2 on the same batches of 16, exactly.
   flags = ["--case=linear", "--global_batch_size=16", "--steps=10"]
   worker = ["-m", "tests.workers.canned_run"]
   run([PYTHON] + worker + [f"--out_dir={tmp_path / 'one'}",
@@ -92,7 +92,8 @@ def test_canned_optimizer_scales_a_canned_estimator_in_sync(tmp_path):
                            "--learning_rate=0.2"] + flags)
   launch(1, worker + [f"--out_dir={tmp_path / 'sync'}",
                       f"--model_dir={tmp_path / 'sync-m'}",
-                      "--learning_rate=0.1", "--lr_scaling=linear",
+                      "--learning_rate=0.05", "--lr_scaling=linear",
+                      "--accumulation_steps=2",
                       "--distribution=parameter_server", "--ps_sync"] + flags,
          ps=1, timeout=400)
   (reference,) = load_workers(tmp_path / "one")

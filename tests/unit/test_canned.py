@@ -236,6 +236,82 @@ def test_the_optimizer_applies_only_through_get_updates(tmp_path):
       optimizer().apply_gradients([(tf.constant(1.0), variable)])
 
 
+# Canned estimators, k micro-batches per update.
+
+def _wide_deep_on_digits(tmp_path, k, lr_scaling="identity"):
+  """A DNNLinearCombined over dense digits and a hashed id (sparse rows)."""
+  scale = _scale(tmp_path / f"k{k}-{lr_scaling}")
+  dense = [tf.feature_column.numeric_column("x", [64])]
+  ids = [tf.feature_column.categorical_column_with_hash_bucket(
+      "id", 16, dtype=tf.int64)]
+  make = functools.partial(es.canned_optimizer, topology=scale,
+                           accumulation_steps=k, lr_scaling=lr_scaling)
+  return es.make_estimator(tf.estimator.DNNLinearCombinedClassifier(
+      linear_feature_columns=dense + ids,
+      linear_optimizer=make(tf.keras.optimizers.legacy.Ftrl(0.2)),
+      dnn_feature_columns=dense + [
+          tf.feature_column.embedding_column(ids[0], 4)],
+      dnn_optimizer=make(tf.keras.optimizers.legacy.Adagrad(0.1)),
+      dnn_hidden_units=[16], n_classes=10, config=scale.run_config),
+                            scale_config=scale)
+
+
+def _train_digits(estimator, digits, k, steps=8, batch=32):
+  train_x, train_y, _, _ = digits
+  features = dict(train_x, id=(train_y[:, None] * 7) % 5)
+  estimator.train(es.inputs.from_arrays(
+      features, train_y, batch, topology=estimator.topology,
+      accumulation_steps=k), max_steps=steps)
+  return {name: estimator.get_variable_value(name)
+          for name in estimator.get_variable_names()}
+
+
+def test_canned_accumulation_equals_the_whole_batch(digits, tmp_path):
+  whole = _train_digits(_wide_deep_on_digits(tmp_path, 1), digits, 1)
+  four = _train_digits(_wide_deep_on_digits(tmp_path, 4), digits, 4)
+  assert four["global_step"] == whole["global_step"] == 8
+  counted = "accumulation/micro_batches"
+  assert four[counted] == 32 and whole[counted] == 8
+  # The same names: the slots included, so a checkpoint restarts at any k.
+  assert sorted(four) == sorted(whole)
+  assert any(name.endswith("Ftrl/linear/linear_model/id/weights/accumulator")
+             for name in whole)
+  for name in set(whole) - {counted}:
+    np.testing.assert_allclose(four[name], whole[name], atol=1e-5,
+                               err_msg=name)
+
+
+def test_canned_adascale_scales_with_the_micro_batches(digits, tmp_path):
+  held = _train_digits(_wide_deep_on_digits(tmp_path, 4, "adascale"),
+                       digits, 4)
+  for part in ("adascale", "adascale/Ftrl"):  # each part its own estimates
+    assert held[f"{part}/scale"] == 4.0
+    assert 1.0 <= held[f"{part}/gain"] <= 4.0
+
+
+def test_canned_accumulation_needs_one_k_and_make_estimator(tmp_path):
+  scale = _scale(tmp_path)
+  columns = [tf.feature_column.numeric_column("x", [64])]
+  with pytest.raises(es.errors.ConfigError, match="accumulation_steps 2 and 4"):
+    es.make_estimator(tf.estimator.DNNLinearCombinedClassifier(
+        linear_feature_columns=columns, dnn_feature_columns=columns,
+        linear_optimizer=es.canned_optimizer("Ftrl", scale,
+                                             accumulation_steps=2),
+        dnn_optimizer=es.canned_optimizer("Adagrad", scale,
+                                          accumulation_steps=4),
+        dnn_hidden_units=[8], config=scale.run_config), scale_config=scale)
+  with pytest.raises(es.errors.ConfigError, match="accumulation_steps=0"):
+    es.canned_optimizer("SGD", scale, accumulation_steps=0)
+  with pytest.raises(es.errors.ConfigError, match="clipnorm"):
+    es.canned_optimizer(tf.keras.optimizers.legacy.SGD(clipnorm=1.0), scale,
+                        accumulation_steps=2)
+  optimizer = es.canned_optimizer("SGD", scale, accumulation_steps=2)
+  with tf.Graph().as_default():
+    variable = tf.Variable(1.0)
+    with pytest.raises(es.errors.UsageError, match="es.make_estimator"):
+      optimizer().get_updates(variable * 2.0, [variable])
+
+
 # The click logs and the wide & deep model.
 
 def test_click_logs_are_criteo_shaped_and_follow_the_seed():

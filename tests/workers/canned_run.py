@@ -33,6 +33,8 @@ flags.DEFINE_string("out_dir", None, "where the results go")
 flags.DEFINE_integer("steps", 300, "updates")
 flags.DEFINE_integer("global_batch_size", 256, "examples per update")
 flags.DEFINE_string("lr_scaling", "identity", "every optimizer's rule")
+flags.DEFINE_integer("accumulation_steps", 1,
+                     "linear: micro-batches per update")
 flags.DEFINE_float("learning_rate", 0.1, "linear: SGD's rate at S = 1")
 flags.DEFINE_float("pause_per_update", 0.05,
                    "parameter_server: each trainer's pause before an update")
@@ -98,6 +100,7 @@ def _estimator(scale):
              "c", 8, dtype=tf.int64)],
         optimizer=es.canned_optimizer(
             tf.keras.optimizers.legacy.SGD(FLAGS.learning_rate), scale,
+            accumulation_steps=FLAGS.accumulation_steps,
             lr_scaling=FLAGS.lr_scaling),
         config=scale.run_config)
   if not FLAGS.plain_optimizers:
@@ -116,7 +119,8 @@ def _linear_data(topology, global_batch_size):
   c = rng.randint(0, 5, (64, 1)).astype(np.int64)
   y = (x[:, 0] + (c[:, 0] % 2) > 0.5).astype(np.int64)
   train = es.inputs.from_arrays({"x": x, "c": c}, y, global_batch_size,
-                                topology=topology, seed=None)
+                                topology=topology, seed=None,
+                                accumulation_steps=FLAGS.accumulation_steps)
   return train, es.inputs.from_arrays({"x": x, "c": c}, y, 64,
                                       training=False)
 

@@ -1,0 +1,133 @@
+"""Canned estimators, k micro-batches per update.
+
+By the time a canned estimator calls its optimizer's `get_updates`, its
+network has been built over the whole batch, too late to split it. So
+`make_estimator` finds the canned optimizers the estimator's model_fn closes
+over and, with k > 1, runs that model_fn inside the framework's
+accumulation loop (`train_ops.accumulation`) over the k micro-batches:
+there each optimizer's `get_updates` only records its loss and variables
+(`canned.recording`), and after the loop each applies the mean of its
+variables' gradients through the same reduction and learning-rate rules
+as at k = 1. AdaScale's squared norms are summed per optimizer, since each
+part of a DNNLinearCombined keeps its own estimates.
+"""
+import functools
+
+import tensorflow as tf
+
+from estimator_scale import canned
+from estimator_scale import errors
+from estimator_scale.train_ops import accumulation
+from estimator_scale.train_ops import pipeline
+
+
+def with_accumulation(tf_estimator):
+  """`tf_estimator.model_fn`, trained k micro-batches per update as its
+  canned optimizers say.
+
+  The optimizers are found among what the estimator's model_fn closes over,
+  where TF's canned estimators keep theirs; one hidden elsewhere with k > 1
+  refuses to train (`get_updates`).
+
+  Raises:
+    ConfigError: the canned optimizers differ in accumulation_steps.
+  """
+  model_fn = tf_estimator.model_fn
+  found = [value for value in _closed_over(tf_estimator._model_fn)  # pylint: disable=protected-access
+           if isinstance(value, canned.CannedOptimizer)]
+  if not found:
+    return model_fn
+  steps = sorted({optimizer.plan.accumulation_steps for optimizer in found})
+  if len(steps) > 1:
+    raise errors.ConfigError(
+        f"the estimator's canned optimizers have accumulation_steps "
+        f"{' and '.join(map(str, steps))}; give every canned_optimizer of "
+        "one estimator the same accumulation_steps")
+  k = steps[0]
+  with_norms = any(o.plan.lr_scaling == "adascale" for o in found)
+
+  def model_fn_k(features, labels, mode, config):
+    if mode != tf.estimator.ModeKeys.TRAIN:
+      return model_fn(features, labels, mode, config)
+    if k == 1:
+      spec = model_fn(features, labels, mode, config)
+      return spec._replace(train_op=tf.group(
+          spec.train_op, pipeline.count_micro_batches(1)))
+    return _accumulated_spec(model_fn, features, labels, config, k,
+                             with_norms)
+  return model_fn_k
+
+
+def _closed_over(function):
+  """The values a function (or a functools.partial of one) holds."""
+  if isinstance(function, functools.partial):
+    yield from function.args
+    yield from function.keywords.values()
+    function = function.func
+  for cell in getattr(function, "__closure__", None) or ():
+    try:
+      yield cell.cell_contents
+    except ValueError:  # a cell not yet filled
+      continue
+
+
+class _Recorder:
+  """What the canned optimizers were given while the model_fn was traced
+  inside the accumulation loop."""
+
+  def __init__(self):
+    self.parts = []  # (optimizer, its variables, the name scope it had)
+    self.loss = None
+
+  def add(self, optimizer, loss, params):
+    if self.loss is not None and loss is not self.loss:
+      raise errors.UsageError(
+          "the model_fn's canned optimizers were given different losses; "
+          "accumulation_steps > 1 needs one loss for all of them")
+    self.loss = loss
+    scope = tf.compat.v1.get_default_graph().get_name_scope()
+    self.parts.append((optimizer, params, scope))
+
+  def groups(self):
+    return [params for _, params, _ in self.parts]
+
+  def trace(self, model_fn, features, labels, config):
+    """The loss the optimizers were given, with the model_fn traced once."""
+    summaries = tf.compat.v1.get_collection_ref(
+        tf.compat.v1.GraphKeys.SUMMARIES)
+    first = len(summaries)
+    with canned.recording(self):
+      spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, config)
+    # The head's summaries are tensors of the loop; Estimator writes the
+    # update's loss itself.
+    del summaries[first:]
+    if self.loss is None:
+      raise errors.UsageError(
+          "accumulation_steps > 1: the model_fn called no canned optimizer's "
+          "get_updates in TRAIN mode")
+    self.hooks = (spec.training_hooks, spec.training_chief_hooks)
+    return self.loss
+
+
+def _accumulated_spec(model_fn, features, labels, config, k, with_norms):
+  """TRAIN mode's EstimatorSpec of k micro-batches per update."""
+  recorder = _Recorder()
+  grads = accumulation.accumulate(
+      lambda f, l: recorder.trace(model_fn, f, l, config), features, labels,
+      k, with_norms=with_norms,
+      norm_groups=recorder.groups if with_norms else None)
+  by_variable = {v.ref(): g for g, v in zip(grads.grads, grads.variables)}
+  updates = [pipeline.count_micro_batches(k)]
+  for index, (optimizer, params, scope) in enumerate(recorder.parts):
+    sum_squared = (None if grads.sum_squared_norms is None else
+                   grads.sum_squared_norms[index])
+    # Where get_updates was called, so its slots keep their names at any k.
+    with tf.compat.v1.name_scope(scope + "/" if scope else None):
+      updates.append(optimizer.apply_accumulated(
+          [by_variable.get(p.ref()) for p in params], params, sum_squared,
+          grads.loss))
+  hooks, chief_hooks = recorder.hooks
+  return tf.estimator.EstimatorSpec(
+      tf.estimator.ModeKeys.TRAIN, loss=grads.loss,
+      train_op=tf.group(*updates), training_hooks=hooks,
+      training_chief_hooks=chief_hooks)

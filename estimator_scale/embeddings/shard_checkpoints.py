@@ -4,14 +4,22 @@ Under Horovod only rank 0 writes the Estimator's checkpoints, and it holds
 only its own rows of a sharded table (`sharded.py`). So beside each of its
 checkpoints every rank saves its shard and the shard's optimizer slots, as
 slices of the whole variables (TensorFlow's save-slice information), to
-`<model_dir>/sharded_tables/ckpt-<step>-rank<r>-part<k>`, a block of rows
-per part (a Saver would read each variable whole, and TensorFlow copies a
-variable that gathers have touched on every whole read: three copies of
+`<model_dir>/sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>`, a block of
+rows per part (a Saver would read each variable whole, and TensorFlow copies
+a variable that gathers have touched on every whole read: three copies of
 the shard); once all have, rank 0 merges them (`MergeV2Checkpoints`) into
 `<model_dir>/sharded_tables/ckpt-<step>`, a checkpoint of the whole
 tables. A rank restoring reads its own range of rows from it, a block at
 a time, whatever number of ranks wrote it, so a job restarted on another
 number of ranks re-shards as it starts.
+
+The merge takes the parts of this save only: N is in their names, because
+a save that failed (a rank lost before every rank had written) leaves its
+parts behind, and a job resumed on another number of ranks saves the same
+step again with other ranges, which merged together would overlap. Rank 0
+merges only once it finds as many parts as the ranks say they wrote, and
+rank 0's checkpoint of the step, and so an elastic job's commit, comes
+after the merge: a commit always has its whole tables.
 
 All ranks write and read the same files, so the model_dir must be one
 directory they share (a network file system, GCS, S3, HDFS): at start rank
@@ -76,17 +84,20 @@ def _blocks(variables):
 
 
 def _save_in_blocks(variables, prefix):
-  """The op saving `variables` a block of rows at a time, one part per
-  block, one after the other: a SaveV2 of the block, read by a gather, as
-  its slice of the whole variable, to `prefix` + "-part<k>"."""
+  """(the op saving `variables` a block of rows at a time, the number of
+  parts): one part per block, one after the other, a SaveV2 of the block,
+  read by a gather, as its slice of the whole variable, to `prefix` +
+  "-part<k>"."""
   done = tf.no_op()
-  for part, (variable, name, spec, ids) in enumerate(_blocks(variables)):
+  parts = 0
+  for variable, name, spec, ids in _blocks(variables):
     with tf.control_dependencies([done]):
       done = tf.raw_ops.SaveV2(
-          prefix=tf.strings.join([prefix, f"-part{part}"]),
+          prefix=tf.strings.join([prefix, f"-part{parts}"]),
           tensor_names=[name], shape_and_slices=[spec],
           tensors=[tf.gather(variable, ids)])
-  return done
+    parts += 1
+  return done, parts
 
 
 def _restore_in_blocks(variables, prefix):
@@ -124,12 +135,57 @@ def check_shared(directory, hvd, token, read_token):
       "gs://, s3:// or hdfs:// path")
 
 
+def _step(checkpoint):
+  return int(tf.train.load_checkpoint(checkpoint).get_tensor(
+      tf.compat.v1.GraphKeys.GLOBAL_STEP))
+
+
 def merged_checkpoint(checkpoint):
   """The merged sharded tables' checkpoint beside Estimator's `checkpoint`
   (a path prefix), for the same global step."""
-  step = int(tf.train.load_checkpoint(checkpoint).get_tensor(
-      tf.compat.v1.GraphKeys.GLOBAL_STEP))
-  return os.path.join(os.path.dirname(checkpoint), DIRECTORY, f"ckpt-{step}")
+  return os.path.join(os.path.dirname(checkpoint), DIRECTORY,
+                      f"ckpt-{_step(checkpoint)}")
+
+
+def _has_tables(checkpoint):
+  """Whether the ranks can restore their shards at `checkpoint`'s step: its
+  tables were merged, or it is a step 0, which the initializers draw."""
+  return _step(checkpoint) == 0 or tf.io.gfile.exists(
+      merged_checkpoint(checkpoint) + ".index")
+
+
+def resume_where_tables_were_merged(model_dir):
+  """Points `model_dir`'s latest checkpoint back to the newest one whose
+  sharded tables were merged, where the latest lacks them.
+
+  Rank 0's Estimator writes its checkpoint of a step before the ranks save
+  their slices (Estimator's saver is the first hook), so a rank lost in
+  between leaves a checkpoint without tables, whose dense variables match
+  no table. An elastic restart is called for by exactly such a loss, and
+  resumes, as if that save had not begun, from the checkpoint before: the
+  last commit at the latest, since a commit follows the merge. Does nothing
+  in a model_dir without sharded tables, or without such a checkpoint (a
+  restart then stops, naming the missing file).
+
+  Returns:
+    The checkpoint left behind, or None.
+  """
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is None or not tf.io.gfile.exists(
+      os.path.join(model_dir, DIRECTORY, _TOKEN)):
+    return None
+  latest = state.model_checkpoint_path
+  if _has_tables(latest):
+    return None
+  kept = [path for path in state.all_model_checkpoint_paths
+          if _has_tables(path)]
+  if not kept:
+    return None
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, kept[-1], all_model_checkpoint_paths=kept)
+  logging.warning("%s has no merged sharded tables (a save the ranks did "
+                  "not finish); resuming from %s", latest, kept[-1])
+  return latest
 
 
 class WholeTablesSaver(tf.compat.v1.train.Saver):
@@ -227,13 +283,14 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       return
     hvd = self._hvd
     self._checkpoint = tf.compat.v1.placeholder(tf.string, [])
-    self._save_parts = _save_in_blocks(variables, self._checkpoint)
+    self._save_parts, parts = _save_in_blocks(variables, self._checkpoint)
     self._restore = _restore_in_blocks(variables, self._checkpoint)
     self._step = tf.compat.v1.train.get_global_step()
     self._token_in = tf.compat.v1.placeholder(tf.int64, [])
     self._token = hvd.broadcast(self._token_in, 0,
                                 name="sharded_tables_token")
-    self._barrier = hvd.allreduce(tf.constant(1.0), op=hvd.Sum,
+    # A barrier that counts the parts every rank has written.
+    self._barrier = hvd.allreduce(tf.constant(float(parts)), op=hvd.Sum,
                                   name="sharded_tables_barrier")
     self._prefixes = tf.compat.v1.placeholder(tf.string, [None])
     self._merged = tf.compat.v1.placeholder(tf.string, [])
@@ -297,7 +354,11 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       self._save(session, step)
 
   def _prefix(self, step, rank=None):
-    name = f"ckpt-{step}" + ("" if rank is None else f"-rank{rank}")
+    """The merged checkpoint of `step`, or the prefix of `rank`'s parts in
+    a save by this many ranks."""
+    name = f"ckpt-{step}"
+    if rank is not None:
+      name += f"-of{self._hvd.size()}-rank{rank}"
     return os.path.join(self._directory, name)
 
   def _save(self, session, step):
@@ -305,10 +366,28 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     hvd = self._hvd
     session.run(self._save_parts,
                 {self._checkpoint: self._prefix(step, hvd.rank())})
-    session.run(self._barrier)
+    written = int(session.run(self._barrier))
     if hvd.rank() == 0:
-      parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(
-          self._prefix(step) + "-rank*-part*.index"))
-      session.run(self._merge, {self._prefixes: parts,
-                                self._merged: self._prefix(step)})
+      self._merge_parts(session, step, written)
     self._saved_at = step
+
+  def _merge_parts(self, session, step, written):
+    """Merges the `written` parts of this save at `step`, then removes what
+    an unfinished save of the step by another number of ranks left.
+
+    Raises:
+      errors.ConfigError: rank 0 does not find every part the ranks wrote.
+    """
+    size = self._hvd.size()
+    parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(
+        self._prefix(step) + f"-of{size}-rank*-part*.index"))
+    if len(parts) != written:
+      raise errors.ConfigError(
+          f"rank 0 finds {len(parts)} parts of the sharded tables at step "
+          f"{step} in {self._directory}, where the {size} ranks wrote "
+          f"{written}: every rank must write to the directory rank 0 reads, "
+          "and see there what the others wrote (a shared file system)")
+    session.run(self._merge, {self._prefixes: parts,
+                              self._merged: self._prefix(step)})
+    for name in tf.io.gfile.glob(self._prefix(step) + "-of*-rank*"):
+      tf.io.gfile.remove(name)

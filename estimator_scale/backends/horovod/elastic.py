@@ -15,8 +15,10 @@ checkpoint instead:
 - A restart makes the Estimator again for the new size, and it restores the
   checkpoint (global_step, the micro-batch counter, AdaScale's tau and
   estimates, the optimizer's slots) and hands rank 0's variables to the
-  ranks that joined. The updates after the last commit are lost and trained
-  again; none is applied twice. The checkpoint is read from rank 0's
+  ranks that joined. Tables sharded over the ranks are not handed on: each
+  rank reads its range of rows at the new size from the tables every rank
+  saved at the commit (`shard_checkpoints`). The updates after the last
+  commit are lost and trained again; none is applied twice. The checkpoint is read from rank 0's
   model_dir, and rank 0 may move to another host, so every host must see
   the same model_dir.
 - What the ranks keep in memory across a restart is small (the last commit,
@@ -48,6 +50,7 @@ from estimator_scale.backends import coordinator as coordinator_lib
 from estimator_scale.backends import names as backend_names
 from estimator_scale.backends.horovod import faults
 from estimator_scale.backends.horovod import ranks
+from estimator_scale.embeddings import shard_checkpoints
 
 BATCH_POLICIES = backend_names.ELASTIC_BATCH_POLICIES
 COMMIT_EVERY_N_STEPS = backend_names.COMMIT_EVERY_N_STEPS
@@ -215,6 +218,8 @@ class _Job:
   def attach(self, model_dir, topology):
     """The commit hooks of an Estimator made in this attempt; logs the
     attempt's start once (old size, new size, the step it resumes at).
+    Rank 0 resumes from a checkpoint with its sharded tables: a rank lost
+    while the ranks saved them leaves the latest without.
 
     Raises:
       errors.ConfigError: rank 0's model_dir lacks the last commit (every
@@ -222,8 +227,10 @@ class _Job:
     """
     if not self._announced:
       self._announced = True
-      found = coordinator_lib.checkpoint_step(model_dir) if (
-          topology.is_chief) else None
+      found = None
+      if topology.is_chief:
+        shard_checkpoints.resume_where_tables_were_merged(model_dir)
+        found = coordinator_lib.checkpoint_step(model_dir)
       found, committed, host = self._broadcast(
           (found, self.state.step, os.environ.get("HOROVOD_HOSTNAME", "")))
       if found < committed:

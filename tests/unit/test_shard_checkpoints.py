@@ -1,0 +1,126 @@
+"""Saves of sharded tables that did not finish, in one process.
+
+Rank 0 of N is played here by `_Ranks`, whose collectives answer as N ranks
+alike would: what is under test is which parts rank 0 merges, when it
+refuses to, and which checkpoint an elastic restart resumes from when the
+latest lacks its tables. The real 2 -> 3 ranks change is
+tests/integration/test_sharded_elastic.py.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
+
+import estimator_scale as es
+from estimator_scale.embeddings import shard_checkpoints
+from estimator_scale.embeddings import sharded
+
+ROWS = np.arange(14, dtype=np.float32).reshape(7, 2)
+
+
+class _Ranks:
+  """Rank 0 of `size` ranks: a sum over the ranks is `size` times its own."""
+
+  Sum = "sum"
+
+  def __init__(self, size):
+    self._size = size
+
+  def rank(self):
+    return 0
+
+  def size(self):
+    return self._size
+
+  def broadcast(self, value, root_rank, name):
+    del root_rank, name
+    return tf.identity(value)
+
+  def allreduce(self, value, op, name):
+    del op, name
+    return value * self._size
+
+
+def _slice(name, rows, first):
+  """A local variable holding `rows` as its slice of a 7 x 2 table."""
+  variable = tf.compat.v1.get_variable(
+      name, initializer=rows,
+      collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+  variable._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
+      "model/table", list(ROWS.shape), [first, 0], list(rows.shape)))
+  return variable
+
+
+def _save_as_rank_0(model_dir, size, step):
+  """Rank 0 of `size` ranks saves its rows of the table at `step`."""
+  _, rows = sharded.shard_range(len(ROWS), size, 0)
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    _slice("shard", ROWS[:rows], 0)
+    hook = shard_checkpoints.ShardCheckpointHook(str(model_dir), None,
+                                                 _Ranks(size))
+    hook.begin()
+    with tf.compat.v1.Session() as sess:
+      sess.run([tf.compat.v1.global_variables_initializer(),
+                tf.compat.v1.local_variables_initializer()])
+      sess.run(global_step.assign(step))
+      hook.after_create_session(sess, None)
+      hook.end(sess)
+
+
+def test_a_save_merges_its_own_parts_and_clears_an_unfinished_ones(tmp_path):
+  """A save of step 5 by 2 ranks stopped after rank 1 wrote its rows; the
+  job, resumed on 1 rank, saves step 5 again: its merge holds its own rows
+  only, and the other save's part is gone."""
+  tables = tmp_path / shard_checkpoints.DIRECTORY
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    sess.run(tf.raw_ops.SaveV2(
+        prefix=str(tables / "ckpt-5-of2-rank1-part0"),
+        tensor_names=["model/table"], shape_and_slices=["7 2 4,3:-"],
+        tensors=[tf.fill([3, 2], -1.0)]))
+  _save_as_rank_0(tmp_path, 1, 5)
+  merged = tf.train.load_checkpoint(str(tables / "ckpt-5"))
+  np.testing.assert_array_equal(merged.get_tensor("model/table"), ROWS)
+  assert sorted(p.name for p in tables.iterdir()) == [
+      "ckpt-5.data-00000-of-00001", "ckpt-5.index", "shared-dir-token"]
+
+
+def test_rank_0_refuses_to_merge_without_every_ranks_parts(tmp_path):
+  """Rank 1 says it wrote its part, which rank 0 cannot see."""
+  with pytest.raises(es.errors.ConfigError,
+                     match=r"^rank 0 finds 1 parts of the sharded tables at "
+                     r"step 5 in \S*sharded_tables, where the 2 ranks wrote "
+                     r"2: every rank must write"):
+    _save_as_rank_0(tmp_path, 2, 5)
+  assert not (tmp_path / shard_checkpoints.DIRECTORY / "ckpt-5.index").exists()
+
+
+def _estimator_checkpoints(model_dir, steps):
+  """model.ckpt-<step> of each of `steps`, as rank 0's Estimator saves."""
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    saver = tf.compat.v1.train.Saver()
+    for step in steps:
+      sess.run(global_step.assign(step))
+      saver.save(sess, str(model_dir / "model.ckpt"), global_step=step)
+
+
+def test_a_restart_resumes_from_the_latest_checkpoint_with_its_tables(
+    tmp_path):
+  """Rank 0 wrote model.ckpt-8, then a rank was lost before the ranks saved
+  the tables of step 8: the restart resumes from step 4, whose are merged."""
+  _save_as_rank_0(tmp_path, 1, 4)  # the tables of 4, and the shared token
+  _estimator_checkpoints(tmp_path, [0, 4, 8])
+  latest = shard_checkpoints.resume_where_tables_were_merged(str(tmp_path))
+  assert latest == str(tmp_path / "model.ckpt-8")
+  assert tf.train.latest_checkpoint(str(tmp_path)) == str(
+      tmp_path / "model.ckpt-4")
+  # At step 4 it has its tables: left as it is; and so is a model_dir
+  # without sharded tables.
+  plain = tmp_path / "plain"
+  _estimator_checkpoints(plain, [0, 8])
+  for model_dir, step in ((tmp_path, 4), (plain, 8)):
+    assert shard_checkpoints.resume_where_tables_were_merged(
+        str(model_dir)) is None
+    assert tf.train.latest_checkpoint(str(model_dir)) == str(
+        model_dir / f"model.ckpt-{step}")

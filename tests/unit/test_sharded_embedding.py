@@ -5,6 +5,8 @@ agreement on finiteness, and the whole tables evaluation and export
 restore. The exchange
 itself needs real ranks: see
 tests/integration/test_sharded_embedding_multiprocess.py."""
+import copy
+
 import horovod.tensorflow as hvd
 import numpy as np
 import pytest
@@ -317,6 +319,8 @@ def test_layer_and_column_tables_are_whole_in_evaluation_and_export(
         [es.sharded_embedding_column(_ids_column(), 3)])
     tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
     assert [t.shape for t in tables] == [(10, 3), (10, 3)]
+  column = es.sharded_embedding_column(_ids_column(), 3, compression="fp16")
+  assert copy.deepcopy(column).compression == "fp16"
 
 
 @pytest.mark.parametrize("make,message", [

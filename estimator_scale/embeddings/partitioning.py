@@ -120,16 +120,21 @@ def _filled(value):
 def _one_value(initial_value):
   """`initial_value`, made without a graph constant where it is
   `partial(initializer, shape, ...)` of a constant, zeros or ones
-  initializer with one scalar value."""
-  if not (isinstance(initial_value, functools.partial) and initial_value.args
-          and type(initial_value.func) in _ONE_VALUE_INITIALIZERS):
+  initializer with one scalar value. The shape comes positionally from
+  get_variable and feature columns, by keyword from the Keras optimizers'
+  `add_slot` (the canned estimators' slots)."""
+  if not (isinstance(initial_value, functools.partial) and
+          (initial_value.args or "shape" in initial_value.keywords) and
+          type(initial_value.func) in _ONE_VALUE_INITIALIZERS):
     return initial_value
   value = _ONE_VALUE_INITIALIZERS[type(initial_value.func)](initial_value.func)
   if np.ndim(value) != 0:
     return initial_value
+  shape = (initial_value.args[0] if initial_value.args
+           else initial_value.keywords["shape"])
   keywords = {k: v for k, v in initial_value.keywords.items()
               if k in ("dtype", "partition_info")}
-  return functools.partial(_filled(value), *initial_value.args, **keywords)
+  return functools.partial(_filled(value), shape, **keywords)
 
 
 def _split(next_creator, kwargs, full_shape, dtype, parts):

@@ -145,6 +145,29 @@ def test_one_valued_initial_values_are_made_without_graph_constants(
   assert all(np.all(slot == 0.25) for slot in initial[1])
 
 
+def test_keras_optimizer_slots_of_parts_are_made_without_graph_constants():
+  """The canned estimators' Keras optimizers name the slot's shape by
+  keyword; their accumulators must come from `Empty` too."""
+  with tf.Graph().as_default() as graph:
+    with partitioning.partitioned_variables(4, min_slice_bytes=1000):
+      table = tf.compat.v1.get_variable(
+          "table", [1000, 8], initializer=tf.keras.initializers.Zeros())
+      loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [1, 998]))
+      optimizer = tf.keras.optimizers.legacy.Adagrad(
+          0.1, initial_accumulator_value=0.25)
+      train = optimizer.get_updates(loss, list(table))
+    constants = [op.name for op in graph.get_operations()
+                 if op.type in ("Const", "Fill")
+                 and op.outputs[0].shape.num_elements() >= 250 * 8]
+    slots = [optimizer.get_slot(part, "accumulator") for part in table]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      initial = sess.run(slots)
+      sess.run(train)
+  assert not constants, constants
+  assert all(np.all(slot == 0.25) for slot in initial)
+
+
 def _ancestors(op):
   """Every op `op` waits for, through its inputs and control inputs."""
   seen, stack = set(), [op]

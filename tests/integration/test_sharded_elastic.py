@@ -78,7 +78,8 @@ def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
   ended = _dumps(out, "end", STEPS, 3)
   assert [len(dump[TABLE]) for dump in ended] == RANGES
   assert np.max(np.abs(_whole(ended, TABLE) - _whole(started, TABLE))) > 1e-3
-  merged = tf.train.load_checkpoint(str(model_dir / "sharded_tables" / f"ckpt-{STEPS}"))
+  merged = tf.train.load_checkpoint(
+      str(model_dir / "sharded_tables" / f"ckpt-{STEPS}"))
   for name in SHARDED:
     np.testing.assert_array_equal(merged.get_tensor(name),
                                   _whole(ended, name), err_msg=name)

@@ -18,9 +18,9 @@ checkpoint instead:
   ranks that joined. Tables sharded over the ranks are not handed on: each
   rank reads its range of rows at the new size from the tables every rank
   saved at the commit (`shard_checkpoints`). The updates after the last
-  commit are lost and trained again; none is applied twice. The checkpoint is read from rank 0's
-  model_dir, and rank 0 may move to another host, so every host must see
-  the same model_dir.
+  commit are lost and trained again; none is applied twice. The checkpoint
+  is read from rank 0's model_dir, and rank 0 may move to another host, so
+  every host must see the same model_dir.
 - What the ranks keep in memory across a restart is small (the last commit,
   the size, the per-rank micro-batch) and travels as Horovod's
   `ObjectState`.

@@ -161,9 +161,10 @@ def resume_where_tables_were_merged(model_dir):
   Rank 0's Estimator writes its checkpoint of a step before the ranks save
   their slices (Estimator's saver is the first hook), so a rank lost in
   between leaves a checkpoint without tables, whose dense variables match
-  no table. An elastic restart is called for by exactly such a loss, and
-  resumes, as if that save had not begun, from the checkpoint before: the
-  last commit at the latest, since a commit follows the merge. Does nothing
+  no table. A restart after such a loss (elastic, or the job started
+  again) resumes, as if that save had not begun, from the checkpoint
+  before: under elastic Horovod the last commit at the latest, since a
+  commit follows the merge. Does nothing
   in a model_dir without sharded tables, or without such a checkpoint (a
   restart then stops, naming the missing file).
 

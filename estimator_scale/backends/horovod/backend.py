@@ -56,7 +56,12 @@ class Horovod(base.Backend):
                                                    hvd)]
     if job:  # a lost rank is Horovod's error, which restarts the job
       hooks += job.attach(model_dir, topology)
-    elif topology.num_workers > 1:
+      return base.ScaleConfig(config, topology, coord, hooks=hooks)
+    # As an elastic restart does (`attach`); the other ranks read the
+    # checkpoint state only after the allgather below.
+    if topology.is_chief:
+      shard_checkpoints.resume_where_tables_were_merged(model_dir)
+    if topology.num_workers > 1:
       coord = faults.NamingLostRanks(coord,
                                      faults.Peers.exchange(hvd, os.environ))
     return base.ScaleConfig(config, topology, coord, hooks=hooks)

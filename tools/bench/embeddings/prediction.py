@@ -6,29 +6,24 @@ bench model's shapes live (worker.py builds the model from them), and it
 imports no TensorFlow: the bench's driver reads it.
 
 Per trainer and update, with U ids looked up (all distinct, worker.py
-draws them so), D the vector length and N trainers:
-
-- replicated (Horovod's allgather of the rows touched, ring-wise in Gloo):
-  every rank's U rows and their int64 indices pass N - 1 links, so a rank
-  sends (N - 1) U (4D + 8) bytes and receives as much;
-- sharded (`es.sharded_embedding`): the ids travel to their owners
-  ((N - 1)/N of them live elsewhere), the rows come back, and the
-  gradient of those rows goes to the owners again: (N - 1)/N U (8 + 4D +
-  4D) each way;
-- ps (a parameter-server worker): it sends the ids to gather and the
-  gradient's rows with their indices, U (8 + 4D + 8), and receives the
-  rows, 4DU.
+draws them so), the table's part is what
+tools/bench/network/embedding_model.py prices for its placement (the
+replicated allgather, the sharded all-to-alls, a ps worker's pull and
+push), so the bench checks that model too.
 
 The dense head's share is separate: an allreduce's 2(N - 1)/N of its
 bytes each way under Horovod, its variables pulled and its gradient pushed
 by a ps worker.
 """
+from tools.bench.network import embedding_model
+
 IDS_PER_EXAMPLE = 8
 HIDDEN = 16
 CLASSES = 2
 FLOAT_BYTES = 4
-ID_BYTES = 8
 MODES = ("single", "replicated", "sharded", "ps")
+_PLACEMENTS = {"replicated": "replicated", "sharded": "sharded",
+               "ps": "parameter_server"}
 
 
 def head_bytes(dimension):
@@ -38,19 +33,15 @@ def head_bytes(dimension):
 
 
 def sparse_bytes(mode, ids, dimension, trainers):
-  """(sent, received) bytes per update of the table's part; see above."""
-  row = dimension * FLOAT_BYTES
-  if mode == "replicated":
-    both = (trainers - 1) * ids * (row + ID_BYTES)
-    return both, both
-  if mode == "sharded":
-    both = (trainers - 1) / trainers * ids * (ID_BYTES + 2 * row)
-    return both, both
-  if mode == "ps":
-    return ids * (ID_BYTES + row + ID_BYTES), ids * row
+  """(sent, received) bytes per update of the table's part, as
+  tools/bench/network/embedding_model.py prices each placement."""
   if mode == "single":
     return 0, 0
-  raise ValueError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
+  if mode not in _PLACEMENTS:
+    raise ValueError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
+  way = (embedding_model.bytes_sent, embedding_model.bytes_received)
+  return tuple(count(_PLACEMENTS[mode], ids, dimension, trainers)
+               for count in way)
 
 
 def dense_bytes(mode, dimension, trainers):

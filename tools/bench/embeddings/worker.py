@@ -71,13 +71,11 @@ def _model(scope, rows, dimension, sharded):
           vectors = es.sharded_embedding(features["ids"], rows, dimension,
                                          name="table")
         else:
-          table = tf.compat.v1.get_variable("table", [rows, dimension])
-          vectors = tf.nn.embedding_lookup(table, features["ids"])
-        hidden = tf.compat.v1.layers.dense(
-            tf.reduce_mean(vectors, 1), prediction.HIDDEN, tf.nn.relu,
-            name="hidden")
-        return tf.compat.v1.layers.dense(hidden, prediction.CLASSES,
-                                         name="out")
+          vectors = tf.keras.layers.Embedding(rows, dimension, name="table")(
+              features["ids"])
+        hidden = tf.keras.layers.Dense(prediction.HIDDEN, tf.nn.relu,
+                                       name="hidden")(tf.reduce_mean(vectors, 1))
+        return tf.keras.layers.Dense(prediction.CLASSES, name="out")(hidden)
 
     def serving_features(self):
       return {"ids": tf.TensorSpec([prediction.IDS_PER_EXAMPLE], tf.int64)}

@@ -85,6 +85,18 @@ def bytes_sent(placement, unique_ids, dimension, hosts, table_rows=None,
   return (hosts - 1) * unique_ids * (dimension * value_bytes + ID_BYTES)
 
 
+def bytes_received(placement, unique_ids, dimension, hosts, table_rows=None,
+                   value_bytes=4, wire_value_bytes=None):
+  """Bytes one rank (or PS worker) receives per update for one table: what
+  it sends, but for a parameter-server worker, which receives only the
+  rows (`bytes_sent`'s arguments)."""
+  if placement == "parameter_server":
+    _check(unique_ids, dimension, hosts)
+    return unique_ids * dimension * value_bytes
+  return bytes_sent(placement, unique_ids, dimension, hosts, table_rows,
+                    value_bytes, wire_value_bytes)
+
+
 def exchange_seconds(placement, unique_ids, dimension, hosts, link,
                      recipe=sm.Recipe(), table_rows=None, value_bytes=4,
                      wire_value_bytes=None):

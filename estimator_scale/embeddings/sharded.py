@@ -29,8 +29,9 @@ are its own.
 the table's own choice (not `allreduce_compression`'s, which rounds the
 mean gradient, not what the network computes with). Under mixed precision
 a table stays a float32 variable (a cast read would copy it whole) and the
-vectors are cast to the network's dtype, as its variables' reads are; loss scaling's finiteness check sees every
-rank's shards (`nonfinite_shards`).
+vectors are cast to the network's dtype, as its variables' reads are;
+loss scaling's finiteness check sees every rank's shards
+(`nonfinite_shards`).
 
 AdaScale's per-replica norms need each rank's own gradient of the table,
 which exists only before the exchange: the lookup records the unique rows'

@@ -1,4 +1,4 @@
-"""Accumulation over a sharded table: one exchange per micro-batch or per update?
+"""A sharded table under accumulation: an exchange per micro-batch or update?
 
 With accumulation k, each micro-batch's lookup exchanges its ids and rows
 (two alltoalls forward, one back). The other way would send the update's
@@ -81,11 +81,11 @@ def main(argv):
         for _ in range(FLAGS.updates):
           session.run(fetch)
         seconds[name] = (time.perf_counter() - start) / FLAGS.updates
+      ratio = seconds["per_micro_batch"] / seconds["per_update"]
       if hvd.rank() == 0:
         print(f"round {round_index}: " + ", ".join(
             f"{name} {1000 * s:.1f} ms" for name, s in seconds.items()) +
-              f"; ratio {seconds['per_micro_batch'] / seconds['per_update']:.2f}",
-              flush=True)
+              f"; ratio {ratio:.2f}", flush=True)
 
 
 if __name__ == "__main__":

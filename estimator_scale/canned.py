@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale.backends import base
+from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import pipeline
@@ -328,6 +329,7 @@ class _Reducing:
   def _reduce_and_apply(self, samples, params, sum_squared, loss):
     """The train op of this optimizer in one replica's graph."""
     plan = self._es_plan
+    _refuse_sharded(params)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     reducer = plan.topology.backend.make_reducer(plan.allreduce_compression)
     if not reducer.applies_updates:
@@ -363,6 +365,25 @@ class _Reducing:
     if any(weight is global_step for weight in self.weights):
       return adascale.SCOPE
     return f"{adascale.SCOPE}/{self._es_plan.name}"
+
+
+def _refuse_sharded(params):
+  """A Keras optimizer makes a shard's slots global variables, which rank 0's
+  broadcast would overwrite on every rank and checkpoints would save under
+  the whole table's name: a canned estimator cannot train a sharded table.
+
+  Raises:
+    errors.UsageError: naming the table and what to use instead.
+  """
+  shards = [v.op.name for v in params if sharded.is_sharded(v)]
+  if shards:
+    raise errors.UsageError(
+        f"a canned estimator cannot train the sharded table {shards[0]} "
+        "(es.sharded_embedding_column): its Keras optimizer's slots would be "
+        "broadcast and saved as a whole table's; use "
+        "tf.feature_column.embedding_column in a canned estimator, or the "
+        "sharded column in a model of your own (es.BaseModel or a model_fn "
+        "with es.build_train_op)")
 
 
 @functools.lru_cache(maxsize=None)

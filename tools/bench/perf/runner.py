@@ -113,6 +113,17 @@ def combine(results):
   return combined
 
 
+def stop_group(proc, grace_s=10):
+  """Stops the process group `proc` leads: SIGTERM, SIGKILL after grace_s."""
+  for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+    try:
+      os.killpg(proc.pid, sig)
+      proc.wait(wait)
+      return
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+      pass
+
+
 def _run(argv, env, log_path, timeout):
   """Runs argv in its own process group; on timeout stops the whole group."""
   with open(log_path, "w", encoding="utf-8") as log:
@@ -121,13 +132,7 @@ def _run(argv, env, log_path, timeout):
     try:
       return proc.wait(timeout)
     except subprocess.TimeoutExpired:
-      for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
-        try:
-          os.killpg(proc.pid, sig)
-          proc.wait(wait)
-          break
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-          pass
+      stop_group(proc)
       return "timeout"
 
 

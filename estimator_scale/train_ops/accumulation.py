@@ -10,7 +10,7 @@ gradients.
 Why a loop in one session run rather than one micro-batch per session run
 with the apply every k-th run: the loop keeps one `session.run` (one pass
 of every hook, one cross-worker exchange) per update; `make bench` compares
-it with a conditional-apply accumulator (docs/PERFORMANCE.md). Besides,
+it with a conditional-apply accumulator (docs/BENCH.md). Besides,
 `global_step` counts updates without a conditional apply (which
 tf.distribute cannot express inside a replica), and a stop, a signal or a
 checkpoint never falls between micro-batches.

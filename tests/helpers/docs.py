@@ -2,8 +2,17 @@
 
 The docs mark a block's kind on its fence: ```sh blocks are commands meant to
 run (checked by tests/unit/test_docs.py, and the quick start's run by
-tests/integration/test_docs_commands.py), ```python blocks are code that must
-compile, ```text blocks are output or listings and are not checked.
+tests/integration/test_docs_commands.py), ```python blocks are code that
+runs, ```text blocks are output or listings and are not checked.
+
+A page's ```python blocks run in order in one namespace, as a reader pasting
+them one after another would. A block that cannot run there (it needs
+horovodrun, a cluster, data a command writes, or the names of a block it
+sketches) says so on the line just before its fence:
+
+    <!-- fragment: needs horovodrun's elastic driver -->
+
+and is only compiled.
 """
 import os
 import re
@@ -17,6 +26,7 @@ README = os.path.join(ROOT, "README.md")
 DOCS = os.path.join(ROOT, "docs")
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
+_FRAGMENT = re.compile(r"^<!--\s*fragment:(.*)-->\s*$")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&"})
 _REDIRECTS = frozenset({">", ">>", "<", "2>", "2>>"})
@@ -49,6 +59,40 @@ def fenced_blocks(path):
         lines.append(line)
   assert language is None, f"{path}:{start}: the fence opened here never closes"
   return blocks
+
+
+def fragment_markers(path):
+  """{line number: the reason given} of every fragment marker in `path`."""
+  with open(path, encoding="utf-8") as f:
+    return {number: match.group(1).strip()
+            for number, line in enumerate(f, 1)
+            for match in [_FRAGMENT.match(line.strip())] if match}
+
+
+def python_blocks(path):
+  """[(text, first line number, fragment reason or None)] of the page's
+  ```python blocks; a block is a fragment when the line just before its
+  opening fence is a fragment marker."""
+  markers = fragment_markers(path)
+  # A block's text starts on `line`, so its fence is line - 1 and the marker
+  # line - 2.
+  return [(text, line, markers.get(line - 2))
+          for language, text, line in fenced_blocks(path)
+          if language == "python"]
+
+
+def run_python_blocks(path):
+  """Runs the page's ```python blocks but its fragments, in order, in one
+  namespace; returns it.
+
+  Each block is compiled as `path` at its own line numbers, so a traceback
+  names the page and the line of the guide that failed.
+  """
+  namespace = {"__name__": "__main__"}
+  for text, line, reason in python_blocks(path):
+    if reason is None:
+      exec(compile("\n" * (line - 1) + text, path, "exec"), namespace)  # pylint: disable=exec-used
+  return namespace
 
 
 def prose(path):

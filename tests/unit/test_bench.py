@@ -1,6 +1,6 @@
 """The benchmark's arithmetic and report, on fake measurements (no processes).
 
-The numbers in docs/PERFORMANCE.md are only as good as the code that pairs,
+The numbers in docs/BENCH.md are only as good as the code that pairs,
 divides and tabulates them, so that code is checked here in isolation.
 """
 import json

@@ -1,9 +1,11 @@
 """The README and the guides say only what is true of this repository.
 
 Every guide is linked from the README, every relative link resolves, every
-```python block compiles, and every command of a ```sh block names a Makefile
-target, a module or file that exists, and only flags that the command line or
-the launcher define, with values they accept. Commands that need a cluster
+page's ```python blocks run (in order, in one namespace, in a fresh working
+directory; a block marked as a fragment is only compiled, and its marker
+says why), and every command of a ```sh block names a Makefile target, a
+module or file that exists, and only flags that the command line or the
+launcher define, with values they accept. Commands that need a cluster
 (horovodrun over hosts, the launcher over ssh) are checked the same way, not
 run; tests/integration/test_docs_commands.py runs the quick start.
 """
@@ -77,6 +79,29 @@ def test_python_blocks_compile():
   assert blocks
   for where, text in blocks:
     compile(text, where, "exec")
+
+
+_RUNNABLE = [path for path in _PAGES
+             if any(reason is None for _, _, reason in docs.python_blocks(path))]
+
+
+@pytest.mark.parametrize("page", _RUNNABLE, ids=_page_id)
+def test_python_blocks_run(page, tmp_path, monkeypatch):
+  """The page's blocks but its fragments run as written, in a fresh
+  directory: what they write (model_dir, data) goes under it."""
+  monkeypatch.chdir(tmp_path)
+  docs.run_python_blocks(page)
+
+
+@pytest.mark.parametrize("page", _PAGES, ids=_page_id)
+def test_fragment_markers_give_a_reason_and_mark_a_python_block(page):
+  blocks = {line - 2: reason for _, line, reason in docs.python_blocks(page)}
+  for line, reason in docs.fragment_markers(page).items():
+    where = f"{_page_id(page)}:{line}"
+    assert line in blocks, (
+        f"{where}: a fragment marker must be the line just before a "
+        "```python fence")
+    assert reason, f"{where}: say why the block cannot run: <!-- fragment: why -->"
 
 
 def test_shell_commands_name_what_exists():

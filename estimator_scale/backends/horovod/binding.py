@@ -16,7 +16,7 @@ ready tensors; on a host whose cores all compute (one thread per rank), the
 1 ms default wakes it often enough to take CPU from the ranks, while an
 update allreduces once (the reducer folds everything into one group), so a
 longer cycle costs at most a few ms per update.
-tools/bench/perf/horovod_knobs.py measures the choices; docs/PERFORMANCE.md
+tools/bench/perf/horovod_knobs.py measures the choices; docs/BENCH.md
 has what each bought."""
 
 
@@ -50,7 +50,7 @@ def bind_to_cores(topology, environ, threads=None):
   Unbound, the OS moves each rank's compute thread, Horovod's background
   thread and Gloo's threads across all cores, so ranks that each could own a
   core take turns on all of them; bound, a rank's Horovod threads run on its
-  own core between its updates (docs/PERFORMANCE.md, "Horovod knobs", has
+  own core between its updates (docs/BENCH.md, "Horovod knobs", has
   what it buys). A process the user or launcher already bound (an affinity narrower than
   the machine) is left as it is, as is a rank asking for more intra-op
   threads than its share; `ESTIMATOR_SCALE_CORE_BINDING=none` turns binding

@@ -2,7 +2,7 @@
 
 allreduce.py runs the measurements; this module reads them, with nothing
 but the model and the links' description, so that both pages' renderers
-(docs/NETWORK.md and docs/PERFORMANCE.md, which quotes the calibration)
+(docs/NETWORK.md and docs/BENCH.md, which quotes the calibration)
 can use it without the bench's runners. The unshaped runs calibrate; every
 shaped row of `comparison` is a prediction.
 """

@@ -5,7 +5,7 @@ Reads results/rows.json (training rows) and results/allreduce.json
 render` redraws the page from saved results; either file may be missing, and
 its sections then say how to make it. Predictions come from
 scaling_model.py with the compute the rows measured. The prose is
-NETWORK.md.template's, link.md's (shared with docs/PERFORMANCE.md) and
+NETWORK.md.template's, link.md's (shared with docs/BENCH.md) and
 reading.md's (what the rows say, shown where rows exist).
 """
 import dataclasses

@@ -7,7 +7,7 @@ round. A variant's rates are windows of one process tree, the links
 reshaped between them (tools/bench/perf/windows.py): a 2-host job takes
 longer to start than a window lasts. Every process runs one intra- and one
 inter-op thread, so a host is one core's compute, as in
-docs/PERFORMANCE.md's rows 4.
+docs/BENCH.md's rows 4.
 
 A window is sized in updates, but the same number of updates takes ten
 times longer at 100 Mbit/s than unshaped: steps come from

@@ -5,7 +5,7 @@
 
 Runs VARIANTS (variants.py) in interleaved rounds (runner.py), turns the
 measurements into ROWS (results.py), and writes results/bench.json and
-docs/PERFORMANCE.md (render.py). `--rerender` rewrites the page alone.
+docs/BENCH.md (render.py). `--rerender` rewrites the page alone.
 """
 import argparse
 import functools

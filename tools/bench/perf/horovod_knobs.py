@@ -9,7 +9,7 @@ Each variant is a fresh CLI run (1 process, 2 Horovod ranks under one
 setting of the environment, or 2 multi_worker_mirrored workers); a round runs
 every variant once, so they alternate, and each figure is the median over
 rounds of the CLI's own examples/sec (its summary_json). The result is
-rendered into docs/PERFORMANCE.md's "Horovod knobs" section.
+rendered into docs/BENCH.md's "Horovod knobs" section.
 """
 import argparse
 import json

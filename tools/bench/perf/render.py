@@ -1,8 +1,8 @@
-"""docs/PERFORMANCE.md from results/bench.json, through the page's template.
+"""docs/BENCH.md from results/bench.json, through the page's template.
 
 Rendering reads only a bench.json's rows (and the Horovod knobs' JSON), so
 `--rerender` rewrites the page from saved results without running anything.
-The prose is PERFORMANCE.md.template's and explanations.md's (why a row can
+The prose is BENCH.md.template's and explanations.md's (why a row can
 miss); this module computes every figure the page shows from the JSON.
 """
 import json
@@ -18,8 +18,8 @@ from tools.bench.perf import variants
 _HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_JSON = os.path.join(_HERE, "results", "bench.json")
 KNOBS_JSON = os.path.join(_HERE, "results", "horovod_knobs.json")
-PAGE = os.path.join(repo.DOCS, "PERFORMANCE.md")
-TEMPLATE = os.path.join(_HERE, "PERFORMANCE.md.template")
+PAGE = os.path.join(repo.DOCS, "BENCH.md")
+TEMPLATE = os.path.join(_HERE, "BENCH.md.template")
 EXPLANATIONS = os.path.join(_HERE, "explanations.md")
 # The network page's paragraph on what a shaped link stands for, which this
 # page repeats under "Over a network", and the network bench's allreduce
@@ -186,7 +186,7 @@ def link_text(result, allreduce_result):
 
 
 def markdown(result, knobs_path=KNOBS_JSON, allreduce_path=ALLREDUCE_JSON):
-  """docs/PERFORMANCE.md: table, machine, how to reproduce, closing note."""
+  """docs/BENCH.md: table, machine, how to reproduce, closing note."""
   machine = result["machine"]
   return repo.fill_template(TEMPLATE, dict(
       STARTUP_FIELDS, date=machine["date"], summary=machine["summary"],

@@ -1,4 +1,4 @@
-"""What the bench runs and what each row of docs/PERFORMANCE.md compares.
+"""What the bench runs and what each row of docs/BENCH.md compares.
 
 VARIANTS are the measurements: a launcher, a number of processes and the
 flags of tools/bench/perf/worker.py. ROWS pair two variants on one metric with a

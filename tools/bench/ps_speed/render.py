@@ -15,9 +15,9 @@ RESULTS = os.path.join(_HERE, "results", "ps_speed.json")
 PEER_RESULTS = os.path.join(_HERE, "results", "peer_speed.json")
 TEMPLATE = os.path.join(_HERE, "PS_SPEED.md.template")
 PAGE = os.path.join(repo.DOCS, "PS_SPEED.md")
-SMOKE = ("**Smoke run**: shorter windows or fewer rounds than the tool's "
-         "defaults, on a busy machine; these figures show the tool works, "
-         "they are not the measurement.")
+SMOKE = ("**Shorter than the defaults**: this run had fewer rounds or "
+         "shorter windows than `make bench-ps-speed` runs (its settings are "
+         "below); the per-round columns show how far its rounds agree.")
 LABELS = {"one": "1 process", "async": "asynchronous PS (chief + worker + ps)",
           "sync": "synchronous PS, `--ps_sync` (chief + worker + ps)",
           "estimator_scale": "estimator_scale (census zoo model)",

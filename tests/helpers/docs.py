@@ -62,11 +62,17 @@ def fenced_blocks(path):
 
 
 def fragment_markers(path):
-  """{line number: the reason given} of every fragment marker in `path`."""
+  """{line number: the reason given} of every fragment marker in `path`,
+  outside fenced blocks (a block may show one)."""
+  markers, inside = {}, False
   with open(path, encoding="utf-8") as f:
-    return {number: match.group(1).strip()
-            for number, line in enumerate(f, 1)
-            for match in [_FRAGMENT.match(line.strip())] if match}
+    for number, line in enumerate(f, 1):
+      if line.startswith("```"):
+        inside = not inside
+      match = not inside and _FRAGMENT.match(line.strip())
+      if match:
+        markers[number] = match.group(1).strip()
+  return markers
 
 
 def python_blocks(path):

@@ -13,6 +13,12 @@ from one `build_run_config` result made first: the user makes the
 Estimator with `config=scale_config.run_config`, and `make_estimator`
 checks that it did (a factory called with the RunConfig would save that one
 argument and still need the topology for the optimizer).
+
+The Estimator's `topology` is the one source of "how many of us" for what
+it is given: an `inputs.InputFn` built without one takes it when
+`train`/`evaluate`/`predict` are called (one built with another is
+refused), and `build_train_op` inside its model_fn takes its topology and
+TrainingConfig (`pipeline.declare_estimator`).
 """
 from typing import List, Optional
 
@@ -118,8 +124,11 @@ class Estimator:
       hooks.append(hooks_lib.StopAtProgressHook(self._scale_invariant_steps))
     self.progress = None
     if self._global_batch_size and self.topology.is_chief:
+      # A step is one update: one worker's share of the global batch with
+      # asynchronous parameter servers.
       self.progress = hooks_lib.ProgressHook(
-          self._global_batch_size, self._progress_every, target)
+          self.topology.examples_per_update(self._global_batch_size),
+          self._progress_every, target)
       hooks.append(self.progress)
     if stragglers.applies(self.topology):
       workers = self._scale.coordinator.worker_labels()  # on every worker
@@ -127,12 +136,31 @@ class Estimator:
         hooks.append(stragglers.StragglerHook(workers, self._progress_every))
     return hooks
 
+  def _for_this_job(self, input_fn):
+    """`input_fn` as this Estimator runs it.
+
+    An `inputs.InputFn` built without a topology takes this Estimator's
+    (and its accumulation steps, unless it was given its own); its batch
+    size is checked against them here, before any graph is built. One
+    built for another topology is refused. Any other input_fn is returned
+    as it is.
+
+    Raises:
+      ConfigError: the input was built for another topology (the message
+        names both), or its batch does not divide over this job.
+    """
+    if not isinstance(input_fn, inputs.InputFn):
+      return input_fn
+    return input_fn.for_estimator(self.topology,
+                                  self.training_config.accumulation_steps)
+
   def train(self, input_fn, hooks=None, steps=None, max_steps=None):
     """Trains `steps` more updates, or up to update `max_steps`.
 
     Returns:
       self, like tf.estimator.Estimator.train.
     """
+    input_fn = self._for_this_job(input_fn)
     if self.topology.is_chief and not isinstance(input_fn, inputs.InputFn):
       logging.warning(
           "input: %s is not built by estimator_scale.inputs, so its position "
@@ -147,6 +175,7 @@ class Estimator:
   def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None,
                name=None):
     """Evaluates the latest checkpoint; every worker gets the same metrics."""
+    input_fn = self._for_this_job(input_fn)
     with data_files.naming_corrupt_files(data_files.files_of(input_fn)):
       return self._scale.coordinator.evaluate(
           self.tf_estimator, input_fn, steps=steps, hooks=hooks,
@@ -156,6 +185,7 @@ class Estimator:
               checkpoint_path=None, yield_single_examples=True):
     """See tf.estimator.Estimator.predict; works on any task, also after
     the others exited."""
+    input_fn = self._for_this_job(input_fn)
     return self._scale.coordinator.predict(
         self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,
         checkpoint_path=checkpoint_path,
@@ -198,7 +228,8 @@ def make_estimator(model, model_dir=None, distribution="none",
     model_dir: checkpoint directory (shared by all workers).
     distribution: a backend name for `build_run_config`.
     training_config: `TrainingConfig` (not for an existing Estimator: its
-      optimizers are inside it).
+      optimizers are inside it). A hand-written model_fn's `build_train_op`
+      takes it when given none, and refuses another one.
     hparams: overrides of the model's `default_hparams`, "a=1,b=2" or a dict.
     scale_config: an existing `build_run_config` result (then `distribution`
       and `run_config_kwargs` are not used and must be left at defaults);
@@ -223,6 +254,7 @@ def make_estimator(model, model_dir=None, distribution="none",
         "training_config does not apply to an existing Estimator: its "
         "optimizers are inside it; give them es.canned_optimizer(..., "
         "lr_scaling=...)")
+  given_config = training_config
   training_config = training_config or pipeline.TrainingConfig()
   if scale_config is None:
     scale_config = run_config_lib.build_run_config(
@@ -267,24 +299,32 @@ def make_estimator(model, model_dir=None, distribution="none",
     raise errors.UsageError(
         "model must be a BaseModel instance, an Estimator model_fn or a "
         f"tf.estimator.Estimator, got {type(model).__name__}")
-  tf_estimator = _with_placed_variables(tf_estimator, scale_config)
+  tf_estimator = _with_placed_variables(tf_estimator, scale_config,
+                                        given_config)
   return Estimator(tf_estimator, scale_config, training_config, model=model,
                    global_batch_size=global_batch_size,
                    progress_every_n_steps=progress_every_n_steps,
                    scale_invariant_steps=scale_invariant_steps)
 
 
-def _with_placed_variables(tf_estimator, scale_config):
+def _with_placed_variables(tf_estimator, scale_config, training_config):
   """The same Estimator, its model built as `embeddings.place_variables`
   says: large variables split over ps tasks, what cannot fit refused.
 
   Made anew around the model_fn (with its params bound), since a canned
   estimator's variables are made inside its own model_fn; its canned
-  optimizers' micro-batches run there too (`canned_accumulation`).
+  optimizers' micro-batches run there too (`canned_accumulation`). The
+  model_fn first declares the Estimator's TrainingConfig (None: not
+  given) and topology for the graph it builds, which `build_train_op`
+  reads (`pipeline.declare_estimator`).
   """
-  model_fn = embeddings.place_variables(
+  placed = embeddings.place_variables(
       canned_accumulation.with_accumulation(tf_estimator),
       scale_config.run_config.num_ps_replicas, scale_config.topology)
+
+  def model_fn(features, labels, mode, params, config):
+    pipeline.declare_estimator(training_config, scale_config.topology)
+    return placed(features, labels, mode, params, config)
   return tf.estimator.Estimator(
       model_fn, config=run_config_lib.for_the_factory(tf_estimator.config),
       params=tf_estimator.params,

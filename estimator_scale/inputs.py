@@ -1,18 +1,23 @@
 """Estimator input_fn builders: arrays, TFRecord files, CSV files, synthetic data.
 
-Every builder takes the *global* batch size (examples per update over the
-whole job) and serves each replica its share, global / (workers x replicas),
-which the model_fn splits into accumulation micro-batches. Training input is
-shuffled with a seed, repeated (so ranks never run out of data at different
-steps) and batched with drop_remainder, and resumes where the checkpoint it
-starts from left it (`input_position`: no example of the epoch trained
+Every builder takes the *global* batch size (examples per step over the
+whole job, summed over its workers: one update's when they are
+synchronous) and serves each replica its share, global / (workers x
+replicas), which the model_fn splits into accumulation micro-batches.
+Training input is shuffled with a seed, repeated (so ranks never run out
+of data at different steps) and batched with drop_remainder, and resumes
+where the checkpoint it starts from left it (`input_position`: no example of the epoch trained
 twice or skipped, on any worker count); evaluation input is one ordered
 pass over everything. Files are found and read through
 tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
 
-Each builder is a function that checks its arguments at once (a batch size
-that does not divide fails before any graph is built) and returns an
-`InputFn`, the callable Estimator takes as input_fn.
+Each builder is a function that checks its arguments at once and returns
+an `InputFn`, the callable Estimator takes as input_fn. Which share a
+process reads depends on the job, its `Topology`: left out (the default),
+it is the Estimator's, which `Estimator.train`/`evaluate`/`predict` hand
+to the input before anything runs, so the batch is checked against the job
+there, before any graph is built (`InputFn.for_estimator`); given, it must
+be the Estimator's, or the Estimator refuses the input naming both.
 """
 import os
 
@@ -29,7 +34,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 class InputFn:
-  """An Estimator input_fn, and the files it reads.
+  """An Estimator input_fn, and the job it reads for and the files it reads.
 
   Estimator calls it as any input_fn (with `params`, `config` and, under
   tf.distribute, an `input_context`); `config.model_dir` holds the
@@ -38,18 +43,99 @@ class InputFn:
   `Estimator.train`/`evaluate` look for the culprit among them
   (`data_files.naming_corrupt_files`).
 
+  Which share of the data this process reads, and in batches of what size,
+  follow from the job's `Topology`. Built without one, the input takes the
+  Estimator's: `make_estimator`'s Estimator calls `for_estimator` with its
+  own before it trains, evaluates or predicts. Called without one (by a
+  plain tf.estimator.Estimator, or by hand), it reads as one local process
+  would, and a training input refuses a call that shows more replicas or
+  workers than that.
+
   Attributes:
     files: the paths it reads, in order; () for in-memory data.
+    topology: the job it reads for, or None: the Estimator's, once given.
+    global_batch_size: examples per step over the whole job (training), or
+      per batch (evaluation).
+    training: whether it is a training input (sharded, shuffled, repeated).
+    accumulation_steps: micro-batches per update, or None: the Estimator's.
   """
 
-  def __init__(self, make_dataset, files=()):
+  def __init__(self, make_dataset, files=(), global_batch_size=None,
+               training=True, topology=None, accumulation_steps=None,
+               builder="input"):
+    """Checks the batch at once: against `topology` where given, else what
+    can be checked without one (a positive size that divides into the
+    accumulation steps).
+
+    Args:
+      make_dataset: (topology, replica batch size, input_context,
+        model_dir) -> tf.data.Dataset.
+      files: the paths it reads.
+      global_batch_size, training, topology, accumulation_steps: as the
+        attributes.
+      builder: the builder's name, for messages.
+    """
     self._make_dataset = make_dataset
     self.files = tuple(files)
+    self.global_batch_size = global_batch_size
+    self.training = training
+    self.topology = topology
+    self.accumulation_steps = accumulation_steps
+    self._builder = builder
+    self._replica_batch = _replica_batch(
+        global_batch_size, training, topology or topology_lib.Topology(),
+        accumulation_steps or 1)
+
+  def for_estimator(self, topology, accumulation_steps=1):
+    """This input as the Estimator of `topology` runs it.
+
+    Args:
+      topology: the Estimator's `Topology`.
+      accumulation_steps: the Estimator's micro-batches per update, which
+        apply where the input was given none.
+
+    Returns:
+      An `InputFn` that reads for `topology`, its batch checked against it.
+
+    Raises:
+      ConfigError: the input was built for another topology (naming both),
+        or its batch does not divide over `topology`'s replicas.
+    """
+    if self.topology is not None:
+      differ = self.topology.differences(topology)
+      if differ:
+        raise errors.ConfigError(
+            f"{self._builder}: inputs built for {self.topology.describe()} "
+            f"but the Estimator runs {topology.describe()} "
+            f"({', '.join(differ)} differ): leave topology out, or pass "
+            "estimator.topology")
+    return InputFn(self._make_dataset, self.files, self.global_batch_size,
+                   self.training, topology,
+                   self.accumulation_steps or accumulation_steps,
+                   self._builder)
 
   def __call__(self, params=None, input_context=None, config=None):
     del params  # every setting was fixed when the input_fn was built
-    return self._make_dataset(input_context,
+    topology = self.topology or self._alone(input_context, config)
+    return self._make_dataset(topology, self._replica_batch, input_context,
                               getattr(config, "model_dir", None))
+
+  def _alone(self, input_context, config):
+    """One local process: what an input without a topology reads for when
+    no Estimator of the framework gave it one. A training input refuses
+    a call whose context or RunConfig shows a larger job, whose share it
+    cannot know."""
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    workers = max(getattr(config, "num_worker_replicas", 1) or 1,
+                  input_context.num_input_pipelines if input_context else 1)
+    if self.training and max(replicas, workers) > 1:
+      raise errors.ConfigError(
+          f"{self._builder}: built without topology= and called by an "
+          f"Estimator of {workers} worker(s), {replicas} replica(s) in "
+          "sync that es.make_estimator did not make, so it cannot know its "
+          "share: train through es.make_estimator, or pass "
+          "topology=build_run_config(...).topology")
+    return topology_lib.Topology()
 
 
 def _replica_batch(global_batch_size, training, topology, accumulation_steps):
@@ -124,7 +210,8 @@ def _count(features, labels):
 
 
 def from_arrays(features, labels, global_batch_size, training=True,
-                topology=None, accumulation_steps=1, seed=0, shuffle_buffer=0):
+                topology=None, accumulation_steps=None, seed=0,
+                shuffle_buffer=0):
   """input_fn over in-memory arrays.
 
   Training reads them in `input_position`'s order: epochs of windows of
@@ -137,22 +224,21 @@ def from_arrays(features, labels, global_batch_size, training=True,
     labels: an array (or None), same first axis.
     global_batch_size: examples per update over the whole job.
     training: shuffle/repeat/shard (True) or one ordered pass (False).
-    topology: this process's Topology (default: one local process).
-    accumulation_steps: micro-batches per update, to check divisibility.
+    topology: this process's Topology; leave it out to take the
+      Estimator's (`InputFn.for_estimator`), or pass `estimator.topology`.
+    accumulation_steps: micro-batches per update, to check divisibility;
+      None: the Estimator's.
     seed: shuffle seed; None disables shuffling.
     shuffle_buffer: 0 = the whole array.
 
   Returns:
     An `InputFn`.
   """
-  topology = topology or topology_lib.Topology()
-  replica_batch = _replica_batch(global_batch_size, training, topology,
-                                 accumulation_steps)
   count = _count(features, labels)
   data = (features, labels) if labels is not None else features
   buffer = (shuffle_buffer or count) if seed is not None else 0
 
-  def make_dataset(input_context, model_dir):
+  def make_dataset(topology, replica_batch, input_context, model_dir):
     shards, index = _shards(topology, training, input_context)
     if shards > 1 and count < shards:
       raise errors.ConfigError(f"from_arrays: {count} examples cannot be "
@@ -173,7 +259,8 @@ def from_arrays(features, labels, global_batch_size, training=True,
       dataset = dataset.shard(shards, index)
     return _finish(dataset, training, replica_batch, seed, buffer)
 
-  return InputFn(make_dataset)
+  return InputFn(make_dataset, (), global_batch_size, training, topology,
+                 accumulation_steps, "from_arrays")
 
 
 def list_files(pattern, flag="file pattern"):
@@ -188,8 +275,8 @@ def list_files(pattern, flag="file pattern"):
 
 
 def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
-                   training=True, topology=None, accumulation_steps=1, seed=0,
-                   shuffle_buffer=10000, deterministic=True,
+                   training=True, topology=None, accumulation_steps=None,
+                   seed=0, shuffle_buffer=10000, deterministic=True,
                    skip_corrupt=False):
   """input_fn over TFRecord files of tf.train.Examples.
 
@@ -219,9 +306,6 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
   Returns:
     An `InputFn` whose `files` are the files the pattern matched.
   """
-  topology = topology or topology_lib.Topology()
-  replica_batch = _replica_batch(global_batch_size, training, topology,
-                                 accumulation_steps)
   files = list_files(pattern, "TFRecord pattern")
   if skip_corrupt:
     logging.warning("from_tfrecords: corrupt records in %s are skipped, "
@@ -241,7 +325,7 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
     labels = parsed.pop(label_key)
     return parsed, labels
 
-  def resumed(shards, index, model_dir):
+  def resumed(topology, shards, index, model_dir):
     """The training records from the checkpoint's position on."""
     start = _start(model_dir, global_batch_size, shards, topology)
     window = buffer or None
@@ -262,10 +346,10 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
     return input_position.worker_share(stream, global_batch_size, shards,
                                        index)
 
-  def make_dataset(input_context, model_dir):
+  def make_dataset(topology, replica_batch, input_context, model_dir):
     shards, index = _shards(topology, training, input_context)
     if _resumes(training, topology):
-      dataset = resumed(shards, index, model_dir).batch(
+      dataset = resumed(topology, shards, index, model_dir).batch(
           replica_batch, drop_remainder=True)
       return dataset.map(parse, num_parallel_calls=AUTOTUNE).prefetch(
           AUTOTUNE)
@@ -290,7 +374,8 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
     return _finish(dataset, training, replica_batch, seed, buffer,
                    parse=parse, parse_batches=True)
 
-  return InputFn(make_dataset, files)
+  return InputFn(make_dataset, files, global_batch_size, training, topology,
+                 accumulation_steps, "from_tfrecords")
 
 
 def write_tfrecord_shards(features, labels, directory, num_shards,
@@ -345,7 +430,8 @@ def check_csv(files, num_columns):
 
 def from_csv(pattern, column_names, label_column, column_defaults,
              global_batch_size, training=True, topology=None,
-             accumulation_steps=1, seed=0, shuffle_buffer=10000, header=True):
+             accumulation_steps=None, seed=0, shuffle_buffer=10000,
+             header=True):
   """input_fn over CSV files (no quoting) with a header line or given names.
 
   Args:
@@ -376,12 +462,14 @@ def from_csv(pattern, column_names, label_column, column_defaults,
   return from_csv_lines(files, parse_line, global_batch_size,
                         training=training, topology=topology,
                         accumulation_steps=accumulation_steps, seed=seed,
-                        shuffle_buffer=shuffle_buffer, header=header)
+                        shuffle_buffer=shuffle_buffer, header=header,
+                        builder="from_csv")
 
 
 def from_csv_lines(files, parse_line, global_batch_size, training=True,
-                   topology=None, accumulation_steps=1, seed=0,
-                   shuffle_buffer=10000, header=True):
+                   topology=None, accumulation_steps=None, seed=0,
+                   shuffle_buffer=10000, header=True,
+                   builder="from_csv_lines"):
   """input_fn over the lines of CSV files, each parsed by `parse_line`.
 
   What `from_csv` and `data_files.from_files` share: they differ only in
@@ -394,21 +482,19 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
     files: the CSV files, in order.
     parse_line: a scalar string tensor -> features, or (features, labels).
     header: whether each file starts with a header line to skip.
+    builder: the name messages give the input.
     other arguments: as `from_arrays`.
 
   Returns:
     An `InputFn` whose `files` are `files`.
   """
   files = list(files)
-  topology = topology or topology_lib.Topology()
-  replica_batch = _replica_batch(global_batch_size, training, topology,
-                                 accumulation_steps)
   buffer = shuffle_buffer if seed is not None else 0
 
   def lines(path):
     return tf.data.TextLineDataset(path).skip(1 if header else 0)
 
-  def make_dataset(input_context, model_dir):
+  def make_dataset(topology, replica_batch, input_context, model_dir):
     shards, index = _shards(topology, training, input_context)
     if _resumes(training, topology):
       start = _start(model_dir, global_batch_size, shards, topology)
@@ -427,12 +513,13 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
     return _finish(dataset, training, replica_batch, seed, buffer,
                    parse=parse_line)
 
-  return InputFn(make_dataset, files)
+  return InputFn(make_dataset, files, global_batch_size, training, topology,
+                 accumulation_steps, builder)
 
 
 def synthetic(feature_shapes, global_batch_size, num_classes=None,
               label_shape=(), training=True, topology=None,
-              accumulation_steps=1, seed=0):
+              accumulation_steps=None, seed=0):
   """input_fn of fixed random tensors of a given shape, for throughput work.
 
   One batch is generated once and repeated, so the pipeline costs nothing
@@ -447,13 +534,11 @@ def synthetic(feature_shapes, global_batch_size, num_classes=None,
   Returns:
     An `InputFn`.
   """
-  topology = topology or topology_lib.Topology()
-  n = _replica_batch(global_batch_size, training, topology, accumulation_steps)
   shapes = sorted(dict(feature_shapes).items())
   label_shape = tuple(label_shape)
   seed = seed or 0
 
-  def batch(unused_index):
+  def batch(n):
     features = {name: tf.random.stateless_normal((n,) + tuple(shape),
                                                  [seed, i])
                 for i, (name, shape) in enumerate(shapes)}
@@ -464,10 +549,13 @@ def synthetic(feature_shapes, global_batch_size, num_classes=None,
       labels = tf.random.stateless_normal((n,) + label_shape, [seed, -1])
     return features, labels
 
-  def make_dataset(unused_input_context, unused_model_dir):
+  def make_dataset(unused_topology, replica_batch, unused_input_context,
+                   unused_model_dir):
     # Made by an op and cached, not embedded as a constant: a large batch in
     # the GraphDef is copied at every stage of building the session.
-    dataset = tf.data.Dataset.range(1).map(batch).cache()
+    dataset = tf.data.Dataset.range(1).map(
+        lambda unused_index: batch(replica_batch)).cache()
     return dataset.repeat() if training else dataset
 
-  return InputFn(make_dataset)
+  return InputFn(make_dataset, (), global_batch_size, training, topology,
+                 accumulation_steps, "synthetic")

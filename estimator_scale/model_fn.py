@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import resume
-from estimator_scale import topology as topology_lib
 from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import precision as precision_lib
 
@@ -28,20 +27,23 @@ def make_model_fn(model, training_config=None, topology=None):
 
   Args:
     model: the `BaseModel`.
-    training_config: `TrainingConfig` (default: momentum SGD, lr 0.1).
-    topology: this process's Topology (default: one local process).
+    training_config: `TrainingConfig`; None: the Estimator's, as
+      `pipeline.build_train_op` takes it (`TrainingConfig()`, momentum SGD,
+      outside an Estimator that `make_estimator` made).
+    topology: this process's Topology; None: the Estimator's (one local
+      process outside an Estimator that make_estimator made).
 
   Returns:
     model_fn(features, labels, mode, params, config) -> EstimatorSpec.
   """
-  training_config = training_config or pipeline.TrainingConfig()
-  topology = topology or topology_lib.Topology()
   model = _Attributed(model)
 
   def model_fn(features, labels, mode, params, config):
+    training, job = pipeline.the_estimators(
+        training_config, topology, caller="make_model_fn")
     if config is not None and config.tf_random_seed is not None:
       _seed_layer_initializers(config.tf_random_seed)
-    network = _network(model, params, training_config.precision)
+    network = _network(model, params, training.precision)
     if mode == ModeKeys.PREDICT:
       outputs = network(features, False)
       return tf.estimator.EstimatorSpec(
@@ -58,10 +60,10 @@ def make_model_fn(model, training_config=None, topology=None):
       return model.loss(model.targets(micro_features, micro_labels),
                         network(micro_features, True), params)
 
-    built = pipeline.build_train_op(loss_fn, features, labels,
-                                    training_config, topology)
+    built = pipeline.build_train_op(loss_fn, features, labels, training,
+                                    job)
     # A checkpoint of another recipe restores what it has; see resume.py.
-    scaffold = (resume.training_scaffold(config, SCOPE, topology.is_chief)
+    scaffold = (resume.training_scaffold(config, SCOPE, job.is_chief)
                 if config is not None and config.model_dir else None)
     return tf.estimator.EstimatorSpec(
         mode, loss=built.loss, train_op=built.train_op, scaffold=scaffold,

@@ -66,26 +66,37 @@ class Topology:
   def replicas_per_update(self):
     """Replicas whose gradients one update averages.
 
-    All of them when synchronous; with parameter servers each worker
-    applies its own updates, so only its replicas.
+    All of them when synchronous; with asynchronous parameter servers each
+    worker applies its own updates, so only its replicas.
     """
     return self.num_replicas if self.synchronous else self.replicas_per_worker
 
   def replica_batch_size(self, global_batch_size, accumulation_steps=1,
                          flag="global_batch_size"):
-    """The examples one replica reads per update (k micro-batches).
+    """The examples one replica reads per update of its own (k micro-batches).
+
+    `global_batch_size` means one thing on every backend: the examples the
+    whole job reads per step of its workers, summed over every worker and
+    replica, so a replica reads global_batch_size / (workers x replicas)
+    whatever the backend, and the micro-batch the S = 1 learning rate was
+    tuned for, global_batch_size / (workers x replicas x k), stays the same
+    when the same flags run on another backend. Synchronous, that is one
+    update's batch. With asynchronous parameter servers each worker applies
+    its own update of its share, global_batch_size / workers examples
+    (`examples_per_update`): S (and the rate lr_scaling derives from it) is
+    that update's replicas x k, and `global_step`, which counts every
+    worker's updates, advances workers times per global batch read.
 
     Args:
-      global_batch_size: examples per update, summed over the whole job.
+      global_batch_size: examples per step, summed over the whole job.
       accumulation_steps: micro-batches per update.
       flag: the name to use in error messages.
 
     Returns:
-      global_batch_size / replicas_per_update; a multiple of
-      accumulation_steps.
+      global_batch_size / num_replicas; a multiple of accumulation_steps.
 
     Raises:
-      ValueError: naming the nearest valid global batch sizes.
+      ConfigError: naming the nearest valid global batch sizes.
     """
     if global_batch_size is None or int(global_batch_size) < 1:
       raise errors.ConfigError(f"{flag} must be a positive integer, got "
@@ -93,16 +104,47 @@ class Topology:
     if int(accumulation_steps) < 1:
       raise errors.ConfigError("accumulation_steps must be >= 1, got "
                                f"{accumulation_steps!r}")
-    divisor = self.replicas_per_update * int(accumulation_steps)
+    divisor = self.num_replicas * int(accumulation_steps)
     if global_batch_size % divisor:
       lower = max(divisor, global_batch_size // divisor * divisor)
       upper = (global_batch_size // divisor + 1) * divisor
       raise errors.ConfigError(
           f"{flag}={global_batch_size} does not divide into "
-          f"{self.replicas_per_update} replica(s) x {accumulation_steps} "
+          f"{self.num_replicas} replica(s) x {accumulation_steps} "
           f"accumulation step(s) = {divisor} "
           f"({self.num_workers} worker(s) x {self.replicas_per_worker} "
           "replica(s) each); "
           f"use a multiple of {divisor}, e.g. {lower} or {upper}")
-    return global_batch_size // self.replicas_per_update
+    return global_batch_size // self.num_replicas
 
+  def examples_per_update(self, global_batch_size):
+    """The examples one update (one `global_step`) averages.
+
+    The whole `global_batch_size` when synchronous; one worker's share,
+    global_batch_size / num_workers, with asynchronous parameter servers.
+    Throughput is this times the steps per second.
+    """
+    return global_batch_size * self.replicas_per_update // self.num_replicas
+
+  def describe(self):
+    """This topology in one line, as messages name it: what sharding and
+    updates depend on."""
+    return (f"topology(backend={self.backend.name!r}, "
+            f"synchronous={self.synchronous}, "
+            f"num_workers={self.num_workers}, "
+            f"worker_index={self.worker_index}, "
+            f"replicas_per_worker={self.replicas_per_worker}, "
+            f"is_chief={self.is_chief})")
+
+  def differences(self, other):
+    """The names of what `other` says otherwise about the job and this
+    process's place in it (not local_rank/local_size, which place a
+    process on its host only)."""
+    return [name for name, mine, theirs in (
+        ("backend", self.backend.name, other.backend.name),
+        ("synchronous", self.synchronous, other.synchronous),
+        ("num_workers", self.num_workers, other.num_workers),
+        ("worker_index", self.worker_index, other.worker_index),
+        ("replicas_per_worker", self.replicas_per_worker,
+         other.replicas_per_worker),
+        ("is_chief", self.is_chief, other.is_chief)) if mine != theirs]

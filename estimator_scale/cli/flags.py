@@ -30,7 +30,14 @@ flags.DEFINE_string("eval_data", None,
 flags.DEFINE_bool("skip_corrupt_records", False,
                   "Skip unreadable TFRecord records instead of failing.")
 flags.DEFINE_integer("global_batch_size", 64,
-                     "Examples per update, summed over all workers.",
+                     "Examples per step, summed over all workers and "
+                     "replicas, on every backend: each replica reads "
+                     "global_batch_size / (workers x replicas). Synchronous "
+                     "backends average them in one update; asynchronous "
+                     "parameter servers (no --ps_sync) apply each worker's "
+                     "share, global_batch_size / workers, as an update of "
+                     "its own, and S (so the rate --lr_scaling gives) and "
+                     "each of the --train_steps updates are that share's.",
                      lower_bound=1)
 
 # Training: the optimizer, its learning rate and how it scales.

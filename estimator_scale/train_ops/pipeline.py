@@ -6,13 +6,21 @@ in one function. `build_train_op` is public: a hand-written Estimator
 model_fn calls it the way it would wrap its optimizer in
 `hvd.DistributedOptimizer`, and the BaseModel template is just its first
 user.
+
+Inside an Estimator that `make_estimator` made, the `TrainingConfig` and
+`Topology` are the Estimator's: its model_fn declares them for the graph it
+builds (`declare_estimator`), so `build_train_op` takes them when it is
+given none and refuses, in one line naming both, a TrainingConfig or
+Topology that says otherwise.
 """
 import dataclasses
 from typing import Optional
+import weakref
 
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
 from estimator_scale.backends import names as backend_names
 from estimator_scale.embeddings import sharded
@@ -119,7 +127,89 @@ class TrainOp:
   compute_seconds: Optional[tf.Tensor] = None
 
 
-def build_train_op(loss_fn, features, labels, training_config, topology):
+_DECLARED = weakref.WeakKeyDictionary()
+"""{graph: (TrainingConfig or None, Topology)} of the Estimator building it."""
+
+
+def declare_estimator(training_config, topology):
+  """Declares, for the graph being built, the Estimator that builds it.
+
+  `make_estimator`'s model_fn calls it first: the graph is the one
+  Estimator made for this call (under tf.distribute, every replica's
+  thread builds into it too), so what `build_train_op` reads while it is
+  built is this Estimator's, and nothing outlives the graph.
+
+  Args:
+    training_config: the `TrainingConfig` given to `make_estimator`, or
+      None where it was given none (a hand-written model_fn's own then
+      applies).
+    topology: the Estimator's `Topology`.
+  """
+  _DECLARED[tf.compat.v1.get_default_graph()] = (training_config, topology)
+
+
+def _declared():
+  """What `declare_estimator` said for this graph (or the graph it is
+  inside of), or None outside an Estimator that make_estimator made."""
+  graph = tf.compat.v1.get_default_graph()
+  while graph is not None:
+    if graph in _DECLARED:
+      return _DECLARED[graph]
+    graph = getattr(graph, "outer_graph", None)
+  return None
+
+
+def _fields(config, names):
+  return ", ".join(f"{name}={getattr(config, name)!r}" for name in names)
+
+
+def the_estimators(training_config=None, topology=None,
+                   caller="build_train_op"):
+  """(TrainingConfig, Topology) a model_fn trains with.
+
+  Inside an Estimator that `make_estimator` made: the Estimator's, where
+  none is given; one given must be the same (a TrainingConfig is compared
+  with the one given to make_estimator, if it was given one).
+  Outside one: the given ones, else `TrainingConfig()` and one local
+  process (a plain tf.estimator.Estimator has no other to offer; under
+  tf.distribute `replicas_in_sync` refuses it, and an Estimator made with
+  the RunConfig of a job the factory synchronises refuses to train).
+
+  Raises:
+    ConfigError: a TrainingConfig or Topology other than the Estimator's,
+      naming both.
+  """
+  declared = _declared()
+  if declared is None:
+    return (training_config or TrainingConfig(),
+            topology or topology_lib.Topology())
+  made_config, made_topology = declared
+  if training_config is None:
+    training_config = made_config or TrainingConfig()
+  elif made_config is not None and training_config != made_config:
+    differ = [field.name for field in dataclasses.fields(TrainingConfig)
+              if getattr(training_config, field.name) !=
+              getattr(made_config, field.name)]
+    raise errors.ConfigError(
+        f"{caller} was given a training_config with "
+        f"{_fields(training_config, differ)} but the Estimator's "
+        f"(make_estimator(training_config=...)) has "
+        f"{_fields(made_config, differ)}: leave training_config out to "
+        "take the Estimator's, or pass estimator.training_config")
+  if topology is None:
+    topology = made_topology
+  else:
+    differ = topology.differences(made_topology)
+    if differ:
+      raise errors.ConfigError(
+          f"{caller} was given {topology.describe()} but the Estimator runs "
+          f"{made_topology.describe()} ({', '.join(differ)} differ): leave "
+          "topology out to take the Estimator's, or pass estimator.topology")
+  return training_config, topology
+
+
+def build_train_op(loss_fn, features, labels, training_config=None,
+                   topology=None):
   """The train op of one update, for any Estimator model_fn.
 
   Builds the network once (through `loss_fn`) and runs it over the
@@ -139,12 +229,22 @@ def build_train_op(loss_fn, features, labels, training_config, topology):
       it; cast floating features yourself where raw ops meet them.
     features, labels: the model_fn's arguments in TRAIN mode (this
       replica's share of one update); labels may be None.
-    training_config: `TrainingConfig`.
-    topology: this process's `Topology` (`build_run_config(...).topology`).
+    training_config: `TrainingConfig`; None: the Estimator's (the one
+      given to `make_estimator`; `TrainingConfig()` where it was given
+      none, or outside an Estimator that make_estimator made).
+    topology: this process's `Topology`; None: the Estimator's
+      (`estimator.topology`; one local process outside an Estimator that
+      make_estimator made).
 
   Returns:
     `TrainOp`.
+
+  Raises:
+    ConfigError: a training_config other than the one given to
+      `make_estimator`, or a topology other than the Estimator's; the
+      message names both.
   """
+  training_config, topology = the_estimators(training_config, topology)
   built = _build(loss_fn, features, labels, training_config, topology)
   tf.compat.v1.summary.scalar("learning_rate", built.learning_rate)
   if built.adascale is not None:

@@ -6,6 +6,7 @@ import tensorflow as tf
 import estimator_scale as es
 from estimator_scale import backends
 from estimator_scale import topology as topology_lib
+from estimator_scale.backends import coordinator as coordinator_lib
 
 
 def _ids(dataset, batches):
@@ -154,3 +155,181 @@ def test_csv_lines_parse_as_the_caller_says(tmp_path):
   batches = list(fn())
   assert [b["sum"].numpy().tolist() for b in batches] == [[3.0, 7.0], [11.0]]
   assert fn.files == (str(path),)
+
+
+class _Recording:
+  """A coordinator that records the input_fn each call hands it."""
+
+  can_broadcast = True
+
+  def __init__(self, topology):
+    self.topology = topology
+    self.given = []
+
+  def worker_labels(self):
+    return [f"worker {i}" for i in range(self.topology.num_workers)]
+
+  def train(self, estimator, input_fn, hooks, steps, max_steps):
+    del estimator, hooks, steps
+    self.given.append(input_fn)
+    return coordinator_lib.TrainResult(max_steps,
+                                       coordinator_lib.StopReason.TARGET)
+
+  def evaluate(self, estimator, input_fn, **kwargs):
+    self.given.append(input_fn)
+    return {}
+
+  def predict(self, estimator, input_fn, **kwargs):
+    self.given.append(input_fn)
+    return iter(())
+
+
+def _estimator(topology, accumulation_steps=1):
+  """The framework's Estimator of `topology`, its coordinator recording."""
+  scale = es.ScaleConfig(tf.estimator.RunConfig(), topology,
+                         _Recording(topology))
+  return es.Estimator(None, scale, es.TrainingConfig(
+      accumulation_steps=accumulation_steps))
+
+
+def test_an_input_without_topology_takes_the_estimators():
+  """Left out, the topology is the Estimator's: the ranks read disjoint
+  halves of every global batch, 4 examples each, where a default of one
+  local process would have every rank read all 8, in the same order."""
+  ids = np.arange(40)
+  seen = []
+  for w in range(2):
+    estimator = _estimator(_worker(w))
+    fn = es.inputs.from_arrays({"id": ids}, ids, 8, seed=3)
+    assert fn.topology is None
+    estimator.train(fn, max_steps=5)
+    (given,) = estimator.coordinator.given
+    assert given.topology is estimator.topology
+    features, _ = next(iter(given()))
+    assert features["id"].shape[0] == 4
+    seen.append(set(_ids(given(), 5)))
+    # The same reading as an input built with topology=estimator.topology.
+    explicit = es.inputs.from_arrays({"id": ids}, ids, 8, seed=3,
+                                     topology=estimator.topology)
+    assert _ids(given(), 5) == _ids(explicit(), 5)
+    estimator.evaluate(es.inputs.from_arrays({"id": ids}, ids, 8,
+                                             training=False))
+    estimator.predict(fn)
+    assert all(g.topology is estimator.topology
+               for g in estimator.coordinator.given)
+  assert not seen[0] & seen[1]
+  assert seen[0] | seen[1] == set(range(40))
+
+
+@pytest.mark.parametrize("backend", ["horovod", "parameter_server",
+                                     "multi_worker_mirrored"])
+def test_every_file_builder_takes_the_estimators_topology(backend, tmp_path):
+  ids = np.arange(24)
+  es.inputs.write_tfrecord_shards({"id": ids}, ids, str(tmp_path), 4)
+  (tmp_path / "a.csv").write_text(
+      "id,label\n" + "".join(f"{i},{i}\n" for i in range(24)))
+  spec = {"id": tf.io.FixedLenFeature([], tf.int64),
+          "label": tf.io.FixedLenFeature([], tf.int64)}
+  builders = {
+      "from_tfrecords": lambda: es.inputs.from_tfrecords(
+          str(tmp_path / "*.tfrecord"), spec, "label", 8, seed=1),
+      "from_csv": lambda: es.inputs.from_csv(
+          str(tmp_path / "a.csv"), ["id", "label"], "label", [[0], [0]], 8),
+      "synthetic": lambda: es.inputs.synthetic({"id": ()}, 8, num_classes=2),
+  }
+  for name, build in builders.items():
+    seen = []
+    for w in range(2):
+      topology = topology_lib.Topology(backend=backends.get(backend),
+                                       num_workers=2, worker_index=w,
+                                       is_chief=w == 0)
+      estimator = _estimator(topology)
+      estimator.train(build(), max_steps=1)
+      (given,) = estimator.coordinator.given
+      assert given.topology is topology, name
+      features, _ = next(iter(given()))
+      assert features["id"].shape[0] == 4, name
+      if name != "synthetic":
+        seen.append(set(_ids(given(), 3)))
+    if seen:
+      assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 24, name
+
+
+@pytest.mark.parametrize("built_for,runs,differ", [
+    (dict(num_workers=2, worker_index=1), dict(num_workers=4, worker_index=1),
+     "num_workers differ"),
+    (dict(num_workers=2, worker_index=0), dict(num_workers=2, worker_index=1,
+                                               is_chief=False),
+     "worker_index, is_chief differ"),
+    (dict(backend="none"), dict(backend="horovod"), "backend differ"),
+    (dict(replicas_per_worker=2, backend="mirrored"),
+     dict(replicas_per_worker=1, backend="mirrored"),
+     "replicas_per_worker differ"),
+    (dict(backend="parameter_server", num_workers=2),
+     dict(backend="ps_sync", num_workers=2), "synchronous differ"),
+])
+def test_an_input_built_for_another_topology_is_refused_naming_both(
+    built_for, runs, differ):
+  def topology(backend="horovod", **fields):
+    made = (backends.get("parameter_server").synchronized()
+            if backend == "ps_sync" else backends.get(backend))
+    return topology_lib.Topology(backend=made, **fields)
+  mine, theirs = topology(**built_for), topology(**runs)
+  estimator = _estimator(theirs)
+  fn = es.inputs.from_arrays({"x": np.zeros((16, 2))}, np.zeros(16), 8,
+                             topology=mine)
+  with pytest.raises(es.errors.ConfigError) as raised:
+    estimator.train(fn, max_steps=1)
+  message = str(raised.value)
+  assert "\n" not in message
+  assert message.startswith(f"from_arrays: inputs built for "
+                            f"{mine.describe()} but the Estimator runs "
+                            f"{theirs.describe()} ({differ})"), message
+  assert message.endswith("leave topology out, or pass estimator.topology")
+  assert not estimator.coordinator.given
+  # The Estimator's own topology, or one equal to it, is taken.
+  for same in (theirs, topology(**runs)):
+    estimator.train(es.inputs.from_arrays(
+        {"x": np.zeros((16, 2))}, np.zeros(16), 8, topology=same),
+        max_steps=1)
+  assert len(estimator.coordinator.given) == 2
+
+
+def test_a_batch_that_does_not_divide_over_the_estimators_job_fails_first():
+  """Checked when the Estimator takes the input, before anything runs."""
+  estimator = _estimator(_worker(0, 4), accumulation_steps=2)
+  fn = es.inputs.from_arrays({"x": np.zeros((64, 2))}, np.zeros(64), 12)
+  with pytest.raises(es.errors.ConfigError,
+                     match=r"^global_batch_size=12 does not divide into 4 "
+                     r"replica\(s\) x 2 accumulation step\(s\) = 8 .* e\.g\. "
+                     r"8 or 16$"):
+    estimator.train(fn, max_steps=1)
+  assert not estimator.coordinator.given
+  # The input's own accumulation_steps, where given, is kept.
+  estimator.train(es.inputs.from_arrays(
+      {"x": np.zeros((64, 2))}, np.zeros(64), 12, accumulation_steps=3),
+      max_steps=1)
+  # What needs no topology is still checked when the input is built.
+  with pytest.raises(es.errors.ConfigError, match="global_batch_size=6 .* "
+                     r"1 replica\(s\) x 4"):
+    es.inputs.from_arrays({"x": np.zeros((16, 2))}, np.zeros(16), 6,
+                          accumulation_steps=4)
+
+
+def test_without_an_estimator_of_the_framework_a_larger_job_is_refused():
+  fn = es.inputs.from_arrays({"x": np.zeros((16, 2))}, np.zeros(16), 8)
+  context = tf.distribute.InputContext(num_input_pipelines=2,
+                                       input_pipeline_id=0,
+                                       num_replicas_in_sync=2)
+  with pytest.raises(es.errors.ConfigError,
+                     match=r"^from_arrays: built without topology= and called "
+                     r"by an Estimator of 2 worker\(s\), 2 replica\(s\) in "
+                     r"sync that es\.make_estimator did not make"):
+    fn(input_context=context)
+  # One local process (a plain Estimator, a call by hand) reads it all;
+  # evaluation is one pass over everything whatever the job.
+  features, _ = next(iter(fn()))
+  assert features["x"].shape[0] == 8
+  evaluation = es.inputs.from_arrays({"x": np.zeros((16, 2))}, np.zeros(16),
+                                     8, training=False)
+  assert next(iter(evaluation(input_context=context)))[0]["x"].shape[0] == 8

@@ -31,9 +31,9 @@ def test_commands_differ_by_launcher_and_ps_sync_only():
     job.command("two", SETTINGS, "/m")
 
 
-def test_a_run_consumes_the_global_batch_unless_synchronous():
+def test_a_run_consumes_its_trainers_share_of_the_global_batch():
   assert job.batch_per_run("one", 256) == 256
-  assert job.batch_per_run("async", 256) == 256
+  assert job.batch_per_run("async", 256) == 128
   assert job.batch_per_run("sync", 256) == 128
 
 

@@ -132,8 +132,10 @@ def test_one_line_says_which_mode(sync, line, monkeypatch, tmp_path):
   assert [m for m in said if m.startswith("parameter_server:")] == [
       m for m in said if line in m]
   assert any(line in m for m in said)
-  # Synchronous: the whole job's batch is split over the workers.
-  assert scale.topology.replica_batch_size(64) == (32 if sync else 64)
+  # Either way the job's batch is split over the workers; asynchronous,
+  # each worker's share is an update of its own.
+  assert scale.topology.replica_batch_size(64) == 32
+  assert scale.topology.examples_per_update(64) == (64 if sync else 32)
   waiting = [h for h in scale.hooks if isinstance(h, ps_sync.TimeoutHook)]
   assert len(waiting) == int(sync)
 

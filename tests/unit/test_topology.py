@@ -1,13 +1,18 @@
-"""Topology from TF_CONFIG and the run-config builder's refusals."""
+"""Topology from TF_CONFIG, the run-config builder's refusals, and what
+--global_batch_size means on each backend."""
 import json
 import subprocess
 
+from absl.testing import flagsaver
 import pytest
 
 import estimator_scale as es
 from estimator_scale import backends
 from estimator_scale import errors
 from estimator_scale.backends import tf_config
+from estimator_scale.cli import estimators
+from estimator_scale.cli import evaluation
+from estimator_scale.cli import flags as cli_flags
 from tests.helpers.processes import PYTHON, ROOT, worker_env
 
 
@@ -118,3 +123,72 @@ def test_intra_op_threads_size_the_process_pools():
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "refused: intra_op_threads=2" in proc.stdout
   assert "already runs with 1" in proc.stdout
+
+
+def _job(name, workers, replicas=1):
+  backend = (backends.get("parameter_server").synchronized()
+             if name == "ps_sync" else backends.get(name))
+  return es.Topology(backend=backend, num_workers=workers,
+                     replicas_per_worker=replicas)
+
+
+# Each backend as it runs: one process, replicas in one, 2 workers.
+_JOBS = [("none", 1, 1), ("mirrored", 1, 2), ("multi_worker_mirrored", 2, 1),
+         ("horovod", 2, 1), ("ps_sync", 2, 1), ("parameter_server", 2, 1),
+         ("horovod", 4, 1), ("parameter_server", 4, 1)]
+
+
+@pytest.mark.parametrize("name,workers,replicas", _JOBS)
+def test_global_batch_size_means_one_thing_on_every_backend(name, workers,
+                                                            replicas):
+  """The same flags (--global_batch_size=64 --accumulation_steps=2) on each
+  backend: every replica reads 64 / (workers x replicas), so the
+  micro-batch, the batch the S = 1 learning rate is for, is the same
+  wherever the job has as many replicas; an asynchronous update is one
+  worker's share and S counts that share's micro-batches."""
+  topology = _job(name, workers, replicas)
+  training = es.TrainingConfig(accumulation_steps=2)
+  per_replica = topology.replica_batch_size(64, 2)
+  assert per_replica * topology.num_replicas == 64
+  micro_batch = per_replica // 2
+  assert micro_batch == 64 // (workers * replicas * 2)
+  per_update = topology.examples_per_update(64)
+  assert per_update == (64 if topology.synchronous else 64 // workers)
+  # An update averages S micro-batches: S = 1 is one micro-batch everywhere.
+  assert per_update == training.samples_per_update(topology) * micro_batch
+  assert training.resolved_scale(topology) == (
+      workers * replicas * 2 if topology.synchronous else replicas * 2)
+
+
+def test_asynchronous_workers_split_the_global_batch_and_say_so():
+  topology = _job("parameter_server", 2)
+  with pytest.raises(errors.ConfigError,
+                     match=r"^global_batch_size=6 does not divide into 2 "
+                     r"replica\(s\) x 2 accumulation step\(s\) = 4 \(2 "
+                     r"worker\(s\) x 1 replica\(s\) each\); use a multiple "
+                     r"of 4, e\.g\. 4 or 8$"):
+    topology.replica_batch_size(6, 2)
+
+
+def test_the_cli_path_reads_the_same_batch_arithmetic(monkeypatch, tmp_path):
+  """The command line's input and throughput under asynchronous parameter
+  servers: --global_batch_size=64 over 2 workers is 32 examples per worker
+  and per update, as `Topology` says."""
+  monkeypatch.setenv("TF_CONFIG", json.dumps({
+      "cluster": {"chief": ["localhost:1"], "worker": ["localhost:2"],
+                  "ps": ["localhost:3"]},
+      "task": {"type": "chief", "index": 0}}))
+  if not cli_flags.FLAGS.is_parsed():
+    cli_flags.FLAGS.mark_as_parsed()
+  with flagsaver.flagsaver(model="digits_mlp", model_dir=str(tmp_path),
+                           distribution="parameter_server",
+                           global_batch_size=64, accumulation_steps=2):
+    estimator = estimators.estimator(estimators.registered_model())
+    train, _ = evaluation.input_fns(estimator)
+    assert not estimator.topology.synchronous
+    replica_batch = estimator.topology.replica_batch_size(64, 2)
+    assert replica_batch == 32
+    features, _ = next(iter(estimator._for_this_job(train)()))  # pylint: disable=protected-access
+    assert features["image"].shape[0] == replica_batch
+    estimator._hooks([], 10)  # pylint: disable=protected-access
+    assert estimator.progress._batch == 32  # pylint: disable=protected-access

@@ -50,9 +50,10 @@ def command(mode, settings, model_dir):
 
 
 def batch_per_run(mode, global_batch):
-  """Examples one trainer's run consumes: asynchronous workers each apply
-  whole global batches, synchronous ones split one between them."""
-  return global_batch // TRAINERS[mode] if mode == "sync" else global_batch
+  """Examples one trainer's run consumes: its share of the global batch,
+  synchronous or not (`Topology.replica_batch_size`); an asynchronous
+  worker applies its share as an update of its own."""
+  return global_batch // TRAINERS[mode]
 
 
 def read_runs(folder):

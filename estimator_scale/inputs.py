@@ -60,9 +60,8 @@ class InputFn:
     accumulation_steps: micro-batches per update, or None: the Estimator's.
   """
 
-  def __init__(self, make_dataset, files=(), global_batch_size=None,
-               training=True, topology=None, accumulation_steps=None,
-               builder="input"):
+  def __init__(self, make_dataset, files, global_batch_size, training=True,
+               topology=None, accumulation_steps=None, builder="input"):
     """Checks the batch at once: against `topology` where given, else what
     can be checked without one (a positive size that divides into the
     accumulation steps).

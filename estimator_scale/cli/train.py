@@ -108,7 +108,8 @@ def _run_training():
   progress = estimator.progress
   speed = progress.examples_per_sec if progress else None
   if speed is None and wall > 0:
-    speed = global_batch_size * (estimator.last_step or 0) / wall
+    speed = (estimator.topology.examples_per_update(global_batch_size) *
+             (estimator.last_step or 0) / wall)
   summary = _summary(estimator, metrics, wall, speed, global_batch_size)
   summary["evaluations"] = [{k: float(v) for k, v in e.items()}
                             for e in estimator.evaluations]

@@ -44,7 +44,10 @@ class TrainingConfig:
     schedule: the S = 1 learning-rate schedule.
     accumulation_steps: micro-batches per update (k).
     lr_scaling: a rule of `scaling.RULES`.
-    scale: S; None means workers x replicas x k.
+    scale: S; None means the gradient samples one update averages:
+      workers x replicas x k, or with asynchronous parameter servers the
+      worker's own replicas x k (its update is its share of the global
+      batch, `Topology.examples_per_update`).
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
       (None: max(1 - n/1000, 0), n the gradient samples per update).

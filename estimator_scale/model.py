@@ -8,6 +8,8 @@ import abc
 
 import tensorflow as tf
 
+from estimator_scale import errors
+
 
 class BaseModel(abc.ABC):
   """A model: network, loss, metrics, predictions and serving inputs.
@@ -56,8 +58,7 @@ class BaseModel(abc.ABC):
   def logits(self, features, training, params):
     """Builds the network and returns its output for a batch of features."""
     raise NotImplementedError(
-        f"model {self.name or type(self).__name__!r} must implement logits() "
-        "or keras_model()")
+        f"{_described(self)} must implement logits() or keras_model()")
 
   def targets(self, features, labels):
     """What `loss` and `eval_metrics` compare the outputs with.
@@ -81,7 +82,8 @@ class BaseModel(abc.ABC):
     return {"outputs": logits}
 
   def eval_metrics(self, labels, logits, params):
-    """{name: tf.compat.v1.metrics pair}; the loss is added automatically."""
+    """{name: a tf.compat.v1.metrics (value, update) pair or an updated
+    tf.keras.metrics.Metric}; the loss is added automatically."""
     return {}
 
   def training_hooks(self, features, labels):
@@ -103,8 +105,8 @@ class BaseModel(abc.ABC):
       accumulation_steps: micro-batches per update, to check divisibility.
     """
     raise NotImplementedError(
-        f"model {self.name or type(self).__name__!r} ships no data; pass your "
-        "own input_fn to estimator.train/evaluate")
+        f"{_described(self)} ships no data; pass your own input_fn to "
+        "estimator.train/evaluate")
 
   def label_feature(self):
     """How one record's label is parsed, or None for a label-free model."""
@@ -147,32 +149,144 @@ class ClassifierModel(BaseModel):
   """A classifier: `logits` returns unnormalised class scores, labels are ids.
 
   Provides the softmax cross-entropy loss, accuracy and the usual
-  predictions; a subclass only builds the network.
+  predictions; a subclass only builds the network. Its logits are
+  [batch, classes], 2 or more classes; for one logit per example (clicked
+  or not) subclass `BinaryClassifierModel`.
   """
 
   def label_feature(self):
     """See base class: a class id."""
-    return tf.io.FixedLenFeature([], tf.int64)
+    return _class_id()
 
   def loss(self, labels, logits, params):
     """See base class."""
+    logits = self._checked_logits(logits)
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=tf.cast(tf.reshape(labels, [-1]), tf.int32), logits=logits))
 
   def predictions(self, logits, params):
     """See base class."""
+    logits = self._checked_logits(logits)
     return {"classes": tf.argmax(logits, axis=-1),
             "probabilities": tf.nn.softmax(logits), "logits": logits}
 
   def eval_metrics(self, labels, logits, params):
     """See base class."""
-    return {"accuracy": tf.compat.v1.metrics.accuracy(
-        labels=tf.reshape(labels, [-1]),
-        predictions=tf.argmax(logits, axis=-1))}
+    logits = self._checked_logits(logits)
+    return {"accuracy": _accuracy(labels, tf.argmax(logits, axis=-1))}
+
+  def _checked_logits(self, logits):
+    """`logits`, refused when they hold one score per example: softmax
+    over one class is 1 whatever the network says, and a label 1 is out
+    of range (on a GPU, a NaN loss rather than an error)."""
+    if logits.shape.rank and logits.shape[-1] == 1:
+      raise errors.ConfigError(
+          f"{_described(self)}: a ClassifierModel's logits are one score "
+          "per class, 2 or more, [batch, classes]; its logits have shape "
+          f"{_shape(logits.shape)}, one per example. For one logit per "
+          "example (clicked or not, labels 0/1) subclass "
+          "BinaryClassifierModel")
+    return logits
+
+
+class BinaryClassifierModel(BaseModel):
+  """A binary classifier (a click model): one logit per example.
+
+  `logits` returns the log-odds of the positive class, [batch, 1] (a last
+  `tf.keras.layers.Dense(1)`; [batch] is taken as the same); labels are 0
+  or 1 (read as ids, compared as floats). Provides what TensorFlow's canned
+  binary classifiers do: the mean sigmoid cross-entropy loss; predictions
+  `logistic` (the probability of 1, what the SavedModel's signature
+  returns), `logits` and `class_ids` (1 where the probability is above
+  0.5), each [batch, 1]; and the evaluation metrics `auc` (ROC),
+  `auc_precision_recall`, `precision`, `recall`, `accuracy` (at 0.5),
+  `prediction/mean`, `label/mean` and `calibration` (mean prediction over
+  mean label; 1 is calibrated). A subclass only builds the network and
+  names its serving features.
+  """
+
+  auc_thresholds = 1000
+  """Thresholds of the AUC metrics' curves (Keras' AUC, interpolated)."""
+
+  def label_feature(self):
+    """See base class: clicked (1) or not (0), as an id."""
+    return _class_id()
+
+  def loss(self, labels, logits, params):
+    """See base class: the mean sigmoid cross-entropy (log loss)."""
+    logits = self._checked_logits(logits)
+    labels = self._labels(labels, logits)
+    return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=labels, logits=logits))
+
+  def predictions(self, logits, params):
+    """See base class: `logistic`, `logits` and `class_ids`, [batch, 1]."""
+    return _binary_predictions(self._checked_logits(logits))
+
+  def eval_metrics(self, labels, logits, params):
+    """See base class: AUC (ROC and precision-recall), precision, recall,
+    accuracy, the means of predictions and labels, and calibration."""
+    logits = self._checked_logits(logits)
+    labels = self._labels(labels, logits)
+    predicted = _binary_predictions(logits)
+    probabilities, class_ids = predicted["logistic"], predicted["class_ids"]
+    metrics = {"accuracy": _accuracy(labels, class_ids)}
+    for key, curve in (("auc", "ROC"), ("auc_precision_recall", "PR")):
+      metric = tf.keras.metrics.AUC(num_thresholds=self.auc_thresholds,
+                                    curve=curve, name=key)
+      metric.update_state(labels, probabilities)
+      metrics[key] = metric
+    positive = tf.cast(labels, tf.bool)
+    metrics["precision"] = tf.compat.v1.metrics.precision(
+        labels=positive, predictions=tf.cast(class_ids, tf.bool))
+    metrics["recall"] = tf.compat.v1.metrics.recall(
+        labels=positive, predictions=tf.cast(class_ids, tf.bool))
+    predicted_mean, predicted_update = tf.compat.v1.metrics.mean(
+        probabilities, name="prediction_mean")
+    label_mean, label_update = tf.compat.v1.metrics.mean(labels,
+                                                         name="label_mean")
+    metrics["prediction/mean"] = (predicted_mean, predicted_update)
+    metrics["label/mean"] = (label_mean, label_update)
+    metrics["calibration"] = (
+        tf.math.divide_no_nan(predicted_mean, label_mean),
+        tf.group(predicted_update, label_update))
+    return metrics
+
+  def _checked_logits(self, logits):
+    """`logits` as [batch, 1]; ConfigError naming the model and the shape
+    unless they hold one logit per example."""
+    shape = logits.shape
+    if shape.rank == 1:
+      return tf.expand_dims(logits, -1)
+    if shape.rank is None or shape.rank < 2 or shape[-1] != 1:
+      raise errors.ConfigError(
+          f"{_described(self)}: a BinaryClassifierModel's logits are one "
+          "per example, [batch, 1] (end the network with "
+          "tf.keras.layers.Dense(1)); its logits have shape "
+          f"{_shape(shape)}. For one score per class (2 or more) subclass "
+          "ClassifierModel")
+    return logits
+
+  def _labels(self, labels, logits):
+    """The labels as floats of the logits' shape, checked to be in [0, 1]
+    when the graph runs (InvalidArgumentError naming the model)."""
+    labels = _labels_like(labels, logits)
+    with tf.control_dependencies([
+        tf.debugging.assert_greater_equal(
+            labels, tf.zeros([], labels.dtype),
+            message=f"{_described(self)}: labels must be 0 or 1"),
+        tf.debugging.assert_less_equal(
+            labels, tf.ones([], labels.dtype),
+            message=f"{_described(self)}: labels must be 0 or 1")]):
+      return tf.identity(labels)
 
 
 class RegressionModel(BaseModel):
-  """A regression: `logits` returns predictions; mean squared error."""
+  """A regression: `logits` returns predictions; mean squared error.
+
+  Labels take the predictions' shape ([batch] labels of [batch, 1]
+  predictions too), so they never broadcast into a [batch, batch] error.
+  """
 
   def label_feature(self):
     """See base class: one number."""
@@ -180,7 +294,7 @@ class RegressionModel(BaseModel):
 
   def loss(self, labels, logits, params):
     """See base class."""
-    return tf.reduce_mean(tf.square(logits - tf.cast(labels, logits.dtype)))
+    return tf.reduce_mean(tf.square(logits - _labels_like(labels, logits)))
 
   def predictions(self, logits, params):
     """See base class."""
@@ -189,4 +303,37 @@ class RegressionModel(BaseModel):
   def eval_metrics(self, labels, logits, params):
     """See base class."""
     return {"mean_squared_error": tf.compat.v1.metrics.mean_squared_error(
-        labels=tf.cast(labels, logits.dtype), predictions=logits)}
+        labels=_labels_like(labels, logits), predictions=logits)}
+
+
+def _described(model):
+  """How messages name a model: its registry name, else its class."""
+  return f"model {model.name or type(model).__name__!r}"
+
+
+def _shape(shape):
+  return "unknown" if shape.rank is None else str(tuple(shape.as_list()))
+
+
+def _class_id():
+  """The label feature of a classifier: one class id per record."""
+  return tf.io.FixedLenFeature([], tf.int64)
+
+
+def _labels_like(labels, outputs):
+  """`labels` in the outputs' dtype and shape (as many values each)."""
+  return tf.reshape(tf.cast(labels, outputs.dtype), tf.shape(outputs))
+
+
+def _binary_predictions(logits):
+  """{logistic, logits, class_ids} of [batch, 1] logits; class 1 where the
+  probability is above 0.5, as the canned binary head decides."""
+  return {"logistic": tf.sigmoid(logits), "logits": logits,
+          "class_ids": tf.cast(logits > 0, tf.int64)}
+
+
+def _accuracy(labels, class_ids):
+  """The share of examples whose predicted class id is the label."""
+  return tf.compat.v1.metrics.accuracy(
+      labels=tf.reshape(tf.cast(labels, tf.int64), [-1]),
+      predictions=tf.reshape(class_ids, [-1]))

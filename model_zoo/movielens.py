@@ -6,8 +6,9 @@ per movie id, embeddings of the user's gender, occupation and age bucket,
 the movie's genres and release year, all concatenated into an MLP; plus a
 bias per user and per movie (one-wide embeddings, a linear part whose
 gradients stay sparse), the part that learns how generous a user is and how
-liked a movie is. It is a click model like wide & deep, whose loss (log
-loss) and metrics (AUC, accuracy) it shares.
+liked a movie is. It is a click model like wide & deep: a
+`es.BinaryClassifierModel`, whose loss (log loss), click probability and
+metrics (AUC, accuracy, calibration, ...) it shares.
 """
 import tensorflow as tf
 
@@ -75,8 +76,7 @@ class MovieLens(wide_deep.WideDeep):
                                 params["hidden_units"])
     biases = tf.keras.layers.DenseFeatures(bias_columns(),
                                            name="biases")(features)
-    return tf.reshape(deep + tf.reduce_sum(biases, axis=1, keepdims=True),
-                      [-1])
+    return deep + tf.reduce_sum(biases, axis=1, keepdims=True)
 
   def feature_spec(self):
     """See base class: every feature present in every record."""

@@ -98,13 +98,17 @@ def parse_spec():
   """
   spec = tf.feature_column.make_parse_example_spec(
       wide_columns(DEFAULT_HPARAMS) + deep_columns(DEFAULT_HPARAMS))
-  spec[click_data.LABEL] = tf.io.FixedLenFeature([], tf.int64)
+  spec[click_data.LABEL] = WideDeep().label_feature()
   return spec
 
 
 @es.register
-class WideDeep(es.BaseModel):
-  """Wide & deep over feature columns on generated Criteo-shaped clicks."""
+class WideDeep(es.BinaryClassifierModel):
+  """Wide & deep over feature columns on generated Criteo-shaped clicks.
+
+  A binary classifier: log loss, the click probability (`logistic`), AUC
+  and the other click metrics come from `es.BinaryClassifierModel`.
+  """
 
   name = "wide_deep"
   serving_examples = True
@@ -117,30 +121,6 @@ class WideDeep(es.BaseModel):
     """See base class: the wide part's weighted ids plus the deep part."""
     return logits(features, wide_columns(params), deep_columns(params),
                   params["hidden_units"])
-
-  def loss(self, labels, logits, params):
-    """See base class: the mean log loss of the clicks."""
-    return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
-        labels=tf.cast(tf.reshape(labels, [-1]), logits.dtype),
-        logits=logits))
-
-  def predictions(self, logits, params):
-    """See base class: the click probability and its log-odds."""
-    return {"probabilities": tf.sigmoid(logits), "logits": logits}
-
-  def eval_metrics(self, labels, logits, params):
-    """See base class: AUC and accuracy at 0.5."""
-    labels = tf.reshape(labels, [-1])
-    probabilities = tf.sigmoid(logits)
-    auc = tf.keras.metrics.AUC(num_thresholds=1000, name="auc")
-    auc.update_state(labels, probabilities)
-    accuracy = tf.keras.metrics.BinaryAccuracy(name="accuracy")
-    accuracy.update_state(labels, probabilities)
-    return {"auc": auc, "accuracy": accuracy}
-
-  def label_feature(self):
-    """See base class: clicked (1) or not (0)."""
-    return tf.io.FixedLenFeature([], tf.int64)
 
   def feature_spec(self):
     """See base class: the columns' parse spec (ids may be missing)."""
@@ -187,7 +167,7 @@ def canned_estimator(scale_config, params=None, linear_learning_rate=0.5,
 
 
 def logits(features, wide, deep, hidden_units):
-  """Wide & deep's logit: the deep tower's plus the wide part's.
+  """Wide & deep's logit, [batch, 1]: the deep tower's plus the wide part's.
 
   The wide part's weights are one-wide embeddings summed over the ids, a
   linear model over the categorical columns whose gradients stay sparse.
@@ -200,7 +180,7 @@ def logits(features, wide, deep, hidden_units):
   deep_part = deep_logit(features, deep, hidden_units)
   bias = tf.keras.layers.Dense(1, name="wide_logit")(
       tf.reduce_sum(weights, axis=1, keepdims=True))
-  return tf.reshape(deep_part + bias, [-1])
+  return deep_part + bias
 
 
 def deep_logit(features, columns, hidden_units):

@@ -30,7 +30,8 @@ def test_census_trains_on_a_ps_cluster_and_exports(tmp_path):
   args = CLI[1:] + [
       "train", "--model=census", "--distribution=parameter_server",
       "--optimizer=adagrad", "--learning_rate=0.05", "--train_steps=300",
-      "--global_batch_size=64", f"--model_dir={model_dir}",
+      # 64 examples for each of the 3 trainers' asynchronous updates.
+      "--global_batch_size=192", f"--model_dir={model_dir}",
       f"--export_dir={export}", f"--summary_json={model_dir}/summary.json"]
   launch(2, args, ps=1, timeout=500,
          env=dict(worker_env(), ESTIMATOR_SCALE_DATA=data_dir))
@@ -48,7 +49,7 @@ def test_census_trains_on_a_ps_cluster_and_exports(tmp_path):
   records = tf.data.TFRecordDataset(
       sorted(tf.io.gfile.glob(census_data.tfrecord_pattern("test", data_dir))))
   batch = next(iter(records.batch(512)))
-  scored = serve(examples=batch)["probabilities"].numpy().reshape(-1)
+  scored = serve(examples=batch)["logistic"].numpy().reshape(-1)
   labels = tf.io.parse_example(batch, spec)["label"].numpy()
   assert scored.shape == labels.shape
   assert np.mean((scored > 0.5) == labels) > MAJORITY, scored[:10]

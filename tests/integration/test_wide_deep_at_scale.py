@@ -116,9 +116,9 @@ def test_26_tables_of_2_to_the_20_train_on_ps_and_export(tmp_path):
   served = tf.saved_model.load(path).signatures["serving_default"](
       examples=tf.constant(records))
   predicted = _predicted(model_dir, hparams, records)
-  for key in ("probabilities", "logits"):
+  for key in ("logistic", "logits"):
     difference = np.abs(served[key].numpy().reshape(-1) -
                         predicted[key].reshape(-1)).max()
     print(f"export - predict, {key}: max |difference| {difference:.2e}")
     assert difference <= 1e-5, (key, difference)
-  assert np.ptp(predicted["probabilities"]) > 0  # not one constant score
+  assert np.ptp(predicted["logistic"]) > 0  # not one constant score

@@ -370,8 +370,8 @@ def test_wide_deep_exports_score_serialized_examples(tmp_path):
                                      yield_single_examples=False))
   path = estimator.export_saved_model(str(tmp_path / "export"))
   served = _serve(path, "serving_default", examples=records)
-  np.testing.assert_allclose(served["probabilities"].numpy(),
-                             predicted["probabilities"], atol=1e-6)
+  np.testing.assert_allclose(served["logistic"].numpy(),
+                             predicted["logistic"], atol=1e-6)
   assert pattern.endswith("eval-*.tfrecord")
 
 

@@ -89,7 +89,7 @@ def main(argv):
     return
   _wait_for_the_others_to_exit(topology.num_workers)
   eval_features, eval_labels = _arrays("eval")
-  scores = np.concatenate([batch["probabilities"] for batch in
+  scores = np.concatenate([batch["logistic"].reshape(-1) for batch in
                            estimator.predict(
                                es.inputs.from_arrays(eval_features,
                                                      eval_labels, 1000,

@@ -45,7 +45,7 @@ from tools.datasets.scores import RUNS
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 ModeKeys = tf.estimator.ModeKeys
-PREDICTION = {"estimator_scale": "probabilities", "deepctr": "pred"}
+PREDICTION = {"estimator_scale": "logistic", "deepctr": "pred"}
 """The key of each one's click probability in its predictions."""
 SPEED_DEFAULTS = {"steps": 6000, "rounds": 5}
 """`speed`'s measurement; fewer updates or rounds make a smoke run."""

@@ -58,7 +58,7 @@ def test_feature_columns_train_on_parameter_servers(case, tmp_path):
   # with finite variables (tables and embeddings placed as the ps job does).
   out = tmp_path / "out"
   launch(2, dump_args(out, tmp_path / "model", distribution="parameter_server",
-                      case=case, examples=128, global_batch_size=32, steps=6,
+                      case=case, examples=128, global_batch_size=96, steps=6,
                       accumulation_steps=4, optimizer="momentum"), ps=1)
   (chief,) = load_workers(out)
   assert int(chief["global_step@0"]) == 6

@@ -110,7 +110,8 @@ def test_variables_a_ps_task_cannot_hold_are_refused_before_training(
   proc = launch(2, CLI[1:] + [
       "train", "--model=wide_deep", "--distribution=parameter_server",
       "--optimizer=adagrad", "--hparams=hash_bucket_size=20000",
-      "--train_steps=5", f"--model_dir={tmp_path / 'model'}"], ps=2,
+      "--train_steps=5", "--global_batch_size=48",
+      f"--model_dir={tmp_path / 'model'}"], ps=2,
                 timeout=500, env=env, check=False)
   output = proc.stdout + proc.stderr
   assert proc.returncode != 0

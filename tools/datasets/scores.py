@@ -7,7 +7,10 @@ and a parameter-server cluster of 2 workers and 1 ps task.
 Each run trains through the command line (the cluster through the
 launcher) with the same flags and number of updates, then one process
 evaluates its last checkpoint on the whole held-out split, so every run is
-scored alike. Extract the data first (`python -m tools.datasets`).
+scored alike. Only the cluster's global batch differs: the one process's
+times its 3 trainers (the chief and 2 workers), since each asynchronous
+update reads one trainer's share, so that every update of either run
+reads as many examples. Extract the data first (`python -m tools.datasets`).
 """
 import argparse
 import json
@@ -25,8 +28,9 @@ RUNS = {
                   "global_batch_size": 256, "train_steps": 3000},
 }
 """Each model's training flags: about 4 epochs of census, 10 of MovieLens."""
-CLUSTERS = {"1 process": [], "PS 2 workers + 1 ps": ["--workers", "2",
-                                                     "--ps", "1"]}
+CLUSTERS = {"1 process": ([], 1),
+            "PS 2 workers + 1 ps": (["--workers", "2", "--ps", "1"], 3)}
+"""Each run's launcher arguments and trainers (a chief with --ps)."""
 
 
 def _run(command):
@@ -42,11 +46,14 @@ def _run(command):
 def score(model, cluster, model_dir):
   """{metric: value} of one run, evaluated in one process afterwards."""
   cli = [sys.executable, "-m", "estimator_scale.cli"]
+  launcher, trainers = CLUSTERS[cluster]
+  flags = dict(RUNS[model], global_batch_size=(
+      RUNS[model]["global_batch_size"] * trainers))
   train = cli + ["train", f"--model={model}", f"--model_dir={model_dir}"] + [
-      f"--{flag}={value}" for flag, value in RUNS[model].items()]
-  if CLUSTERS[cluster]:
+      f"--{flag}={value}" for flag, value in flags.items()]
+  if launcher:
     train = ([sys.executable, "-m", "estimator_scale.launcher",
-              *CLUSTERS[cluster], "--"] + train +
+              *launcher, "--"] + train +
              ["--distribution=parameter_server"])
   _run(train)
   output = _run(cli + ["evaluate", f"--model={model}",

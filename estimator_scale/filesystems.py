@@ -5,7 +5,7 @@ object stores and Hadoop (`s3://`, `hdfs://`, ...) live in tensorflow-io,
 whose import registers them with tf.io.gfile and tf.data. Importing it up
 front would cost every job its load time and its native libraries, so it is
 imported only for a path whose scheme TensorFlow lacks, and a missing one is
-one line naming the extra that brings it, not TensorFlow's traceback from
+one line naming the package that brings it, not TensorFlow's traceback from
 deep inside a checkpoint save or a dataset read.
 
 tensorflow-io 0.36.0 (the release built for TF 2.15) leaves its S3 client
@@ -20,8 +20,9 @@ import sys
 
 from estimator_scale import errors
 
-EXTRA = "estimator_scale[s3]"
-IO_RELEASE = "tensorflow-io 0.36.0"
+IO_INSTALL = "pip install tensorflow-io==0.36.0"
+"""What brings the schemes TensorFlow lacks: the release built for TF 2.15,
+which estimator_scale's `s3` extra names too."""
 IO_SCHEMES = ("s3", "hdfs", "viewfs", "har", "az", "oss", "http", "https")
 """Schemes tensorflow-io registers; none of them is built into TF 2.15."""
 
@@ -60,19 +61,19 @@ def require(name, path):
     raise errors.ConfigError(
         f"{name}={path}: TensorFlow has no file system for {wanted}://; "
         f"built in: {', '.join(sorted(s for s in _registered() if s))}, "
-        f"and with {EXTRA}: {', '.join(IO_SCHEMES)}")
+        f"and with tensorflow-io: {', '.join(IO_SCHEMES)}")
   try:
     # Lazy: optional (the s3 extra), and loaded only for a scheme of its own.
     import tensorflow_io  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     raise errors.ConfigError(
-        f"{name}={path} needs the {wanted} file system: pip install "
-        f"'{EXTRA}' ({IO_RELEASE})") from None
+        f"{name}={path} needs the {wanted} file system of tensorflow-io: "
+        f"{IO_INSTALL}") from None
   if wanted not in _registered():
     raise errors.ConfigError(
         f"{name}={path}: tensorflow_io is installed but registered no "
         f"{wanted} file system; install the release built for this "
-        f"TensorFlow: pip install '{EXTRA}' ({IO_RELEASE})")
+        f"TensorFlow: {IO_INSTALL}")
 
 
 def io_loaded():

@@ -27,10 +27,10 @@ planted AUC.
 import hashlib
 import os
 import re
-import shutil
-import tempfile
 
 import numpy as np
+
+from model_zoo import generated_data
 
 NUMERIC = tuple(f"I{i}" for i in range(1, 14))
 CATEGORICAL = tuple(f"C{i}" for i in range(1, 27))
@@ -268,37 +268,24 @@ def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
   return paths
 
 
-def default_data_dir():
-  return os.environ.get("ESTIMATOR_SCALE_DATA",
-                        os.path.join(tempfile.gettempdir(),
-                                     "estimator_scale_data"))
-
-
 def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
                      zipf_exponent=ZIPF_EXPONENT):
-  """The glob of a split's shards, writing both splits first if missing.
+  """The glob of a split's shards, writing both splits first if missing
+  (once, by one process; generated_data.folder says where).
 
   Data of other vocabularies or exponents than the default's lives in a
   directory named by a digest of them.
-
-  Several processes may ask at once (Horovod ranks, TF_CONFIG workers):
-  each writes into a private directory and renames it into place, so no
-  reader sees a half-written shard.
   """
   _check_exponent(zipf_exponent)
   name = f"clicks-v{VERSION}-seed{seed}"
   if (tuple(vocabulary), zipf_exponent) != (VOCABULARY, ZIPF_EXPONENT):
     name += "-" + hashlib.sha1(
         repr((tuple(vocabulary), zipf_exponent)).encode()).hexdigest()[:12]
-  root = os.path.join(data_dir or default_data_dir(), name)
-  if not os.path.isdir(root):
-    os.makedirs(os.path.dirname(root), exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix="clicks-", dir=os.path.dirname(root))
+
+  def write(folder):
     for split_name in SIZES:
-      write_split(split_name, scratch, seed, vocabulary, zipf_exponent)
-    try:
-      os.rename(scratch, root)
-    except OSError:  # another process got there first
-      shutil.rmtree(scratch, ignore_errors=True)
+      write_split(split_name, folder, seed, vocabulary, zipf_exponent)
+
+  root = generated_data.folder(name, write, data_dir)
   return os.path.join(root, f"{split}-*.tfrecord")
 

@@ -6,12 +6,12 @@ to [0, 1]. Both splits are written once as TFRecord shards under a cache
 directory and read back through `estimator_scale.inputs.from_tfrecords`.
 """
 import os
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
 from estimator_scale import inputs
+from model_zoo import generated_data
 
 TEST_SIZE = 360
 SPLIT_SEED = 0
@@ -32,33 +32,18 @@ def load_split():
   return (train_x, train_y), (test_x, test_y)
 
 
-def default_data_dir():
-  return os.environ.get("ESTIMATOR_SCALE_DATA",
-                        os.path.join(tempfile.gettempdir(),
-                                     "estimator_scale_data"))
-
-
 def tfrecord_pattern(split, data_dir=None):
-  """The glob of a split's shards, writing them first if they are missing.
+  """The glob of a split's shards, writing both splits first if missing
+  (once, by one process; generated_data.folder says where)."""
 
-  Several processes may call this at once (Horovod ranks): each writes into
-  a private directory and renames it into place, so readers never see a
-  half-written shard.
-  """
-  root = os.path.join(data_dir or default_data_dir(), "digits-v1")
-  if not os.path.isdir(root):
-    os.makedirs(os.path.dirname(root), exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix="digits-", dir=os.path.dirname(root))
+  def write(folder):
     (train_x, train_y), (test_x, test_y) = load_split()
-    inputs.write_tfrecord_shards({"image": train_x}, train_y, scratch,
+    inputs.write_tfrecord_shards({"image": train_x}, train_y, folder,
                                  NUM_SHARDS, prefix="train")
-    inputs.write_tfrecord_shards({"image": test_x}, test_y, scratch,
+    inputs.write_tfrecord_shards({"image": test_x}, test_y, folder,
                                  NUM_SHARDS, prefix="test")
-    try:
-      os.rename(scratch, root)
-    except OSError:  # another process got there first
-      import shutil  # pylint: disable=g-import-not-at-top
-      shutil.rmtree(scratch, ignore_errors=True)
+
+  root = generated_data.folder("digits-v1", write, data_dir)
   return os.path.join(root, f"{split}-*.tfrecord")
 
 

@@ -84,8 +84,8 @@ def main(argv):
   if len(command) != 1 or command[0] not in _COMMANDS:
     _fail(f"unknown command {' '.join(command)!r}; valid: "
           f"{', '.join(_COMMANDS)}")
-  logs.configure()
   try:
+    logs.configure()
     _require_file_systems()
     _command(command[0])()
   except (errors.Error, app.UsageError) as e:

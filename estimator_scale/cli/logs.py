@@ -6,9 +6,11 @@ absl's root handler, so every TensorFlow line appears twice; its INFO lines
 (graphs finalized, model_fn called) repeat for every graph Estimator builds;
 and each deprecated API it uses warns once per call site and process. The
 command keeps absl's handler alone, TensorFlow's INFO lines for
-`--verbosity=1` and above, deprecation notices off, and on every worker but
-the chief only warnings and errors: N ranks printing the same progress make
-a log nobody reads.
+`--verbosity=1` and above, TensorFlow's deprecation notices for the
+Estimator machinery off (the library's one rule, estimator_scale/stack.py:
+a deprecated call in the user's own model code still warns), and on every
+worker but the chief only warnings and errors: N ranks printing the same
+progress make a log nobody reads.
 
 A job that works must read as one that worked, so the warnings TensorFlow
 gives jobs that work as meant are dropped, each by its exact text
@@ -20,6 +22,9 @@ import re
 import warnings
 
 from absl import logging
+
+from estimator_scale import errors
+from estimator_scale import stack
 
 EXPECTED = (
     # Estimator's multi-worker training asks for an evaluation strategy; the
@@ -48,13 +53,6 @@ is involved, so nothing can be done about it but not to print it."""
 _asked_verbosity = None  # absl's verbosity before configure first lowered it
 
 
-class _NoDeprecations(std_logging.Filter):
-  """Drops TensorFlow's "X is deprecated ... Instructions for updating" lines."""
-
-  def filter(self, record):
-    return not record.pathname.endswith("deprecation.py")
-
-
 class _NoExpected(std_logging.Filter):
   """Drops the records of `EXPECTED`, and only those."""
 
@@ -77,13 +75,24 @@ def configure(is_chief=True):
       errors only, whatever --verbosity says. Called again when a process
       changes role (an elastic job's new rank 0), it logs as --verbosity
       says once it is the chief.
+
+  Raises:
+    ConfigError: TensorFlow is missing or not a 2.15 release (one line
+      saying what to install).
   """
   global _asked_verbosity
+  try:
+    stack.require_tensorflow()
+  except ImportError as e:
+    raise errors.ConfigError(str(e)) from None
+  # The library's pin notice is not printed: the command's log carries no
+  # deprecation notices, and N ranks would print it N times.
+  stack.say_notice(say=False)
+  stack.quiet()
   tf_logger = std_logging.getLogger("tensorflow")
   for handler in list(tf_logger.handlers):
     tf_logger.removeHandler(handler)
   tf_logger.propagate = True
-  _add_once(tf_logger, _NoDeprecations)
   _add_once(tf_logger, _NoExpected)
   warnings.filterwarnings("ignore", category=DeprecationWarning)
   warnings.filterwarnings("ignore", message=r".*is deprecated",

@@ -95,4 +95,4 @@ def test_without_the_extra_an_s3_path_is_one_line():
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines() == [
       "estimator-scale: error: --model_dir=s3://bucket/run needs the s3 file "
-      "system: pip install 'estimator_scale[s3]' (tensorflow-io 0.36.0)"]
+      "system of tensorflow-io: pip install tensorflow-io==0.36.0"]

@@ -104,8 +104,9 @@ def _mounted(model_dir, replica_spec):
 def test_dockerfile_builds_the_stack_with_the_setup_script():
   steps = _instructions()
   runs = [args for instruction, args in steps if instruction == "RUN"]
-  setup = _read("Makefile").partition("\nsetup:\n")[2].splitlines()[0].strip()
-  assert setup == f"bash {SETUP_SCRIPT}", "make setup no longer starts so"
+  setup = _read("Makefile").partition("\nsetup-env:\n")[2].splitlines()[0]
+  setup = setup.strip()
+  assert setup == f"bash {SETUP_SCRIPT}", "make setup-env no longer starts so"
   assert setup in runs, f"the Dockerfile does not RUN `{setup}`"
   others = [run for run in runs if run != setup]
   assert not [run for run in others if re.search(r"\bpip\b|setup\.py", run)], (

@@ -44,8 +44,8 @@ def test_an_s3_path_without_the_extra_is_one_line_naming_it(
   with pytest.raises(errors.ConfigError) as raised:
     filesystems.require("model_dir", "s3://bucket/run")
   assert str(raised.value) == (
-      "model_dir=s3://bucket/run needs the s3 file system: pip install "
-      "'estimator_scale[s3]' (tensorflow-io 0.36.0)")
+      "model_dir=s3://bucket/run needs the s3 file system of tensorflow-io: "
+      "pip install tensorflow-io==0.36.0")
 
 
 def test_a_tensorflow_io_that_registers_nothing_is_named(monkeypatch):
@@ -64,7 +64,7 @@ def test_a_scheme_no_one_offers_lists_those_that_exist(without_tensorflow_io):
   message = str(raised.value)
   assert message.startswith("export_dir=ftp://host/models: TensorFlow has "
                             "no file system for ftp://; built in: file, gs, "
-                            "ram, and with estimator_scale[s3]: s3, hdfs")
+                            "ram, and with tensorflow-io: s3, hdfs")
   assert "\n" not in message
 
 

@@ -1,0 +1,221 @@
+"""The TensorFlow the framework pins: checked when it loads, explained once.
+
+tf.estimator is deprecated upstream and gone from TensorFlow 2.16
+(tensorflow-estimator 2.15 fails to import there), so the framework pins
+TensorFlow 2.15, the last release with it. There every tf.estimator symbol
+is marked deprecated (tensorflow_estimator's `estimator_export` wraps each
+with "Use tf.keras instead.") and TensorFlow logs a block for each the first
+time it is used: RunConfig, Estimator, EstimatorSpec and every session hook
+Estimator makes. They all say what `NOTICE` says once.
+
+`DeprecationFilter` is the one rule of what TensorFlow's deprecation notices
+still show, for the library (installed by `quiet`, on the first touch of a
+public name) and the command line (cli/logs.py) alike. It drops:
+
+- the notices of tf.estimator symbols, wherever they are used from: `NOTICE`
+  said it, and the framework is built on them;
+- any notice whose deprecated call lies in the machinery the framework
+  drives (`DRIVEN`: this package, tensorflow_estimator, TensorFlow, Keras,
+  Horovod), which a user cannot change.
+
+Any other notice, a deprecated call in the user's own code (a model, an
+input_fn, a script), still shows, once per API as TensorFlow gives it, even
+where the framework called the same API first.
+"""
+import importlib.util
+import logging as std_logging
+import os
+import sys
+import threading
+
+PIN = "2.15"
+"""The TensorFlow release line the framework runs on."""
+
+GUIDE = "docs/getting-started.md#the-stack"
+
+NOTICE = ("estimator_scale: tf.estimator is deprecated upstream and gone from "
+          f"TensorFlow 2.16, so estimator_scale pins TensorFlow {PIN}, its "
+          "last release; TensorFlow's deprecation notices for the Estimator "
+          f"machinery the framework drives are not repeated ({GUIDE})")
+"""What the library says once per process about the pin."""
+
+INSTALL = ("pip install tensorflow-cpu==2.15.1 (or tensorflow==2.15.1 on a "
+           "GPU host)")
+
+ESTIMATOR_INSTRUCTIONS = "Use tf.keras instead."
+"""The instructions tensorflow_estimator's `estimator_export` gives every
+tf.estimator symbol it deprecates, and no other TensorFlow symbol has."""
+
+DRIVEN = ("estimator_scale", "tensorflow_estimator", "tensorflow", "keras",
+          "horovod")
+"""Top-level packages whose own calls of deprecated APIs stay quiet."""
+
+_lock = threading.Lock()
+_filter = None  # the process's DeprecationFilter, once made
+_said = False  # whether NOTICE was logged (or is not to be) in this process
+
+
+def _package_dirs(names):
+  """The source folders of the installed packages among `names`, each ending
+  in os.sep (found without importing them)."""
+  dirs = []
+  for name in names:
+    try:
+      spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+      continue
+    for location in (spec and spec.submodule_search_locations) or ():
+      for path in {os.path.abspath(location), os.path.realpath(location)}:
+        dirs.append(path.rstrip(os.sep) + os.sep)
+  return tuple(dirs)
+
+
+def _is_notice(record):
+  """Whether a log record is one of TensorFlow's deprecation notices
+  ("From FILE:LINE: ... is deprecated ...")."""
+  return (record.pathname.endswith("deprecation.py") and
+          isinstance(record.msg, str) and record.msg.startswith("From %s:")
+          and bool(record.args))
+
+
+def _call_site(record):
+  """(file, line) of the code that made the deprecated call of the notice
+  being logged now, in this thread.
+
+  TensorFlow's own "From FILE:LINE" is two frames above its wrapper, which
+  for an op with dispatch support (tf.compat.v1.to_float, ...) is
+  TensorFlow's dispatch.py, not the caller: the caller is the first frame
+  outside tensorflow/python/util (the wrappers) once inside it.
+  """
+  wrappers = os.path.dirname(record.pathname) + os.sep
+  frame, inside = sys._getframe(), False  # pylint: disable=protected-access
+  while frame is not None:
+    in_wrappers = frame.f_code.co_filename.startswith(wrappers)
+    if inside and not in_wrappers:
+      return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
+    inside = inside or in_wrappers
+    frame = frame.f_back
+  path, _, line = str(record.args[0]).rpartition(":")
+  return os.path.abspath(path), line
+
+
+def _estimator_symbol(record):
+  """Whether the record is the deprecation notice of a tf.estimator symbol."""
+  return ("Instructions for updating" in record.msg and
+          str(record.args[-1]).strip() == ESTIMATOR_INSTRUCTIONS)
+
+
+class DeprecationFilter(std_logging.Filter):
+  """Drops TensorFlow's deprecation notices that the module docstring names.
+
+  TensorFlow marks a notice as given before it logs it, so that it shows
+  once per API. Where this filter drops a notice for its call site, it
+  takes that mark back: the user's own call of the same API later still
+  warns.
+  """
+
+  def __init__(self):
+    super().__init__()
+    self._driven = None
+    self._marked = set()
+
+  def _is_driven(self, path):
+    if self._driven is None:
+      self._driven = _package_dirs(DRIVEN)
+    return path.startswith(self._driven)
+
+  def filter(self, record):
+    if not _is_notice(record):
+      return True
+    if _estimator_symbol(record):
+      return False
+    path, line = _call_site(record)
+    deprecation = sys.modules.get("tensorflow.python.util.deprecation")
+    printed = getattr(deprecation, "_PRINTED_WARNING", None)
+    if not self._is_driven(path):
+      if printed is not None:
+        self._marked = set(printed)
+      # The notice names the user's line, not TensorFlow's dispatcher.
+      record.args = (f"{path}:{line}",) + tuple(record.args[1:])
+      return True
+    if printed is not None:
+      # The marks made for this notice: those not there at the last one.
+      for key in [k for k in printed if k not in self._marked]:
+        printed.pop(key, None)
+      self._marked = set(printed)
+    return False
+
+
+def quiet():
+  """Puts `DeprecationFilter` on TensorFlow's logger, where it is not yet.
+
+  Loads no TensorFlow: the logger is Python's, by name, and keeps its
+  filters when TensorFlow later adds its handler.
+  """
+  global _filter
+  logger = std_logging.getLogger("tensorflow")
+  with _lock:
+    if _filter is None:
+      _filter = DeprecationFilter()
+    if _filter not in logger.filters:
+      logger.addFilter(_filter)
+
+
+def say_notice(say=True):
+  """Logs `NOTICE` the first time it is called in a process.
+
+  Args:
+    say: False marks it as said without logging it (the command line,
+      whose logs carry no deprecation notices).
+  """
+  global _said
+  with _lock:
+    if _said:
+      return
+    _said = True
+  if say:
+    # Python's logger, not absl's module functions: those give the root
+    # logger a handler when none is set up, and TensorFlow's records, which
+    # also reach the root, would then print twice.
+    std_logging.getLogger(__name__).warning(NOTICE)
+
+
+def require_tensorflow():
+  """Imports TensorFlow and checks that it is a 2.15 release.
+
+  Returns:
+    The tensorflow module.
+
+  Raises:
+    ImportError: TensorFlow is missing or another release; the one-line
+      message says what to install.
+  """
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise ImportError(
+        f"estimator_scale needs TensorFlow {PIN} (the last release with "
+        f"tf.estimator) and found none: {INSTALL}; see {GUIDE}") from None
+  version = getattr(tf, "__version__", "unknown")
+  if not version.startswith(PIN + "."):
+    raise ImportError(
+        f"estimator_scale needs TensorFlow {PIN} (the last release with "
+        f"tf.estimator) and found TensorFlow {version}: {INSTALL}; see "
+        f"{GUIDE}")
+  return tf
+
+
+def loaded(error=None):
+  """What the package does after it imported a public name's module.
+
+  Where TensorFlow is loaded, checks its release and logs `NOTICE` once.
+  Where the import failed (`error`), re-raises it as `require_tensorflow`'s
+  one-line ImportError when the cause is a missing or wrong TensorFlow;
+  otherwise returns and the caller re-raises `error`.
+  """
+  if error is not None:
+    require_tensorflow()
+    return
+  if "tensorflow" in sys.modules:
+    require_tensorflow()
+    say_notice()

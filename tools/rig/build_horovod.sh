@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds Horovod (constraints.txt's pin) from source, with Gloo, for
+# TensorFlow, with third_party/horovod's patch, and installs it into the
+# environment of a Python (default: the project's .venv). The one recipe for
+# the project's setup (tools/rig/setup_env.sh) and for a venv of your own:
+#
+#   bash tools/rig/build_horovod.sh /path/to/venv/bin/python
+#
+# That environment needs TensorFlow 2.15 and pip; the machine a C++ compiler
+# and cmake. 3-5 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY="${1:-.venv/bin/python}"
+CONSTRAINTS="$PWD/constraints.txt"
+HOROVOD_PIN="$(grep -E '^horovod==' "$CONSTRAINTS")"
+# Applied to Horovod's sdist before it is built; see the patch's header.
+HOROVOD_PATCH="$PWD/third_party/horovod/process_set_iface.patch"
+
+echo "build_horovod: $HOROVOD_PIN from source with Gloo and $HOROVOD_PATCH"
+SRC_DIR="$(mktemp -d)"
+trap 'rm -rf "$SRC_DIR"' EXIT
+"$PY" -m pip download -q --no-deps --no-binary :all: "$HOROVOD_PIN" -d "$SRC_DIR"
+tar -xzf "$SRC_DIR"/horovod-*.tar.gz -C "$SRC_DIR"
+# Outside a git repository git apply works like patch -p1 and refuses a patch
+# that does not apply cleanly; the ceiling keeps it from finding one above
+# the sdist (inside a repository it would skip paths outside the current dir).
+(cd "$SRC_DIR"/horovod-*/ && GIT_CEILING_DIRECTORIES="$SRC_DIR" \
+   git apply --verbose "$HOROVOD_PATCH")
+# Horovod's build imports the environment's TensorFlow, hence no isolation.
+HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_CPU_OPERATIONS=gloo \
+MAKEFLAGS=-j"$(nproc)" \
+  "$PY" -m pip wheel -q --no-deps --no-build-isolation --no-cache-dir \
+    -w "$SRC_DIR/dist" "$SRC_DIR"/horovod-*/
+# Built first and swapped in at once: a Horovod already there (the same
+# version, unpatched) stays usable during the build. The second install only
+# adds Horovod's dependencies where they are missing (a fresh venv).
+"$PY" -m pip install -q --force-reinstall --no-deps "$SRC_DIR"/dist/horovod-*.whl
+"$PY" -m pip install -q -c "$CONSTRAINTS" "$SRC_DIR"/dist/horovod-*.whl

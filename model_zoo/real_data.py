@@ -41,6 +41,7 @@ def tfrecord_pattern(name, split, directory=None):
     dataset = name.rsplit("-v", 1)[0]
     raise errors.DataError(
         f"the {dataset} data is not in {root}: extract it once with "
-        f"`python -m tools.datasets {dataset}` (add --data_dir=DIR, or set "
-        "ESTIMATOR_SCALE_DATA, for another place)")
+        f"`python -m tools.datasets {dataset}` in a checkout of "
+        "estimator_scale (add --data_dir=DIR, or set ESTIMATOR_SCALE_DATA, "
+        "for another place)")
   return os.path.join(root, f"{split}-*.tfrecord")

@@ -216,6 +216,6 @@ def loaded(error=None):
   if error is not None:
     require_tensorflow()
     return
-  if "tensorflow" in sys.modules:
+  if sys.modules.get("tensorflow") is not None:  # loaded by that import
     require_tensorflow()
     say_notice()

@@ -3,7 +3,6 @@ deprecation notices for the Estimator machinery quiet, and lets the user's
 own deprecated calls warn; a missing or wrong TensorFlow is one line that
 says what to install."""
 import os
-import sys
 import textwrap
 
 import pytest
@@ -115,13 +114,19 @@ def test_a_tf_estimator_symbol_is_quiet_from_the_users_code(tf_records):
   assert tf_records() == []
 
 
+def _without_tensorflow(code):
+  """Runs `code` in a Python that cannot import TensorFlow."""
+  return run([PYTHON, "-c", "import sys\n"
+              "sys.modules['tensorflow'] = None  # as if not installed\n"
+              + textwrap.dedent(code)], check=False)
+
+
 def test_without_tensorflow_the_library_says_what_to_install():
-  proc = run([PYTHON, "-c", textwrap.dedent("""
-      import sys
-      sys.modules["tensorflow"] = None  # as if not installed
+  proc = _without_tensorflow("""
       import estimator_scale as es
+      es.errors  # needs no TensorFlow
       es.make_estimator
-      """)], check=False)
+      """)
   assert proc.returncode == 1
   last = proc.stderr.strip().splitlines()[-1]
   assert last.startswith("ImportError: estimator_scale needs TensorFlow 2.15")
@@ -129,13 +134,24 @@ def test_without_tensorflow_the_library_says_what_to_install():
   assert "tensorflow==2.15.1" in last
 
 
-def test_another_tensorflow_is_named_and_the_cli_says_so_in_one_line(
-    monkeypatch):
+def test_without_tensorflow_the_cli_says_so_in_one_line():
+  proc = _without_tensorflow("""
+      from estimator_scale.cli import __main__ as cli
+      sys.argv = ["estimator-scale", "models"]
+      cli.run()
+      """)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+      "estimator-scale: error: estimator_scale needs TensorFlow 2.15 (the "
+      f"last release with tf.estimator) and found none: {stack.INSTALL}; see "
+      f"{stack.GUIDE}"]
+
+
+def test_another_tensorflow_is_named(monkeypatch):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(tf, "__version__", "2.16.1")
   with pytest.raises(ImportError, match=r"found TensorFlow 2\.16\.1: pip "
                      r"install tensorflow-cpu==2\.15\.1"):
     stack.require_tensorflow()
-  monkeypatch.setitem(sys.modules, "tensorflow", None)
-  with pytest.raises(errors.ConfigError, match="found none: pip install"):
+  with pytest.raises(errors.ConfigError, match="found TensorFlow 2.16.1"):
     logs.configure()

@@ -138,3 +138,8 @@ def test_the_wheel_installs_against_the_pins_and_runs_outside_the_checkout(
     assert json.load(f)["global_step"] == 20
   _run([str(venv / "bin" / "estimator-scale-launch"), "--help"], elsewhere,
        env)
+  # The s3 extra's file system registers (tensorflow-io aborts at a normal
+  # exit once loaded, hence the library's own way out).
+  _run([str(python), "-c", "from estimator_scale import filesystems; "
+        "filesystems.require('model_dir', 's3://bucket/run'); "
+        "filesystems.exit_process(0)"], elsewhere, env)

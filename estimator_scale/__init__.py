@@ -21,6 +21,7 @@ _PUBLIC = {
     "ADASCALE_PROGRESS": ("estimator_scale.train_ops.adascale", "PROGRESS"),
     "ADASCALE_SCALE": ("estimator_scale.train_ops.adascale", "SCALE"),
     "BaseModel": ("estimator_scale.model", "BaseModel"),
+    "BinaryClassifierModel": ("estimator_scale.model", "BinaryClassifierModel"),
     "ClassifierModel": ("estimator_scale.model", "ClassifierModel"),
     "EarlyStoppingHook": ("estimator_scale.evaluation", "EarlyStoppingHook"),
     "Estimator": ("estimator_scale.estimator", "Estimator"),

@@ -39,7 +39,7 @@ def make_model_fn(model, training_config=None, topology=None):
   model = _Attributed(model)
 
   def model_fn(features, labels, mode, params, config):
-    training, job = pipeline.the_estimators(
+    training, job = pipeline.estimator_settings(
         training_config, topology, caller="make_model_fn")
     if config is not None and config.tf_random_seed is not None:
       _seed_layer_initializers(config.tf_random_seed)

@@ -166,8 +166,8 @@ def _fields(config, names):
   return ", ".join(f"{name}={getattr(config, name)!r}" for name in names)
 
 
-def the_estimators(training_config=None, topology=None,
-                   caller="build_train_op"):
+def estimator_settings(training_config=None, topology=None,
+                       caller="build_train_op"):
   """(TrainingConfig, Topology) a model_fn trains with.
 
   Inside an Estimator that `make_estimator` made: the Estimator's, where
@@ -247,7 +247,7 @@ def build_train_op(loss_fn, features, labels, training_config=None,
       `make_estimator`, or a topology other than the Estimator's; the
       message names both.
   """
-  training_config, topology = the_estimators(training_config, topology)
+  training_config, topology = estimator_settings(training_config, topology)
   built = _build(loss_fn, features, labels, training_config, topology)
   tf.compat.v1.summary.scalar("learning_rate", built.learning_rate)
   if built.adascale is not None:

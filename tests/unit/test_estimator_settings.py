@@ -118,5 +118,5 @@ def test_outside_an_estimator_of_the_framework_the_defaults_apply():
         lambda f, l: tf.reduce_mean(tf.keras.layers.Dense(1)(f["x"])),
         features, labels)
     assert train.adascale is None
-    config, topology = pipeline.the_estimators()
+    config, topology = pipeline.estimator_settings()
     assert config == es.TrainingConfig() and topology == es.Topology()

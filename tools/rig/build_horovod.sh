@@ -16,9 +16,21 @@ HOROVOD_PIN="$(grep -E '^horovod==' "$CONSTRAINTS")"
 # Applied to Horovod's sdist before it is built; see the patch's header.
 HOROVOD_PATCH="$PWD/third_party/horovod/process_set_iface.patch"
 
-echo "build_horovod: $HOROVOD_PIN from source with Gloo and $HOROVOD_PATCH"
+# A wheel built once is kept, named by everything that changes the build (the
+# pin, the patch, Python's and TensorFlow's versions), so a fresh clone on a
+# machine that built it before installs it in seconds instead of compiling.
+WHEEL_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/estimator_scale/horovod-wheels"
+BUILD_KEY="$("$PY" -c 'import sys, tensorflow as tf; print(f"py{sys.version_info[0]}{sys.version_info[1]}-tf{tf.__version__}")' 2>/dev/null)"
+BUILD_KEY="$HOROVOD_PIN-$(sha1sum < "$HOROVOD_PATCH" | cut -c1-12)-$BUILD_KEY"
 SRC_DIR="$(mktemp -d)"
 trap 'rm -rf "$SRC_DIR"' EXIT
+if compgen -G "$WHEEL_CACHE/$BUILD_KEY/horovod-*.whl" > /dev/null; then
+  echo "build_horovod: $HOROVOD_PIN with $HOROVOD_PATCH, built before ($WHEEL_CACHE/$BUILD_KEY)"
+  "$PY" -m pip install -q --force-reinstall --no-deps "$WHEEL_CACHE/$BUILD_KEY"/horovod-*.whl
+  "$PY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL_CACHE/$BUILD_KEY"/horovod-*.whl
+  exit 0
+fi
+echo "build_horovod: $HOROVOD_PIN from source with Gloo and $HOROVOD_PATCH"
 "$PY" -m pip download -q --no-deps --no-binary :all: "$HOROVOD_PIN" -d "$SRC_DIR"
 tar -xzf "$SRC_DIR"/horovod-*.tar.gz -C "$SRC_DIR"
 # Outside a git repository git apply works like patch -p1 and refuses a patch
@@ -37,3 +49,7 @@ MAKEFLAGS=-j"$(nproc)" \
 # adds Horovod's dependencies where they are missing (a fresh venv).
 "$PY" -m pip install -q --force-reinstall --no-deps "$SRC_DIR"/dist/horovod-*.whl
 "$PY" -m pip install -q -c "$CONSTRAINTS" "$SRC_DIR"/dist/horovod-*.whl
+mkdir -p "$WHEEL_CACHE/$BUILD_KEY.partial"
+cp "$SRC_DIR"/dist/horovod-*.whl "$WHEEL_CACHE/$BUILD_KEY.partial/"
+rm -rf "$WHEEL_CACHE/$BUILD_KEY"
+mv "$WHEEL_CACHE/$BUILD_KEY.partial" "$WHEEL_CACHE/$BUILD_KEY"

@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale.backends import base
 from estimator_scale.embeddings import sharded
@@ -122,7 +123,7 @@ class _Plan:
   topology: Any
   accumulation_steps: int
   lr_scaling: str
-  scale: float
+  batch_scale: float
   samples: int
   scaling_warmup_updates: int
   adascale_smoothing: Optional[float]
@@ -157,7 +158,8 @@ class CannedOptimizer:
   def __repr__(self):
     return (f"canned_optimizer({self._class.__name__}, "
             f"accumulation_steps={self.plan.accumulation_steps}, "
-            f"lr_scaling={self.plan.lr_scaling!r}, scale={self.plan.scale:g})")
+            f"lr_scaling={self.plan.lr_scaling!r}, "
+            f"batch_scale={self.plan.batch_scale:g})")
 
 
 class _Rate:
@@ -176,8 +178,9 @@ class _Rate:
     return self.value
 
 
+@deprecation.renamed_keywords(scale="batch_scale")
 def canned_optimizer(optimizer, topology, accumulation_steps=1,
-                     lr_scaling="identity", scale=None,
+                     lr_scaling="identity", batch_scale=None,
                      scaling_warmup_updates=0, adascale_smoothing=None,
                      allreduce_compression="none"):
   """An optimizer for a canned estimator that trains with the job's backend.
@@ -202,8 +205,10 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
       share of the global batch, k micro-batches of it, per update.
     lr_scaling: `identity`, `linear`, `sqrt` or `adascale`
       (`scaling.RULES`).
-    scale: S; None means the gradient samples one update averages
-      (replicas x accumulation_steps).
+    batch_scale: S, how many times the S = 1 batch (one micro-batch) an
+      update averages; None means the gradient samples one update averages
+      (replicas x accumulation_steps). `scale=`, its old name, works for
+      one release.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta (None: its default for n).
     allreduce_compression: where the backend offers it (Horovod: fp16).
@@ -221,17 +226,18 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
   _check_accumulation_steps(accumulation_steps, config)
   samples = topology.replicas_per_update * accumulation_steps
   with errors.as_config_error():
-    scaling.check_rule(lr_scaling, scale)
+    scaling.check_rule(lr_scaling, batch_scale)
     adascale.check_smoothing(adascale_smoothing)
     if adascale_smoothing is not None and lr_scaling != "adascale":
       raise ValueError(f"adascale_smoothing={adascale_smoothing} needs "
                        "lr_scaling='adascale'")
     topology.backend.check_offers(allreduce_compression)
-    resolved = float(scale) if scale is not None else float(samples)
+    resolved = (float(batch_scale) if batch_scale is not None else
+                float(samples))
     if lr_scaling == "adascale":
       adascale.check_samples(resolved, samples)
   plan = _Plan(topology=topology, accumulation_steps=accumulation_steps,
-               lr_scaling=lr_scaling, scale=resolved,
+               lr_scaling=lr_scaling, batch_scale=resolved,
                samples=samples, scaling_warmup_updates=scaling_warmup_updates,
                adascale_smoothing=adascale_smoothing,
                allreduce_compression=allreduce_compression,
@@ -340,7 +346,7 @@ class _Reducing:
     finished = []
     if plan.lr_scaling == "adascale":
       with pipeline.root_variable_scope():
-        state = adascale.AdaScale(plan.scale, plan.samples,
+        state = adascale.AdaScale(plan.batch_scale, plan.samples,
                                   plan.adascale_smoothing,
                                   scope=self._state_scope(global_step))
       mean, (sum_squared,) = reducer.all_mean(samples, [sum_squared])
@@ -394,6 +400,6 @@ def _reducing_class(optimizer_class):
 
 def _fixed_rate(plan, global_step):
   return scaling.scaled_learning_rate(
-      plan.lr_scaling, plan.schedule, global_step, plan.scale,
+      plan.lr_scaling, plan.schedule, global_step, plan.batch_scale,
       plan.scaling_warmup_updates)
 

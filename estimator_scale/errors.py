@@ -24,7 +24,9 @@ class ConfigError(Error):
 
 
 class UsageError(Error, TypeError):
-  """The API used in a way it does not support (wrong type, wrong order)."""
+  """The API used in a way it does not support: an argument of the wrong
+  type, arguments that exclude or need each other, a call in the wrong
+  order, a method this kind of Estimator lacks."""
 
 
 class TopologyError(Error):

@@ -65,7 +65,7 @@ class Estimator:
     self.model = model
     self.topology = scale_config.topology
     self.training_config = training_config
-    self._scale = scale_config
+    self._scale_config = scale_config
     self._global_batch_size = global_batch_size
     self._progress_every = progress_every_n_steps
     self._scale_invariant_steps = scale_invariant_steps
@@ -75,7 +75,7 @@ class Estimator:
     self.evaluations: List[dict] = []
 
   model_dir = property(lambda self: self.tf_estimator.model_dir)
-  coordinator = property(lambda self: self._scale.coordinator)
+  coordinator = property(lambda self: self._scale_config.coordinator)
   config = property(lambda self: self.tf_estimator.config)
   params = property(lambda self: self.tf_estimator.params)
 
@@ -93,7 +93,7 @@ class Estimator:
   def model_input_fn(self, mode, global_batch_size):
     """The model's own data for `mode`, sharded for this process."""
     if self.model is None:
-      raise errors.ConfigError(
+      raise errors.UsageError(
           "model_input_fn needs a BaseModel; this Estimator "
           "wraps a model_fn: pass your own input_fn")
     return self.model.input_fn(mode, global_batch_size, self.params,
@@ -119,7 +119,7 @@ class Estimator:
         seed=self.config.tf_random_seed or 0)
 
   def _hooks(self, hooks, target):
-    hooks = list(hooks or []) + list(self._scale.hooks)
+    hooks = list(hooks or []) + list(self._scale_config.hooks)
     if self._scale_invariant_steps:
       hooks.append(hooks_lib.StopAtProgressHook(self._scale_invariant_steps))
     self.progress = None
@@ -131,7 +131,7 @@ class Estimator:
           self._progress_every, target)
       hooks.append(self.progress)
     if stragglers.applies(self.topology):
-      workers = self._scale.coordinator.worker_labels()  # on every worker
+      workers = self.coordinator.worker_labels()  # on every worker
       if self.topology.is_chief:
         hooks.append(stragglers.StragglerHook(workers, self._progress_every))
     return hooks
@@ -167,7 +167,7 @@ class Estimator:
           "is not saved: a restart starts its data over",
           getattr(input_fn, "__name__", type(input_fn).__name__))
     with data_files.naming_corrupt_files(data_files.files_of(input_fn)):
-      self.last_train = self._scale.coordinator.train(
+      self.last_train = self.coordinator.train(
           self.tf_estimator, input_fn, self._hooks(hooks, max_steps), steps,
           max_steps)
     return self
@@ -177,7 +177,7 @@ class Estimator:
     """Evaluates the latest checkpoint; every worker gets the same metrics."""
     input_fn = self._for_this_job(input_fn)
     with data_files.naming_corrupt_files(data_files.files_of(input_fn)):
-      return self._scale.coordinator.evaluate(
+      return self.coordinator.evaluate(
           self.tf_estimator, input_fn, steps=steps, hooks=hooks,
           checkpoint_path=checkpoint_path, name=name)
 
@@ -186,7 +186,7 @@ class Estimator:
     """See tf.estimator.Estimator.predict; works on any task, also after
     the others exited."""
     input_fn = self._for_this_job(input_fn)
-    return self._scale.coordinator.predict(
+    return self.coordinator.predict(
         self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,
         checkpoint_path=checkpoint_path,
         yield_single_examples=yield_single_examples)
@@ -195,12 +195,12 @@ class Estimator:
                          **kwargs):
     """Exports a SavedModel (the chief only); returns its path."""
     if serving_input_receiver_fn is None and self.model is None:
-      raise errors.ConfigError("export_saved_model around a model_fn needs "
-                               "serving_input_receiver_fn")
+      raise errors.UsageError("export_saved_model around a model_fn needs "
+                              "serving_input_receiver_fn")
     receiver = (serving_input_receiver_fn or
                 self.model.serving_input_receiver_fn())
-    return self._scale.coordinator.export(self.tf_estimator, export_dir_base,
-                                          receiver, **kwargs)
+    return self.coordinator.export(self.tf_estimator, export_dir_base,
+                                   receiver, **kwargs)
 
   def get_variable_value(self, name):
     return self.tf_estimator.get_variable_value(name)
@@ -246,11 +246,11 @@ def make_estimator(model, model_dir=None, distribution="none",
   """
   existing = isinstance(model, tf.estimator.Estimator)
   if existing and scale_config is None:
-    raise errors.ConfigError(
+    raise errors.UsageError(
         "an existing Estimator needs scale_config=, the build_run_config "
         "result whose run_config it was made with")
   if existing and training_config is not None:
-    raise errors.ConfigError(
+    raise errors.UsageError(
         "training_config does not apply to an existing Estimator: its "
         "optimizers are inside it; give them es.canned_optimizer(..., "
         "lr_scaling=...)")
@@ -260,7 +260,7 @@ def make_estimator(model, model_dir=None, distribution="none",
     scale_config = run_config_lib.build_run_config(
         distribution, model_dir=model_dir, **run_config_kwargs)
   elif run_config_kwargs or distribution != "none" or model_dir is not None:
-    raise errors.ConfigError(
+    raise errors.UsageError(
         "pass either scale_config or distribution/model_dir/run config "
         "arguments, not both")
   if (scale_invariant_steps and not existing and
@@ -344,13 +344,13 @@ def _model_fn_params(model_fn, hparams):
         "`features` argument (and any of labels, mode, params, config), as "
         f"tf.estimator requires; it takes ({', '.join(args)})")
   if hparams and not isinstance(hparams, dict):
-    raise errors.ConfigError(
+    raise errors.UsageError(
         "hparams of a model_fn must be a dict (its params), "
         f"got {hparams!r}")
   if "params" in args:
     return dict(hparams or {})
   if hparams:
-    raise errors.ConfigError(
+    raise errors.UsageError(
         f"hparams={hparams!r} given, but the model_fn takes no `params` "
         "argument to receive them")
   return None

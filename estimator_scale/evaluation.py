@@ -47,7 +47,7 @@ class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
     limits = (max_steps_without_improvement,
               max_evaluations_without_improvement)
     if sum(limit is not None for limit in limits) != 1:
-      raise errors.ConfigError(
+      raise errors.UsageError(
           "EarlyStoppingHook needs exactly one of max_steps_without_"
           "improvement and max_evaluations_without_improvement")
     if min(limit for limit in limits if limit is not None) < 1:
@@ -136,15 +136,15 @@ class _Cadence:
 
 def _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps):
   if not isinstance(estimator, estimator_lib.Estimator):
-    raise errors.ConfigError(
+    raise errors.UsageError(
         "train_and_evaluate: estimator must come from es.make_estimator, got "
         f"{type(estimator).__name__}")
   if not isinstance(train_spec, tf.estimator.TrainSpec):
-    raise errors.ConfigError("train_and_evaluate: train_spec must be a "
-                             f"tf.estimator.TrainSpec, got {train_spec!r}")
+    raise errors.UsageError("train_and_evaluate: train_spec must be a "
+                            f"tf.estimator.TrainSpec, got {train_spec!r}")
   if not isinstance(eval_spec, tf.estimator.EvalSpec):
-    raise errors.ConfigError("train_and_evaluate: eval_spec must be a "
-                             f"tf.estimator.EvalSpec, got {eval_spec!r}")
+    raise errors.UsageError("train_and_evaluate: eval_spec must be a "
+                            f"tf.estimator.EvalSpec, got {eval_spec!r}")
   if train_spec.max_steps is None:
     raise errors.ConfigError(
         "train_and_evaluate: train_spec.max_steps is required: every worker "
@@ -210,6 +210,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
     tf.estimator returns; `estimator.evaluations` lists every evaluation.
 
   Raises:
+    UsageError: an estimator or spec of another kind, naming it.
     ConfigError: a spec or argument this cannot run, naming it.
   """
   _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps)

@@ -53,18 +53,19 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   backend = backends.get(distribution)
   if ps_sync:
     backend = backend.synchronized()
-  scale = backend.build(common, model_dir, replicas, intra_op_threads)
-  if _synchronised_by_the_factory(scale):
-    scale.run_config = scale.run_config.replace(
+  scale_config = backend.build(common, model_dir, replicas, intra_op_threads)
+  if _synchronised_by_the_factory(scale_config):
+    scale_config.run_config = scale_config.run_config.replace(
         device_fn=TrainedDirectly(distribution))
-  return scale
+  return scale_config
 
 
-def _synchronised_by_the_factory(scale):
+def _synchronised_by_the_factory(scale_config):
   """Whether workers agree only through the framework's train op and hooks:
   several synchronous workers, and no tf.distribute strategy doing it."""
-  return (scale.topology.synchronous and scale.topology.num_workers > 1 and
-          scale.run_config.train_distribute is None)
+  topology = scale_config.topology
+  return (topology.synchronous and topology.num_workers > 1 and
+          scale_config.run_config.train_distribute is None)
 
 
 class TrainedDirectly:

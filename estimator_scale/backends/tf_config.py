@@ -115,9 +115,9 @@ class ParameterServer(base.Backend):
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
     # Its servers keep serving between train() calls.
-    scale = _cluster(self, run_config_kwargs, model_dir, intra_op_threads,
-                     servers_persist=True)
-    topology = scale.topology
+    scale_config = _cluster(self, run_config_kwargs, model_dir,
+                            intra_op_threads, servers_persist=True)
+    topology = scale_config.topology
     self._roles = (topology.num_workers, topology.worker_index,
                    topology.is_chief)
     if self.synchronous:
@@ -127,14 +127,14 @@ class ParameterServer(base.Backend):
           "chief", topology.num_workers)
       waiting = ps_sync.TimeoutHook(collective_timeout(os.environ),
                                     _task_name(os.environ))
-      scale.hooks.append(waiting)
-      scale.coordinator.waiting = waiting
+      scale_config.hooks.append(waiting)
+      scale_config.coordinator.waiting = waiting
     else:
       logging.info(
           "parameter_server: asynchronous updates (the default): each worker "
           "applies its own gradients; ps_sync=True (--ps_sync) averages all "
           "workers' gradients in every update")
-    return scale
+    return scale_config
 
   def check_cluster(self, cluster):
     """Refuses a cluster this backend cannot run."""

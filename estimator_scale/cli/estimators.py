@@ -30,7 +30,7 @@ def training_config_from_flags(accumulation_steps=None):
   return es.TrainingConfig(
       optimizer=FLAGS.optimizer, schedule=schedule,
       accumulation_steps=accumulation_steps or FLAGS.accumulation_steps,
-      lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
+      lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
       optimizer_options=_optimizer_options(),

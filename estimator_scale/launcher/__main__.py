@@ -19,14 +19,14 @@ succeed, parameter servers (which never exit) are stopped. A SIGTERM or
 SIGINT (Ctrl-C) to the launcher stops every task the same way and exits
 with 128 + the signal's number after one line naming it.
 
-With --max-restarts R the job is elastic instead (elastic.py): after a
+With --max_restarts R the job is elastic instead (elastic.py): after a
 failure the cluster restarts from the last checkpoint on the hosts that
-still answer, down to --min-workers K training tasks, at most R times, and
+still answer, down to --min_workers K training tasks, at most R times, and
 a host that answers again joins at the next checkpoint; one line gives each
 change's old and new size and the step it resumes at:
 
-  estimator-scale-launch --hosts node1,node2 --min-workers 1 \
-      --max-restarts 3 -- /opt/venv/bin/python -m estimator_scale.cli \
+  estimator-scale-launch --hosts node1,node2 --min_workers 1 \
+      --max_restarts 3 -- /opt/venv/bin/python -m estimator_scale.cli \
       --distribution=multi_worker_mirrored --model_dir=/shared/run
 
 On hosts, each task runs over ssh in the launcher's working directory, with
@@ -36,6 +36,7 @@ import argparse
 import os
 import sys
 
+from estimator_scale import deprecation
 from estimator_scale.launcher import elastic
 from estimator_scale.launcher import hosts as hosts_lib
 from estimator_scale.launcher import job
@@ -60,22 +61,22 @@ def _parser():
                       metavar="NAME[=VALUE]",
                       help="also forward this variable to remote tasks")
   parser.add_argument("--timeout", type=float, default=None)
-  parser.add_argument("--max-restarts", "--max_restarts", type=int,
-                      default=None, dest="max_restarts",
-                      help="elastic: restarts after failures, from the last "
-                      "checkpoint on the hosts that answer")
-  parser.add_argument("--min-workers", "--min_workers", type=int, default=1,
-                      dest="min_workers",
-                      help="elastic: fewest training tasks to go on with")
-  parser.add_argument("--probe-every", "--probe_every", type=float,
-                      default=10.0, dest="probe_every",
-                      help="elastic: seconds between probes of hosts "
-                      "outside the cluster")
-  parser.add_argument("--model-dir", default=None,
-                      dest="model_dir",
-                      help="elastic: the job's checkpoint directory, read "
-                      "for the resumed step (default: the command's "
-                      "--model_dir)")
+  # Every flag of the framework's commands is spelled with underscores; the
+  # hyphenated spellings of these work for one release more.
+  deprecation.add_renamed_flag(
+      parser, "--max_restarts", "--max-restarts", type=int, default=None,
+      help="elastic: restarts after failures, from the last checkpoint on "
+      "the hosts that answer")
+  deprecation.add_renamed_flag(
+      parser, "--min_workers", "--min-workers", type=int, default=1,
+      help="elastic: fewest training tasks to go on with")
+  deprecation.add_renamed_flag(
+      parser, "--probe_every", "--probe-every", type=float, default=10.0,
+      help="elastic: seconds between probes of hosts outside the cluster")
+  deprecation.add_renamed_flag(
+      parser, "--model_dir", "--model-dir", default=None,
+      help="elastic: the job's checkpoint directory, read for the resumed "
+      "step (default: the command's --model_dir)")
   parser.add_argument("command", nargs=argparse.REMAINDER)
   return parser
 
@@ -92,9 +93,9 @@ def main(argv=None):
   if args.ps < 0:
     parser.error("--ps must be >= 0")
   if args.max_restarts is not None and args.max_restarts < 1:
-    parser.error("--max-restarts must be >= 1")
+    parser.error("--max_restarts must be >= 1")
   if args.min_workers < 1:
-    parser.error("--min-workers must be >= 1")
+    parser.error("--min_workers must be >= 1")
   try:
     hosts = (hosts_lib.parse_hosts(args.hosts) if args.hosts else
              [(None, args.workers)])
@@ -105,7 +106,7 @@ def main(argv=None):
   if args.max_restarts is not None:
     workers = hosts_lib.training_tasks(hosts)
     if args.min_workers > workers:
-      parser.error(f"--min-workers {args.min_workers} is more than the job's "
+      parser.error(f"--min_workers {args.min_workers} is more than the job's "
                    f"{workers} training task(s)")
     policy = elastic.Policy(
         min_workers=args.min_workers, max_restarts=args.max_restarts,

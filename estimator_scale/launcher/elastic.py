@@ -21,8 +21,8 @@ What a restart means for the job:
 - The CLI's --global_batch_size is global: it stays, so each worker's share
   grows when workers leave (it must still divide, or the restart stops in
   one line). AdaScale's default S (workers x accumulation) follows the
-  size, and with it the S = 1 batch (global / S); --scale holds S, and so
-  tau's unit, fixed instead.
+  size, and with it the S = 1 batch (global / S); --batch_scale holds S, and
+  so tau's unit, fixed instead.
 
 A returning host does not stop the job at once: the restart waits for the
 next checkpoint, so the updates it costs are the ones made while the
@@ -67,7 +67,7 @@ class Policy:
 
 
 PLAIN = Policy(max_restarts=0)
-"""A launch without --max-restarts: an elastic one that never restarts."""
+"""A launch without --max_restarts: an elastic one that never restarts."""
 
 
 def model_dir_of(command):
@@ -155,7 +155,7 @@ def final_line(why, code, failures, policy):
     return (f"{why} ({NOT_RESTARTABLE[code]}: a restart would fail alike); "
             "stopping every task")
   if failures >= policy.max_restarts:
-    return (f"{why}; no restart left (--max-restarts {policy.max_restarts}); "
+    return (f"{why}; no restart left (--max_restarts {policy.max_restarts}); "
             "stopping every task")
   return None
 

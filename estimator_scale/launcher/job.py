@@ -295,7 +295,7 @@ def run(command, hosts, ps=0, chief=False, port=hosts_lib.DEFAULT_PORT,
     left = hosts_lib.training_tasks(members)
     if left < max(policy.min_workers, 1):
       out.write(f"[launch] {why}; {left} worker(s) left, fewer than "
-                f"--min-workers {policy.min_workers}; stopping every task\n")
+                f"--min_workers {policy.min_workers}; stopping every task\n")
       return exit_code(code)
     without = f" without {', '.join(lost)}" if lost else ""
     out.write(f"[launch] {why}; restart {failures} of {policy.max_restarts}: "

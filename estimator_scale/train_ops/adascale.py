@@ -3,7 +3,8 @@
 Two numbers describe an update: n, the gradient samples g_1..g_n it
 averages (micro-batches x replicas), each over total/n examples, and S, the
 scale: how many times larger the total batch is than the batch the S = 1
-learning-rate schedule was tuned for (S = n unless the user sets --scale).
+learning-rate schedule was tuned for (S = n unless the user sets
+batch_scale).
 
 The gain r = (sigma^2 + mu^2) / (sigma^2 / S + mu^2), in [1, S], needs sigma^2,
 the trace of the gradient covariance at the S = 1 batch (total/S examples),
@@ -37,7 +38,7 @@ it), so these estimates stay valid for any new n and S and are continued
 unchanged: the next update only brings its own n (in v, sigma^2 and theta)
 and S (in sigma^2 and the gain). A restart that changes the S = 1 batch
 itself (say the same total batch with the default S = n and another n) also
-changes what tau and the schedule mean; keep total/S fixed with --scale.
+changes what tau and the schedule mean; keep total/S fixed with batch_scale.
 
 All state lives in variables under `adascale/`, so it is checkpointed, shown
 in TensorBoard and readable with `estimator.get_variable_value`.
@@ -84,13 +85,13 @@ def check_smoothing(theta):
                      "gradient samples per update)")
 
 
-def check_samples(scale, samples):
+def check_samples(batch_scale, samples):
   """Raises ValueError when S > 1 but the variance cannot be estimated."""
-  if scale > 1 and samples < 2:
+  if batch_scale > 1 and samples < 2:
     raise ValueError(
-        f"lr_scaling='adascale' with scale={scale:g} needs at least 2 "
-        "gradient samples per update to estimate the gradient variance; use "
-        "accumulation_steps >= 2 or more workers/replicas")
+        f"lr_scaling='adascale' with batch_scale={batch_scale:g} needs at "
+        "least 2 gradient samples per update to estimate the gradient "
+        "variance; use accumulation_steps >= 2 or more workers/replicas")
 
 
 class AdaScale:

@@ -19,6 +19,7 @@ import weakref
 
 import tensorflow as tf
 
+from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
@@ -44,7 +45,8 @@ class TrainingConfig:
     schedule: the S = 1 learning-rate schedule.
     accumulation_steps: micro-batches per update (k).
     lr_scaling: a rule of `scaling.RULES`.
-    scale: S; None means the gradient samples one update averages:
+    batch_scale: S, how many times the S = 1 batch (one micro-batch) an
+      update averages; None means the gradient samples one update averages:
       workers x replicas x k, or with asynchronous parameter servers the
       worker's own replicas x k (its update is its share of the global
       batch, `Topology.examples_per_update`).
@@ -66,15 +68,20 @@ class TrainingConfig:
   schedule: schedules.Schedule = schedules.Schedule()
   accumulation_steps: int = 1
   lr_scaling: str = "identity"
-  scale: Optional[float] = None
+  batch_scale: Optional[float] = None
   scaling_warmup_updates: int = 0
   adascale_smoothing: Optional[float] = None
   optimizer_options: tuple = ()
   precision: str = "float32"
   allreduce_compression: str = "none"
   sparse_exchange: str = "auto"
+  # The old name of batch_scale, for one release; not a field: no repr.
+  scale: dataclasses.InitVar[Optional[float]] = None
 
-  def __post_init__(self):
+  def __post_init__(self, scale):
+    if scale is not None:
+      object.__setattr__(self, "batch_scale", deprecation.renamed_value(
+          "TrainingConfig(scale=)", "batch_scale=", scale, self.batch_scale))
     optimizers.check_optimizer(self.optimizer)
     optimizers.check_options(self.optimizer, self.optimizer_options)
     precision_lib.check_precision(self.precision)
@@ -89,7 +96,7 @@ class TrainingConfig:
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
       raise ValueError(f"accumulation_steps={self.accumulation_steps!r} must "
                        "be an integer >= 1")
-    scaling.check_rule(self.lr_scaling, self.scale)
+    scaling.check_rule(self.lr_scaling, self.batch_scale)
     if self.scaling_warmup_updates < 0:
       raise ValueError("scaling_warmup_updates="
                        f"{self.scaling_warmup_updates} must be >= 0")
@@ -103,8 +110,10 @@ class TrainingConfig:
     return topology.replicas_per_update * self.accumulation_steps
 
   def resolved_scale(self, topology):
-    return float(self.scale) if self.scale is not None else float(
-        self.samples_per_update(topology))
+    """S: `batch_scale`, or its default on `topology`."""
+    if self.batch_scale is not None:
+      return float(self.batch_scale)
+    return float(self.samples_per_update(topology))
 
 
 @dataclasses.dataclass
@@ -278,7 +287,7 @@ def _build(loss_fn, features, labels, config, topology):
   if not reducer.applies_updates:
     return _contribute(reducer, start, grads, config, topology)
   reducer.expect(grads.variables, grads.loss)
-  scale = config.resolved_scale(topology)
+  batch_scale = config.resolved_scale(topology)
   state = None
   finished = []
   shared = None
@@ -287,7 +296,8 @@ def _build(loss_fn, features, labels, config, topology):
                                  topology)
   if use_adascale:
     with root_variable_scope():
-      state = adascale.AdaScale(scale, config.samples_per_update(topology),
+      state = adascale.AdaScale(batch_scale,
+                                config.samples_per_update(topology),
                                 config.adascale_smoothing)
     mean, learning_rate, finite, finished = _adascale_update(
         state, reducer, grads, config.schedule)
@@ -296,7 +306,7 @@ def _build(loss_fn, features, labels, config, topology):
       finished.append(state.advance())
   else:
     learning_rate = scaling.scaled_learning_rate(
-        config.lr_scaling, config.schedule, global_step, scale,
+        config.lr_scaling, config.schedule, global_step, batch_scale,
         config.scaling_warmup_updates)
   skip_nonfinite = use_adascale or loss_scale is not None
   if skip_nonfinite and not use_adascale:

@@ -12,23 +12,23 @@ from estimator_scale.train_ops import names
 RULES = names.LR_SCALING_RULES
 
 
-def check_rule(rule, scale):
-  """Raises ValueError for an unknown rule or a scale below 1."""
+def check_rule(rule, batch_scale):
+  """Raises ValueError for an unknown rule or a batch scale S below 1."""
   if rule not in RULES:
     raise ValueError(f"lr_scaling={rule!r} is unknown; valid: "
                      f"{', '.join(RULES)}")
-  if scale is not None and not scale >= 1:
-    raise ValueError(f"scale={scale} must be >= 1")
+  if batch_scale is not None and not batch_scale >= 1:
+    raise ValueError(f"batch_scale={batch_scale} must be >= 1")
 
 
-def scaled_learning_rate(rule, schedule, step, scale, warmup_updates=0):
+def scaled_learning_rate(rule, schedule, step, batch_scale, warmup_updates=0):
   """The learning rate of a fixed rule (not AdaScale) at `step`.
 
   Args:
     rule: `identity`, `linear` or `sqrt`.
     schedule: maps a float step to the base (S = 1) rate.
     step: the update count (global_step).
-    scale: S.
+    batch_scale: S.
     warmup_updates: for `linear`, ramp from the base rate to S x base over
       this many updates (Goyal et al. 2017, gradual warm-up).
 
@@ -36,13 +36,13 @@ def scaled_learning_rate(rule, schedule, step, scale, warmup_updates=0):
     A float32 scalar tensor.
   """
   base = schedule(step)
-  if rule == "identity" or scale == 1:
+  if rule == "identity" or batch_scale == 1:
     return base
   if rule == "sqrt":
-    return base * math.sqrt(scale)
+    return base * math.sqrt(batch_scale)
   if rule != "linear":
     raise ValueError(f"{rule!r} is not a fixed scaling rule")
   if not warmup_updates:
-    return base * float(scale)
+    return base * float(batch_scale)
   done = tf.minimum(tf.cast(step, tf.float32) / warmup_updates, 1.0)
-  return base * (1.0 + (float(scale) - 1.0) * done)
+  return base * (1.0 + (float(batch_scale) - 1.0) * done)

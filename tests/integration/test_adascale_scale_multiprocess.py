@@ -22,7 +22,7 @@ def test_gain_for_scale_other_than_samples_on_two_ranks(
   """
   flags = dict(case="sum_linear", inputs=json.dumps(golden.SCALE_ROWS),
                global_batch_size=2, steps=2, optimizer="sgd",
-               lr_scaling="adascale", scale=scale)
+               lr_scaling="adascale", batch_scale=scale)
   if theta is not None:
     flags["adascale_smoothing"] = theta
   horovod(2, dump_args(tmp_path / "out", tmp_path / "model",

@@ -126,7 +126,7 @@ def test_models_command_lists_the_zoo():
     (["--lr_scaling=cubic"], r"--lr_scaling=cubic: value should be one of "
                              r"<identity\|linear"),
     (["--accumulation_steps=0"], r"--accumulation_steps=0 must be"),
-    (["--scale=0.5"], r"--scale=0.5 must be >= 1"),
+    (["--batch_scale=0.5"], r"--batch_scale=0.5 must be >= 1"),
     (["--distribution=horovod", "--model_dir=/tmp/x"],
      r"started by horovodrun"),
     (["--optimizer=rmsprop"], r"--optimizer=rmsprop: value should be one of "

@@ -40,7 +40,7 @@ def test_feature_columns_accumulate_exactly_on_every_backend(case, tmp_path):
   # S = 1 runs its norms and reductions with a gain of exactly 1.
   flags = dict(case=case, examples=128, global_batch_size=32, steps=6,
                optimizer="sgd", learning_rate=0.1, lr_scaling="adascale",
-               scale=1.0)
+               batch_scale=1.0)
   (reference,) = _dump_run("none", tmp_path / "large", tmp_path / "large-m",
                            **flags)
   assert len(reference) >= 3, sorted(reference)

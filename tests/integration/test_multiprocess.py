@@ -125,7 +125,7 @@ def test_micro_batches_equal_one_large_batch_on_every_backend(case, tmp_path):
   # AdaScale at S = 1: its norms and reductions run, its gain is exactly 1.
   flags = dict(case=case, examples=64, global_batch_size=16, steps=10,
                optimizer="momentum", learning_rate=0.05,
-               lr_scaling="adascale", scale=1.0)
+               lr_scaling="adascale", batch_scale=1.0)
   _run_mode("none", tmp_path / "large", tmp_path / "large-model", **flags)
   reference = trained_variables(load_workers(tmp_path / "large")[0])
   for mode in ("mirrored", "horovod", "multi_worker_mirrored"):

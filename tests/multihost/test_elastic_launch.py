@@ -1,6 +1,6 @@
 """Elastic TF_CONFIG jobs on the rig: a host dies, the job goes on without it.
 
-estimator-scale-launch --max-restarts restarts the cluster on the hosts that
+estimator-scale-launch --max_restarts restarts the cluster on the hosts that
 still answer, from the last checkpoint, and takes a host back when it
 answers again. Each test trains digits_cnn with AdaScale (2 micro-batches
 per worker, so S is 2 per worker) to its step target, and checks from the
@@ -36,7 +36,7 @@ class _Job:
 
   def __init__(self, host1, distribution, model_dir, summary, ps=0):
     argv = ([PYTHON, "-m", "estimator_scale.launcher", "--hosts", "host1,host2",
-             "--min-workers", "1", "--max-restarts", "2", "--probe-every",
+             "--min_workers", "1", "--max_restarts", "2", "--probe_every",
              "2"] + (["--ps", str(ps)] if ps else []) +
             ["--", PYTHON, "-m", "estimator_scale.cli",
              f"--distribution={distribution}", f"--model_dir={model_dir}",

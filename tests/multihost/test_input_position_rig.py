@@ -4,7 +4,7 @@ Two jobs train a tiny model on examples that carry their id (one pass of
 the data is EXAMPLES ids), each worker recording the ids of every update as
 it trains (`trained_ids`): an elastic Horovod job that goes 2 -> 3 -> 2
 ranks (a host joins through the discovery script, then one is killed), and
-an `estimator-scale-launch --max-restarts` job of two multi_worker_mirrored
+an `estimator-scale-launch --max_restarts` job of two multi_worker_mirrored
 workers that loses one. Counted from every worker, each id of the epoch is
 trained once, except that the updates after the last commit (checkpoint)
 before a kill are trained again after the restart, and so are their
@@ -91,7 +91,7 @@ def test_launch_max_restarts_losing_a_host_trains_each_example_once(
   host1, host2 = cluster(2, loopback_hostname=True).hosts
   out, model_dir, log = tmp_path / "ids", tmp_path / "model", tmp_path / "log"
   argv = [PYTHON, "-m", "estimator_scale.launcher", "--hosts", "host1,host2",
-          "--min-workers", "1", "--max-restarts", "1", "--", *WORKER,
+          "--min_workers", "1", "--max_restarts", "1", "--", *WORKER,
           "--distribution=multi_worker_mirrored",
           f"--save_checkpoints_steps={COMMIT}", f"--model_dir={model_dir}",
           f"--out_dir={out}", "--run=launch"]

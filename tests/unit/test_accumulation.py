@@ -28,7 +28,7 @@ def test_micro_batches_equal_one_large_batch(case, lr_scaling, tmp_path):
   accumulated = trainer.train(model, features, labels, tmp_path / "k4", 16,
                               10, learning_rate=0.05, optimizer="momentum",
                               accumulation_steps=4, lr_scaling=lr_scaling,
-                              scale=1.0)
+                              batch_scale=1.0)
   large = trainer.train(model, features, labels, tmp_path / "k1", 16, 10,
                         learning_rate=0.05, optimizer="momentum")
   assert max_difference(_weights(accumulated), _weights(large)) <= 1e-5
@@ -192,11 +192,11 @@ def test_handwritten_model_fn_matches_the_template(tmp_path):
   config = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.05),
                              accumulation_steps=4, lr_scaling="adascale",
                              optimizer="momentum")
-  scale = es.build_run_config("none", model_dir=str(tmp_path / "hand"),
-                              random_seed=0)
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path / "hand"),
+                                     random_seed=0)
   estimator = es.make_estimator(
-      _handwritten_model_fn(config, scale.topology), scale_config=scale,
-      training_config=config)
+      _handwritten_model_fn(config, scale_config.topology),
+      scale_config=scale_config, training_config=config)
   estimator.train(trainer.array_input(features, labels, 16, 4), max_steps=10)
   template = trainer.train(tiny_models.KerasMLP(), features, labels,
                            tmp_path / "template", 16, 10, learning_rate=0.05,
@@ -237,7 +237,7 @@ def test_sparse_gradients_accumulate_exactly(model, tmp_path):
   accumulated = trainer.train(model, features, labels, tmp_path / "k4", 16,
                               10, learning_rate=0.05, optimizer="adam",
                               accumulation_steps=4, lr_scaling="adascale",
-                              scale=1.0)
+                              batch_scale=1.0)
   large = trainer.train(model, features, labels, tmp_path / "k1", 16, 10,
                         learning_rate=0.05, optimizer="adam")
   weights = lambda e: {n: v for n, v in _weights(e).items() if "/Adam" not in n}
@@ -308,14 +308,14 @@ def test_loss_of_another_dtype_or_shape_one_trains(tmp_path):
 def test_handwritten_model_fn_inside_a_scope_keeps_its_names(tmp_path):
   _, features, labels = tiny_models.generated_data("keras", 64)
   config = es.TrainingConfig(accumulation_steps=4)
-  scale = es.build_run_config("none", model_dir=str(tmp_path / "m"))
-  inner = _handwritten_model_fn(config, scale.topology)
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path / "m"))
+  inner = _handwritten_model_fn(config, scale_config.topology)
 
   def model_fn(features, labels, mode, params):
     with tf.compat.v1.variable_scope("net"):
       return inner(features, labels, mode, params)
 
-  estimator = es.make_estimator(model_fn, scale_config=scale,
+  estimator = es.make_estimator(model_fn, scale_config=scale_config,
                                 training_config=config)
   estimator.train(trainer.array_input(features, labels, 16, 4), max_steps=2)
   assert "net/hidden/kernel" in estimator.get_variable_names()

@@ -27,7 +27,7 @@ def _value(estimator, name):
                          golden.SCALE_CASES, ids=golden.SCALE_IDS)
 def test_gain_for_scale_other_than_samples(scale, theta, gain1, gain2, var,
                                            sqr, weight, tmp_path):
-  estimator = _run_over_rows(tmp_path, "run", 2, 2, scale=scale,
+  estimator = _run_over_rows(tmp_path, "run", 2, 2, batch_scale=scale,
                              accumulation_steps=2, adascale_smoothing=theta)
   assert _value(estimator, "gain") == pytest.approx(gain2, rel=1e-5)
   assert _value(estimator, "progress") == pytest.approx(gain1 + gain2,
@@ -50,7 +50,8 @@ def test_restart_with_more_samples_continues_the_estimates(tmp_path):
   #   mean x = [.25, .25]: ||g||^2 = 2*(.0625 + .0625) + 2 = 2.25.
   #   v = (5 - 2*2.25)/1 = 0.5; sigma^2 = 0.5 * 4/2 = 1; mu^2 = 2.25 - 1/4 = 2;
   #   r = 3/2.25 = 4/3 at both (identical) updates. weight = 1 - 0.998^2.
-  first = _run_over_rows(tmp_path, "run", 4, 2, scale=4, accumulation_steps=2)
+  first = _run_over_rows(tmp_path, "run", 4, 2, batch_scale=4,
+                         accumulation_steps=2)
   assert _value(first, "gain") == pytest.approx(4 / 3, rel=1e-5)
   assert _value(first, "grad_var_avg") / _value(first, "ema_weight") == (
       pytest.approx(1.0, rel=1e-5))
@@ -65,7 +66,7 @@ def test_restart_with_more_samples_continues_the_estimates(tmp_path):
   #   r3 = (3p + 0.02)/(2.25p + 0.009) = 0.031940048/0.017955036.
   #   (Had n = 2's per-sample variance 0.5 been stored, r would be 1.176 in
   #   run 1; had the estimates restarted from zero, r3 would be 5/2.25.)
-  second = _run_over_rows(tmp_path, "run", 4, 3, scale=4,
+  second = _run_over_rows(tmp_path, "run", 4, 3, batch_scale=4,
                           accumulation_steps=4)
   assert _value(second, "gain") == pytest.approx(0.031940048 / 0.017955036,
                                                  rel=1e-5)

@@ -27,7 +27,7 @@ def digits():
           {"x": test_x.reshape(-1, 64)}, test_y)
 
 
-def _scale(tmp_path, distribution="none"):
+def _scale_config(tmp_path, distribution="none"):
   return es.build_run_config(distribution, model_dir=str(tmp_path / "model"),
                              random_seed=0)
 
@@ -127,10 +127,10 @@ SIGNATURES = [name for name, _, _ in _model_fns(None, None)]
 @pytest.mark.parametrize("signature", SIGNATURES)
 def test_every_model_fn_signature_trains_through_make_estimator(
     signature, digits, tmp_path):
-  scale = _scale(tmp_path)
+  scale_config = _scale_config(tmp_path)
   model_fn, hparams = {name: (fn, hp) for name, fn, hp in _model_fns(
-      scale.topology, str(tmp_path / "model"))}[signature]
-  estimator = es.make_estimator(model_fn, scale_config=scale,
+      scale_config.topology, str(tmp_path / "model"))}[signature]
+  estimator = es.make_estimator(model_fn, scale_config=scale_config,
                                 training_config=TRAINING, hparams=hparams)
   metrics = _train_and_evaluate(estimator, digits, steps=60)
   assert metrics["global_step"] == 60
@@ -140,45 +140,46 @@ def test_every_model_fn_signature_trains_through_make_estimator(
 def test_hparams_need_a_params_argument(tmp_path):
   def model_fn(features, labels, mode):
     del features, labels, mode
-  with pytest.raises(es.errors.ConfigError, match="no `params` argument"):
-    es.make_estimator(model_fn, scale_config=_scale(tmp_path),
+  with pytest.raises(es.errors.UsageError, match="no `params` argument"):
+    es.make_estimator(model_fn, scale_config=_scale_config(tmp_path),
                       hparams={"units": 8})
 
 
 def test_a_model_fn_without_features_is_refused(tmp_path):
   with pytest.raises(es.errors.UsageError, match="`features` argument"):
-    es.make_estimator(lambda config: None, scale_config=_scale(tmp_path))
+    es.make_estimator(lambda config: None,
+                      scale_config=_scale_config(tmp_path))
 
 
 # Canned estimators.
 
-def _canned(kind, scale, lr_scaling="identity"):
+def _canned(kind, scale_config, lr_scaling="identity"):
   columns = [tf.feature_column.numeric_column("x", [64])]
-  ftrl = es.canned_optimizer(tf.keras.optimizers.legacy.Ftrl(0.5), scale,
-                             lr_scaling=lr_scaling)
-  adagrad = es.canned_optimizer(tf.keras.optimizers.legacy.Adagrad(0.1), scale,
-                                lr_scaling=lr_scaling)
+  ftrl = es.canned_optimizer(tf.keras.optimizers.legacy.Ftrl(0.5),
+                             scale_config, lr_scaling=lr_scaling)
+  adagrad = es.canned_optimizer(tf.keras.optimizers.legacy.Adagrad(0.1),
+                                scale_config, lr_scaling=lr_scaling)
   if kind == "DNNClassifier":
     return tf.estimator.DNNClassifier([32], columns, n_classes=10,
                                       optimizer=adagrad,
-                                      config=scale.run_config)
+                                      config=scale_config.run_config)
   if kind == "LinearClassifier":
     return tf.estimator.LinearClassifier(columns, n_classes=10,
                                          optimizer=ftrl,
-                                         config=scale.run_config)
+                                         config=scale_config.run_config)
   return tf.estimator.DNNLinearCombinedClassifier(
       linear_feature_columns=columns, linear_optimizer=ftrl,
       dnn_feature_columns=columns, dnn_optimizer=adagrad,
-      dnn_hidden_units=[32], n_classes=10, config=scale.run_config)
+      dnn_hidden_units=[32], n_classes=10, config=scale_config.run_config)
 
 
 @pytest.mark.parametrize("kind", ["DNNClassifier", "LinearClassifier",
                                   "DNNLinearCombinedClassifier"])
 def test_canned_estimators_train_through_make_estimator(kind, digits,
                                                         tmp_path):
-  scale = _scale(tmp_path)
-  estimator = es.make_estimator(_canned(kind, scale, "adascale"),
-                                scale_config=scale)
+  scale_config = _scale_config(tmp_path)
+  estimator = es.make_estimator(_canned(kind, scale_config, "adascale"),
+                                scale_config=scale_config)
   metrics = _train_and_evaluate(estimator, digits, steps=100)
   assert metrics["global_step"] == 100
   assert metrics["accuracy"] > 0.85, metrics
@@ -204,34 +205,35 @@ def test_optimizers_canned_estimators_refuse_get_one_line(optimizer, names):
 def test_canned_optimizer_checks_what_the_topology_can_run():
   with pytest.raises(es.errors.ConfigError, match="at least 2 gradient"):
     es.canned_optimizer("Adagrad", es.Topology(), lr_scaling="adascale",
-                        scale=4)
+                        batch_scale=4)
   with pytest.raises(es.errors.ConfigError, match="allreduce_compression"):
     es.canned_optimizer("Adagrad", es.Topology(),
                         allreduce_compression="fp16")
 
 
 def test_an_estimator_must_be_made_with_the_backends_run_config(tmp_path):
-  scale = _scale(tmp_path)
+  scale_config = _scale_config(tmp_path)
   columns = [tf.feature_column.numeric_column("x", [64])]
-  optimizer = es.canned_optimizer("Ftrl", scale)
+  optimizer = es.canned_optimizer("Ftrl", scale_config)
   own = tf.estimator.LinearClassifier(columns, optimizer=optimizer,
                                       model_dir=str(tmp_path / "other"))
   with pytest.raises(es.errors.ConfigError,
                      match=r"model_dir.* differ\): make it with config="):
-    es.make_estimator(own, scale_config=scale)
+    es.make_estimator(own, scale_config=scale_config)
   made = tf.estimator.LinearClassifier(columns, optimizer=optimizer,
-                                       config=scale.run_config)
-  with pytest.raises(es.errors.ConfigError, match="needs scale_config="):
+                                       config=scale_config.run_config)
+  with pytest.raises(es.errors.UsageError, match="needs scale_config="):
     es.make_estimator(made)
-  with pytest.raises(es.errors.ConfigError, match="training_config"):
-    es.make_estimator(made, scale_config=scale, training_config=TRAINING)
+  with pytest.raises(es.errors.UsageError, match="training_config"):
+    es.make_estimator(made, scale_config=scale_config,
+                      training_config=TRAINING)
   # Made anew around the canned model_fn, so that its variables are placed.
-  wrapped = es.make_estimator(made, scale_config=scale).tf_estimator
+  wrapped = es.make_estimator(made, scale_config=scale_config).tf_estimator
   assert wrapped.config.model_dir == made.config.model_dir
 
 
 def test_the_optimizer_applies_only_through_get_updates(tmp_path):
-  optimizer = es.canned_optimizer("SGD", _scale(tmp_path))
+  optimizer = es.canned_optimizer("SGD", _scale_config(tmp_path))
   with tf.Graph().as_default():
     variable = tf.Variable(1.0)
     with pytest.raises(es.errors.UsageError, match="get_updates"):
@@ -242,11 +244,11 @@ def test_the_optimizer_applies_only_through_get_updates(tmp_path):
 
 def _wide_deep_on_digits(tmp_path, k, lr_scaling="identity"):
   """A DNNLinearCombined over dense digits and a hashed id (sparse rows)."""
-  scale = _scale(tmp_path / f"k{k}-{lr_scaling}")
+  scale_config = _scale_config(tmp_path / f"k{k}-{lr_scaling}")
   dense = [tf.feature_column.numeric_column("x", [64])]
   ids = [tf.feature_column.categorical_column_with_hash_bucket(
       "id", 16, dtype=tf.int64)]
-  make = functools.partial(es.canned_optimizer, topology=scale,
+  make = functools.partial(es.canned_optimizer, topology=scale_config,
                            accumulation_steps=k, lr_scaling=lr_scaling)
   return es.make_estimator(tf.estimator.DNNLinearCombinedClassifier(
       linear_feature_columns=dense + ids,
@@ -254,8 +256,8 @@ def _wide_deep_on_digits(tmp_path, k, lr_scaling="identity"):
       dnn_feature_columns=dense + [
           tf.feature_column.embedding_column(ids[0], 4)],
       dnn_optimizer=make(tf.keras.optimizers.legacy.Adagrad(0.1)),
-      dnn_hidden_units=[16], n_classes=10, config=scale.run_config),
-                            scale_config=scale)
+      dnn_hidden_units=[16], n_classes=10, config=scale_config.run_config),
+                            scale_config=scale_config)
 
 
 def _train_digits(estimator, digits, k, steps=8, batch=32):
@@ -292,22 +294,23 @@ def test_canned_adascale_scales_with_the_micro_batches(digits, tmp_path):
 
 
 def test_canned_accumulation_needs_one_k_and_make_estimator(tmp_path):
-  scale = _scale(tmp_path)
+  scale_config = _scale_config(tmp_path)
   columns = [tf.feature_column.numeric_column("x", [64])]
   with pytest.raises(es.errors.ConfigError, match="accumulation_steps 2 and 4"):
     es.make_estimator(tf.estimator.DNNLinearCombinedClassifier(
         linear_feature_columns=columns, dnn_feature_columns=columns,
-        linear_optimizer=es.canned_optimizer("Ftrl", scale,
+        linear_optimizer=es.canned_optimizer("Ftrl", scale_config,
                                              accumulation_steps=2),
-        dnn_optimizer=es.canned_optimizer("Adagrad", scale,
+        dnn_optimizer=es.canned_optimizer("Adagrad", scale_config,
                                           accumulation_steps=4),
-        dnn_hidden_units=[8], config=scale.run_config), scale_config=scale)
+        dnn_hidden_units=[8], config=scale_config.run_config),
+                      scale_config=scale_config)
   with pytest.raises(es.errors.ConfigError, match="accumulation_steps=0"):
-    es.canned_optimizer("SGD", scale, accumulation_steps=0)
+    es.canned_optimizer("SGD", scale_config, accumulation_steps=0)
   with pytest.raises(es.errors.ConfigError, match="clipnorm"):
-    es.canned_optimizer(tf.keras.optimizers.legacy.SGD(clipnorm=1.0), scale,
-                        accumulation_steps=2)
-  optimizer = es.canned_optimizer("SGD", scale, accumulation_steps=2)
+    es.canned_optimizer(tf.keras.optimizers.legacy.SGD(clipnorm=1.0),
+                        scale_config, accumulation_steps=2)
+  optimizer = es.canned_optimizer("SGD", scale_config, accumulation_steps=2)
   with tf.Graph().as_default():
     variable = tf.Variable(1.0)
     with pytest.raises(es.errors.UsageError, match="es.make_estimator"):
@@ -376,9 +379,9 @@ def test_wide_deep_exports_score_serialized_examples(tmp_path):
 
 
 def test_canned_wide_deep_exports_score_serialized_examples(tmp_path):
-  scale = _scale(tmp_path)
-  estimator = es.make_estimator(wide_deep.canned_estimator(scale),
-                                scale_config=scale)
+  scale_config = _scale_config(tmp_path)
+  estimator = es.make_estimator(wide_deep.canned_estimator(scale_config),
+                                scale_config=scale_config)
   model = wide_deep.WideDeep()
   estimator.train(model.input_fn(ModeKeys.TRAIN, 64, model.default_hparams(),
                                  estimator.topology), max_steps=20)

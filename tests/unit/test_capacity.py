@@ -71,7 +71,7 @@ def test_ps_tasks_too_few_for_the_table_are_told_how_many_would_do():
 def _estimator(distribution, model_dir):
   """An Estimator whose one table (16 MiB) and its Adagrad accumulator every
   worker holds."""
-  scale = es.build_run_config(distribution, model_dir=str(model_dir))
+  scale_config = es.build_run_config(distribution, model_dir=str(model_dir))
 
   def model_fn(features, labels, mode):
     def loss(micro_features, micro_labels):
@@ -80,10 +80,10 @@ def _estimator(distribution, model_dir):
       return tf.reduce_mean(tf.square(tf.reduce_sum(rows, 1) - micro_labels))
     train = es.build_train_op(loss, features, labels,
                               es.TrainingConfig(optimizer="adagrad"),
-                              scale.topology)
+                              scale_config.topology)
     return tf.estimator.EstimatorSpec(mode, loss=train.loss,
                                       train_op=train.train_op)
-  return es.make_estimator(model_fn, scale_config=scale)
+  return es.make_estimator(model_fn, scale_config=scale_config)
 
 
 def test_training_is_refused_before_its_first_step(tmp_path, monkeypatch):

@@ -30,9 +30,9 @@ def _model_fn(**build_args):
 
 
 def _train(model_fn, model_dir, training_config=None, steps=2):
-  scale = es.build_run_config("none", model_dir=str(model_dir),
-                              random_seed=0)
-  estimator = es.make_estimator(model_fn, scale_config=scale,
+  scale_config = es.build_run_config("none", model_dir=str(model_dir),
+                                     random_seed=0)
+  estimator = es.make_estimator(model_fn, scale_config=scale_config,
                                 training_config=training_config)
   estimator.train(es.inputs.from_arrays(_FEATURES, _LABELS, 8, seed=None),
                   max_steps=steps)
@@ -91,18 +91,19 @@ def test_make_model_fn_takes_the_estimators_too(tmp_path):
   """The template as a public function: inside make_estimator's Estimator
   its None are the Estimator's, another config is refused."""
   model, features, labels = tiny_models.generated_data("mlp", 32)
-  scale = es.build_run_config("none", model_dir=str(tmp_path / "a"),
-                              random_seed=0)
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path / "a"),
+                                     random_seed=0)
   config = es.TrainingConfig(accumulation_steps=2)
   estimator = es.make_estimator(es.make_model_fn(model),
-                                scale_config=scale, training_config=config)
+                                scale_config=scale_config,
+                                training_config=config)
   estimator.train(es.inputs.from_arrays(features, labels, 8, seed=None),
                   max_steps=1)
   assert estimator.get_variable_value(pipeline.MICRO_BATCHES) == 2
-  scale = es.build_run_config("none", model_dir=str(tmp_path / "b"))
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path / "b"))
   estimator = es.make_estimator(
       es.make_model_fn(model, es.TrainingConfig(accumulation_steps=4)),
-      scale_config=scale, training_config=config)
+      scale_config=scale_config, training_config=config)
   with pytest.raises(es.errors.ConfigError,
                      match=r"^make_model_fn was given a training_config with "
                      r"accumulation_steps=4 but the Estimator's"):

@@ -33,7 +33,7 @@ def test_stop_if_no_increase_and_evaluation_patience():
 def test_early_stopping_names_the_valid_metrics():
   with pytest.raises(es.errors.ConfigError, match="valid: global_step, loss"):
     es.stop_if_no_decrease("los", 10).should_stop(_eval(10, 1.0))
-  with pytest.raises(es.errors.ConfigError, match="exactly one of"):
+  with pytest.raises(es.errors.UsageError, match="exactly one of"):
     es.EarlyStoppingHook("loss")
 
 
@@ -57,7 +57,7 @@ def test_specs_are_checked_before_training(tmp_path):
   with pytest.raises(es.errors.ConfigError, match="max_steps is required"):
     es.train_and_evaluate(estimator, tf.estimator.TrainSpec(input_fn),
                           eval_spec)
-  with pytest.raises(es.errors.ConfigError, match="es.make_estimator"):
+  with pytest.raises(es.errors.UsageError, match="es.make_estimator"):
     es.train_and_evaluate(estimator.tf_estimator,
                           tf.estimator.TrainSpec(input_fn, 10), eval_spec)
   with pytest.raises(es.errors.ConfigError, match="eval_every_n_steps"):

@@ -219,12 +219,13 @@ def test_handwritten_model_fn_with_feature_columns_accumulates_exactly(
   def train(k, name):
     config = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.1),
                                optimizer="momentum", accumulation_steps=k,
-                               lr_scaling="adascale", scale=1.0)
-    scale = es.build_run_config("none", model_dir=str(tmp_path / name),
-                                random_seed=0)
+                               lr_scaling="adascale", batch_scale=1.0)
+    scale_config = es.build_run_config("none", model_dir=str(tmp_path / name),
+                                       random_seed=0)
     estimator = es.make_estimator(
-        _feature_column_model_fn(config, scale.topology, vocabulary_file),
-        scale_config=scale, training_config=config)
+        _feature_column_model_fn(config, scale_config.topology,
+                                 vocabulary_file),
+        scale_config=scale_config, training_config=config)
     estimator.train(trainer.array_input(features, labels, 32, k), max_steps=8)
     return {n: estimator.get_variable_value(n)
             for n in estimator.get_variable_names()

@@ -186,9 +186,9 @@ class _Recording:
 
 def _estimator(topology, accumulation_steps=1):
   """The framework's Estimator of `topology`, its coordinator recording."""
-  scale = es.ScaleConfig(tf.estimator.RunConfig(), topology,
-                         _Recording(topology))
-  return es.Estimator(None, scale, es.TrainingConfig(
+  scale_config = es.ScaleConfig(tf.estimator.RunConfig(), topology,
+                                _Recording(topology))
+  return es.Estimator(None, scale_config, es.TrainingConfig(
       accumulation_steps=accumulation_steps))
 
 

@@ -126,26 +126,28 @@ def test_one_line_says_which_mode(sync, line, monkeypatch, tmp_path):
   said = []
   monkeypatch.setattr(logging, "info",
                       lambda message, *args: said.append(message % args))
-  scale = es.build_run_config("parameter_server", model_dir=str(tmp_path),
-                              ps_sync=sync)
-  assert scale.topology.synchronous == sync
+  scale_config = es.build_run_config("parameter_server",
+                                     model_dir=str(tmp_path), ps_sync=sync)
+  assert scale_config.topology.synchronous == sync
   assert [m for m in said if m.startswith("parameter_server:")] == [
       m for m in said if line in m]
   assert any(line in m for m in said)
   # Either way the job's batch is split over the workers; asynchronous,
   # each worker's share is an update of its own.
-  assert scale.topology.replica_batch_size(64) == 32
-  assert scale.topology.examples_per_update(64) == (64 if sync else 32)
-  waiting = [h for h in scale.hooks if isinstance(h, ps_sync.TimeoutHook)]
+  assert scale_config.topology.replica_batch_size(64) == 32
+  assert scale_config.topology.examples_per_update(64) == (64 if sync else 32)
+  waiting = [h for h in scale_config.hooks
+             if isinstance(h, ps_sync.TimeoutHook)]
   assert len(waiting) == int(sync)
 
 
 def test_a_timeout_names_the_task_and_the_update(monkeypatch, tmp_path):
   _cluster_env(monkeypatch, "worker", 0)
   monkeypatch.setenv("ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT", "7")
-  scale = es.build_run_config("parameter_server", model_dir=str(tmp_path),
-                              ps_sync=True)
-  (hook,) = [h for h in scale.hooks if isinstance(h, ps_sync.TimeoutHook)]
+  scale_config = es.build_run_config("parameter_server",
+                                     model_dir=str(tmp_path), ps_sync=True)
+  (hook,) = [h for h in scale_config.hooks
+             if isinstance(h, ps_sync.TimeoutHook)]
   with tf.Graph().as_default():
     tf.compat.v1.train.get_or_create_global_step()
     hook.begin()
@@ -156,10 +158,11 @@ def test_a_timeout_names_the_task_and_the_update(monkeypatch, tmp_path):
                             "after step 12"), message
 
 
-def _linear(scale):
+def _linear(scale_config):
   return tf.estimator.LinearClassifier(
       [tf.feature_column.numeric_column("x")],
-      optimizer=es.canned_optimizer("SGD", scale), config=scale.run_config)
+      optimizer=es.canned_optimizer("SGD", scale_config),
+      config=scale_config.run_config)
 
 
 def test_a_canned_estimator_trained_directly_is_refused(monkeypatch,
@@ -167,18 +170,19 @@ def test_a_canned_estimator_trained_directly_is_refused(monkeypatch,
   # Its workers would each apply their own gradients, unsynchronised; the
   # refusal comes while the training graph is built, before any step.
   _cluster_env(monkeypatch, "chief", 0)
-  scale = es.build_run_config("parameter_server",
-                              model_dir=str(tmp_path / "model"), ps_sync=True)
+  scale_config = es.build_run_config("parameter_server",
+                                     model_dir=str(tmp_path / "model"),
+                                     ps_sync=True)
   data = lambda: tf.data.Dataset.from_tensors(({"x": [[1.0]]}, [[1]]))
   with pytest.raises(errors.ConfigError,
                      match=r"build_run_config\('parameter_server'\)"
                            r"\.run_config and is trained with its own "
                            r"train\(\).*es\.make_estimator"):
-    _linear(scale).train(data, steps=1)
+    _linear(scale_config).train(data, steps=1)
   assert not (tmp_path / "model").exists() or not list(
       (tmp_path / "model").glob("model.ckpt-*"))
   # Through the factory the guard is gone (placement is Estimator's own).
-  made = es.make_estimator(_linear(scale), scale_config=scale)
+  made = es.make_estimator(_linear(scale_config), scale_config=scale_config)
   assert made.tf_estimator.config.device_fn is None
 
 
@@ -193,5 +197,5 @@ def test_only_jobs_the_factory_synchronises_carry_the_guard():
                    num_workers=2), None, False),  # asynchronous
   ]:
     config = types.SimpleNamespace(train_distribute=strategy)
-    scale = es.ScaleConfig(config, topology, None)
-    assert run_config._synchronised_by_the_factory(scale) == guarded
+    scale_config = es.ScaleConfig(config, topology, None)
+    assert run_config._synchronised_by_the_factory(scale_config) == guarded

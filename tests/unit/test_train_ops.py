@@ -173,7 +173,7 @@ def test_schedules():
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(accumulation_steps=0), "^accumulation_steps=0 must be"),
-    (dict(scale=0.5), "^scale=0.5 must be >= 1"),
+    (dict(batch_scale=0.5), "^batch_scale=0.5 must be >= 1"),
     (dict(lr_scaling="cubic"), "^lr_scaling='cubic' is unknown"),
     (dict(optimizer="rmsprop"), "^optimizer='rmsprop' is unknown"),
     (dict(lr_scaling="adascale", adascale_smoothing=1.0),
@@ -190,7 +190,7 @@ def test_adascale_scale_without_samples_is_refused(tmp_path):
     es.make_estimator(tiny_models.SumLinear(2, True),
                       model_dir=str(tmp_path),
                       training_config=es.TrainingConfig(lr_scaling="adascale",
-                                                        scale=4))
+                                                        batch_scale=4))
 
 
 def test_adamw_decay_is_decoupled_from_the_gradient():

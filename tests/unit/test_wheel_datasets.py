@@ -74,9 +74,9 @@ def test_canned_census_estimator_trains_through_the_factory(
   with open(os.path.join(root, "NOTICE"), encoding="utf-8") as f:
     assert f.read() == "terms\n"
   monkeypatch.setenv("ESTIMATOR_SCALE_DATA", str(tmp_path / "data"))
-  scale = es.build_run_config("none", model_dir=str(tmp_path / "canned"))
-  estimator = es.make_estimator(census.canned_estimator(scale),
-                                scale_config=scale)
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path / "canned"))
+  estimator = es.make_estimator(census.canned_estimator(scale_config),
+                                scale_config=scale_config)
   estimator.train(census.input_fn(ModeKeys.TRAIN, 64), max_steps=20)
   metrics = estimator.evaluate(census.input_fn(ModeKeys.EVAL, 256))
   assert metrics["global_step"] == 20 and 0.0 <= metrics["auc"] <= 1.0

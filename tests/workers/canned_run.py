@@ -92,24 +92,24 @@ class JoinAll(tf.compat.v1.train.SessionRunHook):
       time.sleep(0.1)
 
 
-def _estimator(scale):
+def _estimator(scale_config):
   if FLAGS.case == "linear":
     return tf.estimator.LinearClassifier(
         [tf.feature_column.numeric_column("x", [4]),
          tf.feature_column.categorical_column_with_hash_bucket(
              "c", 8, dtype=tf.int64)],
         optimizer=es.canned_optimizer(
-            tf.keras.optimizers.legacy.SGD(FLAGS.learning_rate), scale,
+            tf.keras.optimizers.legacy.SGD(FLAGS.learning_rate), scale_config,
             accumulation_steps=FLAGS.accumulation_steps,
             lr_scaling=FLAGS.lr_scaling),
-        config=scale.run_config)
+        config=scale_config.run_config)
   if not FLAGS.plain_optimizers:
-    return wide_deep.canned_estimator(scale, lr_scaling=FLAGS.lr_scaling)
+    return wide_deep.canned_estimator(scale_config, lr_scaling=FLAGS.lr_scaling)
   params = wide_deep.DEFAULT_HPARAMS
   return tf.estimator.DNNLinearCombinedClassifier(
       linear_feature_columns=wide_deep.wide_columns(params),
       dnn_feature_columns=wide_deep.deep_columns(params),
-      dnn_hidden_units=params["hidden_units"], config=scale.run_config)
+      dnn_hidden_units=params["hidden_units"], config=scale_config.run_config)
 
 
 def _linear_data(topology, global_batch_size):
@@ -137,10 +137,11 @@ def _score(estimator, model, params):
 
 def main(argv):
   del argv
-  scale = es.build_run_config(FLAGS.distribution, model_dir=FLAGS.model_dir,
-                              random_seed=0, save_checkpoints_steps=1000,
-                              ps_sync=FLAGS.ps_sync)
-  estimator = es.make_estimator(_estimator(scale), scale_config=scale)
+  scale_config = es.build_run_config(
+      FLAGS.distribution, model_dir=FLAGS.model_dir, random_seed=0,
+      save_checkpoints_steps=1000, ps_sync=FLAGS.ps_sync)
+  estimator = es.make_estimator(_estimator(scale_config),
+                                scale_config=scale_config)
   model = wide_deep.WideDeep()
   params = model.default_hparams()
   os.makedirs(FLAGS.out_dir, exist_ok=True)
@@ -149,7 +150,7 @@ def main(argv):
               encoding="utf-8") as f:
       json.dump(_score(estimator, model, params), f)
     return
-  topology = scale.topology
+  topology = scale_config.topology
   index = topology.worker_index
   if FLAGS.case == "linear":
     train, evaluation = _linear_data(topology, FLAGS.global_batch_size)

@@ -28,7 +28,8 @@ flags.DEFINE_integer("accumulation_steps", 1, "")
 flags.DEFINE_string("optimizer", "sgd", "")
 flags.DEFINE_float("learning_rate", 0.1, "")
 flags.DEFINE_string("lr_scaling", "identity", "")
-flags.DEFINE_float("scale", None, "S (default: gradient samples per update)")
+flags.DEFINE_float("batch_scale", None,
+                   "S (default: gradient samples per update)")
 flags.DEFINE_float("adascale_smoothing", None, "AdaScale's theta")
 flags.DEFINE_string("model_dir", None, "")
 flags.DEFINE_string("out_dir", None, "")
@@ -98,7 +99,7 @@ def main(argv):
       optimizer=FLAGS.optimizer,
       schedule=es.Schedule(learning_rate=FLAGS.learning_rate),
       accumulation_steps=FLAGS.accumulation_steps,
-      lr_scaling=FLAGS.lr_scaling, scale=FLAGS.scale,
+      lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       adascale_smoothing=FLAGS.adascale_smoothing)
   estimator = es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,

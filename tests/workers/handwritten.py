@@ -47,27 +47,28 @@ def make_model_fn(training_config, topology):
 
 def main(argv):
   del argv
-  scale = es.build_run_config(FLAGS.distribution, model_dir=FLAGS.model_dir,
-                              random_seed=0)
+  scale_config = es.build_run_config(FLAGS.distribution,
+                                     model_dir=FLAGS.model_dir, random_seed=0)
   training = es.TrainingConfig(
       optimizer="momentum", schedule=es.Schedule(learning_rate=0.05),
       accumulation_steps=FLAGS.accumulation_steps, lr_scaling="adascale")
-  estimator = es.make_estimator(make_model_fn(training, scale.topology),
-                                scale_config=scale, training_config=training,
+  estimator = es.make_estimator(make_model_fn(training, scale_config.topology),
+                                scale_config=scale_config,
+                                training_config=training,
                                 hparams={"units": 64})
   (train_x, train_y), (test_x, test_y) = digits_data.load_split()
   estimator.train(es.inputs.from_arrays(
       {"image": train_x}, train_y, FLAGS.global_batch_size,
-      topology=scale.topology,
+      topology=scale_config.topology,
       accumulation_steps=FLAGS.accumulation_steps), max_steps=FLAGS.steps)
   metrics = estimator.evaluate(es.inputs.from_arrays(
       {"image": test_x}, test_y, 128, training=False))
-  if scale.topology.is_chief:
+  if scale_config.topology.is_chief:
     with open(FLAGS.out, "w", encoding="utf-8") as f:
       json.dump({"accuracy": float(metrics["accuracy"]),
                  "gain": float(estimator.get_variable_value(es.ADASCALE_GAIN)),
                  "global_step": int(metrics["global_step"]),
-                 "workers": scale.topology.num_workers}, f)
+                 "workers": scale_config.topology.num_workers}, f)
 
 
 if __name__ == "__main__":

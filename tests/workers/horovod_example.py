@@ -88,21 +88,22 @@ def digits_input_fns(topology, global_batch_size):
 
 def main(argv):
   del argv
-  scale = es.build_run_config(FLAGS.distribution, model_dir=FLAGS.model_dir,
-                              random_seed=0)
+  scale_config = es.build_run_config(FLAGS.distribution,
+                                     model_dir=FLAGS.model_dir, random_seed=0)
   training = es.TrainingConfig(optimizer="momentum",
                                schedule=es.Schedule(learning_rate=0.01),
                                lr_scaling="linear")
-  estimator = es.make_estimator(make_cnn_model_fn(training, scale.topology),
-                                scale_config=scale, training_config=training)
-  train, test = digits_input_fns(scale.topology, FLAGS.global_batch_size)
+  estimator = es.make_estimator(
+      make_cnn_model_fn(training, scale_config.topology),
+      scale_config=scale_config, training_config=training)
+  train, test = digits_input_fns(scale_config.topology, FLAGS.global_batch_size)
   estimator.train(train, max_steps=FLAGS.steps)
   metrics = estimator.evaluate(test)
-  if scale.topology.is_chief:
+  if scale_config.topology.is_chief:
     with open(FLAGS.out, "w", encoding="utf-8") as f:
       json.dump({"accuracy": float(metrics["accuracy"]),
                  "global_step": int(metrics["global_step"]),
-                 "workers": scale.topology.num_workers}, f)
+                 "workers": scale_config.topology.num_workers}, f)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ directory while up, and the empty directories it may need as mount points
 (/root/.ssh, /run/sshd, the local disk's path).
 
   python -m tools.rig.cluster up 2 [--name rig] [--shape 100mbit]
-                               [--loopback-hostname] [--local-disk [PATH]]
+                               [--loopback_hostname] [--local_disk [PATH]]
   python -m tools.rig.cluster exec host1 -- ssh host2 hostname
   python -m tools.rig.cluster status
   python -m tools.rig.cluster down
@@ -56,6 +56,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from estimator_scale import deprecation
 
 STATE_ROOT = "/run/estimator_scale_cluster"
 # /24 subnets 10.77.K.0, one per cluster: K tells clusters apart, so several
@@ -609,13 +611,16 @@ def main(argv=None):
   up_parser.add_argument("n", type=int)
   up_parser.add_argument("--shape", metavar="RATE",
                          help="limit every host's link, e.g. 100mbit")
-  up_parser.add_argument("--loopback-hostname", action="store_true",
-                         help="map each host's own name to 127.0.1.1 "
-                              "(stock Debian)")
-  up_parser.add_argument("--local-disk", nargs="?", const=DEFAULT_LOCAL_DISK,
-                         metavar="PATH",
-                         help=f"a private tmpfs per host at PATH "
-                              f"(default {DEFAULT_LOCAL_DISK})")
+  # Underscores, as every command of the framework; the hyphenated
+  # spellings work for one release more.
+  deprecation.add_renamed_flag(
+      up_parser, "--loopback_hostname", "--loopback-hostname",
+      action="store_true",
+      help="map each host's own name to 127.0.1.1 (stock Debian)")
+  deprecation.add_renamed_flag(
+      up_parser, "--local_disk", "--local-disk", nargs="?",
+      const=DEFAULT_LOCAL_DISK, metavar="PATH",
+      help=f"a private tmpfs per host at PATH (default {DEFAULT_LOCAL_DISK})")
   up_parser.add_argument("--prefix", default="host", help="host name prefix")
   sub.add_parser("down", help="stop the cluster (a no-op when not up)")
   sub.add_parser("status", help="show the hosts")

@@ -48,16 +48,16 @@ def _model_input_fn(model, params, batch, accumulation_steps=1):
 def run_ours(args, hook):
   """The framework, through its public API only; returns (rank, workers)."""
   model, _ = load_model(args.model)
-  scale = es.build_run_config(args.distribution, model_dir=args.model_dir,
-                              random_seed=0,
-                              intra_op_threads=args.threads or None, **QUIET)
+  scale_config = es.build_run_config(
+      args.distribution, model_dir=args.model_dir, random_seed=0,
+      intra_op_threads=args.threads or None, **QUIET)
   k = args.accumulation_steps
   config = es.TrainingConfig(
       optimizer="momentum", accumulation_steps=k, lr_scaling=args.lr_scaling,
       schedule=es.Schedule(learning_rate=args.learning_rate),
       precision=args.precision,
       allreduce_compression=args.allreduce_compression)
-  estimator = es.make_estimator(model, scale_config=scale,
+  estimator = es.make_estimator(model, scale_config=scale_config,
                                 training_config=config)
   workers = estimator.topology.num_workers
   input_fn = estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,

@@ -1,9 +1,10 @@
-"""Renamed arguments and flags: the new names work, and each old one still
-works for one release, with one line naming its new name.
+"""Names that say what they are: the new names work, each old one still
+works for one release with one line naming its new name, and one condition
+raises one error type.
 
-S is `batch_scale` (it was `scale`, which read as the ScaleConfig that
-`build_run_config` returns), and every flag of the framework's commands is
-spelled with underscores.
+S is `batch_scale` (`scale` read as the ScaleConfig that `build_run_config`
+returns), and every flag of the framework's commands is spelled with
+underscores.
 """
 import argparse
 import logging
@@ -117,3 +118,16 @@ def test_a_renamed_switch_and_optional_value_store_as_their_flag(capsys):
   assert vars(parser.parse_args([])) == {"loopback_hostname": False,
                                          "local_disk": None}
   assert len(capsys.readouterr().err.splitlines()) == 3
+
+
+def test_a_model_fn_estimator_refuses_every_base_model_method_alike(tmp_path):
+  """What only a BaseModel gives (its data, its feature spec, its serving
+  inputs) is one condition on an Estimator around a model_fn: one type."""
+  estimator = es.make_estimator(lambda features, labels, mode: None,
+                                model_dir=str(tmp_path))
+  calls = [lambda: estimator.model_input_fn("train", 8),
+           lambda: estimator.files_input_fn("*.tfrecord", "train", 8),
+           lambda: estimator.export_saved_model(str(tmp_path / "export"))]
+  for call in calls:
+    with pytest.raises(es.errors.UsageError, match="model_fn"):
+      call()

@@ -114,10 +114,10 @@ def _model_fns(topology, model_dir):
       ("reordered", reordered, {"units": 16}),
       ("bound method", _Method(topology).model_fn, {"units": 16}),
       ("functools.partial", functools.partial(with_extra, units=16), None),
+      # Given the config make_estimator gets, as the example's main does:
+      # build_train_op refuses any other.
       ("Horovod's example", horovod_example.make_cnn_model_fn(
-          es.TrainingConfig(optimizer="momentum",
-                            schedule=es.Schedule(learning_rate=0.01)),
-          topology), None),
+          TRAINING, topology), None),
   ]
 
 

@@ -30,11 +30,13 @@ run: setup-env
 # Every test once, in one pytest run over TEST_WORKERS processes: most tests
 # that start processes wait (rendezvous, timeouts, a host brought down) as
 # much as they compute, so three at a time finish sooner on two cores than
-# one, and the in-process tests, queued last, fill the gaps at the end.
+# one, and the in-process tests, queued last, fill the gaps at the end. A
+# worker takes its next test when it is free (--maxschedchunk=1), so no
+# long test waits in a busy worker's queue while the others have finished.
 # Each test's duration goes to test-results/junit.xml (docs/testing.md).
 TEST_WORKERS ?= 3
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 --durations=25 \
 	  --junitxml=test-results/junit.xml tests
 
 # In-process tests, one pytest worker per core.

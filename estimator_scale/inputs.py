@@ -101,13 +101,8 @@ class InputFn:
         or its batch does not divide over `topology`'s replicas.
     """
     if self.topology is not None:
-      differ = self.topology.differences(topology)
-      if differ:
-        raise errors.ConfigError(
-            f"{self._builder}: inputs built for {self.topology.describe()} "
-            f"but the Estimator runs {topology.describe()} "
-            f"({', '.join(differ)} differ): leave topology out, or pass "
-            "estimator.topology")
+      self.topology.require_estimators(
+          topology, f"{self._builder}: inputs built for")
     return InputFn(self._make_dataset, self.files, self.global_batch_size,
                    self.training, topology,
                    self.accumulation_steps or accumulation_steps,

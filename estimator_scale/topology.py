@@ -148,3 +148,24 @@ class Topology:
         ("replicas_per_worker", self.replicas_per_worker,
          other.replicas_per_worker),
         ("is_chief", self.is_chief, other.is_chief)) if mine != theirs]
+
+  def require_estimators(self, estimators, given):
+    """Refuses this topology where it is not `estimators`, the Estimator's.
+
+    The one message for an input or a train op built for another job than
+    the Estimator that runs it, which would shard or reduce wrongly.
+
+    Args:
+      estimators: the Estimator's `Topology`.
+      given: what was built with this one, as the message starts
+        ("from_arrays: inputs built for", "build_train_op was given").
+
+    Raises:
+      ConfigError: naming both topologies and what differs.
+    """
+    differ = self.differences(estimators)
+    if differ:
+      raise errors.ConfigError(
+          f"{given} {self.describe()} but the Estimator runs "
+          f"{estimators.describe()} ({', '.join(differ)} differ): leave "
+          "topology out to take the Estimator's, or pass estimator.topology")

@@ -211,12 +211,7 @@ def estimator_settings(training_config=None, topology=None,
   if topology is None:
     topology = made_topology
   else:
-    differ = topology.differences(made_topology)
-    if differ:
-      raise errors.ConfigError(
-          f"{caller} was given {topology.describe()} but the Estimator runs "
-          f"{made_topology.describe()} ({', '.join(differ)} differ): leave "
-          "topology out to take the Estimator's, or pass estimator.topology")
+    topology.require_estimators(made_topology, f"{caller} was given")
   return training_config, topology
 
 

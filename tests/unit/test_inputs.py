@@ -285,7 +285,8 @@ def test_an_input_built_for_another_topology_is_refused_naming_both(
   assert message.startswith(f"from_arrays: inputs built for "
                             f"{mine.describe()} but the Estimator runs "
                             f"{theirs.describe()} ({differ})"), message
-  assert message.endswith("leave topology out, or pass estimator.topology")
+  assert message.endswith("leave topology out to take the Estimator's, or "
+                          "pass estimator.topology")
   assert not estimator.coordinator.given
   # The Estimator's own topology, or one equal to it, is taken.
   for same in (theirs, topology(**runs)):

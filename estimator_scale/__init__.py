@@ -41,6 +41,7 @@ _PUBLIC = {
     "canned_optimizer": ("estimator_scale.canned", "canned_optimizer"),
     "errors": ("estimator_scale.errors", None),
     "inputs": ("estimator_scale.inputs", None),
+    "linear_part": ("estimator_scale.train_ops.parts", "linear_part"),
     "make_estimator": ("estimator_scale.estimator", "make_estimator"),
     "make_model_fn": ("estimator_scale.model_fn", "make_model_fn"),
     "register": ("estimator_scale.registry", "register"),

@@ -74,8 +74,9 @@ class MovieLens(wide_deep.WideDeep):
     """See base class: the MLP's output plus the user's and movie's bias."""
     deep = wide_deep.deep_logit(features, deep_columns(params),
                                 params["hidden_units"])
-    biases = tf.keras.layers.DenseFeatures(bias_columns(),
-                                           name="biases")(features)
+    with es.linear_part():
+      biases = tf.keras.layers.DenseFeatures(bias_columns(),
+                                             name="biases")(features)
     return deep + tf.reduce_sum(biases, axis=1, keepdims=True)
 
   def feature_spec(self):

@@ -172,14 +172,16 @@ def logits(features, wide, deep, hidden_units):
   The wide part's weights are one-wide embeddings summed over the ids, a
   linear model over the categorical columns whose gradients stay sparse.
   """
-  weights = tf.keras.layers.DenseFeatures(
-      [tf.feature_column.embedding_column(
-          column, 1, combiner="sum",
-          initializer=tf.keras.initializers.Zeros())
-       for column in wide], name="wide")(features)
+  with es.linear_part():
+    weights = tf.keras.layers.DenseFeatures(
+        [tf.feature_column.embedding_column(
+            column, 1, combiner="sum",
+            initializer=tf.keras.initializers.Zeros())
+         for column in wide], name="wide")(features)
   deep_part = deep_logit(features, deep, hidden_units)
-  bias = tf.keras.layers.Dense(1, name="wide_logit")(
-      tf.reduce_sum(weights, axis=1, keepdims=True))
+  with es.linear_part():
+    bias = tf.keras.layers.Dense(1, name="wide_logit")(
+        tf.reduce_sum(weights, axis=1, keepdims=True))
   return deep_part + bias
 
 

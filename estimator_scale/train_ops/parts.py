@@ -1,0 +1,176 @@
+"""A model's linear part, trained by an optimizer of its own.
+
+Wide & deep models want two optimizers, as DNNLinearCombined's
+`linear_optimizer` and `dnn_optimizer`: FTRL for the wide part's sparse
+weights, Adagrad or Adam for the deep part. FTRL cannot train a deep
+network: its weights are a function of the gradients' sums alone, never of
+their initial values, so its first update sets every hidden layer to zero,
+where no gradient reaches them again and the network never learns.
+
+A model builds its linear part inside `linear_part()`; with
+`TrainingConfig(linear_optimizer=...)` those variables get that optimizer,
+the others `optimizer`. Marking by creation, not by name, follows the
+variables wherever the backend puts them: the parts of a table split over
+parameter servers, a Horovod shard, one lifted out of the accumulation
+loop.
+"""
+import contextlib
+import weakref
+
+from absl import logging
+import tensorflow as tf
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale import errors
+from estimator_scale.train_ops import optimizers
+
+_LINEAR = weakref.WeakKeyDictionary()  # outermost graph -> {variable name}
+
+_WARNED = set()  # the variables a warning named, once per process
+
+
+def _outermost(graph):
+  """The graph a function graph (the accumulation loop's body) is in."""
+  while getattr(graph, "outer_graph", None) is not None:
+    graph = graph.outer_graph
+  return graph
+
+
+def _linear_names():
+  return _LINEAR.setdefault(
+      _outermost(tf.compat.v1.get_default_graph()), set())
+
+
+@contextlib.contextmanager
+def linear_part():
+  """Within it, every variable made (a layer called, `get_variable`)
+  belongs to the model's linear part."""
+  def creator(next_creator, **kwargs):
+    variable = next_creator(**kwargs)
+    made = (list(variable)
+            if isinstance(variable, tf_variables.PartitionedVariable)
+            else [variable])
+    _linear_names().update(v.name for v in made)
+    return variable
+
+  with tf.compat.v1.variable_creator_scope(creator):
+    yield
+
+
+def is_linear(variable):
+  """Whether `variable` was made inside `linear_part()` in this graph."""
+  return variable.name in _linear_names()
+
+
+class PerPartOptimizer(tf.compat.v1.train.Optimizer):
+  """Applies `linear` to the linear part's variables and `rest` to the
+  others, as one v1 optimizer: whatever applies an optimizer (a backend's
+  reducer, a rank keeping its shards' slots) applies both.
+
+  Each variable's update, slots and state are its own optimizer's; the
+  global step advances once, after both.
+  """
+
+  def __init__(self, linear, rest):
+    super().__init__(use_locking=False, name="PerPart")
+    self.linear, self.rest = linear, rest
+    self._active = ()
+
+  def optimizer_of(self, variable):
+    """The optimizer that updates `variable`."""
+    return self.linear if is_linear(variable) else self.rest
+
+  def _create_slots(self, var_list):
+    # An optimizer is prepared and finished only where it has variables:
+    # Adam's state is placed beside its first one.
+    owned = {id(self.linear): [], id(self.rest): []}
+    for variable in var_list:
+      owned[id(self.optimizer_of(variable))].append(variable)
+    self._active = [o for o in (self.linear, self.rest) if owned[id(o)]]
+    for optimizer in self._active:
+      optimizer._create_slots(owned[id(optimizer)])  # pylint: disable=protected-access
+
+  def _prepare(self):
+    for optimizer in self._active:
+      optimizer._prepare()  # pylint: disable=protected-access
+
+  def _apply_dense(self, grad, var):
+    return self.optimizer_of(var)._apply_dense(grad, var)  # pylint: disable=protected-access
+
+  def _resource_apply_dense(self, grad, handle):
+    return self.optimizer_of(handle)._resource_apply_dense(grad, handle)  # pylint: disable=protected-access
+
+  # Sparse gradients go to each optimizer's own handling of repeated
+  # indices (SGD sums them in its scatter, the others merge them first).
+  def _apply_sparse_duplicate_indices(self, grad, var):
+    return self.optimizer_of(var)._apply_sparse_duplicate_indices(grad, var)  # pylint: disable=protected-access
+
+  def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices):
+    return self.optimizer_of(handle)._resource_apply_sparse_duplicate_indices(  # pylint: disable=protected-access
+        grad, handle, indices)
+
+  def _finish(self, update_ops, name_scope):
+    return tf.group(*[optimizer._finish(update_ops, f"{name_scope}_{i}")  # pylint: disable=protected-access
+                      for i, optimizer in enumerate(self._active)],
+                    name=name_scope)
+
+  def get_slot_names(self):
+    """See base class: both optimizers' slots."""
+    return sorted(set(self.linear.get_slot_names()) |
+                  set(self.rest.get_slot_names()))
+
+  def get_slot(self, var, name):
+    """See base class: the slot of `var`'s own optimizer."""
+    return self.optimizer_of(var).get_slot(var, name)
+
+  def variables(self):
+    """See base class: both optimizers' variables."""
+    return self.linear.variables() + self.rest.variables()
+
+
+def hidden_layer_weights(grads, variables):
+  """The first layer weights outside the linear part when there are
+  several: a stack of layers, the first of them hidden; None otherwise.
+
+  Layer weights are variables of rank >= 2 with a dense gradient (an
+  embedding's is sparse). One such variable is a linear model's own.
+  """
+  weights = [v for g, v in zip(grads, variables)
+             if g is not None and not isinstance(g, tf.IndexedSlices) and
+             v.shape.rank is not None and v.shape.rank >= 2 and
+             not is_linear(v)]
+  return weights[0] if len(weights) > 1 else None
+
+
+def make_optimizer(config, learning_rate, grads, variables):
+  """The optimizer of an update: `config.optimizer`, and the linear part's
+  own where `config.linear_optimizer` names one.
+
+  Warns once where FTRL would train a hidden layer.
+
+  Raises:
+    ConfigError: a linear optimizer for a model that marks no linear part.
+  """
+  rest = optimizers.make_optimizer(config.optimizer, learning_rate,
+                                   **dict(config.optimizer_options))
+  if config.optimizer == "ftrl":
+    hidden = hidden_layer_weights(grads, variables)
+    if hidden is not None and hidden.name not in _WARNED:
+      _WARNED.add(hidden.name)
+      logging.warning(
+          "optimizer='ftrl' trains %s, a hidden layer's weights: FTRL's "
+          "weights do not depend on their initial values, so its hidden "
+          "layers start from zero and the network does not learn. Give the "
+          "deep part another optimizer and FTRL the linear part, built in "
+          "estimator_scale.linear_part(): --optimizer=adagrad "
+          "--linear_optimizer=ftrl", hidden.op.name)
+  if config.linear_optimizer is None:
+    return rest
+  if not any(is_linear(v) for v in variables):
+    raise errors.ConfigError(
+        f"linear_optimizer={config.linear_optimizer!r}, but the model "
+        "builds no variable inside estimator_scale.linear_part(): mark its "
+        "linear part there, or leave linear_optimizer unset")
+  linear = optimizers.make_optimizer(config.linear_optimizer, learning_rate,
+                                     **dict(config.linear_optimizer_options))
+  return PerPartOptimizer(linear, rest)

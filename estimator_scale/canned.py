@@ -43,6 +43,7 @@ import tensorflow as tf
 from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale.backends import base
+from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
@@ -362,6 +363,7 @@ class _Reducing:
     # Equal on every replica already: a strategy must not sum them again
     # (nor could it, in TF 2.15's graph mode, for sparse gradients of
     # different lengths; the backend's reducer pads them).
+    dynamic.reset_slots_on_admission(self)
     applied = reducer.applied(self.apply_gradients(
         list(zip(mean, params)), experimental_aggregate_gradients=False))
     return tf.group(applied, *finished)

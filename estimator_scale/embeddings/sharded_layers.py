@@ -161,22 +161,25 @@ class _ShardedEmbeddingColumn(fc.EmbeddingColumn):
       # DenseFeatures under a mixed policy wraps its variables; the rows
       # are gathered from the variable itself.
       embedding_weights = embedding_weights._variable  # pylint: disable=protected-access
-    return combine(embedding_weights, sparse_tensors.id_tensor,
-                   sparse_tensors.weight_tensor, self.combiner,
-                   self.max_norm, self.compression)
+    return combine(
+        lambda ids: sharded.lookup(embedding_weights, ids, self.compression),
+        sparse_tensors.id_tensor, sparse_tensors.weight_tensor,
+        self.combiner, self.max_norm)
 
 
-def combine(table, ids, weights, combiner, max_norm=None, compression="none"):
-  """Each example's vectors of `table` combined into one, as
+def combine(vectors_of, ids, weights, combiner, max_norm=None,
+            raw_ids=False):
+  """Each example's vectors combined into one, as
   `tf.nn.safe_embedding_lookup_sparse` combines them.
 
   Args:
-    table: a variable `sharded.make_table` made.
+    vectors_of: the table's lookup: a vector of ids -> their vectors.
     ids: a SparseTensor of ids, examples along its leading dimensions.
     weights: a SparseTensor of their weights, or None (all 1).
     combiner: one of `COMBINERS`.
     max_norm: if set, each vector is clipped to this l2 norm first.
-    compression: as `sharded.lookup`'s.
+    raw_ids: whether negative ids are ids (a dynamic table's), not the
+      "no id" a categorical column marks them with.
 
   Returns:
     [leading dimensions of `ids`..., dimension]: an example without ids
@@ -185,7 +188,7 @@ def combine(table, ids, weights, combiner, max_norm=None, compression="none"):
   leading = ids.dense_shape[:-1]
   examples = tf.reduce_prod(leading)
   ids = tf.sparse.reshape(ids, tf.stack([examples, ids.dense_shape[-1]]))
-  keep = ids.values >= 0
+  keep = tf.ones_like(ids.values, tf.bool) if raw_ids else ids.values >= 0
   if weights is not None:
     weights = tf.sparse.reshape(weights, ids.dense_shape)
     keep &= weights.values > 0
@@ -193,7 +196,7 @@ def combine(table, ids, weights, combiner, max_norm=None, compression="none"):
   ids = tf.sparse.retain(ids, keep)
   if weights is None:
     weights = tf.ones_like(ids.values, tf.float32)
-  vectors = sharded.lookup(table, ids.values, compression)
+  vectors = vectors_of(ids.values)
   if max_norm is not None:
     vectors = tf.clip_by_norm(vectors, max_norm, axes=[1])
   example = ids.indices[:, 0]

@@ -24,6 +24,7 @@ from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
 from estimator_scale.backends import names as backend_names
+from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
@@ -309,6 +310,7 @@ def _build(loss_fn, features, labels, config, topology):
     learning_rate = tf.where(finite, learning_rate, 0.0)
   optimizer = optimizers.make_optimizer(
       config.optimizer, learning_rate, **dict(config.optimizer_options))
+  dynamic.reset_slots_on_admission(optimizer)
   if skip_nonfinite:
     # A skipped update must not write inf * 0 = NaN into the weights.
     mean = [gradients.zero_unless(finite, g) for g in mean]

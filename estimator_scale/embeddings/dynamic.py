@@ -1,0 +1,524 @@
+"""Embedding tables keyed by the raw id: they admit, evict and stay bounded.
+
+A hashed table gives n ids in B rows a shared row for a fraction
+1 - e^(-n/B) of them, and a vocabulary must be known in advance. A dynamic
+table maps each raw id (int64, or a string fingerprinted to 63 bits) to a
+row of a fixed pool of `capacity` rows, as managed-collision modules do:
+the pool and its optimizer slots are ordinary variables, so every optimizer,
+accumulation, AdaScale, mixed precision and the framework's checkpoints
+treat it as any table, and memory is the pool's whatever the number of ids
+that stream by.
+
+What a table holds besides the pool, each a variable of the checkpoint (one
+source of truth; the id -> row index is rebuilt from `ids` after a restore):
+  ids        the id in each row, -1 where the row is free;
+  last_seen  the update at which each row was last looked up;
+  counts     how often each row was looked up since its id was admitted;
+  fresh      rows admitted since the optimizer last applied to them: their
+             slots go back to the optimizer's initial values first
+             (`reset_slots_on_admission`), so a re-admitted id starts anew;
+  sketch     a count-min sketch of the ids without a row (only when
+             min_count > 1): `depth` rows of `width` counters.
+
+A training lookup, for each micro-batch:
+1. frees the rows not looked up for `steps_to_live` updates;
+2. counts the batch's ids that have no row in the sketch; those whose count
+   reaches `min_count` are admitted (all of them when min_count is 1);
+3. gives each admitted id a free row, in increasing id order; when too few
+   are free, the rows the `eviction` policy ranks last ("lru": least
+   recently looked up, "lfu": least often) among those this update did not
+   look up are freed first; an id that finds no row stays unadmitted;
+4. writes each admitted id's initial vector into its row;
+5. reads the vectors: an id without a row reads the default vector (zeros)
+   and its gradient goes nowhere.
+Every decision depends on the multiset of ids and the update, not on their
+order in the batch, so a table split over workers decides as one process.
+
+The count-min sketch never undercounts: an id is admitted no later than its
+`min_count`-th sighting, and early when its counters are shared: with
+`width` w and `depth` h, an id's count exceeds its true count by more than
+e * n / w (n: sightings so far of ids without a row) with probability at
+most e^-h. The defaults (w = 2^20, h = 4: 16 MiB) keep that under 0.5 %
+of a million sightings with probability 98 %.
+
+Outside training (evaluation, prediction, export: `sharded.whole_tables`,
+or a Keras layer called with training=False) a lookup only reads: the index
+is a static hash table made from `ids` when the session starts, so a
+SavedModel holds core TensorFlow ops only and serves without any library.
+"""
+import dataclasses
+import math
+import numbers
+import weakref
+
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale.embeddings import sharded
+from estimator_scale.train_ops import precision
+
+EVICTIONS = ("lru", "lfu")
+"""`eviction` values: which rows go first when the pool is full."""
+
+SKETCH_WIDTH = 1 << 20
+SKETCH_DEPTH = 4
+
+FREE = -1
+_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
+                0xD6E8FEB86659FD93, 0xC2B2AE3D27D4EB4F)
+"""Odd 64-bit constants: one integer mix per sketch row (and the initial
+vectors'), so each row hashes the id independently."""
+
+_TABLES = weakref.WeakKeyDictionary()  # graph -> {pool variable ref: Table}
+_NAMED = weakref.WeakKeyDictionary()  # graph -> {scoped name: Table}
+
+
+def _outer_graph():
+  """The graph variables live in: accumulation's loop traces the network in
+  a function graph of its own, whose variables are lifted out of it."""
+  with tf.init_scope():
+    return tf.compat.v1.get_default_graph()
+
+
+def _update_number():
+  """The update this lookup belongs to (the outer graph's global step)."""
+  with tf.init_scope():
+    step = tf.compat.v1.train.get_or_create_global_step()
+  return tf.cast(step, tf.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """What a table's user chose; checked once, where it is made."""
+  dimension: int
+  capacity: int
+  min_count: int = 1
+  steps_to_live: int = None
+  eviction: str = "lru"
+  initializer: object = None
+
+
+def check_options(options, name):
+  """Raises ConfigError naming the argument when an option is invalid."""
+  for argument in ("dimension", "capacity", "min_count"):
+    value = getattr(options, argument)
+    if (not isinstance(value, numbers.Integral) or isinstance(value, bool)
+        or value < 1):
+      raise errors.ConfigError(
+          f"dynamic table {name!r}: {argument}={value!r} must be an integer "
+          ">= 1")
+  ttl = options.steps_to_live
+  if ttl is not None and (not isinstance(ttl, numbers.Integral)
+                          or isinstance(ttl, bool) or ttl < 1):
+    raise errors.ConfigError(
+        f"dynamic table {name!r}: steps_to_live={ttl!r} must be an integer "
+        ">= 1, or None (rows live until the table is full)")
+  if options.eviction not in EVICTIONS:
+    raise errors.ConfigError(
+        f"dynamic table {name!r}: eviction={options.eviction!r} is unknown; "
+        f"valid: {', '.join(EVICTIONS)}")
+
+
+def keys(ids):
+  """The ids as int64 keys: integers as they are, strings fingerprinted to
+  63 bits (two strings share a key with probability n^2 / 2^64)."""
+  if ids.dtype == tf.string:
+    return tf.strings.to_hash_bucket_fast(ids, (1 << 63) - 1)
+  if not ids.dtype.is_integer:
+    raise errors.ConfigError(
+        f"dynamic table: ids must be integers or strings, got {ids.dtype.name}")
+  return tf.cast(ids, tf.int64)
+
+
+def mix(keys_, which):
+  """A 64-bit integer hash of each key (int64 in, int64 out), one of
+  `_MULTIPLIERS`' independent ones."""
+  x = tf.bitcast(keys_, tf.uint64) * tf.constant(_MULTIPLIERS[which],
+                                                 tf.uint64)
+  x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(
+      x, tf.constant(29, tf.uint64)))
+  x = x * tf.constant(_MULTIPLIERS[-1], tf.uint64)
+  x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(
+      x, tf.constant(32, tf.uint64)))
+  return tf.bitcast(x, tf.int64)
+
+
+def bucket(keys_, which, buckets):
+  """Each key's bucket in [0, buckets) by hash `which`."""
+  return tf.math.floormod(mix(keys_, which), buckets)
+
+
+def initial_vectors(keys_, dimension, initializer):
+  """The rows admitted ids start from.
+
+  Without an initializer, each id's vector is drawn from its own hash:
+  uniform in +-1/sqrt(dimension), the same on any worker and after any
+  eviction, so a table split over workers starts each id as one process
+  does. A v1, TF 2 or Keras initializer is called for the admitted rows
+  instead.
+  """
+  n = tf.shape(keys_)[0]
+  if initializer is not None:
+    try:
+      return tf.cast(initializer([n, dimension], dtype=tf.float32),
+                     tf.float32)
+    except (TypeError, ValueError) as error:
+      raise errors.ConfigError(
+          f"dynamic table: initializer {initializer!r} cannot draw rows of a "
+          f"shape known only at run time ({error}); pass a v1, TF 2 or Keras "
+          "random or constant initializer, or None") from error
+  columns = tf.range(dimension, dtype=tf.int64)
+  cells = mix(keys_, 0)[:, None] * tf.constant(1, tf.int64) + columns[None, :]
+  bits = tf.bitwise.right_shift(tf.bitcast(mix(cells, 1), tf.uint64),
+                                tf.constant(40, tf.uint64))
+  unit = tf.cast(bits, tf.float32) / float(1 << 24)  # [0, 1)
+  return (2.0 * unit - 1.0) / math.sqrt(dimension)
+
+
+class Table:
+  """One pool of rows and its bookkeeping, on one process or one task.
+
+  Args:
+    name: the variables' name prefix, in the current variable scope.
+    rows: the pool's rows (the table's capacity, or its share of it).
+    options: the user's `Options`.
+    getter: makes a variable with get_variable's arguments (a Keras layer
+      or a feature column passes its own).
+    collections: where the variables go (default the global ones).
+  """
+
+  def __init__(self, name, rows, options, getter=None, collections=None):
+    getter = getter or tf.compat.v1.get_variable
+    self.options, self.rows, self.name = options, rows, name
+    self._leaf = name.rpartition("/")[2]
+    dimension = options.dimension
+
+    def state(suffix, shape, dtype, value):
+      return getter(f"{name}/{suffix}" if suffix else name, shape=shape,
+                    dtype=dtype, trainable=False, collections=collections,
+                    initializer=tf.compat.v1.constant_initializer(value))
+
+    with precision.variables_as_stored():
+      self.pool = getter(name, shape=[rows, dimension], dtype=tf.float32,
+                         initializer=tf.compat.v1.zeros_initializer(),
+                         collections=collections, trainable=True)
+    self.ids = state("ids", [rows], tf.int64, FREE)
+    self.last_seen = state("last_seen", [rows], tf.int64, 0)
+    self.counts = state("counts", [rows], tf.int64, 0)
+    self.fresh = state("fresh", [rows], tf.bool, False)
+    self.sketch = None
+    if options.min_count > 1:
+      self.sketch = state("sketch", [SKETCH_DEPTH, SKETCH_WIDTH], tf.int32,
+                          0)
+    _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
+    self._static = None
+
+  def _index(self):
+    """The id -> row index of training: a mutable hash table, rebuilt from
+    `ids` on the first lookup of each session (after a restore)."""
+    if not hasattr(self, "_mutable"):
+      with tf.init_scope():
+        self._mutable = tf.lookup.experimental.MutableHashTable(
+            tf.int64, tf.int64, FREE, name=f"{self._leaf}_index")
+        # Not saved: `ids` is the truth, the index its cache.
+        saveables = tf.compat.v1.get_collection_ref(
+            tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS)
+        saveables[:] = [s for s in saveables
+                        if getattr(s, "op", None) is not self._mutable]
+        # A plain local variable: a custom getter (a feature column's)
+        # must not see it.
+        self._built = tf.compat.v1.Variable(
+            False, trainable=False, name=f"{self._leaf}_index_built",
+            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+    return self._mutable
+
+  def _ensure_index(self):
+    """An op that fills the index from `ids` once per session."""
+    index = self._index()
+
+    def rebuild():
+      used = tf.where(self.ids >= 0)[:, 0]
+      inserted = index.insert(tf.gather(self.ids, used), used)
+      with tf.control_dependencies([inserted]):
+        return tf.identity(self._built.assign(True))
+    return tf.cond(self._built, lambda: tf.constant(True), rebuild)
+
+  def read_only_rows(self, keys_):
+    """Rows of `keys_` outside training, -1 where unadmitted: a static hash
+    table initialised from `ids` when the session starts (after restore)."""
+    if self._static is None:
+      used = tf.where(self.ids >= 0)[:, 0]
+      self._static = tf.lookup.StaticHashTable(
+          tf.lookup.KeyValueTensorInitializer(tf.gather(self.ids, used),
+                                              used),
+          default_value=FREE, name=f"{self._leaf}_served_index")
+    return self._static.lookup(keys_)
+
+  def train_rows(self, unique, counts, step):
+    """The row of each unique key of a micro-batch (-1: unadmitted), after
+    expiring, admitting and evicting as the module's docstring says."""
+    with tf.control_dependencies([self._ensure_index()]):
+      expired = self._expire(step)
+    with tf.control_dependencies(expired):
+      rows = self._index().lookup(unique)
+    missing = rows < 0
+
+    def admit():
+      candidates = tf.boolean_mask(unique, missing)
+      admitted = tf.sort(self._admitted(candidates,
+                                        tf.boolean_mask(counts, missing)))
+      new_rows, admitted = self._allocate(
+          admitted, tf.boolean_mask(rows, ~missing), step)
+      with tf.control_dependencies(self._admit(admitted, new_rows)):
+        return self._index().lookup(unique)
+    # Once the batch's ids all have rows (most updates), nothing to admit.
+    rows = tf.cond(tf.reduce_any(missing), admit, lambda: rows)
+    found = tf.where(rows >= 0)[:, 0]
+    seen = tf.gather(rows, found)
+    with tf.control_dependencies([
+        tf.compat.v1.scatter_update(self.last_seen, seen,
+                                    tf.fill(tf.shape(seen), step)),
+        tf.compat.v1.scatter_add(self.counts, seen,
+                                 tf.gather(counts, found))]):
+      return tf.identity(rows)
+
+  def _expire(self, step):
+    """Frees the rows unseen for `steps_to_live` updates."""
+    ttl = self.options.steps_to_live
+    if ttl is None:
+      return []
+    stale = tf.where(tf.logical_and(self.ids >= 0,
+                                    self.last_seen < step - ttl))[:, 0]
+    return self._free(stale)
+
+  def _free(self, rows):
+    """Ops that free `rows`: their ids leave the index and the row."""
+    removed = self._index().remove(tf.gather(self.ids, rows))
+    with tf.control_dependencies([removed]):
+      return [tf.compat.v1.scatter_update(
+          self.ids, rows, tf.fill(tf.shape(rows), tf.constant(FREE,
+                                                               tf.int64)))]
+
+  def _admitted(self, candidates, counts):
+    """The candidates whose count reaches min_count (the sketch counts
+    this micro-batch's sightings first)."""
+    if self.sketch is None:
+      return candidates
+    cells = tf.stack([bucket(candidates, which + 1, SKETCH_WIDTH)
+                      for which in range(SKETCH_DEPTH)], axis=1)
+    depth = tf.broadcast_to(tf.range(SKETCH_DEPTH, dtype=tf.int64)[None, :],
+                            tf.shape(cells))
+    where = tf.reshape(tf.stack([depth, cells], axis=2), [-1, 2])
+    added = tf.compat.v1.scatter_nd_add(
+        self.sketch, where,
+        tf.reshape(tf.cast(tf.repeat(counts[:, None], SKETCH_DEPTH, axis=1),
+                           tf.int32), [-1]))
+    with tf.control_dependencies([added]):
+      estimate = tf.reduce_min(tf.reshape(
+          tf.gather_nd(self.sketch, where), [-1, SKETCH_DEPTH]), axis=1)
+    return tf.boolean_mask(candidates, estimate >= self.options.min_count)
+
+  def _allocate(self, admitted, in_use, step):
+    """(rows for the admitted ids, the ids that got one): free rows first,
+    then rows the eviction policy frees, never one of `in_use` or of this
+    update."""
+    free = tf.where(self.ids < 0)[:, 0]
+    wanted = tf.shape(admitted, out_type=tf.int64)[0]
+    short = tf.maximum(wanted - tf.shape(free, out_type=tf.int64)[0], 0)
+
+    def evict():
+      # Lower scores go first; rows of this update cannot go.
+      score = (self.last_seen if self.options.eviction == "lru"
+               else self.counts)
+      busy = tf.scatter_nd(in_use[:, None], tf.ones_like(in_use, tf.bool),
+                           [self.rows])
+      busy = tf.logical_or(busy, tf.logical_or(self.ids < 0,
+                                               self.last_seen >= step))
+      score = tf.where(busy, tf.int64.max, score)
+      _, order = tf.math.top_k(-score, k=tf.cast(
+          tf.minimum(short, self.rows), tf.int32))
+      order = tf.cast(order, tf.int64)
+      order = tf.boolean_mask(order, tf.gather(score, order) < tf.int64.max)
+      with tf.control_dependencies(self._free(order)):
+        return tf.concat([free, tf.sort(order)], 0)
+    rows = tf.cond(short > 0, evict, lambda: free)
+    granted = tf.minimum(wanted, tf.shape(rows, out_type=tf.int64)[0])
+    return rows[:granted], admitted[:granted]
+
+  def _admit(self, admitted, rows):
+    """Writes the admitted ids into their rows, fresh."""
+    n = tf.shape(rows)
+    vectors = initial_vectors(admitted, self.options.dimension,
+                              self.options.initializer)
+    return [self._index().insert(admitted, rows),
+            tf.compat.v1.scatter_update(self.ids, rows, admitted),
+            tf.compat.v1.scatter_update(self.pool, rows, vectors),
+            tf.compat.v1.scatter_update(self.counts, rows,
+                                        tf.zeros(n, tf.int64)),
+            tf.compat.v1.scatter_update(self.fresh, rows,
+                                        tf.ones(n, tf.bool))]
+
+  def lookup(self, keys_, training):
+    """The vectors of `keys_` (a flat int64 vector): zeros where an id has
+    no row."""
+    if training:
+      unique, positions, counts = tf.unique_with_counts(keys_,
+                                                        out_idx=tf.int64)
+      rows = tf.gather(self.train_rows(unique, counts, _update_number()),
+                       positions)
+    else:
+      rows = self.read_only_rows(keys_)
+    # Only admitted rows are gathered: an unadmitted id's zero gradient
+    # must not reach a row (Adam would move it).
+    found = tf.where(rows >= 0)
+    vectors = tf.gather(self.pool, tf.gather_nd(rows, found))
+    return tf.scatter_nd(found, vectors, tf.stack(
+        [tf.shape(rows, out_type=tf.int64)[0],
+         tf.constant(self.options.dimension, tf.int64)]))
+
+  def rows_in_use(self):
+    """How many rows hold an id (int64 scalar)."""
+    return tf.math.count_nonzero(self.ids >= 0)
+
+
+def table_of(variable):
+  """The Table whose pool `variable` is, or None."""
+  return _TABLES.get(_outer_graph(), {}).get(variable.ref())
+
+
+def tables(graph=None):
+  """The dynamic tables made in `graph` (default: the current one)."""
+  return list(_TABLES.get(graph or _outer_graph(), {}).values())
+
+
+def slot_initial_value(optimizer, slot_name):
+  """The value an optimizer's slot starts from: Adagrad's and FTRL's
+  accumulators their initial_accumulator_value, every other slot 0."""
+  if slot_name in ("accumulator", "accum"):
+    return float(getattr(optimizer, "_initial_accumulator_value", 0.0))
+  return 0.0
+
+
+def reset_slots_on_admission(optimizer):
+  """Makes `optimizer` (v1 or Keras) reset a dynamic table's fresh rows'
+  slots to their initial values before it applies to them.
+
+  Slots are made after the network is built, so the admission cannot write
+  them; each row admitted since the last update is in the update's
+  gradient (it was looked up), so the reset runs there, and clears `fresh`.
+  """
+  apply = optimizer._resource_apply_sparse  # pylint: disable=protected-access
+  if getattr(apply, "resets_fresh_rows", False):
+    return
+
+  def reset_then_apply(grad, variable, indices, *args, **kwargs):
+    table = table_of(variable)
+    if table is None:
+      return apply(grad, variable, indices, *args, **kwargs)
+    fresh = tf.boolean_mask(indices, tf.gather(table.fresh, indices))
+    writes = []
+    for slot_name in optimizer.get_slot_names():
+      slot = optimizer.get_slot(variable, slot_name)
+      if slot is not None:
+        value = slot_initial_value(optimizer, slot_name)
+        writes.append(tf.compat.v1.scatter_update(
+            slot, fresh, tf.fill([tf.shape(fresh)[0], table.options.dimension],
+                                 tf.cast(value, slot.dtype.base_dtype))))
+    with tf.control_dependencies(writes):
+      cleared = tf.compat.v1.scatter_update(
+          table.fresh, fresh, tf.zeros(tf.shape(fresh), tf.bool))
+    with tf.control_dependencies([cleared]):
+      return apply(grad, variable, indices, *args, **kwargs)
+  reset_then_apply.resets_fresh_rows = True
+  optimizer._resource_apply_sparse = reset_then_apply  # pylint: disable=protected-access
+
+
+def _check_one_trainer(name):
+  """Raises ConfigError where several processes or replicas would train
+  the table: each would keep its own id -> row map, and the copies would
+  disagree silently."""
+  from estimator_scale.train_ops import pipeline  # pylint: disable=g-import-not-at-top
+  declared = pipeline._declared()  # pylint: disable=protected-access
+  trainers, where = 1, "this job"
+  if declared is not None:
+    topology = declared[1]
+    trainers = topology.num_workers * topology.replicas_per_worker
+    where = f"backend {topology.backend.name!r}"
+  if sharded._horovod() is not None:  # pylint: disable=protected-access
+    trainers, where = max(trainers, 2), "Horovod"
+  if tf.distribute.has_strategy():
+    trainers = max(trainers,
+                   tf.distribute.get_strategy().num_replicas_in_sync)
+  if trainers > 1:
+    raise errors.ConfigError(
+        f"dynamic table {name!r}: {where} trains with {trainers} workers or "
+        "replicas; dynamic tables train in one process in this release "
+        "(evaluation and export anywhere). Train it with --backend=none, or "
+        "use es.sharded_embedding / a partitioned hashed table across workers")
+
+
+def _training_graph():
+  """Whether lookups may admit: not in the graphs `sharded.whole_tables`
+  marks (evaluation, prediction, export)."""
+  return not sharded._WHOLE.get()  # pylint: disable=protected-access
+
+
+def make_table(name, options, getter=None):
+  """The Table `name` in the current variable scope, checked; made once per
+  graph and scope (a second call with the same name returns the first,
+  which must have the same options)."""
+  check_options(options, name)
+  scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
+  named = _NAMED.setdefault(_outer_graph(), {})
+  if scoped not in named:
+    named[scoped] = Table(name, options.capacity, options, getter=getter)
+  elif (dataclasses.replace(named[scoped].options, initializer=None)
+        != dataclasses.replace(options, initializer=None)):
+    raise errors.ConfigError(
+        f"dynamic table {scoped!r} was made with {named[scoped].options}; "
+        f"a second lookup asks for {options}: give it another name")
+  return named[scoped]
+
+
+def lookup(table, ids, training=None):
+  """The vectors of `ids` (any shape) in `table`: shape ids.shape +
+  [dimension], in the network's dtype under mixed precision."""
+  training = _training_graph() if training is None else training
+  if training:
+    _check_one_trainer(table.name)
+  flat = keys(tf.reshape(ids, [-1]))
+  vectors = table.lookup(flat, training)
+  read_dtype = precision.network_dtype()
+  if read_dtype is not None:
+    vectors = tf.cast(vectors, read_dtype)
+  return tf.reshape(vectors, tf.concat(
+      [tf.shape(ids), [table.options.dimension]], 0))
+
+
+def dynamic_embedding(ids, dimension, capacity, name="embedding", min_count=1,
+                      steps_to_live=None, initializer=None, eviction="lru"):
+  """Looks raw ids up in a table that gives each id its own row.
+
+  Call it where the network would call `tf.nn.embedding_lookup` on hashed
+  ids; the table is made on the first call in the current variable scope.
+  See the module's docstring for what admission and eviction do.
+
+  Args:
+    ids: int64 (any integer) or string ids, any shape, any values.
+    dimension: the vectors' length.
+    capacity: the most ids the table holds at once.
+    name: the table's name.
+    min_count: sightings before an id gets a row; until then it reads the
+      default vector (zeros) and gets no update.
+    steps_to_live: updates without a lookup after which a row is freed
+      (None: rows stay until the pool is full).
+    initializer: draws admitted rows (None: from each id's hash, uniform in
+      +-1/sqrt(dimension)).
+    eviction: which rows go when the pool is full: "lru" or "lfu".
+
+  Returns:
+    The vectors, of shape `ids.shape + [dimension]`.
+  """
+  options = Options(dimension, capacity, min_count, steps_to_live, eviction,
+                    initializer)
+  return lookup(make_table(name, options), ids)

@@ -1,0 +1,169 @@
+"""Dynamic tables the way models are written: a Keras layer, a feature column.
+
+Both make their table with `dynamic.make_table` and look it up with
+`dynamic.lookup`, as `es.dynamic_embedding` does, so admission, eviction,
+the slots' reset and export are the function's.
+
+`DynamicEmbedding` stands where `tf.keras.layers.Embedding` over hashed ids
+would; Keras tracks the pool as the layer's `embeddings`.
+
+`dynamic_embedding_column` stands where `tf.feature_column.embedding_column`
+over `categorical_column_with_hash_bucket` or `_with_identity` would: it
+keeps the categorical column's parsing and weights, but the ids its table
+sees are the raw values (a hashed column's strings or integers fingerprinted
+to 63 bits instead of its buckets; an identity column's integers as they
+are), so ids never share a row.
+"""
+import tensorflow as tf
+from tensorflow.python.feature_column import feature_column_v2 as fc  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale import errors
+from estimator_scale.embeddings import dynamic
+from estimator_scale.embeddings import sharded_layers
+
+_RAW_BUCKETS = (1 << 63) - 1
+"""A hashed column's buckets once raw: its fingerprints, whole."""
+
+
+class DynamicEmbedding(tf.keras.layers.Layer):
+  """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`).
+
+  Args:
+    dimension: the vectors' length.
+    capacity: the most ids the table holds at once.
+    min_count, steps_to_live, eviction: as `dynamic_embedding`'s.
+    embeddings_initializer: draws admitted rows; None: from each id's hash.
+    **kwargs: Keras layer arguments (name, ...).
+
+  Call it on int64 or string ids of any shape; `training=False` only reads
+  (an unadmitted id gets zeros), as the framework's evaluation and export
+  graphs do by themselves.
+  """
+
+  def __init__(self, dimension, capacity, min_count=1, steps_to_live=None,
+               eviction="lru", embeddings_initializer=None, **kwargs):
+    super().__init__(**kwargs)
+    self.options = dynamic.Options(dimension, capacity, min_count,
+                                   steps_to_live, eviction,
+                                   embeddings_initializer)
+    dynamic.check_options(self.options, self.name)
+
+  def build(self, input_shape):
+    """See base class."""
+    with tf.compat.v1.variable_scope(self.name):
+      self.table = dynamic.make_table("embeddings", self.options)
+    self.embeddings = self.table.pool
+    super().build(input_shape)
+
+  def call(self, ids, training=None):  # pylint: disable=arguments-differ
+    """See base class."""
+    read_only = training is not None and not training
+    vectors = dynamic.lookup(self.table, ids,
+                             training=False if read_only else None)
+    return tf.cast(vectors, self.compute_dtype)
+
+  def get_config(self):
+    """See base class."""
+    options = self.options
+    return dict(super().get_config(), dimension=options.dimension,
+                capacity=options.capacity, min_count=options.min_count,
+                steps_to_live=options.steps_to_live,
+                eviction=options.eviction)
+
+
+def _raw(categorical_column, name):
+  """The categorical column whose ids are the raw values."""
+  if isinstance(categorical_column, fc.HashedCategoricalColumn):
+    return fc.HashedCategoricalColumn(categorical_column.key, _RAW_BUCKETS,
+                                      categorical_column.dtype)
+  if isinstance(categorical_column, (fc.IdentityCategoricalColumn,
+                                     fc.WeightedCategoricalColumn)):
+    return categorical_column
+  raise errors.ConfigError(
+      f"dynamic_embedding_column {name!r}: a {type(categorical_column).__name__}"
+      " has ids of its own making; give categorical_column_with_hash_bucket "
+      "or categorical_column_with_identity over the raw ids (or a weighted "
+      "one of them)")
+
+
+def dynamic_embedding_column(categorical_column, dimension, capacity,
+                             combiner="mean", min_count=1, steps_to_live=None,
+                             eviction="lru", initializer=None, max_norm=None):
+  """An embedding column whose table is keyed by the column's raw ids.
+
+  Use it where `tf.feature_column.embedding_column` goes: `input_layer`,
+  `tf.keras.layers.DenseFeatures`, or a canned estimator's feature columns.
+
+  Args:
+    categorical_column: `categorical_column_with_hash_bucket` (its bucket
+      count is then unused: the raw values are the ids) or
+      `categorical_column_with_identity` over the raw ids, or a weighted
+      column of either.
+    dimension: the vectors' length.
+    capacity: the most ids the table holds at once.
+    combiner: one of "mean", "sqrtn", "sum": how an example's vectors
+      become one.
+    min_count, steps_to_live, eviction, initializer: as
+      `dynamic_embedding`'s.
+    max_norm: if set, each looked-up vector is clipped to this l2 norm.
+
+  Returns:
+    A dense column.
+  """
+  name = getattr(categorical_column, "name", repr(categorical_column))
+  if combiner not in sharded_layers.COMBINERS:
+    raise errors.ConfigError(
+        f"dynamic_embedding_column {name!r}: combiner={combiner!r} is "
+        f"unknown; valid: {', '.join(sharded_layers.COMBINERS)}")
+  options = dynamic.Options(dimension, capacity, min_count, steps_to_live,
+                            eviction, initializer)
+  dynamic.check_options(options, name)
+  column = tf.feature_column.embedding_column(
+      _raw(categorical_column, name), dimension, combiner=combiner,
+      max_norm=max_norm)
+  return _DynamicEmbeddingColumn(*column, options=options)
+
+
+class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
+  """An embedding column whose table is a `dynamic.Table`."""
+
+  def __new__(cls, *fields, options=None):
+    # Copies (deepcopy) pass the fields alone and restore the rest after.
+    column = super().__new__(cls, *fields)
+    column.options = options
+    return column
+
+  def create_state(self, state_manager):
+    """See base class: DenseFeatures' table, in the scope the layer opened
+    for the column (Keras' add_weight would make the whole raw range)."""
+    table = dynamic.make_table("embedding_weights", self.options)
+    state_manager._cols_to_vars_map[self]["embedding_weights"] = table.pool  # pylint: disable=protected-access
+
+  def _old_get_dense_tensor_internal(self, sparse_tensors, weight_collections,
+                                     trainable):
+    """See base class: input_layer's table."""
+    with self._tables():
+      return super()._old_get_dense_tensor_internal(
+          sparse_tensors, weight_collections, trainable)
+
+  def _tables(self):
+    """A variable scope in which the column's table is a dynamic one."""
+
+    def table_getter(getter, name, **kwargs):
+      def make(full_name, **mine):
+        return getter(full_name, **dict(kwargs, **mine))
+      # `name` is the full name, as `getter` takes it.
+      return dynamic.make_table(name, self.options, make).pool
+    return tf.compat.v1.variable_scope(
+        tf.compat.v1.get_variable_scope(), custom_getter=table_getter,
+        auxiliary_name_scope=False)
+
+  def _get_dense_tensor_internal_helper(self, sparse_tensors,
+                                        embedding_weights):
+    """See base class: the combiner over the dynamic table's vectors."""
+    variable = getattr(embedding_weights, "_variable", embedding_weights)
+    table = dynamic.table_of(variable)
+    return sharded_layers.combine(
+        lambda ids: dynamic.lookup(table, ids), sparse_tensors.id_tensor,
+        sparse_tensors.weight_tensor, self.combiner, self.max_norm,
+        raw_ids=True)

@@ -23,6 +23,7 @@ def training_config_from_flags(accumulation_steps=None):
   except ValueError:
     raise app.UsageError("--lr_boundaries must be integers, got "
                          f"{FLAGS.lr_boundaries}") from None
+  _check_option_flags()
   schedule = es.Schedule(
       name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
       boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
@@ -33,32 +34,43 @@ def training_config_from_flags(accumulation_steps=None):
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
-      optimizer_options=_optimizer_options(),
+      optimizer_options=_optimizer_options(FLAGS.optimizer),
+      linear_optimizer=FLAGS.linear_optimizer,
+      linear_optimizer_options=(_optimizer_options(FLAGS.linear_optimizer)
+                                if FLAGS.linear_optimizer else ()),
       precision=FLAGS.precision,
       allreduce_compression=FLAGS.allreduce_compression,
       sparse_exchange=FLAGS.sparse_exchange)
 
 
-def _optimizer_options():
-  """The option flags that --optimizer takes, as (name, value) pairs.
+def _optimizer_options(optimizer):
+  """The option flags that `optimizer` takes, as (name, value) pairs.
 
   The flags have defaults, so each goes only to the optimizers that take
-  it; one typed for an optimizer that does not would change nothing, and
-  is refused rather than ignored.
+  it.
   """
-  takes = optimizers.valid_options(FLAGS.optimizer)
-  options = {}
+  takes = optimizers.valid_options(optimizer)
+  return tuple(sorted((name, FLAGS[name].value)
+                      for name in flags.OPTIMIZER_OPTION_FLAGS
+                      if name in takes and FLAGS[name].value is not None))
+
+
+def _check_option_flags():
+  """Refuses an option flag typed that neither --optimizer nor
+  --linear_optimizer takes: it would change nothing."""
+  chosen = [f"--optimizer={FLAGS.optimizer}"]
+  takes = set(optimizers.valid_options(FLAGS.optimizer))
+  if FLAGS.linear_optimizer:
+    chosen.append(f"--linear_optimizer={FLAGS.linear_optimizer}")
+    takes.update(optimizers.valid_options(FLAGS.linear_optimizer))
   for name in flags.OPTIMIZER_OPTION_FLAGS:
-    if name in takes:
-      if FLAGS[name].value is not None:
-        options[name] = FLAGS[name].value
-    elif FLAGS[name].present:
+    if FLAGS[name].present and name not in takes:
       usable = [f"--{flag}" for flag in flags.OPTIMIZER_OPTION_FLAGS
                 if flag in takes]
       raise app.UsageError(
-          f"--{name} does not apply to --optimizer={FLAGS.optimizer} (its "
-          f"option flags: {', '.join(usable) or 'none'})")
-  return tuple(sorted(options.items()))
+          f"--{name} does not apply to {' or '.join(chosen)} "
+          f"({'its' if len(chosen) == 1 else 'their'} option flags: "
+          f"{', '.join(usable) or 'none'})")
 
 
 def _load_models():

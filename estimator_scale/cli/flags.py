@@ -46,6 +46,12 @@ flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).",
                      lower_bound=1)
 flags.DEFINE_enum("optimizer", "momentum", train_ops_names.OPTIMIZERS,
                   "The optimizer; the flags below set the options it takes.")
+flags.DEFINE_enum("linear_optimizer", None, train_ops_names.OPTIMIZERS,
+                  "The optimizer of the model's linear part (its variables "
+                  "built in estimator_scale.linear_part(): wide & deep's "
+                  "wide part, MovieLens' biases), e.g. ftrl beside "
+                  "--optimizer=adagrad; unset: --optimizer's. Each option "
+                  "flag below goes to each of the two that takes it.")
 flags.DEFINE_float("learning_rate", 0.05, "Base (S = 1) learning rate.")
 flags.DEFINE_float("momentum", 0.9, "Momentum of `momentum` and `lars`.")
 flags.DEFINE_float("weight_decay", None,

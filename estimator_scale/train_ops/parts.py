@@ -128,6 +128,14 @@ class PerPartOptimizer(tf.compat.v1.train.Optimizer):
     return self.linear.variables() + self.rest.variables()
 
 
+def each_optimizer(optimizer):
+  """The v1 optimizers that `optimizer` applies, itself if it is one: what
+  changes an optimizer's own update changes each of them."""
+  if isinstance(optimizer, PerPartOptimizer):
+    return [optimizer.linear, optimizer.rest]
+  return [optimizer]
+
+
 def hidden_layer_weights(grads, variables):
   """The first layer weights outside the linear part when there are
   several: a stack of layers, the first of them hidden; None otherwise.

@@ -30,6 +30,7 @@ from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
+from estimator_scale.train_ops import parts
 from estimator_scale.train_ops import precision as precision_lib
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
@@ -55,6 +56,10 @@ class TrainingConfig:
     adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
       (None: max(1 - n/1000, 0), n the gradient samples per update).
     optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
+    linear_optimizer: a name of `optimizers.OPTIMIZERS` for the variables
+      the model builds inside `linear_part()` (FTRL for a wide part), the
+      others taking `optimizer`; None: `optimizer` for every variable.
+    linear_optimizer_options: its settings, as `optimizer_options`.
     precision: a name of `precision.PRECISIONS` (mixed_float16 adds dynamic
       loss scaling).
     allreduce_compression: a name of `backends.COMPRESSIONS`; whether the
@@ -73,6 +78,8 @@ class TrainingConfig:
   scaling_warmup_updates: int = 0
   adascale_smoothing: Optional[float] = None
   optimizer_options: tuple = ()
+  linear_optimizer: Optional[str] = None
+  linear_optimizer_options: tuple = ()
   precision: str = "float32"
   allreduce_compression: str = "none"
   sparse_exchange: str = "auto"
@@ -85,6 +92,14 @@ class TrainingConfig:
           "TrainingConfig(scale=)", "batch_scale=", scale, self.batch_scale))
     optimizers.check_optimizer(self.optimizer)
     optimizers.check_options(self.optimizer, self.optimizer_options)
+    if self.linear_optimizer is not None:
+      optimizers.check_optimizer(self.linear_optimizer)
+      optimizers.check_options(self.linear_optimizer,
+                               self.linear_optimizer_options)
+    elif self.linear_optimizer_options:
+      raise errors.ConfigError(
+          f"linear_optimizer_options={self.linear_optimizer_options!r} "
+          "needs a linear_optimizer")
     precision_lib.check_precision(self.precision)
     if self.allreduce_compression not in backend_names.COMPRESSIONS:
       raise errors.ConfigError(
@@ -308,9 +323,10 @@ def _build(loss_fn, features, labels, config, topology):
   if skip_nonfinite and not use_adascale:
     mean, finite = _finite_mean(reducer, grads)
     learning_rate = tf.where(finite, learning_rate, 0.0)
-  optimizer = optimizers.make_optimizer(
-      config.optimizer, learning_rate, **dict(config.optimizer_options))
-  dynamic.reset_slots_on_admission(optimizer)
+  optimizer = parts.make_optimizer(config, learning_rate, grads.grads,
+                                   grads.variables)
+  for each in parts.each_optimizer(optimizer):
+    dynamic.reset_slots_on_admission(each)
   if skip_nonfinite:
     # A skipped update must not write inf * 0 = NaN into the weights.
     mean = [gradients.zero_unless(finite, g) for g in mean]

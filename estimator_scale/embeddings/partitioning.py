@@ -15,7 +15,12 @@ the table it stands for (a checkpoint holds the whole tensor with slice
 information, so it restores into any number of parts).
 
 Each part is initialised from its own slice of the initializer, on the ps
-task that holds it, so no task ever holds more than its parts. A
+task that holds it, so no task ever holds more than its parts; any
+initializer a user writes, v1, TF 2 or Keras, draws its part
+(`initializers.part_initializer`), also where get_variable splits the
+variable itself, which would hand TF 2's and Keras' initializers the part's
+shape alone (a constant of the whole table would not fit, a seeded one
+would repeat its values in every part). A
 variable initialised to one value (Adagrad's accumulator, Adam's zero
 slots) is made without a graph constant: a constant's kernel keeps its
 whole tensor for the session's life (and TensorFlow's constant folding
@@ -30,10 +35,9 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.ops import init_ops
-from tensorflow.python.ops import init_ops_v2
-from tensorflow.python.ops import variable_scope as tf_variable_scope
 from tensorflow.python.ops import variables as tf_variables
+
+from estimator_scale.embeddings import initializers
 
 MIN_SLICE_BYTES = 64 << 20
 """A variable at most this large stays whole (the v1 canned estimators'
@@ -75,66 +79,36 @@ def _slice_initial_value(initial_value, full_shape, offset, part_shape):
   """A zero-argument callable making part `offset` of `initial_value`.
 
   Variable creators receive `functools.partial(initializer, shape, dtype=)`
-  from get_variable, Keras and feature columns alike. Keras initializers
-  take the part as `partition_shape`/`partition_offset`, TensorFlow's v1
-  ones as `partition_info`; both then draw only the part's values (and
-  variance-scaling ones keep the whole variable's fans). None when the
-  initial value is of another kind (a tensor): it is not split.
+  from get_variable, Keras and feature columns alike; the part is drawn as
+  `initializers.part_initializer` says, whatever family the initializer
+  is of. None when the initial value is of another kind (a tensor): it is
+  not split.
   """
   if not isinstance(initial_value, functools.partial) or not initial_value.args:
     return None
-  initializer = initial_value.func
-  keywords = dict(initial_value.keywords)
-  offsets = [offset] + [0] * (len(full_shape) - 1)
-  if isinstance(initializer, tf.keras.initializers.Initializer):
-    return functools.partial(initializer, full_shape,
-                             partition_shape=part_shape,
-                             partition_offset=tuple(offsets), **keywords)
-  keywords["partition_info"] = tf_variable_scope._PartitionInfo(  # pylint: disable=protected-access
-      full_shape=full_shape, var_offset=offsets)
-  return functools.partial(initializer, part_shape, **keywords)
-
-
-_ONE_VALUE_INITIALIZERS = {
-    init_ops.Constant: lambda init: init.value,
-    init_ops_v2.Constant: lambda init: init.value,
-    tf.keras.initializers.Constant: lambda init: init.value,
-    init_ops.Zeros: lambda init: 0, init_ops_v2.Zeros: lambda init: 0,
-    tf.keras.initializers.Zeros: lambda init: 0,
-    init_ops.Ones: lambda init: 1, init_ops_v2.Ones: lambda init: 1,
-    tf.keras.initializers.Ones: lambda init: 1,
-}
-
-
-def _filled(value):
-  """A v1 initializer function making a tensor of one value that constant
-  folding leaves alone: `Empty` is never folded, so neither is the sum."""
-  def initializer(shape, dtype=None, partition_info=None):
-    del partition_info  # every part holds the same value
-    dtype = tf.as_dtype(dtype or tf.float32)
-    zeros = tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
-    return zeros + tf.constant(value, dtype) if value else zeros
-  return initializer
+  return functools.partial(
+      initializers.part_initializer(initial_value.func, full_shape, offset),
+      part_shape, **initial_value.keywords)
 
 
 def _one_value(initial_value):
-  """`initial_value`, made without a graph constant where it is
-  `partial(initializer, shape, ...)` of a constant, zeros or ones
-  initializer with one scalar value. The shape comes positionally from
+  """`initial_value`, made without a graph constant (`initializers.filled`)
+  where it is `partial(initializer, shape, ...)` of a constant, zeros or
+  ones initializer with one scalar value. The shape comes positionally from
   get_variable and feature columns, by keyword from the Keras optimizers'
   `add_slot` (the canned estimators' slots)."""
   if not (isinstance(initial_value, functools.partial) and
-          (initial_value.args or "shape" in initial_value.keywords) and
-          type(initial_value.func) in _ONE_VALUE_INITIALIZERS):
+          (initial_value.args or "shape" in initial_value.keywords)):
     return initial_value
-  value = _ONE_VALUE_INITIALIZERS[type(initial_value.func)](initial_value.func)
-  if np.ndim(value) != 0:
+  value = initializers.value_of(initial_value.func)
+  if value is None or np.ndim(value) != 0:
     return initial_value
   shape = (initial_value.args[0] if initial_value.args
            else initial_value.keywords["shape"])
   keywords = {k: v for k, v in initial_value.keywords.items()
               if k in ("dtype", "partition_info")}
-  return functools.partial(_filled(value), shape, **keywords)
+  return functools.partial(initializers.filled(value.item()), shape,
+                           **keywords)
 
 
 def _split(next_creator, kwargs, full_shape, dtype, parts):
@@ -216,8 +190,16 @@ def partitioned_variables(num_ps, min_slice_bytes=MIN_SLICE_BYTES,
                             max_part_bytes)
     return [parts] + [1] * (shape.ndims - 1)
 
+  def partition_aware_getter(getter, *args, **kwargs):
+    if (kwargs.get("partitioner") is partitioner and
+        callable(kwargs.get("initializer"))):
+      kwargs["initializer"] = initializers.partition_aware(
+          kwargs["initializer"])
+    return getter(*args, **kwargs)
+
   with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                    partitioner=partitioner,
+                                   custom_getter=partition_aware_getter,
                                    auxiliary_name_scope=False), \
       tf.compat.v1.variable_creator_scope(creator):
     yield

@@ -52,12 +52,12 @@ import numbers
 import weakref
 
 import tensorflow as tf
-from tensorflow.python.ops import variable_scope as tf_variable_scope
 from tensorflow.python.ops import variables as tf_variables
 
 from estimator_scale import errors
 from estimator_scale.backends import names as backend_names
 from estimator_scale.backends.horovod import ranks
+from estimator_scale.embeddings import initializers
 from estimator_scale.train_ops import gradients as gradients_lib
 from estimator_scale.train_ops import precision
 
@@ -134,32 +134,6 @@ def _horovod():
     return None
   hvd = ranks.import_horovod()
   return hvd if hvd.is_initialized() and hvd.size() > 1 else None
-
-
-def _part_initializer(initializer, full_shape, offset):
-  """`initializer` drawing the part at row `offset` of the whole table.
-
-  TensorFlow's v1 initializers take the part as `partition_info` (and
-  variance-scaling ones keep the whole table's fans), Keras' as
-  `partition_shape`/`partition_offset`; Keras' variance scaling would take
-  its fans from the part's shape, so it becomes its v1 twin. A
-  deterministic per-row initializer thus gives each rank exactly its rows
-  of the replicated table; a random one draws the shard's own values, of
-  the same distribution.
-  """
-  if isinstance(initializer, tf.keras.initializers.VarianceScaling):
-    initializer = tf.compat.v1.variance_scaling_initializer(
-        scale=initializer.scale, mode=initializer.mode,
-        distribution=initializer.distribution, seed=initializer.seed)
-  offsets = (offset,) + (0,) * (len(full_shape) - 1)
-  if isinstance(initializer, tf.keras.initializers.Initializer):
-    return lambda shape, dtype=None, partition_info=None: initializer(
-        full_shape, dtype=dtype, partition_shape=shape,
-        partition_offset=offsets)
-  info = tf_variable_scope._PartitionInfo(  # pylint: disable=protected-access
-      full_shape=list(full_shape), var_offset=list(offsets))
-  return lambda shape, dtype=None, partition_info=None: initializer(
-      shape, dtype=dtype, partition_info=info)
 
 
 def _check_ids(ids, vocabulary_size, name):
@@ -244,8 +218,10 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
   Args:
     name: the variable's name, in the current variable scope.
     vocabulary_size, dimension: the whole table's shape.
-    initializer: a v1 or Keras initializer (default: TensorFlow's
-      get_variable default, glorot uniform over the whole table's shape).
+    initializer: a v1, TF 2 or Keras initializer, or a function of
+      (shape, dtype) (default: TensorFlow's get_variable default, glorot
+      uniform over the whole table's shape); a shard draws its rows as
+      `initializers.part_initializer` says.
     dtype: the table's dtype.
     getter: makes the variable, with get_variable's arguments (default
       `tf.compat.v1.get_variable`; a custom getter passes its own).
@@ -275,7 +251,8 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
   with precision.variables_as_stored():
     shard = getter(
         name, shape=[rows, dimension], dtype=dtype,
-        initializer=_part_initializer(initializer, full_shape, first_row),
+        initializer=initializers.part_initializer(initializer, full_shape,
+                                                  first_row),
         collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, COLLECTION],
         trainable=True)
   # Saved as its slice of the whole table (its optimizer slots follow), so
@@ -339,8 +316,9 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
     vocabulary_size: the table's rows.
     dimension: the vectors' length.
     name: the table's variable name.
-    initializer: a v1 or Keras initializer (default: TensorFlow's
-      get_variable default, glorot uniform over the whole table's shape).
+    initializer: a v1, TF 2 or Keras initializer, or a function of
+      (shape, dtype) (default: TensorFlow's get_variable default, glorot
+      uniform over the whole table's shape).
     dtype: the table's dtype.
     compression: "none", or "fp16": the vectors and their gradients travel
       between the ranks as float16 (half the bytes, rounded to float16's

@@ -1,5 +1,5 @@
 """Sharded tables in one process: the plain path (the function, the Keras
-layer, the feature column), shard initialisation, the norms AdaScale takes,
+layer, the feature column), the norms AdaScale takes,
 what the Horovod reducer does with a shard's gradient, loss scaling's
 agreement on finiteness, and the whole tables evaluation and export
 restore. The exchange
@@ -51,26 +51,6 @@ def test_outside_horovod_the_table_is_one_plain_variable():
       got, whole = sess.run([vectors, table])
   assert got.shape == (2, 2, 3)
   np.testing.assert_array_equal(got, whole[[[3, 0], [9, 3]]])
-
-
-@pytest.mark.parametrize("initializer", [
-    tf.compat.v1.glorot_uniform_initializer(seed=1),
-    tf.keras.initializers.GlorotUniform(seed=1)])
-def test_a_shard_draws_with_the_whole_tables_fans(initializer):
-  """Glorot's bound is the whole table's (1000 x 4), not the shard's."""
-  part = sharded._part_initializer(initializer, [1000, 4], 500)
-  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-    values = sess.run(part([10, 4], dtype=tf.float32))
-  assert values.shape == (10, 4)
-  assert np.abs(values).max() <= np.sqrt(6 / 1004) + 1e-6
-
-
-def test_a_shard_holds_its_rows_of_a_per_row_initializer():
-  part = sharded._part_initializer(row_initializer, [10, 3], 4)
-  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-    shard, whole = sess.run([part([4, 3], dtype=tf.float32),
-                             row_initializer([10, 3], tf.float32)])
-  np.testing.assert_allclose(shard, whole[4:8])
 
 
 def test_shards_cover_the_table_and_every_id_finds_its_owner():

@@ -1,0 +1,213 @@
+"""Any initializer a TensorFlow 2 user writes, drawing one part of a table.
+
+A table split by rows (a Horovod rank's shard, a part on a ps task) is
+initialised part by part, where each part lives, so that no process holds
+the whole table. TensorFlow's three families of initializer each take a
+part their own way, or not at all: v1 ones (`tf.compat.v1.*`) a
+`partition_info`, Keras' `partition_shape` and `partition_offset`, TF 2's
+own (`tf.random_normal_initializer`, `tf.constant_initializer`,
+`tf.zeros_initializer`) only the latter two, and some none. So each is
+taken to what it means for a part:
+- zeros, ones, constants: the part's rows of the value, so a part holds
+  exactly its rows of the replicated table;
+- random normal, uniform, truncated normal: the part's own values, of the
+  same distribution; a seeded one draws from its seed and the part's first
+  row, so parts never repeat each other and a rank draws the same shard
+  every run (one seed for every part would give them all the same values);
+- variance scaling (Glorot, He, LeCun): the same, with the whole table's
+  fans (the part's would scale a table of N parts as a table N times
+  smaller);
+- any other callable taking `partition_info` (TensorFlow's v1 contract):
+  given it;
+- anything else (orthogonal, identity, a plain function, a custom Keras
+  initializer): drawn whole and sliced, exact for any deterministic
+  initializer, at the cost of the whole table once, at initialisation.
+"""
+import inspect
+import math
+import numbers
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.ops import init_ops  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.ops import init_ops_v2  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.ops import variable_scope as tf_variable_scope  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale import errors
+
+_KERAS = tf.keras.initializers
+
+_FIXED = {init_ops.Zeros: 0, init_ops_v2.Zeros: 0, _KERAS.Zeros: 0,
+          init_ops.Ones: 1, init_ops_v2.Ones: 1, _KERAS.Ones: 1}
+_CONSTANTS = (init_ops.Constant, init_ops_v2.Constant, _KERAS.Constant)
+
+_RANDOM = {  # each family's class: its v1 twin, which takes an op seed
+    init_ops.RandomNormal: init_ops.RandomNormal,
+    init_ops_v2.RandomNormal: init_ops.RandomNormal,
+    _KERAS.RandomNormal: init_ops.RandomNormal,
+    init_ops.RandomUniform: init_ops.RandomUniform,
+    init_ops_v2.RandomUniform: init_ops.RandomUniform,
+    _KERAS.RandomUniform: init_ops.RandomUniform,
+    init_ops.TruncatedNormal: init_ops.TruncatedNormal,
+    init_ops_v2.TruncatedNormal: init_ops.TruncatedNormal,
+    _KERAS.TruncatedNormal: init_ops.TruncatedNormal,
+}
+_VARIANCE_SCALING = (init_ops.VarianceScaling, init_ops_v2.VarianceScaling,
+                     _KERAS.VarianceScaling)
+
+
+def value_of(initializer):
+  """The value a zeros, ones or constant initializer of any family fills a
+  variable with (a numpy array), else None."""
+  if type(initializer) in _FIXED:
+    return np.asarray(_FIXED[type(initializer)])
+  if type(initializer) in _CONSTANTS:
+    return np.asarray(initializer.value)
+  return None
+
+
+def filled(value):
+  """A v1 initializer of one value that constant folding leaves alone: a
+  graph constant's kernel would keep the whole tensor for the session's
+  life, beside the variable. `Empty` is never folded, so neither is the
+  sum. The shape may be a tensor."""
+  def initializer(shape, dtype=None, partition_info=None):
+    del partition_info  # every part holds the same value
+    dtype = tf.as_dtype(dtype or tf.float32)
+    zeros = tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
+    return zeros + tf.constant(value, dtype) if value else zeros
+  return initializer
+
+
+def _part_seed(seed, offset):
+  """A seed of the part at row `offset`: the same in every process."""
+  return None if seed is None else hash((seed, offset)) & 0x7FFFFFFF
+
+
+def _constant_rows(value, full_shape, offset):
+  """A v1 initializer of the rows from `offset` of a table filled with
+  `value` (one value, or one for each of the table's elements)."""
+  if value.size == 1:
+    return filled(value.item())
+  if value.size != math.prod(full_shape):
+    raise errors.ConfigError(
+        f"initializer: a constant of {value.size} values cannot fill a "
+        f"table of shape {list(full_shape)}: give one value, or "
+        f"{math.prod(full_shape)} values")
+  table = value.reshape(full_shape)
+
+  def initializer(shape, dtype=None, partition_info=None):
+    del partition_info  # the rows are fixed by `offset`
+    rows = shape[0]
+    if isinstance(rows, numbers.Integral):  # only these rows in the graph
+      return tf.constant(table[offset:offset + rows], dtype)
+    return tf.constant(table, dtype)[offset:offset + rows]
+  return initializer
+
+
+def _takes_partition_info(initializer):
+  try:
+    return "partition_info" in inspect.signature(initializer).parameters
+  except (TypeError, ValueError):  # no signature to read (a builtin)
+    return False
+
+
+def _with_partition_info(initializer, full_shape, offset):
+  info = tf_variable_scope._PartitionInfo(  # pylint: disable=protected-access
+      full_shape=list(full_shape),
+      var_offset=[offset] + [0] * (len(full_shape) - 1))
+  return lambda shape, dtype=None, partition_info=None: initializer(
+      shape, dtype=dtype, partition_info=info)
+
+
+def _known(initializer, full_shape, offset):
+  """`part_initializer` of a kind this module knows, else None."""
+  value = value_of(initializer)
+  if value is not None:
+    return _constant_rows(value, full_shape, offset)
+  seed = _part_seed(getattr(initializer, "seed", None), offset)
+  if isinstance(initializer, _VARIANCE_SCALING):
+    # v1's, given the part, takes its fans from the whole table.
+    return _with_partition_info(init_ops.VarianceScaling(
+        scale=initializer.scale, mode=initializer.mode,
+        distribution=initializer.distribution, seed=seed), full_shape, offset)
+  if type(initializer) in _RANDOM:
+    config = dict(initializer.get_config(), seed=seed)
+    config.pop("dtype", None)
+    twin = _RANDOM[type(initializer)](**config)
+    return lambda shape, dtype=None, partition_info=None: twin(shape, dtype)
+  if _takes_partition_info(initializer):
+    return _with_partition_info(initializer, full_shape, offset)
+  return None
+
+
+def _check(initializer):
+  if not callable(initializer) and value_of(initializer) is None:
+    raise errors.ConfigError(
+        f"initializer={initializer!r} is not an initializer: give a v1, "
+        "TF 2 or Keras initializer, or a function of (shape, dtype)")
+
+
+def part_initializer(initializer, full_shape, offset):
+  """`initializer` drawing the part at row `offset` of a table.
+
+  Args:
+    initializer: a v1 (`tf.compat.v1.*_initializer`), TF 2
+      (`tf.*_initializer`) or Keras (`tf.keras.initializers.*`)
+      initializer, or a function of (shape, dtype[, partition_info]).
+    full_shape: the whole table's shape.
+    offset: the part's first row.
+
+  Returns:
+    A v1 initializer, (shape, dtype=None, partition_info=None) -> the
+    part's values, for `get_variable`; `partition_info` is not read (the
+    part is this one).
+
+  Raises:
+    ConfigError: `initializer` is not one, or is a constant whose values
+      do not fill the table.
+  """
+  _check(initializer)
+  known = _known(initializer, full_shape, offset)
+  if known is not None:
+    return known
+
+  def sliced(shape, dtype=None, partition_info=None):
+    del partition_info
+    whole = initializer(list(full_shape), dtype=dtype or tf.float32)
+    return whole[offset:offset + shape[0]]
+  return sliced
+
+
+def partition_aware(initializer):
+  """`initializer` as a v1 initializer that draws the part its
+  `partition_info` names (the whole variable without one), for
+  get_variable's own partitioning."""
+  def initializer_of_part(shape, dtype=None, partition_info=None):
+    if partition_info is None:
+      return part_initializer(initializer, shape, 0)(shape, dtype)
+    return part_initializer(initializer, partition_info.full_shape,
+                            partition_info.var_offset[0])(shape, dtype)
+  return initializer_of_part
+
+
+def draw_rows(initializer, count, table_shape, dtype=tf.float32):
+  """`count` new rows of a table of `table_shape`, drawn from `initializer`.
+
+  For tables whose rows are made as ids arrive: each draw is rows of
+  the table as `part_initializer` draws them (variance scaling with
+  `table_shape`'s fans, a constant's first rows), in graph mode; `count`
+  may be a scalar tensor. A kind this module does not know draws `count`
+  rows as a table of its own (drawing the whole table for each would cost
+  it at every draw). Random kinds draw with TensorFlow's stateful random
+  ops: each run of the returned tensor draws new rows.
+
+  Returns:
+    A tensor of shape [count] + table_shape[1:].
+  """
+  _check(initializer)
+  shape = [count] + list(table_shape[1:])
+  known = _known(initializer, table_shape, 0)
+  if known is None:
+    return initializer(shape, dtype=dtype)
+  return known(shape, dtype)

@@ -92,7 +92,7 @@ def dynamic_embedding_column(categorical_column, dimension, capacity,
   """An embedding column whose table is keyed by the column's raw ids.
 
   Use it where `tf.feature_column.embedding_column` goes: `input_layer`,
-  `tf.keras.layers.DenseFeatures`, or a canned estimator's feature columns.
+  `tf.keras.layers.DenseFeatures`.
 
   Args:
     categorical_column: `categorical_column_with_hash_bucket` (its bucket

@@ -1,34 +1,42 @@
-"""Adam's update of a sharded table, a block of rows at a time.
+"""Adam's update of a table held in slices, a block of rows at a time.
 
 TensorFlow's v1 Adam applies a sparse gradient with dense ops over the
 whole variable: it scales both slots (`m * beta1`, `v * beta2`) and moves
 every row (`lr * m / (sqrt(v) + eps)`). Each of those makes a temporary the
 size of the variable, and each dense read of a variable that a gather has
 touched copies it first (TensorFlow's copy-on-read mode of resource
-variables), so one update holds several shard-sized buffers besides the
-shard and its slots: the rank's memory is no longer its share of the table.
+variables), so one update holds several slice-sized buffers besides the
+slice and its slots: a process's memory is no longer its share of the
+table. A Horovod rank holds one shard; a ps task holds several parts of a
+split table and updates them at once, so the buffers add up.
 
-For a sharded table the same arithmetic, op for op, runs on blocks of
+For a variable that is a slice of a table (a shard, a part: one with save
+slice information) the same arithmetic, op for op, runs on blocks of
 `BLOCK_ROWS` rows read by gathers and written by scatters, which never copy
-the variable: the update's extra memory is a few blocks. Other optimizers'
-sparse updates (SGD, Adagrad, FTRL) touch only the gradient's rows already.
+the variable: the update's extra memory is a few blocks per slice. Other
+optimizers' sparse updates (SGD, Adagrad, FTRL) touch only the gradient's
+rows already.
 
 Adam's slots start from zeros that constant folding would turn into one
-graph constant the size of the shard, which both slots share until their
+graph constant the size of the slice, which both slots share until their
 first update copies them, and which the session keeps for good; the
-shard's slots start from `Empty` instead, a stateful op no folding keeps.
+slice's slots start from `Empty` instead, a stateful op no folding keeps.
 """
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
-
-from estimator_scale.embeddings import sharded
 
 BLOCK_ROWS = 1 << 13
 """Rows a block of the update reads and writes at once."""
 
 
+def is_slice(variable):
+  """Whether `variable` holds a slice of a larger one: a sharded table's
+  shard, a part of a variable split over the ps tasks."""
+  return getattr(variable, "_save_slice_info", None) is not None
+
+
 def update_in_blocks(optimizer):
-  """Makes v1 Adam `optimizer` update the sharded tables block by block.
+  """Makes v1 Adam `optimizer` update slices of tables block by block.
 
   Other optimizers, and Adam's other variables, keep their own update; an
   optimizer already changed stays as it is.
@@ -41,13 +49,13 @@ def update_in_blocks(optimizer):
   create_slots = optimizer._create_slots  # pylint: disable=protected-access
 
   def apply(grad, variable, indices):
-    if not sharded.is_sharded(variable):
+    if not is_slice(variable):
       return whole(grad, variable, indices)
     return _adam_in_blocks(optimizer, grad, variable, indices)
 
   def create(variables):
     for variable in variables:
-      if sharded.is_sharded(variable):
+      if is_slice(variable):
         for slot in ("m", "v"):
           optimizer._get_or_make_slot_with_initializer(  # pylint: disable=protected-access
               variable, _zeros, variable.shape, variable.dtype.base_dtype,

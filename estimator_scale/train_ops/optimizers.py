@@ -19,6 +19,7 @@ import re
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale.embeddings import shard_updates
 
 _V1 = tf.compat.v1.train
 
@@ -267,7 +268,11 @@ def _momentum(lr, momentum=0.9, nesterov=False):
 
 
 def _adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
-  return _V1.AdamOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
+  """v1 Adam, updating a table's slices (Horovod shards, parts on ps tasks)
+  a block of rows at a time (`shard_updates`)."""
+  optimizer = _V1.AdamOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
+  shard_updates.update_in_blocks(optimizer)
+  return optimizer
 
 
 def _adamw(lr, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01):

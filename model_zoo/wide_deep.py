@@ -18,6 +18,11 @@ By default every column hashes into `hash_bucket_size` buckets. With
 in `--hparams`), the click logs draw each column's ids from its own
 vocabulary, with Zipf exponent `zipf_exponent`, and each column hashes into
 as many buckets as it has ids: tables of Criteo's sizes.
+
+`embedding=dynamic` gives the deep part dynamic tables instead (each id its
+own row, as many rows as the column's buckets, `min_count` and
+`steps_to_live` as `es.dynamic_embedding`'s; 0 leaves rows until the table
+is full); the wide part stays hashed.
 """
 import tensorflow as tf
 
@@ -26,7 +31,8 @@ from model_zoo import click_data
 
 DEFAULT_HPARAMS = {"hidden_units": [64, 32], "embedding_dim": 8,
                    "hash_bucket_size": 1000, "cross_bucket_size": 100,
-                   "vocabulary_sizes": "",
+                   "vocabulary_sizes": "", "embedding": "hashed",
+                   "min_count": 1, "steps_to_live": 0,
                    "zipf_exponent": click_data.ZIPF_EXPONENT, "data_seed": 0}
 
 
@@ -84,10 +90,26 @@ def deep_columns(params):
   numeric = [tf.feature_column.numeric_column(name, default_value=0.0,
                                               normalizer_fn=tf.math.log1p)
              for name in click_data.NUMERIC]
-  embedded = [tf.feature_column.embedding_column(column,
-                                                 params["embedding_dim"])
-              for column in categorical_columns(params)]
-  return numeric + embedded
+  return numeric + [_embedded(column, size, params) for column, size in
+                    zip(categorical_columns(params), buckets(params))]
+
+
+EMBEDDINGS = ("hashed", "dynamic")
+
+
+def _embedded(column, rows, params):
+  """The deep part's embedding of one categorical column, as `embedding`
+  says."""
+  if params["embedding"] == "hashed":
+    return tf.feature_column.embedding_column(column, params["embedding_dim"])
+  if params["embedding"] != "dynamic":
+    raise es.errors.ConfigError(
+        f"hparams: embedding={params['embedding']!r} is unknown; valid: "
+        f"{', '.join(EMBEDDINGS)}")
+  return es.dynamic_embedding_column(
+      column, params["embedding_dim"], capacity=rows,
+      min_count=params["min_count"],
+      steps_to_live=params["steps_to_live"] or None)
 
 
 def parse_spec():

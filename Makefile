@@ -72,6 +72,9 @@ bench-ps-speed: setup
 study: setup
 	$(PY) -m tools.study
 
+study-click: setup
+	$(PY) -m tools.study.click
+
 bazel-test: setup
 	bash tools/bazel_test.sh
 

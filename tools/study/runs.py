@@ -115,21 +115,29 @@ def _train_segment_on_ranks(spec, segment, model_dir, points):
   the segment's S. Rank 0 hands back the trace through a file.
   """
   job = os.path.join(model_dir, "segment.json")
+  result = horovod_job("tools.study", job, segment["ranks"],
+                       {"spec": spec, "segment": segment,
+                        "model_dir": model_dir})
+  points.extend(tuple(p) for p in result["points"])
+  return result["final"]
+
+
+def horovod_job(module, job, ranks, payload):
+  """Writes `payload` to `job`, runs `python -m module --segment job` as a
+  horovodrun job of `ranks` ranks on this host, and returns what its rank 0
+  wrote to `job`.out; RuntimeError with the job's output when it fails."""
   with open(job, "w", encoding="utf-8") as f:
-    json.dump({"spec": spec, "segment": segment, "model_dir": model_dir}, f)
-  ranks = segment["ranks"]
+    json.dump(payload, f)
   horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
   proc = subprocess.run(
       [horovodrun, "--gloo", "-np", str(ranks), "-H", f"localhost:{ranks}",
-       sys.executable, "-m", "tools.study", "--segment", job],
+       sys.executable, "-m", module, "--segment", job],
       cwd=repo.ROOT, capture_output=True, text=True, check=False)
   if proc.returncode != 0:
-    raise RuntimeError(f"segment on {ranks} ranks failed:\n"
+    raise RuntimeError(f"{module}: a segment on {ranks} ranks failed:\n"
                        f"{(proc.stdout + proc.stderr)[-4000:]}")
   with open(job + ".out", encoding="utf-8") as f:
-    result = json.load(f)
-  points.extend(tuple(p) for p in result["points"])
-  return result["final"]
+    return json.load(f)
 
 
 def train_segment_job(path):

@@ -202,7 +202,10 @@ def plot_auc(table, path):
                         xytext=(3, 4 + 9 * list(STYLE).index(method)),
                         textcoords="offset points", fontsize=7)
     digits_plots._scale_axis(axis, scales)  # pylint: disable=protected-access
-    axis.set_ylim(floor - 0.002, base["auc_mean"] + 0.01)
+    top = max([base["auc_mean"] + 2 * tolerance] + [
+        r["auc_mean"] + r["auc_std"] for r in table["rows"]
+        if r["optimizer"] == optimizer])
+    axis.set_ylim(floor - 0.002, top + 0.002)
     axis.set_ylabel("held-out AUC, mean ± std over seeds")
     axis.set_title(f"{table['model']}, {optimizer} (seed000: AdamW)",
                    fontsize=10)

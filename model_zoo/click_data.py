@@ -20,6 +20,14 @@ can learn, are all distinct. The probabilities are known, so the best AUC any mo
 reach on the eval split is known too (`planted_auc`): no model ranks better
 than the probabilities the labels were drawn from.
 
+With `raw_ids`, ids are what a log without a vocabulary holds: every
+column but the crossed pair writes each rank as a 63-bit id (a fixed
+bijective mix of column and rank, `raw_id`, so nothing is stored), and each
+id of an informative column has its own effect, drawn from its hash: no id
+shares an effect with another, so a table where ids share a row pays for
+it in AUC. `RAW_VOCABULARY` gives those columns 2^40 ranks each and the
+crossed pair its default vocabularies.
+
 Everything follows from the seed; nothing is downloaded.
 `tools/click_logs.py` writes the TFRecords and prints their globs and the
 planted AUC.
@@ -49,6 +57,10 @@ EFFECT_ROWS = 1 << 16
 PAIR_ROWS = 64
 CROSSED = ("C3", "C5")
 """The pair whose ids act only together (small vocabularies: 6 x 13)."""
+RAW_VOCABULARY = tuple(VOCABULARY[CATEGORICAL.index(name)] if name in
+                       CROSSED else 1 << 40 for name in CATEGORICAL)
+"""The vocabulary of `raw_ids` by default: ranks as large as a raw id
+holds, the crossed pair's as by default."""
 INFORMATIVE_NUMERIC = NUMERIC[:6]
 INFORMATIVE_CATEGORICAL = ("C1", "C2", "C4", "C7", "C10", "C13", "C16", "C19",
                            "C22", "C25")
@@ -95,9 +107,10 @@ def _check_exponent(zipf_exponent):
 class _Planted:
   """The planted model's parameters, drawn from the seed."""
 
-  def __init__(self, seed, vocabulary, zipf_exponent):
+  def __init__(self, seed, vocabulary, zipf_exponent, raw_ids=False):
     self.vocabulary = vocabulary
     self.zipf_exponent = zipf_exponent
+    self.raw_ids = raw_ids
     rng = np.random.default_rng([seed, 0])
     self.count_mean = rng.uniform(0.0, 4.0, len(NUMERIC))
     self.count_sigma = rng.uniform(0.5, 1.5, len(NUMERIC))
@@ -131,7 +144,11 @@ class _Planted:
       total += weight * np.where(counts[name] < 0, 0.0, standard)
     for name, effects in self.id_effects.items():
       rank = ranks[name]
-      total += np.where(rank < 0, 0.0, effects[_row(name, rank, len(effects))])
+      if self.raw_ids:
+        own = RAW_EFFECT_SIGMA * _hashed_normal(raw_id(name, rank))
+      else:
+        own = effects[_row(name, rank, len(effects))]
+      total += np.where(rank < 0, 0.0, own)
     first, second = (ranks[name] for name in CROSSED)
     both = (first >= 0) & (second >= 0)
     rows = [_row(name, ranks[name], size)
@@ -145,6 +162,38 @@ def _row(column, ranks, rows):
   the one its hash picks above (a missing rank's, -1, is never read)."""
   ranks = np.maximum(ranks, 0)
   return np.where(ranks < rows, ranks, hashed_id(column, ranks) % rows)
+
+
+RAW_EFFECT_SIGMA = 0.7
+_MASK63 = np.uint64((1 << 63) - 1)
+RANK_BITS = 40
+"""A raw id mixes (column + 1) << RANK_BITS plus the rank: ranks below
+2^40, so every column's ids are distinct from every other's."""
+
+
+def raw_id(column, ranks):
+  """The 63-bit id a rank of a column is written as with `raw_ids`: xor-
+  shifts and odd multiplications modulo 2^63, each a bijection of 63-bit
+  integers, so distinct (column, rank) pairs never share an id."""
+  x = (np.uint64(CATEGORICAL.index(column) + 1) << np.uint64(RANK_BITS)) + (
+      np.maximum(ranks, 0).astype(np.uint64))
+  x = x ^ (x >> np.uint64(31))
+  x = (x * np.uint64(0xBF58476D1CE4E5B9)) & _MASK63
+  x = x ^ (x >> np.uint64(29))
+  x = (x * np.uint64(0x94D049BB133111EB)) & _MASK63
+  x = x ^ (x >> np.uint64(32))
+  return x.astype(np.int64)
+
+
+def _hashed_normal(ids):
+  """A standard normal value per id, a function of the id alone (Box-Muller
+  on two 32-bit halves of another mix of it)."""
+  x = ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+  x = (x ^ (x >> np.uint64(32))) * np.uint64(0xD6E8FEB86659FD93)
+  x = x ^ (x >> np.uint64(29))
+  low = ((x & np.uint64(0xFFFFFFFF)).astype(np.float64) + 0.5) / 2.0**32
+  high = ((x >> np.uint64(32)).astype(np.float64) + 0.5) / 2.0**32
+  return np.sqrt(-2.0 * np.log(low)) * np.cos(2.0 * np.pi * high)
 
 
 def _sigmoid(x):
@@ -189,7 +238,7 @@ def hashed_id(column, ranks):
 
 
 def generate(split, seed=0, count=None, vocabulary=VOCABULARY,
-             zipf_exponent=ZIPF_EXPONENT):
+             zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
   """One split as arrays.
 
   Args:
@@ -198,15 +247,16 @@ def generate(split, seed=0, count=None, vocabulary=VOCABULARY,
     count: examples (default `SIZES[split]`).
     vocabulary: distinct ids of each categorical column (`vocabulary_sizes`).
     zipf_exponent: of the ranks' Zipf law, > 1.
+    raw_ids: 63-bit ids with an effect each (the module's docstring).
 
   Returns:
     (features, labels, probabilities): features maps each numeric column
-    to float32 counts and each categorical column to int64 hashed ids (NaN
-    and -1 where missing); labels are 0/1 clicks drawn with the planted
+    to float32 counts and each categorical column to int64 hashed ids, or
+    raw ones (NaN and -1 where missing); labels are 0/1 clicks drawn with the planted
     probabilities.
   """
   _check_exponent(zipf_exponent)
-  planted = _Planted(seed, tuple(vocabulary), zipf_exponent)
+  planted = _Planted(seed, tuple(vocabulary), zipf_exponent, raw_ids)
   index = {"train": 1, "eval": 2}[split]
   rng = np.random.default_rng([seed, index])
   count = count or SIZES[split]
@@ -216,7 +266,8 @@ def generate(split, seed=0, count=None, vocabulary=VOCABULARY,
   features = {name: np.where(values < 0, np.nan, values).astype(np.float32)
               for name, values in counts.items()}
   for name, rank in ranks.items():
-    features[name] = np.where(rank < 0, -1, hashed_id(name, rank))
+    write = raw_id if raw_ids and name not in CROSSED else hashed_id
+    features[name] = np.where(rank < 0, -1, write(name, rank))
   return features, labels, probabilities
 
 
@@ -227,10 +278,10 @@ def auc(labels, scores):
 
 
 def planted_auc(seed=0, split="eval", vocabulary=VOCABULARY,
-                zipf_exponent=ZIPF_EXPONENT):
+                zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
   """The AUC of the planted probabilities: the best any model can reach."""
   _, labels, probabilities = generate(split, seed, None, vocabulary,
-                                      zipf_exponent)
+                                      zipf_exponent, raw_ids)
   return auc(labels, probabilities)
 
 
@@ -253,10 +304,11 @@ def _example(features, label, i):
 
 
 def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
-                zipf_exponent=ZIPF_EXPONENT):
+                zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
   """Writes a split as round-robin TFRecord shards; returns their paths."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  features, labels, _ = generate(split, seed, None, vocabulary, zipf_exponent)
+  features, labels, _ = generate(split, seed, None, vocabulary, zipf_exponent,
+                                 raw_ids)
   shards = SHARDS[split]
   paths = [os.path.join(directory, f"{split}-{i:05d}-of-{shards:05d}.tfrecord")
            for i in range(shards)]
@@ -269,7 +321,7 @@ def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
 
 
 def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
-                     zipf_exponent=ZIPF_EXPONENT):
+                     zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
   """The glob of a split's shards, writing both splits first if missing
   (once, by one process; generated_data.folder says where).
 
@@ -281,10 +333,13 @@ def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
   if (tuple(vocabulary), zipf_exponent) != (VOCABULARY, ZIPF_EXPONENT):
     name += "-" + hashlib.sha1(
         repr((tuple(vocabulary), zipf_exponent)).encode()).hexdigest()[:12]
+  if raw_ids:
+    name += "-raw"
 
   def write(folder):
     for split_name in SIZES:
-      write_split(split_name, folder, seed, vocabulary, zipf_exponent)
+      write_split(split_name, folder, seed, vocabulary, zipf_exponent,
+                  raw_ids)
 
   root = generated_data.folder(name, write, data_dir)
   return os.path.join(root, f"{split}-*.tfrecord")

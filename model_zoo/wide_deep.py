@@ -23,6 +23,11 @@ as many buckets as it has ids: tables of Criteo's sizes.
 own row, as many rows as the column's buckets, `min_count` and
 `steps_to_live` as `es.dynamic_embedding`'s; 0 leaves rows until the table
 is full); the wide part stays hashed.
+
+`raw_ids=1` trains on click logs of 63-bit ids without a vocabulary
+(`click_data`'s `raw_ids`; `vocabulary_sizes` "" is then its
+`RAW_VOCABULARY`): every column hashes into, or holds in its dynamic table,
+`hash_bucket_size` rows.
 """
 import tensorflow as tf
 
@@ -32,12 +37,18 @@ from model_zoo import click_data
 DEFAULT_HPARAMS = {"hidden_units": [64, 32], "embedding_dim": 8,
                    "hash_bucket_size": 1000, "cross_bucket_size": 100,
                    "vocabulary_sizes": "", "embedding": "hashed",
-                   "min_count": 1, "steps_to_live": 0,
+                   "min_count": 1, "steps_to_live": 0, "raw_ids": 0,
                    "zipf_exponent": click_data.ZIPF_EXPONENT, "data_seed": 0}
 
 
 def vocabulary(params):
   """The click logs' vocabulary per column; ConfigError naming the hparam."""
+  if params["raw_ids"] not in (0, 1):
+    raise es.errors.ConfigError(
+        f"hparams: raw_ids={params['raw_ids']!r}: valid: 0 (hashed 31-bit "
+        "ids) or 1 (63-bit ids without a vocabulary)")
+  if params["raw_ids"] and not params["vocabulary_sizes"]:
+    return click_data.RAW_VOCABULARY
   try:
     return click_data.vocabulary_sizes(params["vocabulary_sizes"])
   except ValueError as e:
@@ -46,8 +57,8 @@ def vocabulary(params):
 
 def buckets(params):
   """Buckets of each categorical column: `hash_bucket_size` each, or its
-  vocabulary's size where `vocabulary_sizes` is given."""
-  if not params["vocabulary_sizes"]:
+  vocabulary's size where `vocabulary_sizes` is given without `raw_ids`."""
+  if not params["vocabulary_sizes"] or params["raw_ids"]:
     return [params["hash_bucket_size"]] * len(click_data.CATEGORICAL)
   return list(vocabulary(params))
 
@@ -57,7 +68,8 @@ def click_logs(split, params):
   try:
     return click_data.tfrecord_pattern(split, params["data_seed"],
                                        vocabulary=vocabulary(params),
-                                       zipf_exponent=params["zipf_exponent"])
+                                       zipf_exponent=params["zipf_exponent"],
+                                       raw_ids=bool(params["raw_ids"]))
   except ValueError as e:
     raise es.errors.ConfigError(f"hparams: {e}") from None
 

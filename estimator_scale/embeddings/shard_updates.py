@@ -47,11 +47,17 @@ def update_in_blocks(optimizer):
   if getattr(whole, "in_blocks", False):
     return
   create_slots = optimizer._create_slots  # pylint: disable=protected-access
+  latest = {}  # (graph, device): the last slice update built there
 
   def apply(grad, variable, indices):
     if not is_slice(variable):
       return whole(grad, variable, indices)
-    return _adam_in_blocks(optimizer, grad, variable, indices)
+    # The slices of one device update one after another, so the device
+    # holds one slice's blocks at a time, not one per slice.
+    key = (tf.compat.v1.get_default_graph(), variable.device)
+    latest[key] = _adam_in_blocks(optimizer, grad, variable, indices,
+                                  latest.get(key))
+    return latest[key]
 
   def create(variables):
     for variable in variables:
@@ -94,10 +100,11 @@ def _scaled(variable, factor):
       variable.handle, ids, tf.gather(variable, ids) * factor)]
 
 
-def _adam_in_blocks(optimizer, grad, variable, indices):
+def _adam_in_blocks(optimizer, grad, variable, indices, after=None):
   """v1 Adam's sparse update of `variable` (rows `indices` each once):
   m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
-  variable -= lr_t m / (sqrt(v) + epsilon), over every row."""
+  variable -= lr_t m / (sqrt(v) + epsilon), over every row; once the op
+  `after` (if any) ran."""
   dtype = variable.dtype.base_dtype
   beta1_power, beta2_power = optimizer._get_beta_accumulators()  # pylint: disable=protected-access
   beta1_power = tf.cast(beta1_power, dtype)
@@ -113,7 +120,7 @@ def _adam_in_blocks(optimizer, grad, variable, indices):
 
   def decay(ids):
     return _scaled(m, beta1)(ids) + _scaled(v, beta2)(ids)
-  decayed = _over_blocks(rows, decay)
+  decayed = _over_blocks(rows, decay, [after] if after is not None else [])
   with tf.control_dependencies([decayed]):
     added = [
         resource_variable_ops.resource_scatter_add(

@@ -74,7 +74,7 @@ def _train_split(split, steps=3):
                    tf.compat.v1.train.AdamOptimizer(0.05))
       update = optimizer.minimize(loss)
     slices = list(table) if split else [table]
-    loops = [op.name for op in graph.get_operations() if op.type == "While"]
+    loops = [op for op in graph.get_operations() if op.type == "While"]
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       for _ in range(steps):
@@ -86,11 +86,16 @@ def _train_split(split, steps=3):
 
 
 def test_adam_updates_the_parts_of_a_split_table_in_blocks(monkeypatch):
-  """Under parameter servers a ps task updates several parts at once: each
-  in blocks (two loops per part), equal to v1 Adam's update of the whole."""
+  """A ps task updates all of its parts in one update: each in blocks (two
+  loops per part), one part after another (the first loop of each waits
+  for the one before), equal to v1 Adam's update of the whole."""
   monkeypatch.setattr(shard_updates, "BLOCK_ROWS", 16)
   whole, _, _ = _train_split(split=False)
   split, parts, loops = _train_split(split=True)
   assert parts == 3 and len(loops) == 2 * parts, loops
+  waits = [{c.name for t in loop.inputs for c in t.op.control_inputs}
+           for loop in loops[::2]]  # what each part's first loop waits for
+  assert waits == [set()] + [{f"Adam/update_table/part_{part}/group_deps"}
+                             for part in range(parts - 1)], waits
   for expected, got in zip(whole, split):
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-7)

@@ -1,6 +1,7 @@
 r"""Prints each ps task's peak memory against its fair share of the table.
 
-  .venv/bin/python -m tools.bench.ps_memory --ps=4,2 --optimizer=adam
+  .venv/bin/python -m tools.bench.ps_memory --ps=4,2 --optimizer=adam \
+      --steps=60 --global_batch_size=256
 
 Each count of ps tasks trains `model.OneTable` (a `rows` x `dim` table) on a
 chief, a worker and that many ps tasks for a few steps; a run of the same
@@ -30,7 +31,8 @@ def _command(ps, rows, args, model_dir):
           "train", "--model_module=tools.bench.ps_memory.model",
           "--model=one_table", "--distribution=parameter_server",
           f"--optimizer={args.optimizer}", f"--hparams=rows={rows},dim={args.dim}",
-          f"--train_steps={args.steps}", "--global_batch_size=16",
+          f"--train_steps={args.steps}",
+          f"--global_batch_size={args.global_batch_size}",
           "--eval_steps=1", f"--model_dir={model_dir}", "--verbosity=1",
           f"--export_dir={model_dir}/export"]
 
@@ -74,6 +76,7 @@ def main(argv=None):
   parser.add_argument("--rows", type=int, default=1 << 22)
   parser.add_argument("--dim", type=int, default=32)
   parser.add_argument("--steps", type=int, default=2)
+  parser.add_argument("--global_batch_size", type=int, default=16)
   parser.add_argument("--phases", action="store_true",
                       help="also print each phase's resident memory")
   args = parser.parse_args(argv)

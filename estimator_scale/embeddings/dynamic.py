@@ -53,7 +53,10 @@ import weakref
 
 import tensorflow as tf
 
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
+
 from estimator_scale import errors
+from estimator_scale.backends.horovod import ranks
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import precision
 
@@ -65,9 +68,11 @@ SKETCH_DEPTH = 4
 
 FREE = -1
 _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
-                0xD6E8FEB86659FD93, 0xC2B2AE3D27D4EB4F)
-"""Odd 64-bit constants: one integer mix per sketch row (and the initial
-vectors'), so each row hashes the id independently."""
+                0xD6E8FEB86659FD93, 0xA0761D6478BD642F, 0xE7037ED1A0B428DB,
+                0xC2B2AE3D27D4EB4F)
+"""Odd 64-bit constants: one integer mix each for the initial vectors, the
+sketch's rows and the owner rank (the last one finishes every mix), so each
+hashes the id independently."""
 
 _TABLES = weakref.WeakKeyDictionary()  # graph -> {pool variable ref: Table}
 _NAMED = weakref.WeakKeyDictionary()  # graph -> {scoped name: Table}
@@ -143,6 +148,12 @@ def mix(keys_, which):
   return tf.bitcast(x, tf.int64)
 
 
+def owners(keys_, count):
+  """The Horovod rank that holds each key's row (int32), by a hash of its
+  own, independent of the sketch's and the initial vectors'."""
+  return tf.cast(bucket(keys_, len(_MULTIPLIERS) - 2, count), tf.int32)
+
+
 def bucket(keys_, which, buckets):
   """Each key's bucket in [0, buckets) by hash `which`."""
   return tf.math.floormod(mix(keys_, which), buckets)
@@ -187,29 +198,60 @@ class Table:
     collections: where the variables go (default the global ones).
   """
 
-  def __init__(self, name, rows, options, getter=None, collections=None):
+  def __init__(self, name, options, getter=None, shard=None):
     getter = getter or tf.compat.v1.get_variable
-    self.options, self.rows, self.name = options, rows, name
+    self.options, self.name, self.shard = options, name, shard
     self._leaf = name.rpartition("/")[2]
     dimension = options.dimension
+    self.first_row, self.rows = 0, options.capacity
+    self.first_cell, self.width = 0, SKETCH_WIDTH
+    if shard is not None:
+      self.first_row, self.rows = sharded.shard_range(options.capacity,
+                                                      *reversed(shard))
+      self.first_cell, self.width = sharded.shard_range(SKETCH_WIDTH,
+                                                        *reversed(shard))
+    # A shard's variables are this rank's own (local, out of rank 0's
+    # broadcast) and saved as slices of the whole table's by
+    # shard_checkpoints, which merges them into one process's table.
+    local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+    made = []
 
-    def state(suffix, shape, dtype, value):
-      return getter(f"{name}/{suffix}" if suffix else name, shape=shape,
-                    dtype=dtype, trainable=False, collections=collections,
-                    initializer=tf.compat.v1.constant_initializer(value))
+    def variable(suffix, shape, dtype, value, whole_rows, first,
+                 trainable=False, also=()):
+      made.append(getter(
+          f"{name}/{suffix}" if suffix else name, shape=shape, dtype=dtype,
+          initializer=tf.compat.v1.constant_initializer(value),
+          collections=None if shard is None else local + list(also),
+          trainable=trainable))
+      if shard is not None:
+        full = [whole_rows] + list(shape[1:])
+        made[-1]._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
+            made[-1].op.name, full, [first] + [0] * (len(shape) - 1),
+            list(shape)))
+      return made[-1]
 
+    rows, capacity = self.rows, options.capacity
     with precision.variables_as_stored():
-      self.pool = getter(name, shape=[rows, dimension], dtype=tf.float32,
-                         initializer=tf.compat.v1.zeros_initializer(),
-                         collections=collections, trainable=True)
-    self.ids = state("ids", [rows], tf.int64, FREE)
-    self.last_seen = state("last_seen", [rows], tf.int64, 0)
-    self.counts = state("counts", [rows], tf.int64, 0)
-    self.fresh = state("fresh", [rows], tf.bool, False)
+      self.pool = variable("", [rows, dimension], tf.float32, 0.0, capacity,
+                           self.first_row, trainable=True,
+                           also=[sharded.COLLECTION])
+    self.ids = variable("ids", [rows], tf.int64, FREE, capacity,
+                        self.first_row)
+    self.last_seen = variable("last_seen", [rows], tf.int64, 0, capacity,
+                              self.first_row)
+    self.counts = variable("counts", [rows], tf.int64, 0, capacity,
+                           self.first_row)
+    self.fresh = variable("fresh", [rows], tf.bool, False, capacity,
+                          self.first_row)
     self.sketch = None
     if options.min_count > 1:
-      self.sketch = state("sketch", [SKETCH_DEPTH, SKETCH_WIDTH], tf.int32,
-                          0)
+      self.sketch = variable("sketch", [self.width, SKETCH_DEPTH], tf.int32,
+                             0, SKETCH_WIDTH, self.first_cell)
+    if shard is None:
+      # Evaluation and export under Horovod restore a whole table from the
+      # merged slices (shard_checkpoints.WholeTablesSaver).
+      whole = tf.compat.v1.get_collection_ref(sharded.WHOLE_COLLECTION)
+      whole.extend(v for v in made if not any(v is w for w in whole))
     _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
     self._static = None
 
@@ -238,7 +280,16 @@ class Table:
 
     def rebuild():
       used = tf.where(self.ids >= 0)[:, 0]
-      inserted = index.insert(tf.gather(self.ids, used), used)
+      held = tf.gather(self.ids, used)
+      checks = []
+      if self.shard is not None:
+        checks.append(tf.debugging.assert_equal(
+            owners(held, self.shard[1]), tf.cast(self.shard[0], tf.int32),
+            message=f"dynamic table {self.name!r}: the checkpoint holds ids "
+            f"this rank does not own among {self.shard[1]} Horovod ranks: "
+            "a dynamic table restores into as many ranks as saved it"))
+      with tf.control_dependencies(checks):
+        inserted = index.insert(held, used)
       with tf.control_dependencies([inserted]):
         return tf.identity(self._built.assign(True))
     return tf.cond(self._built, lambda: tf.constant(True), rebuild)
@@ -304,11 +355,11 @@ class Table:
     this micro-batch's sightings first)."""
     if self.sketch is None:
       return candidates
-    cells = tf.stack([bucket(candidates, which + 1, SKETCH_WIDTH)
+    cells = tf.stack([bucket(candidates, which + 1, self.width)
                       for which in range(SKETCH_DEPTH)], axis=1)
     depth = tf.broadcast_to(tf.range(SKETCH_DEPTH, dtype=tf.int64)[None, :],
                             tf.shape(cells))
-    where = tf.reshape(tf.stack([depth, cells], axis=2), [-1, 2])
+    where = tf.reshape(tf.stack([cells, depth], axis=2), [-1, 2])
     added = tf.compat.v1.scatter_nd_add(
         self.sketch, where,
         tf.reshape(tf.cast(tf.repeat(counts[:, None], SKETCH_DEPTH, axis=1),
@@ -361,20 +412,51 @@ class Table:
   def lookup(self, keys_, training):
     """The vectors of `keys_` (a flat int64 vector): zeros where an id has
     no row."""
-    if training:
-      unique, positions, counts = tf.unique_with_counts(keys_,
-                                                        out_idx=tf.int64)
-      rows = tf.gather(self.train_rows(unique, counts, _update_number()),
-                       positions)
-    else:
-      rows = self.read_only_rows(keys_)
-    # Only admitted rows are gathered: an unadmitted id's zero gradient
-    # must not reach a row (Adam would move it).
+    if not training:
+      return self._vectors(self.read_only_rows(keys_))
+    unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
+    if self.shard is None:
+      rows = self.train_rows(unique, counts, _update_number())
+      return tf.gather(self._vectors(rows), positions)
+    return tf.gather(self._exchange(unique, counts), positions)
+
+  def _vectors(self, rows):
+    """The pool's rows `rows`, zeros where -1. Only admitted rows are
+    gathered: an unadmitted id's zero gradient must not reach a row (Adam
+    would move it)."""
     found = tf.where(rows >= 0)
     vectors = tf.gather(self.pool, tf.gather_nd(rows, found))
     return tf.scatter_nd(found, vectors, tf.stack(
         [tf.shape(rows, out_type=tf.int64)[0],
          tf.constant(self.options.dimension, tf.int64)]))
+
+  def _exchange(self, unique, counts):
+    """The vectors of this rank's unique ids, from the ranks that own them.
+
+    The ids and their counts go to their owners (alltoall); each owner
+    admits, evicts and gathers over every rank's ids at once, as one
+    process would over the whole batch, and sends the vectors back; their
+    gradient returns to the owner the same way, divided by the rank count
+    (sharded.py's exchange, whose conventions hold here).
+    """
+    hvd = ranks.import_horovod()
+    owner = owners(unique, hvd.size())
+    order = tf.argsort(owner, stable=True)
+    splits = tf.math.bincount(owner, minlength=hvd.size(),
+                              maxlength=hvd.size(), dtype=tf.int32)
+    asked, asked_splits = hvd.alltoall(tf.gather(unique, order),
+                                       splits=splits)
+    asked_counts, _ = hvd.alltoall(tf.gather(counts, order), splits=splits)
+    mine, where = tf.unique(asked, out_idx=tf.int64)
+    totals = tf.math.unsorted_segment_sum(asked_counts, where,
+                                          tf.shape(mine)[0])
+    rows = self.train_rows(mine, totals, _update_number())
+    answered = sharded._send_rows(  # pylint: disable=protected-access
+        hvd, tf.gather(self._vectors(rows), where), asked_splits, "none")
+    vectors = tf.gather(sharded._mean_over_ranks(answered, hvd.size()),  # pylint: disable=protected-access
+                        tf.math.invert_permutation(order))
+    sharded.lookups().append(sharded.Lookup(self.pool, unique, vectors))
+    return vectors
 
   def rows_in_use(self):
     """How many rows hold an id (int64 scalar)."""
@@ -406,8 +488,10 @@ def reset_slots_on_admission(optimizer):
   Slots are made after the network is built, so the admission cannot write
   them; each row admitted since the last update is in the update's
   gradient (it was looked up), so the reset runs there, and clears `fresh`.
+  It wraps the optimizers' entry for sparse gradients, outside any update
+  of their own the framework puts in (block-wise Adam on shards).
   """
-  apply = optimizer._resource_apply_sparse  # pylint: disable=protected-access
+  apply = optimizer._resource_apply_sparse_duplicate_indices  # pylint: disable=protected-access
   if getattr(apply, "resets_fresh_rows", False):
     return
 
@@ -430,7 +514,7 @@ def reset_slots_on_admission(optimizer):
     with tf.control_dependencies([cleared]):
       return apply(grad, variable, indices, *args, **kwargs)
   reset_then_apply.resets_fresh_rows = True
-  optimizer._resource_apply_sparse = reset_then_apply  # pylint: disable=protected-access
+  optimizer._resource_apply_sparse_duplicate_indices = reset_then_apply  # pylint: disable=protected-access
 
 
 def _check_one_trainer(name):
@@ -471,7 +555,15 @@ def make_table(name, options, getter=None):
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
   named = _NAMED.setdefault(_outer_graph(), {})
   if scoped not in named:
-    named[scoped] = Table(name, options.capacity, options, getter=getter)
+    hvd = None if sharded._WHOLE.get() else sharded._horovod()  # pylint: disable=protected-access
+    shard = None
+    if hvd is not None:
+      if options.capacity < hvd.size():
+        raise errors.ConfigError(
+            f"dynamic table {name!r}: capacity={options.capacity} is "
+            f"smaller than the {hvd.size()} Horovod ranks")
+      shard = (hvd.rank(), hvd.size())
+    named[scoped] = Table(name, options, getter=getter, shard=shard)
   elif (dataclasses.replace(named[scoped].options, initializer=None)
         != dataclasses.replace(options, initializer=None)):
     raise errors.ConfigError(
@@ -484,7 +576,7 @@ def lookup(table, ids, training=None):
   """The vectors of `ids` (any shape) in `table`: shape ids.shape +
   [dimension], in the network's dtype under mixed precision."""
   training = _training_graph() if training is None else training
-  if training:
+  if training and table.shard is None:
     _check_one_trainer(table.name)
   flat = keys(tf.reshape(ids, [-1]))
   vectors = table.lookup(flat, training)

@@ -1,0 +1,90 @@
+"""Trains a model with a dynamic table, on one process or as Horovod ranks.
+
+The same global batches reach the table either way (each rank takes its
+slice of each), with ids that come and go: a few frequent ids, bursts of
+rare ones seen once or twice (min_count=2 admits the second sighting) and
+ids that stop coming (steps_to_live frees them, and some come back). The
+test compares the tables each run leaves in its checkpoint (Horovod's:
+the ranks' slices merged), id by id.
+"""
+import os
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import estimator_scale as es
+
+FLAGS = flags.FLAGS
+
+DIMENSION = 4
+LOOKUPS = 3
+EXAMPLES = 320
+TABLE = "model/table"
+
+
+def _define_flags():
+  """Defined when run as a script only (tests import this module)."""
+  flags.DEFINE_string("model_dir", None, "a directory per config in it")
+  flags.DEFINE_string("distribution", "none", "none or horovod")
+  flags.DEFINE_integer("steps", 20, "updates")
+  flags.DEFINE_integer("global_batch_size", 16, "")
+
+
+def id_data():
+  """(features, labels): LOOKUPS raw 60-bit ids per example, in order of
+  arrival: the first half draws from 40 ids, the second from 40 others
+  and 10 of the first (the other 30 stop coming)."""
+  rng = np.random.RandomState(5)
+  pool = rng.randint(0, 1 << 60, size=80, dtype=np.int64)
+  half = EXAMPLES // 2
+  first = pool[np.minimum(rng.geometric(0.1, (half, LOOKUPS)) - 1, 39)]
+  later = np.concatenate([pool[:10], pool[40:]])
+  second = later[np.minimum(rng.geometric(0.06, (half, LOOKUPS)) - 1, 49)]
+  ids = np.concatenate([first, second])
+  labels = ((ids % 7).sum(1) % 2).astype(np.int64)
+  return {"ids": ids}, labels
+
+
+class RawIds(es.BinaryClassifierModel):
+  """Mean of the ids' vectors, then one logit."""
+
+  name = None
+
+  def logits(self, features, training, params):
+    vectors = es.dynamic_embedding(features["ids"], DIMENSION, capacity=120,
+                                   name="table", min_count=2,
+                                   steps_to_live=4)
+    return tf.compat.v1.layers.dense(
+        tf.reduce_mean(vectors, 1), 1, name="out",
+        kernel_initializer=tf.compat.v1.constant_initializer(0.5))
+
+  def serving_features(self):
+    return {"ids": tf.TensorSpec([LOOKUPS], tf.int64)}
+
+
+CONFIGS = {"adagrad": ("adagrad", "identity"), "adam": ("adam", "identity")}
+"""name: (optimizer, lr scaling) of each configuration a run trains. Not
+AdaScale: its gain depends on S, 1 on one process and 2 on two ranks."""
+
+
+def main(argv):
+  del argv
+  features, labels = id_data()
+  for name, (optimizer, lr_scaling) in CONFIGS.items():
+    config = es.TrainingConfig(
+        optimizer=optimizer, schedule=es.Schedule(learning_rate=0.1),
+        lr_scaling=lr_scaling)
+    estimator = es.make_estimator(
+        RawIds(), model_dir=os.path.join(FLAGS.model_dir, name),
+        distribution=FLAGS.distribution, training_config=config,
+        random_seed=0)
+    estimator.train(es.inputs.from_arrays(features, labels,
+                                          FLAGS.global_batch_size, seed=None),
+                    max_steps=FLAGS.steps)
+
+
+if __name__ == "__main__":
+  _define_flags()
+  app.run(main)

@@ -77,12 +77,15 @@ def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
 @pytest.mark.parametrize("mode", ["mirrored", "multi_worker_mirrored",
                                   "horovod"])
 def test_adascale_golden_gains_in_every_mode(mode, tmp_path):
+  # Every case in one job, one model after the other (dump_run's --runs).
+  runs = [{"inputs": json.dumps(rows)} for rows, _, _ in golden.GAINS]
+  _run_mode(mode, tmp_path / "out", tmp_path / "model", case="sum_linear",
+            runs=json.dumps(runs), global_batch_size=2, steps=1,
+            optimizer="sgd", lr_scaling="adascale")
   for i, (rows, gain, tolerance) in enumerate(golden.GAINS):
-    out = tmp_path / f"case{i}"
-    _run_mode(mode, out, tmp_path / f"model{i}", case="sum_linear",
-              inputs=json.dumps(rows), global_batch_size=2, steps=1,
-              optimizer="sgd", lr_scaling="adascale")
-    for worker in load_workers(out):
+    workers = load_workers(tmp_path / "out" / str(i))
+    assert len(workers) == (1 if mode == "mirrored" else 2), (mode, rows)
+    for worker in workers:
       assert float(worker["adascale/gain@0"]) == pytest.approx(
           gain, abs=tolerance), (mode, rows)
 

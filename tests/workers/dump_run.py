@@ -4,6 +4,11 @@ Every worker writes `<out_dir>/worker<index>.npz` with the values of all
 global variables *in its own session* (every replica's copy for mirrored
 variables), and the example ids it read, so tests compare workers and
 backends on what they really computed.
+
+With --runs, one process trains several models in turn, each with its own
+flags, in `<out_dir>/<i>` and `<model_dir>/<i>`: cases that differ only in
+their data or AdaScale's settings then pay for one process start (and one
+rendezvous) instead of one each.
 """
 import json
 import os
@@ -40,6 +45,9 @@ flags.DEFINE_float("sleep_per_step", 0.0, "slow steps down (signal tests)")
 flags.DEFINE_string("export_dir", None, "")
 flags.DEFINE_bool("evaluate", False, "")
 flags.DEFINE_integer("rounds", 1, "train -> evaluate rounds of `steps` each")
+flags.DEFINE_string("runs", None,
+                    "JSON list of {flag: value}: one run each, in turn, with "
+                    "those flags set (the others as given)")
 FLAGS = flags.FLAGS
 
 
@@ -92,8 +100,8 @@ def _data():
   return generated_data(FLAGS.case, FLAGS.examples)
 
 
-def main(argv):
-  del argv
+def _train():
+  """One run of the flags as they are set now."""
   model, features, labels = _data()
   config = es.TrainingConfig(
       optimizer=FLAGS.optimizer,
@@ -138,6 +146,36 @@ def main(argv):
   with open(os.path.join(FLAGS.out_dir,
                          f"result{topology.worker_index}.json"), "w") as f:
     json.dump(result, f)
+
+
+def _runs(text):
+  """[{flag: value}] of --runs; ValueError naming what is wrong."""
+  runs = json.loads(text)
+  if not isinstance(runs, list) or not runs or not all(
+      isinstance(run, dict) for run in runs):
+    raise ValueError(f"--runs={text!r}: expected a JSON list of "
+                     "{flag: value} objects, at least one")
+  for run in runs:
+    for name in run:
+      if name in ("runs", "out_dir", "model_dir") or name not in FLAGS:
+        raise ValueError(f"--runs: {name!r} is not a flag a run may set")
+  return runs
+
+
+def main(argv):
+  del argv
+  if FLAGS.runs is None:
+    _train()
+    return
+  runs = _runs(FLAGS.runs)
+  given = {name: FLAGS[name].value for run in runs for name in run}
+  out_dir, model_dir = FLAGS.out_dir, FLAGS.model_dir
+  for i, run in enumerate(runs):
+    for name, value in dict(given, **run).items():
+      FLAGS[name].value = value
+    FLAGS.out_dir = os.path.join(out_dir, str(i))
+    FLAGS.model_dir = model_dir and os.path.join(model_dir, str(i))
+    _train()
 
 
 if __name__ == "__main__":

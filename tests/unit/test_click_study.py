@@ -144,6 +144,7 @@ def test_table_deltas_and_target():
   assert not target["met"] and target["met_not_worse"]
   page = click_plots.task_markdown(table)
   assert "not at adagrad S=8" in page and "| adagrad | 64 | 1024 |" in page
+  assert "| 100 | 3.20 |" in page  # 100 updates x 64 samples over T = 2000
 
 
 def test_time_to_auc_and_projection():

@@ -42,15 +42,15 @@ def _delta(row, key="auc_delta"):
 def sweep_markdown(table):
   """The S sweep: per optimizer its baseline, then every method and S."""
   lines = ["| optimizer | S | total batch | method | AUC (mean ± std) | "
-           "Δ vs S = 1 | per-seed AUC | log loss | updates | "
-           "wall (s) |", "|:---|---:|---:|:---|---:|---:|:---|---:|---:|---:|"]
-  micro = table["micro_batch_size"]
-  for key, base in table["baselines"].items():
+           "Δ vs S = 1 | per-seed AUC | log loss | updates | examples "
+           "(× S = 1's) | wall (s) |",
+           "|:---|---:|---:|:---|---:|---:|:---|---:|---:|---:|---:|"]
+  micro, T = table["micro_batch_size"], table["T"]
+  for base in table["baselines"].values():
     lines.append(f"| {base['optimizer']} | 1 | {micro} | {base['method']} | "
                  f"{_auc(base)} | | {', '.join(map(str, base['aucs']))} | "
-                 f"{base['loss']:.4f} | {base['updates']:.0f} | "
+                 f"{base['loss']:.4f} | {base['updates']:.0f} | 1.00 | "
                  f"{base['wall_seconds']:.1f} |")
-    del key
   for row in table["rows"]:
     delta = _delta(row)
     if "auc_delta_main" in row:
@@ -60,7 +60,8 @@ def sweep_markdown(table):
         f"| {row['optimizer']} | {row['S']} | {row['S'] * micro} | "
         f"{bold}{row['method']}{bold} | {_auc(row)} | {delta} | "
         f"{', '.join(map(str, row['aucs']))} | {row['loss']:.4f} | "
-        f"{row['updates']:.0f} | {row['wall_seconds']:.1f} |")
+        f"{row['updates']:.0f} | {row['micro_batches'] / T:.2f} | "
+        f"{row['wall_seconds']:.1f} |")
   return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,9 @@ the dense layer and AdaScale's state must be equal.
 """
 import numpy as np
 import pytest
+import tensorflow as tf
 
+from estimator_scale.embeddings import initializers
 from tests.helpers.processes import horovod
 from tests.workers import sharded_equivalence as worker
 
@@ -67,6 +69,29 @@ def _assert_compressed(out, ranks):
     assert np.abs(rounded - grad).max() > 0
 
 
+def _assert_initialized_and_trained(out, ranks):
+  """TF 2's own initializers: the constant's shards are the table's rows,
+  each rank's normal shard is its part as `part_initializer` draws it (not
+  another rank's values), and both trained."""
+  got = [_load(out, "initializers", None, rank) for rank in range(ranks)]
+  np.testing.assert_array_equal(
+      np.concatenate([g["constant:start"] for g in got]),
+      worker.CONSTANT_TABLE)
+  for g in got:
+    first, rows = int(g["first_row"]), len(g["normal:start"])
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+      part = sess.run(initializers.part_initializer(
+          worker.INITIALIZERS["normal"], [worker.VOCABULARY,
+                                          worker.DIMENSION], first)(
+                                              [rows, worker.DIMENSION]))
+    np.testing.assert_allclose(g["normal:start"], part, rtol=0, atol=1e-6)
+    for name in worker.INITIALIZERS:
+      assert g[f"{name}:last_loss"] < 0.5 * g[f"{name}:first_loss"], name
+  rows = min(len(g["normal:start"]) for g in got)
+  assert not np.allclose(got[0]["normal:start"][:rows],
+                         got[1]["normal:start"][:rows])
+
+
 @pytest.mark.parametrize("ranks,configs,layer_configs", [
     (2, ["adagrad-k1-adascale", "sgd-k4-adascale"], ["sgd-k4-adascale"]),
     (3, list(worker.CONFIGS), []),
@@ -74,13 +99,15 @@ def _assert_compressed(out, ranks):
 def test_sharded_table_trains_as_the_replicated_one(ranks, configs,
                                                     layer_configs, tmp_path):
   """On 2 ranks the Keras layer and the feature column train as the
-  function does, and fp16 compression rounds as float16 does."""
+  function does, fp16 compression rounds as float16 does, and tables of
+  TF 2's own initializers start where they should and train."""
   out = tmp_path / "out"
   horovod(ranks, ["-m", "tests.workers.sharded_equivalence",
                   f"--out_dir={out}", f"--model_dir={tmp_path / 'model'}",
                   f"--configs={','.join(configs)}",
                   f"--layer_configs={','.join(layer_configs)}",
-                  f"--compression_check={bool(layer_configs)}"], timeout=480)
+                  f"--compression_check={bool(layer_configs)}",
+                  f"--initializer_check={bool(layer_configs)}"], timeout=480)
   for config in configs:
     _assert_equivalent(out, config, ranks)
     if "adascale" in config:  # a gain above 1 was compared, not a constant
@@ -90,6 +117,7 @@ def test_sharded_table_trains_as_the_replicated_one(ranks, configs,
       _assert_equivalent(out, config, ranks, kind)
   if layer_configs:
     _assert_compressed(out, ranks)
+    _assert_initialized_and_trained(out, ranks)
 
 
 def test_four_ranks_restart_on_two_which_evaluate_and_export_the_table(

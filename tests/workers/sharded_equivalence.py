@@ -16,7 +16,10 @@ same --model_dir restarts from the first one's checkpoints.
 
 `--compression_check` also looks one batch up with and without fp16
 compression and writes `compression-rank<r>.npz` (vectors, the shard's
-gradient, the dtypes the alltoalls carry).
+gradient, the dtypes the alltoalls carry). `--initializer_check` trains a
+table made with each of TF 2's own initializers of `INITIALIZERS` a few
+updates and writes `initializers-rank<r>.npz` (each shard before and after,
+its first row, the losses).
 """
 import os
 
@@ -56,6 +59,8 @@ def _define_flags():
   flags.DEFINE_integer("save_checkpoints_steps", 1000, "")
   flags.DEFINE_bool("evaluate", False, "evaluate, predict and export too")
   flags.DEFINE_bool("compression_check", False, "look up with fp16 too")
+  flags.DEFINE_bool("initializer_check", False,
+                    "train tables of TF 2's own initializers")
 
 
 def row_initializer(shape, dtype=None, partition_info=None):
@@ -219,6 +224,46 @@ def compression_check(out_dir):
            **exchanged)
 
 
+CONSTANT_TABLE = np.arange(VOCABULARY * DIMENSION, dtype=np.float32).reshape(
+    VOCABULARY, DIMENSION) / 100.0
+
+INITIALIZERS = {  # TF 2's own: neither v1 nor Keras initializers
+    "normal": tf.random_normal_initializer(seed=1),
+    "constant": tf.constant_initializer(CONSTANT_TABLE),
+}
+
+
+def initializer_check(out_dir, steps=5):
+  """Trains a sharded table of each of `INITIALIZERS` `steps` SGD updates
+  towards zero; writes each shard before and after, and the losses."""
+  rank = ranks.import_horovod().rank()
+  fetches, train = {}, []
+  with tf.Graph().as_default():
+    ids = tf.constant(np.arange(rank, VOCABULARY, 2), tf.int64)
+    for name, initializer in INITIALIZERS.items():
+      with tf.compat.v1.variable_scope(name):
+        vectors = es.sharded_embedding(ids, VOCABULARY, DIMENSION,
+                                       name="table", initializer=initializer)
+        (shard,) = tf.compat.v1.get_collection(sharded.COLLECTION, scope=name)
+        loss = tf.reduce_mean(tf.square(vectors))
+        train.append(tf.compat.v1.train.GradientDescentOptimizer(
+            20.0).minimize(loss, var_list=[shard]))
+        fetches[name] = (shard, loss)
+        first_row = shard._save_slice_info.var_offset[0]  # pylint: disable=protected-access
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.local_variables_initializer())
+      start = session.run(fetches)
+      for _ in range(steps):
+        session.run(train)
+      end = session.run(fetches)
+  values = {"first_row": first_row}
+  for name in INITIALIZERS:
+    values.update({f"{name}:start": start[name][0], f"{name}:end": end[name][0],
+                   f"{name}:first_loss": start[name][1],
+                   f"{name}:last_loss": end[name][1]})
+  np.savez(os.path.join(out_dir, f"initializers-rank{rank}.npz"), **values)
+
+
 def main(argv):
   del argv
   os.makedirs(FLAGS.out_dir, exist_ok=True)
@@ -229,6 +274,8 @@ def main(argv):
       train(name, kind, FLAGS.out_dir, FLAGS.model_dir)
   if FLAGS.compression_check:
     compression_check(FLAGS.out_dir)
+  if FLAGS.initializer_check:
+    initializer_check(FLAGS.out_dir)
 
 
 if __name__ == "__main__":

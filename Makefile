@@ -69,6 +69,11 @@ bench-ps-speed: setup
 	$(PY) -m tools.bench.ps_speed
 	$(PY) -m tools.datasets.peer speed census --threads=2 --work_dir=$$(mktemp -d)/peer
 
+# Dynamic embedding tables against hashed ones on raw-id click logs: AUC,
+# rows in use, step time, memory per id (about 30 minutes): docs/DYNAMIC.md.
+bench-dynamic: setup
+	$(PY) -m tools.bench.dynamic
+
 study: setup
 	$(PY) -m tools.study
 

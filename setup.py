@@ -55,6 +55,10 @@ setuptools.setup(
         # over several cores) and an S3-compatible server.
         "test": ["pytest>=7", "pytest-xdist>=3", "moto[s3]>=5,<6",
                  "flask>=3", "flask-cors>=4", "pyyaml>=6"],
+        # make bench-dynamic's peer: the TFRA release built for TF 2.15.1
+        # (its own requirements are met by the pinned stack: install it
+        # with pip's --no-deps).
+        "bench": ["tensorflow-recommenders-addons==0.7.2"],
     },
     entry_points={"console_scripts": [
         "estimator-scale=estimator_scale.cli.__main__:run",

@@ -9,6 +9,11 @@ gradients stay sparse), the part that learns how generous a user is and how
 liked a movie is. It is a click model like wide & deep: a
 `es.BinaryClassifierModel`, whose loss (log loss), click probability and
 metrics (AUC, accuracy, calibration, ...) it shares.
+
+`embedding=dynamic` (default "hashed": plain tables) gives the MLP's user
+and movie embeddings dynamic tables (each id its own row, capacity the ids
+MovieLens has, `min_count` and `steps_to_live` as in wide_deep); the biases
+stay plain tables.
 """
 import tensorflow as tf
 
@@ -18,7 +23,8 @@ from model_zoo import wide_deep
 
 DEFAULT_HPARAMS = {"hidden_units": [64, 32], "id_embedding_dim": 16,
                    "feature_embedding_dim": 4,
-                   "age_boundaries": [18, 25, 35, 45, 50, 56]}
+                   "age_boundaries": [18, 25, 35, 45, 50, 56],
+                   "embedding": "hashed", "min_count": 1, "steps_to_live": 0}
 
 
 def _ids(name, count):
@@ -31,11 +37,11 @@ def deep_columns(params):
   dim = params["feature_embedding_dim"]
   age = tf.feature_column.bucketized_column(
       tf.feature_column.numeric_column("age"), params["age_boundaries"])
-  return [
-      tf.feature_column.embedding_column(
-          _ids("user_id", movielens_data.USERS), params["id_embedding_dim"]),
-      tf.feature_column.embedding_column(
-          _ids("item_id", movielens_data.ITEMS), params["id_embedding_dim"]),
+  ids = [wide_deep.embedded(_ids(name, count), count + 1,
+                            params["id_embedding_dim"], params)
+         for name, count in (("user_id", movielens_data.USERS),
+                             ("item_id", movielens_data.ITEMS))]
+  return ids + [
       tf.feature_column.embedding_column(age, dim),
       tf.feature_column.embedding_column(
           tf.feature_column.categorical_column_with_identity("gender", 2),

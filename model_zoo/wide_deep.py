@@ -102,24 +102,25 @@ def deep_columns(params):
   numeric = [tf.feature_column.numeric_column(name, default_value=0.0,
                                               normalizer_fn=tf.math.log1p)
              for name in click_data.NUMERIC]
-  return numeric + [_embedded(column, size, params) for column, size in
-                    zip(categorical_columns(params), buckets(params))]
+  return numeric + [embedded(column, size, params["embedding_dim"], params)
+                    for column, size in zip(categorical_columns(params),
+                                            buckets(params))]
 
 
 EMBEDDINGS = ("hashed", "dynamic")
 
 
-def _embedded(column, rows, params):
-  """The deep part's embedding of one categorical column, as `embedding`
-  says."""
+def embedded(column, rows, dimension, params):
+  """The embedding of one categorical column of `rows` ids, as the hparams
+  `embedding`, `min_count` and `steps_to_live` say."""
   if params["embedding"] == "hashed":
-    return tf.feature_column.embedding_column(column, params["embedding_dim"])
+    return tf.feature_column.embedding_column(column, dimension)
   if params["embedding"] != "dynamic":
     raise es.errors.ConfigError(
         f"hparams: embedding={params['embedding']!r} is unknown; valid: "
         f"{', '.join(EMBEDDINGS)}")
   return es.dynamic_embedding_column(
-      column, params["embedding_dim"], capacity=rows,
+      column, dimension, capacity=rows,
       min_count=params["min_count"],
       steps_to_live=params["steps_to_live"] or None)
 

@@ -1,0 +1,89 @@
+"""The dynamic bench's page: ratios, verdicts and memory per id from a
+results file (no training)."""
+import copy
+
+import pytest
+
+from tools.bench.dynamic import __main__ as bench
+from tools.bench.dynamic import render
+
+MIB = 1 << 20
+
+
+def _memory(capacity, base_mib, per_id):
+  """A stream run: resident grows to base + capacity * per_id by the fill,
+  then stays."""
+  updates = 10 * capacity // 1024
+  fill = capacity // 1024
+  resident = [int(base_mib * MIB + min(i + 1, fill) * 1024 * per_id)
+               for i in range(updates)]
+  return {"resident_before": 0, "resident": resident, "batch": 1024,
+          "dimension": 32, "slots": 1, "rows_in_use": capacity}
+
+
+RESULT = {
+    "machine": {"date": "2026-11-27 23:00 UTC", "summary": "2 cores",
+                "load_average_at_start": [9.5, 8.0, 7.0],
+                "load_average_at_end": [10.0, 9.0, 8.0]},
+    "settings": {"train": 1000, "eval": 100, "rows": 64, "dimension": 8,
+                 "batch": 32, "zipf_exponent": 1.05, "speed_steps": 10,
+                 "memory_capacities": [4096, 16384], "columns": ["C1"]},
+    "distinct_ids": 12345678,
+    "quality": {
+        "hashed": [{"auc": 0.700, "examples": 1000, "seconds": 1.0,
+                    "rows_in_use": None}],
+        "dynamic": [{"auc": 0.705, "examples": 1000, "seconds": 2.0,
+                     "rows_in_use": 1000}],
+        "dynamic_min_count_2": [{"auc": 0.7048, "examples": 1000,
+                                 "seconds": 2.0, "rows_in_use": 400}]},
+    "speed": {"hashed": [{"examples_per_sec": 1000.0},
+                         {"examples_per_sec": 900.0},
+                         {"examples_per_sec": 1100.0}],
+              "dynamic": [{"examples_per_sec": 800.0},
+                          {"examples_per_sec": 600.0}, None]},
+    "memory": [_memory(4096, 300, 200), _memory(16384, 300, 200)],
+    "tfra": None, "smoke": False}
+
+
+def test_the_verdicts_follow_the_targets():
+  text = render.page(RESULT)
+  assert "AUC(dynamic) - AUC(hashed) = +0.0050 (target >= +0.002: met)" in (
+      text)
+  assert "holds 60.0% fewer rows (target >= 50%: met) for +0.0002 AUC" in text
+  # Per round 1000/800 and 900/600; the failed third round is left out.
+  assert "dynamic / hashed: 1.38x (per round 1.25, 1.50; target <= 1.3x: " \
+         "**not met**)" in text
+  assert "| 12,345,678 distinct" not in text and "12,345,678 distinct" in text
+  assert "load average at the start 9.5, 8.0, 7.0" in text
+
+
+def test_memory_per_id_is_the_difference_of_two_capacities():
+  text = render.page(RESULT)
+  # 200 bytes per id by construction; the bound is 1.5 x (8 + 4*32*2).
+  assert render.bytes_bound(32, 1) == pytest.approx(396.0)
+  assert "Resident bytes per admitted id: 200 steady, 200 peak" in text
+  assert "moves resident memory at most 0.0% after the table first fills " \
+         "(target within +-10%: met)" in text
+  grown = copy.deepcopy(RESULT)
+  grown["memory"][1]["resident"][-1] *= 1.2
+  assert "at most 20.0%" in render.page(grown)
+  assert "**not met**" in render.memory_fields(grown)["memory_verdict"]
+
+
+def test_failures_and_a_missing_tfra_are_said():
+  broken = copy.deepcopy(RESULT)
+  broken["quality"]["hashed"] = [None]
+  broken["memory"][0] = None
+  text = render.page(broken)
+  assert "A quality run failed: no verdict." in text
+  assert "A memory run failed: no figure." in text
+  assert "Skipped: tensorflow-recommenders-addons is not installed" in text
+  assert "Not measured yet: `make bench-dynamic`." in render.page(None)
+
+
+def test_bad_flags_name_the_flag():
+  with pytest.raises(SystemExit):
+    bench.parse_args(["--memory_capacities=5"])
+  with pytest.raises(SystemExit):
+    bench.parse_args(["--rows=0"])
+  assert bench.parse_args(["--smoke"]).memory_capacities == [8192, 32768]

@@ -1,0 +1,142 @@
+"""Dynamic tables against hashed ones: AUC, rows in use, examples/s, memory.
+
+  python -m tools.bench.dynamic            # make bench-dynamic
+  python -m tools.bench.dynamic --smoke    # a few minutes: is it working?
+  python -m tools.bench.dynamic render     # the page from the saved JSON
+
+Every measurement is a fresh process (worker.py) on click logs drawn once
+(data.py): quality (one epoch each of the hashed table, the dynamic one and
+the dynamic one with min_count=2, in that order, every round), speed
+(hashed and dynamic alternating, every round), memory (a dynamic table at
+two capacities fed 10x its capacity of new ids). TFRA's row is written only
+where tensorflow_recommenders_addons imports. Writes results/dynamic.json
+and renders docs/DYNAMIC.md.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from tools import repo
+from tools.bench.dynamic import render
+from tools.bench.perf import runner
+
+DEFAULTS = {"train": 2500000, "eval": 100000, "quality_rounds": 1,
+            "speed_rounds": 3, "speed_steps": 3000,
+            "memory_capacities": "65536,262144"}
+SMOKE = {"train": 20000, "eval": 5000, "quality_rounds": 1,
+         "speed_rounds": 1, "speed_steps": 20,
+         "memory_capacities": "8192,32768"}
+QUALITY = {"hashed": ("hashed", 1), "dynamic": ("dynamic", 1),
+           "dynamic_min_count_2": ("dynamic", 2)}
+SPEED = ("hashed", "dynamic")
+WORKER_LIMIT_S = 1800
+
+
+def parse_args(argv):
+  argv = sys.argv[1:] if argv is None else argv
+  sizes = SMOKE if "--smoke" in argv else DEFAULTS
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("action", nargs="?", default="run",
+                      choices=("run", "render"))
+  parser.add_argument("--smoke", action="store_true",
+                      help=f"smaller defaults: {SMOKE}")
+  for name, value in DEFAULTS.items():
+    parser.add_argument(f"--{name}", type=type(value), default=sizes[name])
+  parser.add_argument("--rows", type=int, default=32768,
+                      help="buckets per column, and the dynamic capacity")
+  parser.add_argument("--dimension", type=int, default=8)
+  parser.add_argument("--batch", type=int, default=512)
+  parser.add_argument("--zipf_exponent", type=float, default=1.05)
+  parser.add_argument("--results", default=render.RESULTS)
+  parser.add_argument("--page", default=render.PAGE)
+  args = parser.parse_args(argv)
+  for name in ("train", "eval", "quality_rounds", "speed_rounds",
+               "speed_steps", "rows", "dimension", "batch"):
+    if getattr(args, name) <= 0:
+      parser.error(f"--{name}={getattr(args, name)}: must be > 0")
+  text = args.memory_capacities
+  try:
+    args.memory_capacities = [int(v) for v in text.split(",")]
+  except ValueError:
+    args.memory_capacities = []
+  if len(args.memory_capacities) != 2 or min(args.memory_capacities) <= 0:
+    parser.error(f"--memory_capacities={text!r}: two capacities > 0 joined "
+                 "by ','")
+  return args
+
+
+def measure(flags, scratch):
+  """worker.py with `flags` in a fresh process; its JSON, or None (failed:
+  its log says why)."""
+  folder = tempfile.mkdtemp(dir=scratch)
+  out = os.path.join(folder, "result.json")
+  command = [sys.executable, "-m", "tools.bench.dynamic.worker",
+             f"--model_dir={folder}/model", f"--out={out}"] + flags
+  with open(os.path.join(folder, "log.txt"), "w", encoding="utf-8") as log:
+    try:
+      subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                     cwd=repo.ROOT, timeout=WORKER_LIMIT_S, check=False)
+    except subprocess.TimeoutExpired:
+      return None
+  result = repo.load_json(out)
+  print(f"  {' '.join(flags)}: "
+        f"{'FAILED, see ' + folder if result is None else 'done'}",
+        flush=True)
+  return result
+
+
+def tfra_version():
+  """TFRA's version where it is installed, else None."""
+  try:
+    return runner._version("tensorflow-recommenders-addons")  # pylint: disable=protected-access
+  except AttributeError:
+    return None
+
+
+def run(args):
+  # Here, not at the top: it loads TensorFlow, which `render` needs not.
+  from tools.bench.dynamic import data  # pylint: disable=g-import-not-at-top
+  machine = runner.machine_info()
+  scratch = tempfile.mkdtemp(prefix="estimator_scale_dynamic_bench-")
+  print(f"dynamic: {machine['summary']}; logs in {scratch}", flush=True)
+  root, distinct = data.prepare(args.train, args.eval, args.zipf_exponent)
+  common = [f"--data={root}", f"--rows={args.rows}",
+            f"--dimension={args.dimension}", f"--batch={args.batch}"]
+  quality = {name: [] for name in QUALITY}
+  for _ in range(args.quality_rounds):
+    for name, (table, min_count) in QUALITY.items():
+      quality[name].append(measure(
+          common + ["--mode=quality", f"--table={table}",
+                    f"--min_count={min_count}"], scratch))
+  speed = {name: [] for name in SPEED}
+  for _ in range(args.speed_rounds):
+    for name in SPEED:
+      speed[name].append(measure(
+          common + ["--mode=speed", f"--table={name}",
+                    f"--steps={args.speed_steps}"], scratch))
+  memory = [measure(["--mode=memory", f"--rows={capacity}"], scratch)
+            for capacity in args.memory_capacities]
+  machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+  settings = {k: getattr(args, k) for k in (
+      "train", "eval", "rows", "dimension", "batch", "zipf_exponent",
+      "speed_steps", "memory_capacities")}
+  settings["columns"] = list(data.COLUMNS)
+  return {"machine": machine, "settings": settings, "distinct_ids": distinct,
+          "quality": quality, "speed": speed, "memory": memory,
+          "tfra": tfra_version(),
+          "smoke": any(getattr(args, k) < v for k, v in DEFAULTS.items()
+                       if isinstance(v, int))}
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  if args.action == "run":
+    repo.write(args.results, json.dumps(run(args), indent=1) + "\n")
+  print(render.write(args.results, args.page))
+
+
+if __name__ == "__main__":
+  main()

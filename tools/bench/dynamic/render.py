@@ -1,0 +1,191 @@
+"""docs/DYNAMIC.md from results/dynamic.json.
+
+Speed ratios are the median over rounds of the ratio within a round (the
+two tables ran one right after the other); memory per id is the
+difference of two capacities' steady resident memory over the difference
+of their rows, so what a process holds whatever its table cancels out.
+"""
+import math
+import os
+import statistics
+
+from tools import repo
+from tools.bench.perf.results import median
+from tools.bench.perf.results import paired_ratios
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(_HERE, "results", "dynamic.json")
+TEMPLATE = os.path.join(_HERE, "DYNAMIC.md.template")
+PAGE = os.path.join(repo.DOCS, "DYNAMIC.md")
+LABELS = {"hashed": "hashed (ids modulo the buckets)",
+          "dynamic": "dynamic (`es.dynamic_embedding`)",
+          "dynamic_min_count_2": "dynamic, `min_count=2`"}
+TARGETS = {"auc_gain": 0.002, "rows_cut": 0.5, "auc_cost": 0.0005,
+           "step_ratio": 1.3, "bytes_factor": 1.5, "stream_band": 0.1}
+MIB = 1 << 20
+TFRA_INSTALL = "pip install --no-deps tensorflow-recommenders-addons==0.7.2"
+
+
+def _median_of(runs, key):
+  return median([run and run[key] for run in runs])
+
+
+def quality_rows(quality):
+  """{name: (median AUC, median rows in use)} of each configuration."""
+  return {name: (_median_of(runs, "auc"), _median_of(runs, "rows_in_use"))
+          for name, runs in quality.items()}
+
+
+def verdict(met):
+  return "met" if met else "**not met**"
+
+
+def quality_fields(result):
+  rows = quality_rows(result["quality"])
+  hashed_auc = rows["hashed"][0]
+  lines = ["| table | AUC (eval) | - hashed | rows in use | examples/s |",
+           "|---|---:|---:|---:|---:|"]
+  for name, (auc, used) in rows.items():
+    rate = median([run and run["examples"] / run["seconds"]
+                   for run in result["quality"][name]])
+    gain = "-" if name == "hashed" or None in (auc, hashed_auc) else (
+        f"{auc - hashed_auc:+.4f}")
+    lines.append(f"| {LABELS[name]} | {repo.fmt(auc, 4)} | {gain} | "
+                 f"{'all' if used is None else f'{used:,}'} | "
+                 f"{repo.fmt(rate)} |")
+  dynamic_auc, dynamic_rows = rows["dynamic"]
+  min2_auc, min2_rows = rows["dynamic_min_count_2"]
+  if None in (hashed_auc, dynamic_auc, min2_auc, dynamic_rows, min2_rows):
+    return {"quality_table": "\n".join(lines),
+            "quality_verdict": "A quality run failed: no verdict."}
+  gain = dynamic_auc - hashed_auc
+  cut = 1.0 - min2_rows / dynamic_rows
+  cost = dynamic_auc - min2_auc
+  said = (
+      f"AUC(dynamic) - AUC(hashed) = {gain:+.4f} (target >= "
+      f"+{TARGETS['auc_gain']}: {verdict(gain >= TARGETS['auc_gain'])}). "
+      f"`min_count=2` holds {cut:.1%} fewer rows (target >= "
+      f"{TARGETS['rows_cut']:.0%}: {verdict(cut >= TARGETS['rows_cut'])}) "
+      f"for {cost:+.4f} AUC (target <= {TARGETS['auc_cost']}: "
+      f"{verdict(cost <= TARGETS['auc_cost'])}).")
+  return {"quality_table": "\n".join(lines), "quality_verdict": said}
+
+
+def step_ratios(speed):
+  """Dynamic's step time over hashed's, per round (same batch, so the
+  ratio of hashed's examples/s to dynamic's)."""
+  rates = {name: [run and run["examples_per_sec"] for run in runs]
+           for name, runs in speed.items()}
+  return paired_ratios(rates["hashed"], rates["dynamic"])
+
+
+def speed_fields(result):
+  lines = ["| table | examples/s (median) | per round |", "|---|---:|---|"]
+  for name, runs in result["speed"].items():
+    rates = [run and run["examples_per_sec"] for run in runs]
+    cells = ", ".join("failed" if r is None else repo.fmt(r) for r in rates)
+    lines.append(f"| {LABELS[name]} | {repo.fmt(median(rates))} | {cells} |")
+  ratios = step_ratios(result["speed"])
+  if not ratios:
+    return {"speed_table": "\n".join(lines),
+            "speed_verdict": "A speed run failed: no ratio."}
+  mid = median(ratios)
+  said = (f"Step time, dynamic / hashed: {mid:.2f}x (per round "
+          f"{', '.join(f'{r:.2f}' for r in ratios)}; target <= "
+          f"{TARGETS['step_ratio']}x: {verdict(mid <= TARGETS['step_ratio'])}"
+          ").")
+  return {"speed_table": "\n".join(lines), "speed_verdict": said}
+
+
+def stream(run):
+  """(resident at the update that first fills the table, steady: median
+  after it, peak after it, largest relative move from the fill's)."""
+  filled = math.ceil(run["rows_in_use"] / run["batch"]) - 1
+  after = run["resident"][filled:]
+  at_fill = after[0]
+  return (at_fill, statistics.median(after), max(after),
+          max(abs(r - at_fill) for r in after) / at_fill)
+
+
+def bytes_bound(dimension, slots):
+  """The target per admitted id: 1.5 x (an 8-byte id + the row and its
+  optimizer slots in float32)."""
+  return TARGETS["bytes_factor"] * (8 + 4 * dimension * (1 + slots))
+
+
+def memory_fields(result):
+  runs = result["memory"]
+  if None in runs:
+    return {"memory_table": "",
+            "memory_verdict": "A memory run failed: no figure."}
+  lines = ["| capacity (rows in use) | resident at fill, MiB | steady | peak "
+           "| largest move after fill |", "|---:|---:|---:|---:|---:|"]
+  figures = [stream(run) for run in runs]
+  for run, (fill, steady, peak, move) in zip(runs, figures):
+    lines.append(f"| {run['rows_in_use']:,} | {fill / MIB:,.1f} | "
+                 f"{steady / MIB:,.1f} | {peak / MIB:,.1f} | {move:.1%} |")
+  rows = runs[1]["rows_in_use"] - runs[0]["rows_in_use"]
+  steady_per_id = (figures[1][1] - figures[0][1]) / rows
+  peak_per_id = (figures[1][2] - figures[0][2]) / rows
+  bound = bytes_bound(runs[0]["dimension"], runs[0]["slots"])
+  band = max(move for *_, move in figures)
+  said = (
+      f"Resident bytes per admitted id: {steady_per_id:,.0f} steady, "
+      f"{peak_per_id:,.0f} peak (d = {runs[0]['dimension']}, Adagrad: "
+      f"{runs[0]['slots']} slot; target <= {bound:,.0f}: "
+      f"{verdict(max(steady_per_id, peak_per_id) <= bound)}). A stream of "
+      f"new ids 10x the capacity moves resident memory at most {band:.1%} "
+      f"after the table first fills (target within "
+      f"+-{TARGETS['stream_band']:.0%}: "
+      f"{verdict(band <= TARGETS['stream_band'])}).")
+  return {"memory_table": "\n".join(lines), "memory_verdict": said}
+
+
+def tfra_line(version):
+  if version is None:
+    return ("Skipped: tensorflow-recommenders-addons is not installed here "
+            f"(`{TFRA_INSTALL}`, or the `bench` extra of setup.py).")
+  return (f"tensorflow-recommenders-addons {version} is installed, but this "
+          "bench has no TFRA row yet: not measured.")
+
+
+def run_fields(result):
+  m, s = result["machine"], result["settings"]
+  line = (f"Run {m['date']} on {m['summary']}, a machine shared with other "
+          "engineers' jobs, so every timing was taken on a busy machine: "
+          "load average at the start "
+          f"{', '.join(map(str, m['load_average_at_start']))}, at the end "
+          f"{', '.join(map(str, m['load_average_at_end']))}.")
+  if result["smoke"]:
+    line = ("**Shorter than the defaults** (`--smoke` or smaller flags): "
+            "figures show the bench works, not what it measures.\n\n" + line)
+  data = (f"{s['train']:,} training and {s['eval']:,} eval examples of "
+          f"`click_data` with `raw_ids` (Zipf exponent {s['zipf_exponent']}),"
+          f" {len(s['columns'])} columns ({', '.join(s['columns'])}): "
+          f"{result['distinct_ids']:,} distinct ids over both splits. "
+          f"{s['rows']:,} rows per column in either table, dimension "
+          f"{s['dimension']}, batch {s['batch']}, Adagrad 0.05; speed: "
+          f"{s['speed_steps']} timed updates after 20 untimed.")
+  return {"run": line, "data": data}
+
+
+def page(result):
+  """The page's text (None: not measured yet)."""
+  if result is None:
+    missing = "Not measured yet: `make bench-dynamic`."
+    fields = dict.fromkeys(
+        ("run", "data", "quality_table", "quality_verdict", "speed_table",
+         "speed_verdict", "memory_table", "memory_verdict"), "")
+    fields.update(run=missing, tfra=tfra_line(None))
+  else:
+    fields = {**run_fields(result), **quality_fields(result),
+              **speed_fields(result), **memory_fields(result),
+              "tfra": tfra_line(result["tfra"])}
+  return repo.fill_template(TEMPLATE, fields)
+
+
+def write(results=RESULTS, path=PAGE):
+  """Renders the page from the saved results; returns its text."""
+  text = page(repo.load_json(results))
+  repo.write(path, text)
+  return text

@@ -1,0 +1,214 @@
+"""One measurement of the dynamic bench, in a process of its own.
+
+  quality  one epoch over the bench's click logs, then the exact AUC of the
+           eval split's predictions and the rows each table holds;
+  speed    examples/s over `--steps` updates after `--warmup` untimed ones;
+  memory   one dynamic table fed only ids it never saw, 10x its capacity:
+           resident memory after every update.
+A fresh process per measurement, so no run inherits another's allocator
+state; the result is one JSON file, `--out`.
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+MODES = ("quality", "speed", "memory")
+TABLES = ("hashed", "dynamic")
+MEMORY_BATCH = 8192
+MEMORY_DIMENSION = 32
+
+
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--mode", choices=MODES, required=True)
+  parser.add_argument("--table", choices=TABLES, default="dynamic")
+  parser.add_argument("--data", help="data.prepare's folder")
+  parser.add_argument("--rows", type=int, required=True,
+                      help="buckets, or the dynamic table's capacity, per "
+                           "column")
+  parser.add_argument("--min_count", type=int, default=1)
+  parser.add_argument("--dimension", type=int, default=8)
+  parser.add_argument("--batch", type=int, default=512)
+  parser.add_argument("--warmup", type=int, default=20)
+  parser.add_argument("--steps", type=int, default=200)
+  parser.add_argument("--model_dir", required=True)
+  parser.add_argument("--out", required=True)
+  return parser.parse_args(argv)
+
+
+def resident_bytes():
+  """This process's resident set (VmRSS), in bytes."""
+  with open("/proc/self/status", encoding="ascii") as f:
+    for line in f:
+      if line.startswith("VmRSS:"):
+        return int(line.split()[1]) * 1024
+  raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def _model(args, columns):
+  """Each column's ids embedded (hashed or dynamic), concatenated, through
+  one hidden layer to the click logit.
+
+  Tables by hand, not feature columns: two dynamic_embedding_columns in one
+  DenseFeatures share one table (reported on issue 38). Hashed ids are the
+  raw ones modulo the buckets: raw ids are already well mixed.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+
+  def embedded(name, ids):
+    if args.table == "dynamic":
+      vectors = es.dynamic_embedding(ids, args.dimension, args.rows,
+                                     name=f"{name}_table",
+                                     min_count=args.min_count)
+    else:
+      table = tf.compat.v1.get_variable(
+          f"{name}_table", [args.rows, args.dimension],
+          initializer=tf.compat.v1.random_uniform_initializer(
+              -args.dimension ** -0.5, args.dimension ** -0.5))
+      vectors = tf.nn.embedding_lookup(table,
+                                       tf.math.floormod(ids, args.rows))
+    present = tf.cast(ids >= 0, vectors.dtype)[:, None]
+    return vectors * present
+
+  class Clicks(es.BinaryClassifierModel):
+    """The bench's click model."""
+
+    name = None
+
+    def logits(self, features, training, params):
+      net = tf.concat([embedded(name, tf.reshape(features[name], [-1]))
+                       for name in columns], 1)
+      net = tf.keras.layers.Dense(32, tf.nn.relu, name="hidden")(net)
+      return tf.keras.layers.Dense(1, name="logit")(net)
+
+    def serving_features(self):
+      return {name: tf.TensorSpec([1], tf.int64) for name in columns}
+
+  return Clicks()
+
+
+def _batches(features, labels, batch, repeat):
+  """An input_fn over numpy arrays, batch by batch (no graph constants)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  names = tuple(features)
+
+  def generator():
+    while True:
+      for start in range(0, len(labels) - batch + 1, batch):
+        yield ({name: np.asarray(features[name][start:start + batch])
+                for name in names},
+               np.asarray(labels[start:start + batch]))
+      if not repeat:
+        return
+
+  def input_fn():
+    signature = ({name: tf.TensorSpec([batch], tf.int64) for name in names},
+                 tf.TensorSpec([batch], tf.int64))
+    return tf.data.Dataset.from_generator(
+        generator, output_signature=signature).prefetch(2)
+  return input_fn
+
+
+class _Clock:
+  """A SessionRunHook's after_run times and resident memory per update."""
+
+  def __init__(self, track_memory):
+    self.times, self.resident = [], []
+    self.track_memory = track_memory
+
+  def hook(self):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    clock = self
+
+    class Hook(tf.estimator.SessionRunHook):
+      def after_run(self, run_context, run_values):
+        clock.times.append(time.perf_counter())
+        if clock.track_memory:
+          clock.resident.append(resident_bytes())
+    return Hook()
+
+
+def _estimator(args, columns):
+  import estimator_scale as es  # pylint: disable=g-import-not-at-top
+  return es.make_estimator(
+      _model(args, columns), model_dir=args.model_dir, distribution="none",
+      training_config=es.TrainingConfig(
+          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.05)),
+      random_seed=0, save_checkpoints_steps=10 ** 9)
+
+
+def rows_in_use(model_dir):
+  """Rows holding an id, summed over the checkpoint's dynamic tables."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(model_dir)
+  return int(sum(np.count_nonzero(reader.get_tensor(name) >= 0)
+                 for name, dtype in reader.get_variable_to_dtype_map().items()
+                 if name.endswith("/ids") and dtype == tf.int64))
+
+
+def quality(args):
+  """One epoch, then the eval split's exact AUC."""
+  from model_zoo import click_data  # pylint: disable=g-import-not-at-top
+  from tools.bench.dynamic import data  # pylint: disable=g-import-not-at-top
+  features, labels = data.load(args.data, "train")
+  estimator = _estimator(args, tuple(features))
+  clock = _Clock(False)
+  start = time.perf_counter()
+  estimator.train(_batches(features, labels, args.batch, False),
+                  hooks=[clock.hook()])
+  seconds = time.perf_counter() - start
+  held_out, held_labels = data.load(args.data, "eval")
+  scores = np.array([p["logistic"][0] for p in estimator.predict(
+      _batches(held_out, held_labels, args.batch, False))])
+  return {"auc": click_data.auc(held_labels[:len(scores)], scores),
+          "examples": len(clock.times) * args.batch, "seconds": seconds,
+          "rows_in_use": (rows_in_use(args.model_dir)
+                          if args.table == "dynamic" else None)}
+
+
+def speed(args):
+  """Examples/s over the updates after the warm-up."""
+  from tools.bench.dynamic import data  # pylint: disable=g-import-not-at-top
+  features, labels = data.load(args.data, "train")
+  estimator = _estimator(args, tuple(features))
+  clock = _Clock(False)
+  estimator.train(_batches(features, labels, args.batch, True),
+                  hooks=[clock.hook()], steps=args.warmup + args.steps)
+  seconds = clock.times[-1] - clock.times[args.warmup - 1]
+  return {"examples_per_sec": args.steps * args.batch / seconds,
+          "seconds": seconds}
+
+
+def memory(args):
+  """Resident bytes after each update of a stream of never-seen ids."""
+  from model_zoo import click_data  # pylint: disable=g-import-not-at-top
+  updates = 10 * args.rows // MEMORY_BATCH
+  ranks = np.arange(updates * MEMORY_BATCH, dtype=np.int64)
+  features = {"C1": click_data.raw_id("C1", ranks)}
+  labels = click_data.raw_id("C2", ranks) & 1
+  args.table, args.dimension = "dynamic", MEMORY_DIMENSION
+  estimator = _estimator(args, ("C1",))
+  clock = _Clock(True)
+  before = resident_bytes()
+  estimator.train(_batches(features, labels, MEMORY_BATCH, False),
+                  hooks=[clock.hook()])
+  return {"resident_before": before, "resident": clock.resident,
+          "batch": MEMORY_BATCH, "dimension": MEMORY_DIMENSION,
+          "slots": 1, "rows_in_use": rows_in_use(args.model_dir)}
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  result = {"quality": quality, "speed": speed, "memory": memory}[args.mode](
+      args)
+  with open(args.out, "w", encoding="utf-8") as f:
+    json.dump(result, f)
+
+
+if __name__ == "__main__":
+  main()

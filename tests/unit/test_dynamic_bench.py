@@ -70,6 +70,22 @@ def test_memory_per_id_is_the_difference_of_two_capacities():
   assert "**not met**" in render.memory_fields(grown)["memory_verdict"]
 
 
+def test_tfra_rows_compare_auc_and_examples_per_second():
+  peer = copy.deepcopy(RESULT)
+  peer["tfra"] = "0.7.2"
+  peer["quality"]["tfra"] = [{"auc": 0.7035, "examples": 1000,
+                              "seconds": 4.0, "rows_in_use": 5000}]
+  peer["speed"]["tfra"] = [{"examples_per_sec": 400.0},
+                           {"examples_per_sec": 1200.0}, None]
+  text = render.page(peer)
+  assert "AUC(dynamic) - AUC(TFRA) = +0.0015 (target within 0.001: " \
+         "**not met**)" in text
+  # Rounds: 800/400 = 2.0 and 600/1200 = 0.5; their median 1.25.
+  assert "Examples/s, dynamic / TFRA: 1.25x (target >= 1.0x: met)" in text
+  assert "| TFRA 0.7.2 `dynamic_embedding` (own Estimator path) | 0.7035 |" \
+      in text
+
+
 def test_failures_and_a_missing_tfra_are_said():
   broken = copy.deepcopy(RESULT)
   broken["quality"]["hashed"] = [None]

@@ -6,13 +6,15 @@
 
 Every measurement is a fresh process (worker.py) on click logs drawn once
 (data.py): quality (one epoch each of the hashed table, the dynamic one and
-the dynamic one with min_count=2, in that order, every round), speed
-(hashed and dynamic alternating, every round), memory (a dynamic table at
-two capacities fed 10x its capacity of new ids). TFRA's row is written only
-where tensorflow_recommenders_addons imports. Writes results/dynamic.json
-and renders docs/DYNAMIC.md.
+the dynamic one with min_count=2, then TFRA's, in that order, every round),
+speed (hashed, dynamic and TFRA alternating, every round), memory (a
+dynamic table at two capacities fed 10x its capacity of new ids). TFRA's
+rows are measured only where tensorflow_recommenders_addons is installed
+(setup.py's `bench` extra). Writes results/dynamic.json and renders
+docs/DYNAMIC.md.
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,8 +32,8 @@ SMOKE = {"train": 20000, "eval": 5000, "quality_rounds": 1,
          "speed_rounds": 1, "speed_steps": 20,
          "memory_capacities": "8192,32768"}
 QUALITY = {"hashed": ("hashed", 1), "dynamic": ("dynamic", 1),
-           "dynamic_min_count_2": ("dynamic", 2)}
-SPEED = ("hashed", "dynamic")
+           "dynamic_min_count_2": ("dynamic", 2), "tfra": ("tfra", 1)}
+SPEED = ("hashed", "dynamic", "tfra")
 WORKER_LIMIT_S = 1800
 
 
@@ -90,10 +92,9 @@ def measure(flags, scratch):
 
 def tfra_version():
   """TFRA's version where it is installed, else None."""
-  try:
-    return runner._version("tensorflow-recommenders-addons")  # pylint: disable=protected-access
-  except AttributeError:
+  if importlib.util.find_spec("tensorflow_recommenders_addons") is None:
     return None
+  return runner._version("tensorflow-recommenders-addons")  # pylint: disable=protected-access
 
 
 def run(args):
@@ -105,15 +106,21 @@ def run(args):
   root, distinct = data.prepare(args.train, args.eval, args.zipf_exponent)
   common = [f"--data={root}", f"--rows={args.rows}",
             f"--dimension={args.dimension}", f"--batch={args.batch}"]
-  quality = {name: [] for name in QUALITY}
+  tfra = tfra_version()
+  if tfra is None:
+    print("  TFRA: not installed, its rows are skipped (setup.py's `bench` "
+          "extra)", flush=True)
+  quality = {name: [] for name, (table, _) in QUALITY.items()
+             if tfra or table != "tfra"}
   for _ in range(args.quality_rounds):
-    for name, (table, min_count) in QUALITY.items():
+    for name in quality:
+      table, min_count = QUALITY[name]
       quality[name].append(measure(
           common + ["--mode=quality", f"--table={table}",
                     f"--min_count={min_count}"], scratch))
-  speed = {name: [] for name in SPEED}
+  speed = {name: [] for name in SPEED if tfra or name != "tfra"}
   for _ in range(args.speed_rounds):
-    for name in SPEED:
+    for name in speed:
       speed[name].append(measure(
           common + ["--mode=speed", f"--table={name}",
                     f"--steps={args.speed_steps}"], scratch))
@@ -126,7 +133,7 @@ def run(args):
   settings["columns"] = list(data.COLUMNS)
   return {"machine": machine, "settings": settings, "distinct_ids": distinct,
           "quality": quality, "speed": speed, "memory": memory,
-          "tfra": tfra_version(),
+          "tfra": tfra,
           "smoke": any(getattr(args, k) < v for k, v in DEFAULTS.items()
                        if isinstance(v, int))}
 

@@ -19,9 +19,11 @@ TEMPLATE = os.path.join(_HERE, "DYNAMIC.md.template")
 PAGE = os.path.join(repo.DOCS, "DYNAMIC.md")
 LABELS = {"hashed": "hashed (ids modulo the buckets)",
           "dynamic": "dynamic (`es.dynamic_embedding`)",
-          "dynamic_min_count_2": "dynamic, `min_count=2`"}
+          "dynamic_min_count_2": "dynamic, `min_count=2`",
+          "tfra": "TFRA 0.7.2 `dynamic_embedding` (own Estimator path)"}
 TARGETS = {"auc_gain": 0.002, "rows_cut": 0.5, "auc_cost": 0.0005,
-           "step_ratio": 1.3, "bytes_factor": 1.5, "stream_band": 0.1}
+           "step_ratio": 1.3, "bytes_factor": 1.5, "stream_band": 0.1,
+           "tfra_auc": 0.001, "tfra_speed": 1.0}
 MIB = 1 << 20
 TFRA_INSTALL = "pip install --no-deps tensorflow-recommenders-addons==0.7.2"
 
@@ -68,15 +70,21 @@ def quality_fields(result):
       f"{TARGETS['rows_cut']:.0%}: {verdict(cut >= TARGETS['rows_cut'])}) "
       f"for {cost:+.4f} AUC (target <= {TARGETS['auc_cost']}: "
       f"{verdict(cost <= TARGETS['auc_cost'])}).")
+  tfra_auc = rows.get("tfra", (None,))[0]
+  if tfra_auc is not None:
+    off = dynamic_auc - tfra_auc
+    said += (f" Against TFRA: AUC(dynamic) - AUC(TFRA) = {off:+.4f} "
+             f"(target within {TARGETS['tfra_auc']}: "
+             f"{verdict(abs(off) <= TARGETS['tfra_auc'])}).")
   return {"quality_table": "\n".join(lines), "quality_verdict": said}
 
 
-def step_ratios(speed):
-  """Dynamic's step time over hashed's, per round (same batch, so the
-  ratio of hashed's examples/s to dynamic's)."""
+def step_ratios(speed, base="hashed"):
+  """Dynamic's step time over `base`'s, per round (same batch, so the
+  ratio of base's examples/s to dynamic's)."""
   rates = {name: [run and run["examples_per_sec"] for run in runs]
            for name, runs in speed.items()}
-  return paired_ratios(rates["hashed"], rates["dynamic"])
+  return paired_ratios(rates[base], rates["dynamic"])
 
 
 def speed_fields(result):
@@ -94,6 +102,13 @@ def speed_fields(result):
           f"{', '.join(f'{r:.2f}' for r in ratios)}; target <= "
           f"{TARGETS['step_ratio']}x: {verdict(mid <= TARGETS['step_ratio'])}"
           ").")
+  against_tfra = step_ratios(result["speed"], "tfra") if (
+      "tfra" in result["speed"]) else []
+  if against_tfra:
+    speedup = median([1.0 / r for r in against_tfra])
+    said += (f" Examples/s, dynamic / TFRA: {speedup:.2f}x (target >= "
+             f"{TARGETS['tfra_speed']}x: "
+             f"{verdict(speedup >= TARGETS['tfra_speed'])}).")
   return {"speed_table": "\n".join(lines), "speed_verdict": said}
 
 
@@ -145,8 +160,14 @@ def tfra_line(version):
   if version is None:
     return ("Skipped: tensorflow-recommenders-addons is not installed here "
             f"(`{TFRA_INSTALL}`, or the `bench` extra of setup.py).")
-  return (f"tensorflow-recommenders-addons {version} is installed, but this "
-          "bench has no TFRA row yet: not measured.")
+  return (f"tensorflow-recommenders-addons {version}: its rows are in the "
+          "tables above. The same network, data, batch, dimension and "
+          "Adagrad, through TFRA's own path (tools/bench/dynamic/"
+          "tfra_model.py: a plain `tf.estimator.Estimator` whose model_fn "
+          "looks up `de.get_variable` tables with `de.embedding_lookup_unique`"
+          " and minimises through `de.DynamicEmbeddingOptimizer`). TFRA's "
+          "tables have no capacity and no admission: they hold every id "
+          "trained on, so they use more memory than either table here.")
 
 
 def run_fields(result):

@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 MODES = ("quality", "speed", "memory")
-TABLES = ("hashed", "dynamic")
+TABLES = ("hashed", "dynamic", "tfra")
+LEARNING_RATE = 0.05
 MEMORY_BATCH = 8192
 MEMORY_DIMENSION = 32
 
@@ -133,12 +134,18 @@ class _Clock:
 
 
 def _estimator(args, columns):
+  """(Estimator, TFRA's rows in use once trained, or None)."""
+  if args.table == "tfra":
+    from tools.bench.dynamic import tfra_model  # pylint: disable=g-import-not-at-top
+    return tfra_model.estimator(columns, args.dimension, LEARNING_RATE,
+                                args.model_dir)
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   return es.make_estimator(
       _model(args, columns), model_dir=args.model_dir, distribution="none",
       training_config=es.TrainingConfig(
-          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.05)),
-      random_seed=0, save_checkpoints_steps=10 ** 9)
+          optimizer="adagrad",
+          schedule=es.Schedule(learning_rate=LEARNING_RATE)),
+      random_seed=0, save_checkpoints_steps=10 ** 9), None
 
 
 def rows_in_use(model_dir):
@@ -155,7 +162,7 @@ def quality(args):
   from model_zoo import click_data  # pylint: disable=g-import-not-at-top
   from tools.bench.dynamic import data  # pylint: disable=g-import-not-at-top
   features, labels = data.load(args.data, "train")
-  estimator = _estimator(args, tuple(features))
+  estimator, tfra_rows = _estimator(args, tuple(features))
   clock = _Clock(False)
   start = time.perf_counter()
   estimator.train(_batches(features, labels, args.batch, False),
@@ -164,17 +171,21 @@ def quality(args):
   held_out, held_labels = data.load(args.data, "eval")
   scores = np.array([p["logistic"][0] for p in estimator.predict(
       _batches(held_out, held_labels, args.batch, False))])
+  used = None  # a hashed table: every row
+  if args.table == "dynamic":
+    used = rows_in_use(args.model_dir)
+  elif args.table == "tfra":
+    used = tfra_rows[0]
   return {"auc": click_data.auc(held_labels[:len(scores)], scores),
           "examples": len(clock.times) * args.batch, "seconds": seconds,
-          "rows_in_use": (rows_in_use(args.model_dir)
-                          if args.table == "dynamic" else None)}
+          "rows_in_use": used}
 
 
 def speed(args):
   """Examples/s over the updates after the warm-up."""
   from tools.bench.dynamic import data  # pylint: disable=g-import-not-at-top
   features, labels = data.load(args.data, "train")
-  estimator = _estimator(args, tuple(features))
+  estimator, _ = _estimator(args, tuple(features))
   clock = _Clock(False)
   estimator.train(_batches(features, labels, args.batch, True),
                   hooks=[clock.hook()], steps=args.warmup + args.steps)
@@ -191,7 +202,7 @@ def memory(args):
   features = {"C1": click_data.raw_id("C1", ranks)}
   labels = click_data.raw_id("C2", ranks) & 1
   args.table, args.dimension = "dynamic", MEMORY_DIMENSION
-  estimator = _estimator(args, ("C1",))
+  estimator, _ = _estimator(args, ("C1",))
   clock = _Clock(True)
   before = resident_bytes()
   estimator.train(_batches(features, labels, MEMORY_BATCH, False),

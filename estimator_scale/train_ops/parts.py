@@ -47,9 +47,11 @@ def linear_part():
   belongs to the model's linear part."""
   def creator(next_creator, **kwargs):
     variable = next_creator(**kwargs)
-    made = (list(variable)
-            if isinstance(variable, tf_variables.PartitionedVariable)
-            else [variable])
+    made = [variable]
+    if isinstance(variable, tf_variables.PartitionedVariable):
+      made = list(variable)
+    elif isinstance(variable, tf.distribute.DistributedValues):
+      made += variable.values  # a replica's own, which its update gets
     _linear_names().update(v.name for v in made)
     return variable
 

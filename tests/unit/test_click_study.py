@@ -76,6 +76,7 @@ def test_grid_runs_as_at_every_s_and_says_what_else():
   for scale in click_specs.SCALES[1:]:
     assert ("adagrad", "AS", scale) in cells
   assert ("adagrad", "seed000", 1) in cells
+  assert ("adagrad", "LSW", 16) in cells and ("adagrad", "seed000", 64) in cells
   assert ("adagrad", "sqrt", 8) not in cells  # not run: the page says so
   assert ("adam", "AS", 64) in cells and ("adam", "AS", 8) not in cells
   assert len(specs) == 3 * len(cells)

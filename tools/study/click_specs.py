@@ -36,10 +36,9 @@ MAIN_OPTIMIZER = "adagrad"
 """The click models' usual optimizer, the one every method runs with."""
 OTHER_OPTIMIZERS = ("momentum", "adam")
 SCALES = (1, 2, 4, 8, 16, 32, 64)
-GRID = {MAIN_OPTIMIZER: {"AS": SCALES[1:], "LSW": (4, 16, 64),
-                         "seed000": (4, 16, 64), "identity": (64,),
-                         "sqrt": (64,)},
-        "other": {"AS": (64,), "LSW": (64,)}}
+GRID = {MAIN_OPTIMIZER: {"AS": SCALES[1:], "LSW": (16, 64),
+                         "seed000": (16, 64), "sqrt": (64,)},
+        "other": {"AS": (64,)}}
 """The S > 1 cells of the sweep per method (`other`: momentum and Adam):
 AS at every S, its rivals at fewer, to fit 2 shared cores."""
 ELASTIC_RANKS = (2, 4, 2)

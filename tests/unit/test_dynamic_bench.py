@@ -55,6 +55,13 @@ def test_the_verdicts_follow_the_targets():
          "**not met**)" in text
   assert "| 12,345,678 distinct" not in text and "12,345,678 distinct" in text
   assert "load average at the start 9.5, 8.0, 7.0" in text
+  assert "Both dynamic runs fill every row" not in text
+  full = copy.deepcopy(RESULT)
+  for name in ("dynamic", "dynamic_min_count_2"):
+    full["quality"][name][0]["rows_in_use"] = 64
+  assert "holds 0.0% fewer rows (target >= 50%: **not met**)" in (
+      render.page(full))
+  assert "Both dynamic runs fill every row" in render.page(full)
 
 
 def test_memory_per_id_is_the_difference_of_two_capacities():

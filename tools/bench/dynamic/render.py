@@ -70,6 +70,12 @@ def quality_fields(result):
       f"{TARGETS['rows_cut']:.0%}: {verdict(cut >= TARGETS['rows_cut'])}) "
       f"for {cost:+.4f} AUC (target <= {TARGETS['auc_cost']}: "
       f"{verdict(cost <= TARGETS['auc_cost'])}).")
+  full = result["settings"]["rows"] * len(result["settings"]["columns"])
+  if min2_rows == dynamic_rows == full:
+    said += (" Both dynamic runs fill every row: at this capacity "
+             "`min_count=2` changes which ids hold the rows (those seen "
+             "twice), not how many; a cut in rows shows only where the "
+             "capacity exceeds the ids seen twice.")
   tfra_auc = rows.get("tfra", (None,))[0]
   if tfra_auc is not None:
     off = dynamic_auc - tfra_auc

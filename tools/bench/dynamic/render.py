@@ -68,7 +68,8 @@ def quality_fields(result):
       f"+{TARGETS['auc_gain']}: {verdict(gain >= TARGETS['auc_gain'])}). "
       f"`min_count=2` holds {cut:.1%} fewer rows (target >= "
       f"{TARGETS['rows_cut']:.0%}: {verdict(cut >= TARGETS['rows_cut'])}) "
-      f"for {cost:+.4f} AUC (target <= {TARGETS['auc_cost']}: "
+      f"at an AUC cost of {cost:+.4f} (negative: a gain; target <= "
+      f"{TARGETS['auc_cost']}: "
       f"{verdict(cost <= TARGETS['auc_cost'])}).")
   full = result["settings"]["rows"] * len(result["settings"]["columns"])
   if min2_rows == dynamic_rows == full:

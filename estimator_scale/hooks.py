@@ -5,7 +5,12 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale.embeddings import dynamic
 from estimator_scale.train_ops import adascale
+
+
+_TABLES_NAMED = 4
+"""Dynamic tables a progress line names one by one; more are summed."""
 
 
 def _variable(name):
@@ -42,15 +47,23 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       if var is not None:
         fetches[name] = var.read_value()
     self._fetches = fetches
+    # Each dynamic table's rows, fetched only for a run that logs.
+    self._tables = {table.pool.op.name: table.usage()
+                    for table in dynamic.tables()}
     self._mark = None
     self._nonfinite = 0
+    self._previous = None
 
   def before_run(self, run_context):
-    return tf.compat.v1.train.SessionRunArgs(self._fetches)
+    fetches = self._fetches
+    if (self._tables and self._mark is not None and self._previous is not None
+        and self._previous + 1 - self._mark[0] >= self._every):
+      fetches = dict(fetches, tables=self._tables)
+    return tf.compat.v1.train.SessionRunArgs(fetches)
 
   def after_run(self, run_context, run_values):
     values = run_values.results
-    step = int(values["step"])
+    step = self._previous = int(values["step"])
     if values.get("nonfinite_updates", 0) > self._nonfinite:
       self._nonfinite = int(values["nonfinite_updates"])
       logging.warning("step %d: non-finite gradients; AdaScale skipped the "
@@ -75,6 +88,14 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     if self._last_step:
       eta = (self._last_step - step) / max(updates_per_sec, 1e-9)
       parts.append(f"ETA {eta:.0f}s")
+    tables = values.get("tables", {})
+    if len(tables) > _TABLES_NAMED:  # a line per table would be too long
+      tables = {f"{len(tables)} dynamic tables": {
+          key: sum(usage[key] for usage in tables.values())
+          for key in ("rows", "evicted")}}
+    for name, usage in tables.items():
+      parts.append(f"{name}: {usage['rows']} rows in use, "
+                   f"{usage['evicted']} evicted")
     logging.info("progress: %s", ", ".join(parts))
     self._mark = (step, now)
 

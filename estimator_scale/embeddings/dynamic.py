@@ -252,6 +252,12 @@ class Table:
       # merged slices (shard_checkpoints.WholeTablesSaver).
       whole = tf.compat.v1.get_collection_ref(sharded.WHOLE_COLLECTION)
       whole.extend(v for v in made if not any(v is w for w in whole))
+    with tf.init_scope():
+      # Since this process started (progress lines): not in checkpoints.
+      self.evicted = tf.compat.v1.Variable(
+          tf.constant(0, tf.int64), trainable=False,
+          name=f"{self._leaf}_evicted",
+          collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
     _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
     self._static = None
 
@@ -348,7 +354,8 @@ class Table:
     with tf.control_dependencies([removed]):
       return [tf.compat.v1.scatter_update(
           self.ids, rows, tf.fill(tf.shape(rows), tf.constant(FREE,
-                                                               tf.int64)))]
+                                                               tf.int64))),
+              self.evicted.assign_add(tf.size(rows, out_type=tf.int64))]
 
   def _admitted(self, candidates, counts):
     """The candidates whose count reaches min_count (the sketch counts
@@ -458,9 +465,11 @@ class Table:
     sharded.lookups().append(sharded.Lookup(self.pool, unique, vectors))
     return vectors
 
-  def rows_in_use(self):
-    """How many rows hold an id (int64 scalar)."""
-    return tf.math.count_nonzero(self.ids >= 0)
+  def usage(self):
+    """{"rows": rows holding an id, "evicted": rows freed since this
+    process started} of this process's part of the table (int64)."""
+    return {"rows": tf.math.count_nonzero(self.ids >= 0),
+            "evicted": self.evicted.read_value()}
 
 
 def table_of(variable):

@@ -134,9 +134,11 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     return column
 
   def create_state(self, state_manager):
-    """See base class: DenseFeatures' table, in the scope the layer opened
-    for the column (Keras' add_weight would make the whole raw range)."""
-    table = dynamic.make_table("embedding_weights", self.options)
+    """See base class: DenseFeatures' table (Keras' add_weight would make
+    the whole raw range), named as the layer names its columns' weights."""
+    layer = state_manager._layer.name  # pylint: disable=protected-access
+    with tf.compat.v1.variable_scope(f"{layer}/{self.name}"):
+      table = dynamic.make_table("embedding_weights", self.options)
     state_manager._cols_to_vars_map[self]["embedding_weights"] = table.pool  # pylint: disable=protected-access
 
   def _old_get_dense_tensor_internal(self, sparse_tensors, weight_collections,

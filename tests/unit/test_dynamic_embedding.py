@@ -268,3 +268,19 @@ def test_several_workers_training_one_table_are_refused():
     pipeline.declare_estimator(None, topology_lib.Topology(num_workers=2))
     with pytest.raises(errors.ConfigError, match="2 workers"):
       es.dynamic_embedding(tf.constant([1], tf.int64), 4, 10)
+
+
+def test_each_column_of_a_layer_has_its_own_table():
+  columns = [es.dynamic_embedding_column(
+      tf.feature_column.categorical_column_with_hash_bucket(
+          key, 10, dtype=tf.int64), 4, capacity=8) for key in ("a", "b")]
+  with tf.Graph().as_default():
+    tf.compat.v1.train.get_or_create_global_step()
+    features = {key: tf.constant([[1], [2]], tf.int64) for key in ("a", "b")}
+    tf.keras.layers.DenseFeatures(columns, name="deep")(features)
+    tf.compat.v1.feature_column.input_layer(features, columns)
+    names = sorted(table.pool.op.name for table in dynamic.tables())
+  assert names == ["deep/a_embedding/embedding_weights",
+                   "deep/b_embedding/embedding_weights",
+                   "input_layer/a_embedding/embedding_weights",
+                   "input_layer/b_embedding/embedding_weights"]

@@ -51,7 +51,9 @@ def linear_part():
     if isinstance(variable, tf_variables.PartitionedVariable):
       made = list(variable)
     elif isinstance(variable, tf.distribute.DistributedValues):
-      made += variable.values  # a replica's own, which its update gets
+      # Each replica's own, which its update gets; the first is the
+      # variable's name.
+      made = list(variable.values)
     _linear_names().update(v.name for v in made)
     return variable
 

@@ -6,6 +6,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.distribute import values as distribute_values  # pylint: disable=g-direct-tensorflow-import
 
 import estimator_scale as es
 from estimator_scale.embeddings import partitioning
@@ -124,6 +125,23 @@ def test_the_parts_of_a_split_table_are_the_linear_part_s():
     assert len(list(table)) == 2
     assert all(parts.is_linear(part) for part in table)
     assert not parts.is_linear(other)
+
+
+def test_each_replica_of_a_mirrored_variable_is_the_linear_part_s():
+  """Under tf.distribute each replica's update gets its own variable."""
+  replicas = []
+
+  def mirror(next_creator, **kwargs):  # as MirroredStrategy makes them
+    replicas.extend(next_creator(**dict(kwargs, name=kwargs["name"] + suffix))
+                    for suffix in ("", "/replica_1"))
+    return distribute_values.Mirrored(replicas)
+
+  with tf.Graph().as_default():
+    with tf.compat.v1.variable_creator_scope(mirror), es.linear_part():
+      tf.Variable(1.0, name="w")
+    other = tf.Variable(1.0, name="other")
+    assert [parts.is_linear(v) for v in replicas + [other]] == [
+        True, True, False]
 
 
 def test_a_linear_optimizer_needs_a_linear_part():

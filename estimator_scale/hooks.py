@@ -5,7 +5,6 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
-from estimator_scale.embeddings import dynamic
 from estimator_scale.train_ops import adascale
 
 
@@ -47,7 +46,9 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       if var is not None:
         fetches[name] = var.read_value()
     self._fetches = fetches
-    # Each dynamic table's rows, fetched only for a run that logs.
+    # Each dynamic table's rows, fetched only for a run that logs. (The
+    # tables import the backends, which import this module.)
+    from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
     self._tables = {table.pool.op.name: table.usage()
                     for table in dynamic.tables()}
     self._mark = None

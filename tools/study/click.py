@@ -91,9 +91,10 @@ def parse_args(argv=None):
 
 
 def _run_all(specs, processes, log, started):
-  """Runs `specs` in a pool of `processes`; appends each result to `log`
-  as it comes (the pool is gone once every result is in)."""
-  specs = sorted(specs, key=click_specs.expected_seconds, reverse=True)
+  """Runs `specs` in a pool of `processes`, in `click_specs.priority`
+  order; appends each result to `log` as it comes (the pool is gone once
+  every result is in)."""
+  specs = sorted(specs, key=click_specs.priority)
   results = []
   with multiprocessing.get_context("spawn").Pool(
       processes, initializer=runs.quiet) as pool:
@@ -127,9 +128,10 @@ def main(argv=None):
   todo = [s for t in tasks for s in click_specs.all_specs(t)
           if _key(s) not in seen and not args.render_only]
   results = done + _run_all(todo, args.processes, log, started)
-  study = click_results.build_study(results, tasks,
-                                    round(time.time() - started, 1),
-                                    args.processes)
+  study = click_results.build_study(
+      results, tasks,
+      None if args.render_only else round(time.time() - started, 1),
+      args.processes)
   paths = click_results.write_outputs(args.results_dir, args.out_dir, study)
   print(click_plots.markdown(study) + "\nwrote " + ", ".join(paths))
 

@@ -164,8 +164,11 @@ def markdown(study):
   return repo.fill_template(TEMPLATE, dict(
       tasks="\n".join(task_markdown(t) for t in study["tasks"]),
       commands=commands(study),
-      wall_seconds=f"{study['study_wall_seconds']:.0f}",
-      processes=study["processes"], runs=study["runs"]))
+      took=(f"The last invocation took {study['study_wall_seconds']:.0f} s "
+            f"with {study['processes']} processes. " if
+            study["study_wall_seconds"] is not None else ""),
+      runs=study["runs"],
+      train_seconds=f"{study['train_seconds_summed']:.0f}"))
 
 
 def plot_auc(table, path):

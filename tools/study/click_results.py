@@ -176,10 +176,12 @@ def build_table(runs, settings):
 
 
 def build_study(runs, tasks, wall_seconds, processes):
-  """study.json's object: every task's table and how the study ran."""
+  """study.json's object: every task's table and how the study ran
+  (`wall_seconds`: None when the page was only rebuilt from runs.jsonl)."""
   return {"tasks": [build_table(runs, t) for t in tasks],
           "study_wall_seconds": wall_seconds, "processes": processes,
-          "runs": len(runs)}
+          "runs": len(runs), "train_seconds_summed": round(
+              sum(r["wall_seconds"] for r in runs), 1)}
 
 
 def write_outputs(results_dir, out_dir, study):

@@ -219,6 +219,13 @@ def expected_seconds(spec):
   return total + (2.0 * TIME_CHECKPOINTS if spec["timed"] else 0.0)
 
 
+def priority(spec):
+  """The order runs start in: the S = 1 rows every delta needs, then the
+  rest longest first (the pool's tail is short), the timed rows last (a
+  study cut short keeps what its tables need most)."""
+  return (spec["timed"], spec["scales"] != (1,), -expected_seconds(spec))
+
+
 def label(spec):
   """A run's cell as the page names it: `census adagrad AS S=64 ranks=4`."""
   ranks = (f" ranks={digits.scale_label(spec['ranks'])}"

@@ -363,6 +363,7 @@ class _Reducing:
     # Equal on every replica already: a strategy must not sum them again
     # (nor could it, in TF 2.15's graph mode, for sparse gradients of
     # different lengths; the backend's reducer pads them).
+    dynamic.check_trainers(plan.topology)
     dynamic.reset_slots_on_admission(self)
     applied = reducer.applied(self.apply_gradients(
         list(zip(mean, params)), experimental_aggregate_gradients=False))

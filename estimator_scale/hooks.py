@@ -8,6 +8,10 @@ from estimator_scale import errors
 from estimator_scale.train_ops import adascale
 
 
+TABLE_USAGE = "estimator_scale_table_usage"
+"""Graph collection of (name, {"rows": ..., "evicted": ...}) of each dynamic
+table a training graph looks up, which progress lines report."""
+
 _TABLES_NAMED = 4
 """Dynamic tables a progress line names one by one; more are summed."""
 
@@ -46,11 +50,9 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       if var is not None:
         fetches[name] = var.read_value()
     self._fetches = fetches
-    # Each dynamic table's rows, fetched only for a run that logs. (The
-    # tables import the backends, which import this module.)
-    from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
-    self._tables = {table.pool.op.name: table.usage()
-                    for table in dynamic.tables()}
+    # Each dynamic table's rows, fetched only for a run that logs.
+    self._tables = {name: usage for name, usage in
+                    tf.compat.v1.get_collection(TABLE_USAGE)}
     self._mark = None
     self._nonfinite = 0
     self._previous = None

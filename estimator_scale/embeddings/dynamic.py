@@ -56,6 +56,7 @@ import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale import hooks
 from estimator_scale.backends.horovod import ranks
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import precision
@@ -260,6 +261,7 @@ class Table:
           collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
     _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
     self._static = None
+    self.trained = False  # whether a training graph looks it up
 
   def _index(self):
     """The id -> row index of training: a mutable hash table, rebuilt from
@@ -526,28 +528,34 @@ def reset_slots_on_admission(optimizer):
   optimizer._resource_apply_sparse_duplicate_indices = reset_then_apply  # pylint: disable=protected-access
 
 
-def _check_one_trainer(name):
-  """Raises ConfigError where several processes or replicas would train
-  the table: each would keep its own id -> row map, and the copies would
-  disagree silently."""
-  from estimator_scale.train_ops import pipeline  # pylint: disable=g-import-not-at-top
-  declared = pipeline._declared()  # pylint: disable=protected-access
-  trainers, where = 1, "this job"
-  if declared is not None:
-    topology = declared[1]
-    trainers = topology.num_workers * topology.replicas_per_worker
-    where = f"backend {topology.backend.name!r}"
-  if sharded._horovod() is not None:  # pylint: disable=protected-access
-    trainers, where = max(trainers, 2), "Horovod"
-  if tf.distribute.has_strategy():
-    trainers = max(trainers,
-                   tf.distribute.get_strategy().num_replicas_in_sync)
-  if trainers > 1:
+def check_trainers(topology):
+  """Raises ConfigError where several workers or replicas of `topology`
+  would train a table of one process's kind (not split over Horovod
+  ranks): each would keep its own id -> row index, and the copies would
+  disagree silently. The train op's builders call it."""
+  trainers = topology.num_workers * topology.replicas_per_worker
+  alone = [t.name for t in tables() if t.shard is None and t.trained]
+  if trainers > 1 and alone:
     raise errors.ConfigError(
-        f"dynamic table {name!r}: {where} trains with {trainers} workers or "
-        "replicas; dynamic tables train in one process in this release "
-        "(evaluation and export anywhere). Train it with --backend=none, or "
-        "use es.sharded_embedding / a partitioned hashed table across workers")
+        f"dynamic table {alone[0]!r}: backend {topology.backend.name!r} "
+        f"trains with {trainers} workers or replicas; dynamic tables train "
+        "on one process or over Horovod ranks (--distribution=horovod), not "
+        "over parameter servers or tf.distribute's strategies yet. Use "
+        "Horovod, or a hashed table (es.sharded_embedding or a partitioned "
+        "one) there")
+
+
+def _check_no_strategy(name):
+  """Raises ConfigError under a tf.distribute strategy of several replicas,
+  which `check_trainers` would see too late (each replica's lookup)."""
+  if (tf.distribute.has_strategy()
+      and tf.distribute.get_strategy().num_replicas_in_sync > 1):
+    raise errors.ConfigError(
+        f"dynamic table {name!r}: tf.distribute's "
+        f"{type(tf.distribute.get_strategy()).__name__} trains it on "
+        f"{tf.distribute.get_strategy().num_replicas_in_sync} replicas; "
+        "dynamic tables train on one process or over Horovod ranks "
+        "(--distribution=horovod)")
 
 
 def _training_graph():
@@ -585,8 +593,12 @@ def lookup(table, ids, training=None):
   """The vectors of `ids` (any shape) in `table`: shape ids.shape +
   [dimension], in the network's dtype under mixed precision."""
   training = _training_graph() if training is None else training
-  if training and table.shard is None:
-    _check_one_trainer(table.name)
+  if training and not table.trained:
+    _check_no_strategy(table.name)
+    table.trained = True
+    with tf.init_scope():
+      tf.compat.v1.add_to_collection(hooks.TABLE_USAGE,
+                                     (table.pool.op.name, table.usage()))
   flat = keys(tf.reshape(ids, [-1]))
   vectors = table.lookup(flat, training)
   read_dtype = precision.network_dtype()

@@ -294,6 +294,7 @@ def _build(loss_fn, features, labels, config, topology):
     grads = accumulation.accumulate(
         loss_fn, features, labels, k, with_norms=use_adascale,
         loss_scale=loss_scale.value() if loss_scale else None)
+  dynamic.check_trainers(topology)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   if not reducer.applies_updates:
     return _contribute(reducer, start, grads, config, topology)

@@ -15,7 +15,6 @@ import estimator_scale as es
 from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.embeddings import dynamic
-from estimator_scale.train_ops import pipeline
 
 _QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3"}
 
@@ -265,9 +264,10 @@ def test_float_ids_and_a_changed_table_are_refused():
 
 def test_several_workers_training_one_table_are_refused():
   with tf.Graph().as_default():
-    pipeline.declare_estimator(None, topology_lib.Topology(num_workers=2))
+    es.dynamic_embedding(tf.constant([1], tf.int64), 4, 10)
     with pytest.raises(errors.ConfigError, match="2 workers"):
-      es.dynamic_embedding(tf.constant([1], tf.int64), 4, 10)
+      dynamic.check_trainers(topology_lib.Topology(num_workers=2))
+    dynamic.check_trainers(topology_lib.Topology())  # one: fine
 
 
 def test_each_column_of_a_layer_has_its_own_table():

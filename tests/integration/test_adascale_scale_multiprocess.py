@@ -4,30 +4,45 @@ import json
 import pytest
 
 from tests.helpers import golden
+from tests.helpers import shared
 from tests.helpers.processes import PYTHON, dump_args, horovod, run
 from tests.helpers.results import (load_workers, max_difference,
                                    trained_variables)
 
 
-@pytest.mark.parametrize("scale,theta,gain1,gain2,var,sqr,weight",
-                         [golden.SCALE_CASES[i] for i in (0, 1, 3)],
-                         ids=[golden.SCALE_IDS[i] for i in (0, 1, 3)])
-def test_gain_for_scale_other_than_samples_on_two_ranks(
-    scale, theta, gain1, gain2, var, sqr, weight, tmp_path):
+_CASES = (0, 1, 3)
+"""The golden.SCALE_CASES these tests check (S = 4 and 1.5, theta = 0 and
+the default)."""
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+  """case -> its workers' dumps; every case a run of one horovodrun job
+  (dump_run's --runs), the job run once per session."""
+  def train(root):
+    runs = [{"batch_scale": golden.SCALE_CASES[case][0],
+             "adascale_smoothing": golden.SCALE_CASES[case][1]}
+            for case in _CASES]
+    horovod(2, dump_args(root / "out", root / "model", distribution="horovod",
+                         case="sum_linear",
+                         inputs=json.dumps(golden.SCALE_ROWS),
+                         global_batch_size=2, steps=2, optimizer="sgd",
+                         lr_scaling="adascale", runs=json.dumps(runs)))
+  root = shared.once(tmp_path_factory, "adascale-scale-two-ranks", train)
+  return lambda case: load_workers(root / "out" / str(_CASES.index(case)))
+
+
+@pytest.mark.parametrize("case", _CASES,
+                         ids=[golden.SCALE_IDS[i] for i in _CASES])
+def test_gain_for_scale_other_than_samples_on_two_ranks(case, two_ranks):
   """The one-process goldens, with the n = 2 samples on two ranks.
 
   Rows are sharded round-robin and each rank takes one per update, so
   update 1 averages rows 0-1 and update 2 rows 2-3, as the one-process test
   with accumulation_steps=2 does; the hand derivation there applies as is.
   """
-  flags = dict(case="sum_linear", inputs=json.dumps(golden.SCALE_ROWS),
-               global_batch_size=2, steps=2, optimizer="sgd",
-               lr_scaling="adascale", batch_scale=scale)
-  if theta is not None:
-    flags["adascale_smoothing"] = theta
-  horovod(2, dump_args(tmp_path / "out", tmp_path / "model",
-                       distribution="horovod", **flags))
-  workers = load_workers(tmp_path / "out")
+  scale, _, gain1, gain2, var, sqr, weight = golden.SCALE_CASES[case]
+  workers = two_ranks(case)
   assert len(workers) == 2
   for worker in workers:
     ema_weight = float(worker["adascale/ema_weight@0"])

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.helpers import shared
 from tests.helpers.processes import PYTHON, dump_args, horovod, launch, run
 from tests.helpers.results import (load_workers, max_difference,
                                    trained_variables)
@@ -104,14 +105,13 @@ def _exchange(tmp_path, name, ranks, **flags):
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-  """table_rows -> the variables one process trains (each computed once)."""
-  cache = {}
-
+  """table_rows -> the variables one process trains (each computed once per
+  session, whichever pytest workers run these tests)."""
   def reference(table_rows):
-    if table_rows not in cache:
-      cache[table_rows] = _exchange(tmp_path_factory.mktemp("one"), "one", 1,
-                                    table_rows=table_rows)[1]
-    return cache[table_rows]
+    root = shared.once(
+        tmp_path_factory, f"sparse-exchange-{table_rows}",
+        lambda root: _exchange(root, "one", 1, table_rows=table_rows))
+    return dict(np.load(root / "one" / "rank0.npz"))
   return reference
 
 

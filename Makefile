@@ -70,7 +70,7 @@ bench-ps-speed: setup
 	$(PY) -m tools.datasets.peer speed census --threads=2 --work_dir=$$(mktemp -d)/peer
 
 # Dynamic embedding tables against hashed ones on raw-id click logs: AUC,
-# rows in use, step time, memory per id (about 30 minutes): docs/DYNAMIC.md.
+# rows in use, step time, memory per id (about 20 minutes): docs/DYNAMIC.md.
 bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
 

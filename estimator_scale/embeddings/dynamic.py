@@ -12,7 +12,8 @@ that stream by.
 What a table holds besides the pool, each a variable of the checkpoint (one
 source of truth; the id -> row index is rebuilt from `ids` after a restore):
   ids        the id in each row, -1 where the row is free;
-  last_seen  the update at which each row was last looked up;
+  last_seen  the update at which each row was last looked up (NEVER where
+             free);
   counts     how often each row was looked up since its id was admitted;
   fresh      rows admitted since the optimizer last applied to them: their
              slots go back to the optimizer's initial values first
@@ -68,6 +69,17 @@ SKETCH_WIDTH = 1 << 20
 SKETCH_DEPTH = 4
 
 FREE = -1
+NEVER = (1 << 63) - 1
+"""A free row's last update: later than any, so no scan takes it for a
+stale or an evictable row."""
+EVICT_FRACTION = 32
+"""A full table frees at least 1/EVICT_FRACTION of its rows at once."""
+
+
+def expiry_period(steps_to_live):
+  """Updates between two scans for rows past `steps_to_live`: a row lives
+  at most 1.25 x steps_to_live updates unseen."""
+  return max(1, -(-steps_to_live // 4))
 _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
                 0xD6E8FEB86659FD93, 0xA0761D6478BD642F, 0xE7037ED1A0B428DB,
                 0xC2B2AE3D27D4EB4F)
@@ -238,8 +250,8 @@ class Table:
                            also=[sharded.COLLECTION])
     self.ids = variable("ids", [rows], tf.int64, FREE, capacity,
                         self.first_row)
-    self.last_seen = variable("last_seen", [rows], tf.int64, 0, capacity,
-                              self.first_row)
+    self.last_seen = variable("last_seen", [rows], tf.int64, NEVER,
+                              capacity, self.first_row)
     self.counts = variable("counts", [rows], tf.int64, 0, capacity,
                            self.first_row)
     self.fresh = variable("fresh", [rows], tf.bool, False, capacity,
@@ -264,8 +276,11 @@ class Table:
     self.trained = False  # whether a training graph looks it up
 
   def _index(self):
-    """The id -> row index of training: a mutable hash table, rebuilt from
-    `ids` on the first lookup of each session (after a restore)."""
+    """The id -> row index of training (a MutableHashTable: TensorFlow's
+    DenseHashTable slows down without bound as erased keys pile up) and the
+    stack of free rows: neither is saved, both
+    are rebuilt from `ids` on the first lookup of each session (after a
+    restore), so `ids` stays the one truth."""
     if not hasattr(self, "_mutable"):
       with tf.init_scope():
         self._mutable = tf.lookup.experimental.MutableHashTable(
@@ -275,20 +290,27 @@ class Table:
             tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS)
         saveables[:] = [s for s in saveables
                         if getattr(s, "op", None) is not self._mutable]
-        # A plain local variable: a custom getter (a feature column's)
-        # must not see it.
-        self._built = tf.compat.v1.Variable(
-            False, trainable=False, name=f"{self._leaf}_index_built",
-            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+
+        def local(value, suffix):
+          # Plain local variables: a custom getter (a feature column's)
+          # must not see them, nor a checkpoint.
+          return tf.compat.v1.Variable(
+              value, trainable=False, name=f"{self._leaf}_{suffix}",
+              collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+        self._built = local(False, "index_built")
+        self._free_rows = local(tf.zeros([self.rows], tf.int64), "free_rows")
+        self._free_count = local(tf.constant(0, tf.int64), "free_count")
     return self._mutable
 
   def _ensure_index(self):
-    """An op that fills the index from `ids` once per session."""
+    """An op that fills the index and the free rows from `ids` once per
+    session."""
     index = self._index()
 
     def rebuild():
       used = tf.where(self.ids >= 0)[:, 0]
       held = tf.gather(self.ids, used)
+      free = tf.where(self.ids < 0)[:, 0]
       checks = []
       if self.shard is not None:
         checks.append(tf.debugging.assert_equal(
@@ -297,8 +319,12 @@ class Table:
             f"this rank does not own among {self.shard[1]} Horovod ranks: "
             "a dynamic table restores into as many ranks as saved it"))
       with tf.control_dependencies(checks):
-        inserted = index.insert(held, used)
-      with tf.control_dependencies([inserted]):
+        done = [index.insert(held, used),
+                self._free_rows.scatter_update(tf.IndexedSlices(
+                    tf.reverse(free, [0]),
+                    tf.range(tf.size(free, out_type=tf.int64)))),
+                self._free_count.assign(tf.size(free, out_type=tf.int64))]
+      with tf.control_dependencies(done):
         return tf.identity(self._built.assign(True))
     return tf.cond(self._built, lambda: tf.constant(True), rebuild)
 
@@ -318,7 +344,7 @@ class Table:
     expiring, admitting and evicting as the module's docstring says."""
     with tf.control_dependencies([self._ensure_index()]):
       expired = self._expire(step)
-    with tf.control_dependencies(expired):
+    with tf.control_dependencies([expired]):
       rows = self._index().lookup(unique)
     missing = rows < 0
 
@@ -342,22 +368,38 @@ class Table:
       return tf.identity(rows)
 
   def _expire(self, step):
-    """Frees the rows unseen for `steps_to_live` updates."""
+    """Frees the rows unseen for `steps_to_live` updates, every
+    `expiry_period(steps_to_live)` updates (a scan of every row)."""
     ttl = self.options.steps_to_live
     if ttl is None:
-      return []
-    stale = tf.where(tf.logical_and(self.ids >= 0,
-                                    self.last_seen < step - ttl))[:, 0]
-    return self._free(stale)
+      return tf.no_op()
+
+    def scan():
+      # A free row's last_seen is NEVER: never stale.
+      stale = tf.where(self.last_seen < step - ttl)[:, 0]
+      with tf.control_dependencies(self._free(stale)):
+        return tf.constant(True)
+    return tf.cond(tf.equal(step % expiry_period(ttl), 0), scan,
+                   lambda: tf.constant(False))
 
   def _free(self, rows):
-    """Ops that free `rows`: their ids leave the index and the row."""
+    """Ops that free `rows`: their ids leave the index and the rows go on
+    the free stack."""
     removed = self._index().remove(tf.gather(self.ids, rows))
+    count = tf.size(rows, out_type=tf.int64)
+    top = self._free_count.read_value()
     with tf.control_dependencies([removed]):
+      pushed = self._free_rows.scatter_update(tf.IndexedSlices(
+          rows, tf.range(top, top + count)))
+    with tf.control_dependencies([pushed]):
       return [tf.compat.v1.scatter_update(
           self.ids, rows, tf.fill(tf.shape(rows), tf.constant(FREE,
                                                                tf.int64))),
-              self.evicted.assign_add(tf.size(rows, out_type=tf.int64))]
+              tf.compat.v1.scatter_update(
+                  self.last_seen, rows,
+                  tf.fill(tf.shape(rows), tf.constant(NEVER, tf.int64))),
+              self._free_count.assign_add(count),
+              self.evicted.assign_add(count)]
 
   def _admitted(self, candidates, counts):
     """The candidates whose count reaches min_count (the sketch counts
@@ -379,31 +421,41 @@ class Table:
     return tf.boolean_mask(candidates, estimate >= self.options.min_count)
 
   def _allocate(self, admitted, in_use, step):
-    """(rows for the admitted ids, the ids that got one): free rows first,
-    then rows the eviction policy frees, never one of `in_use` or of this
-    update."""
-    free = tf.where(self.ids < 0)[:, 0]
+    """(rows for the admitted ids, the ids that got one), off the free
+    stack; when it runs short, the eviction policy frees the rows it ranks
+    last first, never one of `in_use` or of this update: at least
+    1/EVICT_FRACTION of the table at once, so the scan of every row this
+    takes is rare."""
     wanted = tf.shape(admitted, out_type=tf.int64)[0]
-    short = tf.maximum(wanted - tf.shape(free, out_type=tf.int64)[0], 0)
+    short = tf.maximum(wanted - self._free_count.read_value(), 0)
 
     def evict():
-      # Lower scores go first; rows of this update cannot go.
       score = (self.last_seen if self.options.eviction == "lru"
                else self.counts)
       busy = tf.scatter_nd(in_use[:, None], tf.ones_like(in_use, tf.bool),
                            [self.rows])
-      busy = tf.logical_or(busy, tf.logical_or(self.ids < 0,
-                                               self.last_seen >= step))
+      # Free rows' last_seen is NEVER, this update's is `step`.
+      busy = tf.logical_or(busy, self.last_seen >= step)
       score = tf.where(busy, tf.int64.max, score)
-      _, order = tf.math.top_k(-score, k=tf.cast(
-          tf.minimum(short, self.rows), tf.int32))
+      count = tf.minimum(tf.constant(self.rows, tf.int64), tf.maximum(
+          short, self.rows // EVICT_FRACTION))
+      _, order = tf.math.top_k(-score, k=tf.cast(count, tf.int32))
       order = tf.cast(order, tf.int64)
-      order = tf.boolean_mask(order, tf.gather(score, order) < tf.int64.max)
+      # Lowest score on top of the stack, taken first.
+      order = tf.reverse(tf.boolean_mask(
+          order, tf.gather(score, order) < tf.int64.max), [0])
       with tf.control_dependencies(self._free(order)):
-        return tf.concat([free, tf.sort(order)], 0)
-    rows = tf.cond(short > 0, evict, lambda: free)
-    granted = tf.minimum(wanted, tf.shape(rows, out_type=tf.int64)[0])
-    return rows[:granted], admitted[:granted]
+        return tf.constant(True)
+    evicted = tf.cond(short > 0, evict, lambda: tf.constant(False))
+    with tf.control_dependencies([evicted]):
+      top = self._free_count.read_value()
+      granted = tf.minimum(wanted, top)
+      rows = tf.reverse(self._free_rows.sparse_read(
+          tf.range(top - granted, top)), [0])
+    with tf.control_dependencies([rows]):
+      taken = self._free_count.assign_sub(granted)
+    with tf.control_dependencies([taken]):
+      return tf.identity(rows), admitted[:granted]
 
   def _admit(self, admitted, rows):
     """Writes the admitted ids into their rows, fresh."""

@@ -8,6 +8,7 @@ under a file lock in the directory all the session's workers make their
 temporary directories in; the others wait for it and read what it wrote.
 """
 import fcntl
+import json
 import os
 import shutil
 
@@ -38,3 +39,45 @@ def once(tmp_path_factory, key, compute):
       done.touch()
   return directory
 
+
+def runs_once(tmp_path_factory, name, start, jobs, **flags):
+  """(mode, i) -> the out directory of the i-th run of the `mode` job of
+  `jobs` ({mode: (its runs, its own flags)}).
+
+  `start(mode, out, model_dir, **flags)` starts a tests.workers.dump_run
+  job of `mode`; each job trains all its runs (dump_run's --runs), once
+  per session (`once`, keyed by `name` and the mode), whichever test asks
+  first. Cases that differ only in their flags then pay for one job start
+  (and rendezvous) per backend instead of one per case.
+  """
+  def out(mode, i):
+    runs, extra = jobs[mode]
+    root = once(tmp_path_factory, f"{name}-{mode}",
+                lambda root: start(mode, root / "out", root / "model",
+                                   runs=json.dumps(runs), **extra, **flags))
+    return root / "out" / str(i)
+  return out
+
+
+def micro_batch_runs(tmp_path_factory, name, start, cases, k=4, **flags):
+  """(mode, i) -> the out directory of `cases[i]` ({flag: value}) trained
+  with each global batch in one piece on one process ("large") or in k
+  micro-batches on `mode` (mirrored, horovod, multi_worker_mirrored).
+
+  One job per backend trains every case (`runs_once`); the one-process
+  runs share one process, the mirrored ones first (dump_run's --runs).
+  """
+  mirrored = [dict(run, distribution="mirrored", accumulation_steps=k)
+              for run in cases]
+  out = runs_once(tmp_path_factory, name, start,
+                  {"none": (mirrored + cases, {}),
+                   "horovod": (cases, {"accumulation_steps": k}),
+                   "multi_worker_mirrored": (cases,
+                                             {"accumulation_steps": k})},
+                  **flags)
+
+  def case(mode, i):
+    if mode == "large":
+      return out("none", len(cases) + i)
+    return out("none" if mode == "mirrored" else mode, i)
+  return case

@@ -77,12 +77,19 @@ def test_lars_and_lamb_match_across_backends(optimizer, learning_rate,
                optimizer=optimizer, learning_rate=learning_rate)
   horovod(2, dump_args(tmp_path / "hvd", tmp_path / "hvd-model",
                        distribution="horovod", accumulation_steps=2, **flags))
-  for mode, k in (("none", 4), ("none", 1), ("mirrored", 1)):
-    run([PYTHON] + dump_args(tmp_path / f"{mode}{k}", tmp_path / f"{mode}{k}m",
-                             distribution=mode, accumulation_steps=k, **flags))
+  # The three one-process jobs as runs of one process (dump_run's --runs).
+  one = [("mirrored", 1), ("none", 4), ("none", 1)]
+  runs = [{"distribution": mode, "accumulation_steps": k} for mode, k in one]
+  run([PYTHON] + dump_args(tmp_path / "one", tmp_path / "one-m",
+                           runs=json.dumps(runs), **flags))
+  outs = {"hvd": tmp_path / "hvd"}
+  outs.update({f"{mode}{k}": tmp_path / "one" / str(i)
+               for i, (mode, k) in enumerate(one)})
   for out, reference, tolerance in (("hvd", "none4", 1e-5),
                                     ("mirrored1", "none1", 1e-4)):
-    expected = trained_variables(load_workers(tmp_path / reference)[0])
-    for worker in load_workers(tmp_path / out):
+    expected = trained_variables(load_workers(outs[reference])[0])
+    workers = load_workers(outs[out])
+    assert len(workers) == (2 if out == "hvd" else 1), out
+    for worker in workers:
       assert max_difference(expected, trained_variables(worker)) <= (
           tolerance), out

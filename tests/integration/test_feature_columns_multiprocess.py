@@ -30,8 +30,23 @@ def _dump_run(mode, out, model_dir, **flags):
   return [trained_variables(w) for w in load_workers(out)]
 
 
+@pytest.fixture(scope="module")
+def accumulated(tmp_path_factory):
+  """(mode, case) -> each worker's variables after global batches of 32 in
+  one piece on one process ("large") or in k = 4 micro-batches on `mode`."""
+  out = shared.micro_batch_runs(
+      tmp_path_factory, "feature-columns", _dump_run,
+      [{"case": case} for case in feature_models.CASES], examples=128,
+      global_batch_size=32, steps=6, optimizer="sgd", learning_rate=0.1,
+      lr_scaling="adascale", batch_scale=1.0)
+  return lambda mode, case: [
+      trained_variables(w)
+      for w in load_workers(out(mode, feature_models.CASES.index(case)))]
+
+
 @pytest.mark.parametrize("case", feature_models.CASES)
-def test_feature_columns_accumulate_exactly_on_every_backend(case, tmp_path):
+def test_feature_columns_accumulate_exactly_on_every_backend(case,
+                                                             accumulated):
   # Every column kind (feature_columns), shared embeddings through
   # DenseFeatures, tables made inside the network (lookup_tables): k = 4 on
   # every distributed backend against one batch 4x the size on one process
@@ -39,15 +54,10 @@ def test_feature_columns_accumulate_exactly_on_every_backend(case, tmp_path):
   # tf.distribute applies a feature column's embedding gradient densely
   # (momentum would move the rows an update did not touch); AdaScale at
   # S = 1 runs its norms and reductions with a gain of exactly 1.
-  flags = dict(case=case, examples=128, global_batch_size=32, steps=6,
-               optimizer="sgd", learning_rate=0.1, lr_scaling="adascale",
-               batch_scale=1.0)
-  (reference,) = _dump_run("none", tmp_path / "large", tmp_path / "large-m",
-                           **flags)
+  (reference,) = accumulated("large", case)
   assert len(reference) >= 3, sorted(reference)
   for mode in ("mirrored", "horovod", "multi_worker_mirrored"):
-    workers = _dump_run(mode, tmp_path / mode, tmp_path / f"{mode}-m",
-                        accumulation_steps=4, **flags)
+    workers = accumulated(mode, case)
     assert len(workers) == (1 if mode == "mirrored" else 2)
     for variables in workers:
       assert max_difference(reference, variables) <= TOLERANCE, mode

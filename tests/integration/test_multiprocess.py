@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import golden
+from tests.helpers import shared
 from tests.helpers.processes import (KERAS_ADASCALE, PYTHON, ROOT, dump_args,
                                      horovod, horovodrun_argv, launch,
                                      launch_argv, run, worker_env)
@@ -49,10 +50,15 @@ def _assert_workers_identical(workers):
 def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
   flags = dict(case="mlp", examples=64, global_batch_size=8, steps=20,
                optimizer="sgd")
+  # The backends of one process: two runs of one (dump_run's --runs).
+  one = {"mirrored": tmp_path / "one" / "0", "none": tmp_path / "one" / "1"}
+  _run_mode("none", tmp_path / "one", tmp_path / "one-model",
+            runs=json.dumps([{"distribution": "mirrored"}, {}]), **flags)
   results = {}
   for mode in ("none", "horovod", "multi_worker_mirrored", "mirrored"):
-    out = tmp_path / mode
-    _run_mode(mode, out, tmp_path / f"{mode}-model", **flags)
+    out = one.get(mode, tmp_path / mode)
+    if mode not in one:
+      _run_mode(mode, out, tmp_path / f"{mode}-model", **flags)
     workers = load_workers(out)
     assert len(workers) == (2 if mode in ("horovod",
                                           "multi_worker_mirrored") else 1)
@@ -102,40 +108,64 @@ def test_adascale_gain_over_workers_and_micro_batches(mode, tmp_path):
     assert float(worker["adascale/scale@0"]) == 4.0
 
 
-@pytest.mark.parametrize("optimizer,case", [("sgd", "mlp"),
-                                            ("momentum", "mlp"),
-                                            ("adam", "mlp"),
-                                            ("momentum", "embedding")])
-def test_accumulation_on_two_horovod_ranks(optimizer, case, tmp_path):
-  flags = dict(case=case, examples=128, global_batch_size=32, steps=20,
-               optimizer=optimizer, learning_rate=0.05)
-  _run_mode("horovod", tmp_path / "hvd", tmp_path / "hvd-model",
-            accumulation_steps=4, **flags)
-  _run_mode("none", tmp_path / "one", tmp_path / "one-model", **flags)
-  workers = load_workers(tmp_path / "hvd")
+ACCUMULATION_CASES = [("sgd", "mlp"), ("momentum", "mlp"), ("adam", "mlp"),
+                      ("momentum", "embedding")]
+
+
+@pytest.fixture(scope="module")
+def accumulation(tmp_path_factory):
+  """(mode, optimizer, case) -> the workers of 2 Horovod ranks at k = 4
+  ("horovod") or of one process at k = 1 ("none")."""
+  runs = [{"optimizer": optimizer, "case": case}
+          for optimizer, case in ACCUMULATION_CASES]
+  out = shared.runs_once(tmp_path_factory, "accumulation", _run_mode,
+                         {"horovod": (runs, {"accumulation_steps": 4}),
+                          "none": (runs, {})},
+                         examples=128, global_batch_size=32, steps=20,
+                         learning_rate=0.05)
+  return lambda mode, *case: load_workers(
+      out(mode, ACCUMULATION_CASES.index(case)))
+
+
+@pytest.mark.parametrize("optimizer,case", ACCUMULATION_CASES)
+def test_accumulation_on_two_horovod_ranks(optimizer, case, accumulation):
+  workers = accumulation("horovod", optimizer, case)
+  assert len(workers) == 2
   _assert_workers_identical(workers)
-  reference = trained_variables(load_workers(tmp_path / "one")[0])
+  (one,) = accumulation("none", optimizer, case)
+  reference = trained_variables(one)
   assert max_difference(reference, trained_variables(workers[0])) <= TOLERANCE
 
 
-@pytest.mark.parametrize("case", ["keras", "keras_model", "mlp",
-                                  "autoencoder", "embedding"])
-def test_micro_batches_equal_one_large_batch_on_every_backend(case, tmp_path):
+MICRO_BATCH_CASES = ["keras", "keras_model", "mlp", "autoencoder", "embedding"]
+
+
+@pytest.fixture(scope="module")
+def micro_batches(tmp_path_factory):
+  """(mode, case) -> the workers of global batches of 16 in one piece on
+  one process ("large") or in k = 4 micro-batches on `mode`."""
+  out = shared.micro_batch_runs(
+      tmp_path_factory, "micro-batches", _run_mode,
+      [{"case": case} for case in MICRO_BATCH_CASES], examples=64,
+      global_batch_size=16, steps=10, optimizer="momentum",
+      learning_rate=0.05, lr_scaling="adascale", batch_scale=1.0)
+  return lambda mode, case: load_workers(
+      out(mode, MICRO_BATCH_CASES.index(case)))
+
+
+@pytest.mark.parametrize("case", MICRO_BATCH_CASES)
+def test_micro_batches_equal_one_large_batch_on_every_backend(case,
+                                                             micro_batches):
   # Keras layers made in logits, a subclassed tf.keras.Model, v1 layers, a
   # label-free model and sparse gradients: k = 4 micro-batches on every
   # distributed backend against one batch of 4x the size on one process
   # (tests/unit/test_accumulation.py covers "none" in-process).
   # AdaScale at S = 1: its norms and reductions run, its gain is exactly 1.
-  flags = dict(case=case, examples=64, global_batch_size=16, steps=10,
-               optimizer="momentum", learning_rate=0.05,
-               lr_scaling="adascale", batch_scale=1.0)
-  _run_mode("none", tmp_path / "large", tmp_path / "large-model", **flags)
-  reference = trained_variables(load_workers(tmp_path / "large")[0])
+  (large,) = micro_batches("large", case)
+  reference = trained_variables(large)
   for mode in ("mirrored", "horovod", "multi_worker_mirrored"):
-    out = tmp_path / mode
-    _run_mode(mode, out, tmp_path / f"{mode}-model", accumulation_steps=4,
-              **flags)
-    workers = load_workers(out)
+    workers = micro_batches(mode, case)
+    assert len(workers) == (1 if mode == "mirrored" else 2), mode
     _assert_workers_identical(workers)
     assert max_difference(reference,
                           trained_variables(workers[0])) <= TOLERANCE, mode

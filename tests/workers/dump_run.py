@@ -159,6 +159,13 @@ def _runs(text):
     for name in run:
       if name in ("runs", "out_dir", "model_dir") or name not in FLAGS:
         raise ValueError(f"--runs: {name!r} is not a flag a run may set")
+  mirrored = [run.get("distribution", FLAGS.distribution) == "mirrored"
+              for run in runs]
+  if mirrored != sorted(mirrored, reverse=True):
+    # Once a process has trained on one device, MirroredStrategy fails to
+    # place its second CPU replica there.
+    raise ValueError(f"--runs={text!r}: the distribution=mirrored runs "
+                     "must come before every other")
   return runs
 
 

@@ -23,10 +23,6 @@ def _ratings(count, seed=0):
   return features, rng.integers(0, 2, count)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=es.errors.ConfigError,
-    reason="two dynamic_embedding_columns in one DenseFeatures make one "
-           "table, 'embedding_weights', for both (reported on issue 38)")
 def test_dynamic_tables_hold_each_user_and_movie_seen(tmp_path):
   features, labels = _ratings(256)
   estimator = es.make_estimator(

@@ -48,6 +48,7 @@ is a static hash table made from `ids` when the session starts, so a
 SavedModel holds core TensorFlow ops only and serves without any library.
 """
 import dataclasses
+import functools
 import math
 import numbers
 import weakref
@@ -114,6 +115,16 @@ class Options:
   steps_to_live: int = None
   eviction: str = "lru"
   initializer: object = None
+
+
+def _filled(shape, dtype=None, partition_info=None, value=0):
+  """A variable's initial value `value` everywhere, from `Empty`: a
+  constant or a fill would be folded into a graph constant the size of the
+  variable, which the session keeps for good."""
+  del partition_info
+  zeros = tf.raw_ops.Empty(shape=tf.constant(shape, tf.int32), dtype=dtype,
+                           init=True)
+  return zeros + tf.constant(value, dtype) if value else zeros
 
 
 def check_options(options, name):
@@ -233,7 +244,7 @@ class Table:
                  trainable=False, also=()):
       made.append(getter(
           f"{name}/{suffix}" if suffix else name, shape=shape, dtype=dtype,
-          initializer=tf.compat.v1.constant_initializer(value),
+          initializer=functools.partial(_filled, value=value),
           collections=None if shard is None else local + list(also),
           trainable=trainable))
       if shard is not None:

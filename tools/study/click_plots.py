@@ -129,7 +129,7 @@ def verdict(table):
   for key, name in (("as_within", f"within ±{tolerance}"),
                     ("as_not_worse", f"no more than {tolerance} below")):
     missed = [k for k, ok in target[key].items() if not ok]
-    lines.append(f"AS (every S) and the elastic rows {name} the S = 1 AUC: "
+    lines.append(f"AS (every S, elastic rows too) {name} the S = 1 AUC: "
                  + ("**yes**" if not missed else
                     "**no**, not at " + ", ".join(missed)) + ".")
   return "\n".join(lines) + "\n"

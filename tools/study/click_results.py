@@ -147,7 +147,7 @@ def _timed_rows(mine, baseline_auc):
 
 def build_table(runs, settings):
   """One task's JSON object: baselines, sweep rows, elastic and timed rows,
-  and whether AS (and the elastic rows) stayed within `AUC_TOLERANCE` of
+  and whether AS (its elastic rows too) stayed within `AUC_TOLERANCE` of
   S = 1 everywhere: `met` both ways, `met_not_worse` at most that far
   below (AS reads more examples than T x micro-batch where its gain is
   below S, which can end above the S = 1 run)."""
@@ -158,8 +158,8 @@ def build_table(runs, settings):
   tolerance = click_specs.AUC_TOLERANCE
   deltas = {f"{r['optimizer']} S={r['S']}": r["auc_delta"]
             for r in rows if r["method"] == "AS"}
-  deltas.update({f"elastic {r['method']} S={r['S']}": r["auc_delta"]
-                 for r in elastic})
+  deltas.update({f"elastic AS S={r['S']}": r["auc_delta"]
+                 for r in elastic if r["method"] == "AS"})
   within = {k: abs(d) <= tolerance for k, d in deltas.items()}
   not_worse = {k: d >= -tolerance for k, d in deltas.items()}
   return {"model": settings["model"], "T": settings["T"],

@@ -1,5 +1,6 @@
 """Session hooks: progress lines, AdaScale's stop at tau, and run bookkeeping."""
 import time
+import weakref
 
 from absl import logging
 import tensorflow as tf
@@ -8,9 +9,16 @@ from estimator_scale import errors
 from estimator_scale.train_ops import adascale
 
 
-TABLE_USAGE = "estimator_scale_table_usage"
-"""Graph collection of (name, {"rows": ..., "evicted": ...}) of each dynamic
-table a training graph looks up, which progress lines report."""
+_TABLE_USAGE = weakref.WeakKeyDictionary()
+"""{graph: {table name: {"rows": ..., "evicted": ...}}} of the dynamic
+tables a training graph looks up, which progress lines report (not a graph
+collection: a MetaGraph cannot hold dicts)."""
+
+
+def report_table_usage(name, usage):
+  """Has the progress lines of the current graph's training say `usage`
+  (int64 tensors "rows" and "evicted") of table `name`."""
+  _TABLE_USAGE.setdefault(tf.compat.v1.get_default_graph(), {})[name] = usage
 
 _TABLES_NAMED = 4
 """Dynamic tables a progress line names one by one; more are summed."""
@@ -51,8 +59,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         fetches[name] = var.read_value()
     self._fetches = fetches
     # Each dynamic table's rows, fetched only for a run that logs.
-    self._tables = {name: usage for name, usage in
-                    tf.compat.v1.get_collection(TABLE_USAGE)}
+    self._tables = dict(_TABLE_USAGE.get(tf.compat.v1.get_default_graph(),
+                                         {}))
     self._mark = None
     self._nonfinite = 0
     self._previous = None

@@ -122,7 +122,7 @@ def _filled(shape, dtype=None, partition_info=None, value=0):
   constant or a fill would be folded into a graph constant the size of the
   variable, which the session keeps for good."""
   del partition_info
-  zeros = tf.raw_ops.Empty(shape=tf.constant(shape, tf.int32), dtype=dtype,
+  zeros = tf.raw_ops.Empty(shape=tf.TensorShape(shape).as_list(), dtype=dtype,
                            init=True)
   return zeros + tf.constant(value, dtype) if value else zeros
 
@@ -588,6 +588,7 @@ def reset_slots_on_admission(optimizer):
     with tf.control_dependencies([cleared]):
       return apply(grad, variable, indices, *args, **kwargs)
   reset_then_apply.resets_fresh_rows = True
+  _slots_from_empty(optimizer)
   optimizer._resource_apply_sparse_duplicate_indices = reset_then_apply  # pylint: disable=protected-access
 
 
@@ -606,6 +607,35 @@ def check_trainers(topology):
         "over parameter servers or tf.distribute's strategies yet. Use "
         "Horovod, or a hashed table (es.sharded_embedding or a partitioned "
         "one) there")
+
+
+_SLOTS = ((tf.compat.v1.train.AdagradOptimizer, ("accumulator",)),
+          (tf.compat.v1.train.FtrlOptimizer, ("accum", "linear")),
+          (tf.compat.v1.train.AdamOptimizer, ("m", "v")),
+          (tf.compat.v1.train.MomentumOptimizer, ("momentum",)))
+"""The slots of TensorFlow's v1 optimizers, by class."""
+
+
+def _slots_from_empty(optimizer):
+  """Makes a v1 optimizer's slots of a pool start from `Empty` (`_filled`)
+  rather than a constant folded to the pool's size and kept by the session;
+  other optimizers make their slots as they do."""
+  names = next((n for kind, n in _SLOTS if isinstance(optimizer, kind)), ())
+  if not names:
+    return
+  create_slots = optimizer._create_slots  # pylint: disable=protected-access
+
+  def create(variables):
+    for variable in variables:
+      if table_of(variable) is not None:
+        for name in names:
+          optimizer._get_or_make_slot_with_initializer(  # pylint: disable=protected-access
+              variable, functools.partial(
+                  _filled, value=slot_initial_value(optimizer, name)),
+              variable.shape, variable.dtype.base_dtype, name,
+              optimizer._name)  # pylint: disable=protected-access
+    create_slots(variables)
+  optimizer._create_slots = create  # pylint: disable=protected-access
 
 
 def _check_no_strategy(name):
@@ -660,8 +690,7 @@ def lookup(table, ids, training=None):
     _check_no_strategy(table.name)
     table.trained = True
     with tf.init_scope():
-      tf.compat.v1.add_to_collection(hooks.TABLE_USAGE,
-                                     (table.pool.op.name, table.usage()))
+      hooks.report_table_usage(table.pool.op.name, table.usage())
   flat = keys(tf.reshape(ids, [-1]))
   vectors = table.lookup(flat, training)
   read_dtype = precision.network_dtype()

@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.helpers import shared
 from tests.helpers.processes import PYTHON, horovod, launch, run
 from tests.helpers.results import load_workers
 
@@ -61,10 +62,17 @@ def _held_alike(workers, tolerance=1e-6):
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-  """The wide & deep canned estimator trained on one process, scored."""
-  root = tmp_path_factory.mktemp("one_process")
-  _job("none", root / "out", root / "model", steps=WIDE_DEEP_STEPS)
-  return _score(root / "out", root / "model")
+  """() -> the score of the wide & deep canned estimator trained on one
+  process: trained once per session, by the first test to ask."""
+  def train(root):
+    _job("none", root / "out", root / "model", steps=WIDE_DEEP_STEPS)
+    _score(root / "out", root / "model")
+
+  def score():
+    root = shared.once(tmp_path_factory,
+                       f"canned-wide-deep-{WIDE_DEEP_STEPS}", train)
+    return json.loads((root / "out" / "score.json").read_text())
+  return score
 
 
 @pytest.mark.parametrize("mode", ["horovod", "multi_worker_mirrored",
@@ -73,12 +81,13 @@ def test_canned_wide_deep_matches_one_process(mode, one_process, tmp_path):
   out, model_dir = tmp_path / "out", tmp_path / "model"
   _job(mode, out, model_dir, steps=WIDE_DEEP_STEPS)
   score = _score(out, model_dir)
+  reference = one_process()  # after this test's job (tests.helpers.shared)
   results = _results(out)
   assert len(results) == 2
   tolerance = (ASYNC_AUC_TOLERANCE if mode == "parameter_server"
                else AUC_TOLERANCE)
-  assert abs(score["auc"] - one_process["auc"]) <= tolerance, (
-      score, one_process)
+  assert abs(score["auc"] - reference["auc"]) <= tolerance, (
+      score, reference)
   assert score["auc"] < score["planted_auc"]
   # Every worker got the chief's metrics of the final checkpoint.
   assert results[0]["auc"] == results[1]["auc"]
@@ -109,11 +118,19 @@ LINEAR = dict(case="linear", global_batch_size=16, steps=10,
 
 @pytest.fixture(scope="module")
 def linear_reference(tmp_path_factory):
-  """One process, SGD at twice the rate: what linear scaling at S = 2 is."""
-  root = tmp_path_factory.mktemp("linear")
-  _job("none", root / "out", root / "model",
-       **dict(LINEAR, learning_rate=2 * LINEAR["learning_rate"]))
-  return load_workers(root / "out")[0]
+  """() -> what one process holds after SGD at twice the rate, which is
+  linear scaling at S = 2; trained once per session, by the first test to
+  ask."""
+  flags = dict(LINEAR, learning_rate=2 * LINEAR["learning_rate"])
+
+  def variables():
+    root = shared.once(
+        tmp_path_factory,
+        "canned-linear-" + "-".join(f"{k}={v}" for k, v in flags.items()),
+        lambda root: _job("none", root / "out", root / "model", **flags))
+    (held,) = load_workers(root / "out")
+    return held
+  return variables
 
 
 @pytest.mark.parametrize("mode", ["mirrored", "horovod",
@@ -128,8 +145,9 @@ def test_canned_optimizer_reduces_and_scales_on_every_backend(
   _held_alike(workers)
   model = {k: v for k, v in workers[0].items() if k.startswith("linear/")}
   assert model
+  reference = linear_reference()  # after this test's job
   for name, value in model.items():
-    np.testing.assert_allclose(value, linear_reference[name], atol=1e-5,
+    np.testing.assert_allclose(value, reference[name], atol=1e-5,
                                err_msg=name)
   # AdaScale at S = 2: a gain in [1, 2], the same on every worker.
   out = tmp_path / "adascale"

@@ -355,10 +355,15 @@ def _input_of(records):
       len(records)).map(lambda batch: tf.io.parse_example(batch, spec))
 
 
-def _serve(path, signature, **inputs):
-  loaded = tf.saved_model.load(os.fsdecode(path))
+def _serve(loaded, signature, **inputs):
+  """`signature` of a loaded export (loading takes longer than serving: a
+  test that calls several signatures loads its export once)."""
   return loaded.signatures[signature](**{
       k: tf.constant(v) for k, v in inputs.items()})
+
+
+def _load(path):
+  return tf.saved_model.load(os.fsdecode(path))
 
 
 def test_wide_deep_exports_score_serialized_examples(tmp_path):
@@ -372,7 +377,7 @@ def test_wide_deep_exports_score_serialized_examples(tmp_path):
   predicted = next(estimator.predict(_input_of(records),
                                      yield_single_examples=False))
   path = estimator.export_saved_model(str(tmp_path / "export"))
-  served = _serve(path, "serving_default", examples=records)
+  served = _serve(_load(path), "serving_default", examples=records)
   np.testing.assert_allclose(served["logistic"].numpy(),
                              predicted["logistic"], atol=1e-6)
   assert pattern.endswith("eval-*.tfrecord")
@@ -390,10 +395,11 @@ def test_canned_wide_deep_exports_score_serialized_examples(tmp_path):
                                      yield_single_examples=False))
   path = estimator.export_saved_model(
       str(tmp_path / "export"), wide_deep.serving_input_receiver_fn())
-  served = _serve(path, "predict", examples=records)
+  loaded = _load(path)
+  served = _serve(loaded, "predict", examples=records)
   np.testing.assert_allclose(served["logistic"].numpy(),
                              predicted["logistic"], atol=1e-6)
-  classified = _serve(path, "serving_default", inputs=records)
+  classified = _serve(loaded, "serving_default", inputs=records)
   np.testing.assert_allclose(classified["scores"].numpy()[:, 1],
                              predicted["logistic"][:, 0], atol=1e-6)
 

@@ -22,25 +22,29 @@ source of truth; the id -> row index is rebuilt from `ids` after a restore):
              min_count > 1): `depth` rows of `width` counters.
 
 A training lookup, for each micro-batch:
-1. frees the rows not looked up for `steps_to_live` updates;
+1. every `expiry_period(steps_to_live)` updates, frees the rows not looked
+   up for `steps_to_live` updates (a scan of every row, so not every
+   update);
 2. counts the batch's ids that have no row in the sketch; those whose count
    reaches `min_count` are admitted (all of them when min_count is 1);
-3. gives each admitted id a free row, in increasing id order; when too few
-   are free, the rows the `eviction` policy ranks last ("lru": least
-   recently looked up, "lfu": least often) among those this update did not
-   look up are freed first; an id that finds no row stays unadmitted;
+3. gives each admitted id a row off the stack of free rows, in increasing
+   id order; when too few are free, the rows the `eviction` policy ranks
+   last ("lru": least recently looked up, "lfu": least often) among those
+   this update did not look up are freed first, at least 1/EVICT_FRACTION
+   of the table at once; an id that finds no row stays unadmitted;
 4. writes each admitted id's initial vector into its row;
 5. reads the vectors: an id without a row reads the default vector (zeros)
    and its gradient goes nowhere.
 Every decision depends on the multiset of ids and the update, not on their
-order in the batch, so a table split over workers decides as one process.
+order in the batch, so a table split over Horovod ranks (each id's row on
+the rank a hash of it names, `Table._exchange`) decides as one process.
 
 The count-min sketch never undercounts: an id is admitted no later than its
 `min_count`-th sighting, and early when its counters are shared: with
 `width` w and `depth` h, an id's count exceeds its true count by more than
 e * n / w (n: sightings so far of ids without a row) with probability at
-most e^-h. The defaults (w = 2^20, h = 4: 16 MiB) keep that under 0.5 %
-of a million sightings with probability 98 %.
+most e^-h. With the defaults (w = 2^20, h = 4: 16 MiB) and a million such
+sightings, a count is over by more than 3 with probability under 2 %.
 
 Outside training (evaluation, prediction, export: `sharded.whole_tables`,
 or a Keras layer called with training=False) a lookup only reads: the index

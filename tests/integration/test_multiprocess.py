@@ -80,16 +80,31 @@ def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
     assert max_difference(reference, variables) <= TOLERANCE, mode
 
 
+@pytest.fixture(scope="module")
+def adascale_gains(tmp_path_factory):
+  """(mode, i) -> the workers of golden.GAINS[i] on `mode`, or for
+  i = len(golden.GAINS) (horovod and multi_worker_mirrored) of 2 workers x
+  2 micro-batches of one row of eye(4) each: every case a run of one job
+  per mode."""
+  goldens = [{"case": "sum_linear", "inputs": json.dumps(rows),
+              "global_batch_size": 2} for rows, _, _ in golden.GAINS]
+  micro_batches = {"case": "sum_linear_nobias",
+                   "inputs": json.dumps(np.eye(4).tolist()),
+                   "global_batch_size": 4, "accumulation_steps": 2}
+  out = shared.runs_once(
+      tmp_path_factory, "adascale-gains", _run_mode,
+      {"mirrored": (goldens, {}),
+       "multi_worker_mirrored": (goldens + [micro_batches], {}),
+       "horovod": (goldens + [micro_batches], {})},
+      steps=1, optimizer="sgd", lr_scaling="adascale")
+  return lambda mode, i: load_workers(out(mode, i))
+
+
 @pytest.mark.parametrize("mode", ["mirrored", "multi_worker_mirrored",
                                   "horovod"])
-def test_adascale_golden_gains_in_every_mode(mode, tmp_path):
-  # Every case in one job, one model after the other (dump_run's --runs).
-  runs = [{"inputs": json.dumps(rows)} for rows, _, _ in golden.GAINS]
-  _run_mode(mode, tmp_path / "out", tmp_path / "model", case="sum_linear",
-            runs=json.dumps(runs), global_batch_size=2, steps=1,
-            optimizer="sgd", lr_scaling="adascale")
+def test_adascale_golden_gains_in_every_mode(mode, adascale_gains):
   for i, (rows, gain, tolerance) in enumerate(golden.GAINS):
-    workers = load_workers(tmp_path / "out" / str(i))
+    workers = adascale_gains(mode, i)
     assert len(workers) == (1 if mode == "mirrored" else 2), (mode, rows)
     for worker in workers:
       assert float(worker["adascale/gain@0"]) == pytest.approx(
@@ -97,13 +112,10 @@ def test_adascale_golden_gains_in_every_mode(mode, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["horovod", "multi_worker_mirrored"])
-def test_adascale_gain_over_workers_and_micro_batches(mode, tmp_path):
-  rows = np.eye(4).tolist()
-  _run_mode(mode, tmp_path / "out", tmp_path / "model",
-            case="sum_linear_nobias", inputs=json.dumps(rows),
-            global_batch_size=4, accumulation_steps=2, steps=1,
-            optimizer="sgd", lr_scaling="adascale")
-  for worker in load_workers(tmp_path / "out"):
+def test_adascale_gain_over_workers_and_micro_batches(mode, adascale_gains):
+  workers = adascale_gains(mode, len(golden.GAINS))
+  assert len(workers) == 2
+  for worker in workers:
     assert float(worker["adascale/gain@0"]) == pytest.approx(4.0, abs=1e-5)
     assert float(worker["adascale/scale@0"]) == 4.0
 

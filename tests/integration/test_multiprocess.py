@@ -47,18 +47,43 @@ def _assert_workers_identical(workers):
         assert np.max(np.abs(value - twin)) <= TOLERANCE, key
 
 
-def test_backends_end_with_the_same_variables_and_shard_disjointly(tmp_path):
-  flags = dict(case="mlp", examples=64, global_batch_size=8, steps=20,
-               optimizer="sgd")
-  # The backends of one process: two runs of one (dump_run's --runs).
-  one = {"mirrored": tmp_path / "one" / "0", "none": tmp_path / "one" / "1"}
-  _run_mode("none", tmp_path / "one", tmp_path / "one-model",
-            runs=json.dumps([{"distribution": "mirrored"}, {}]), **flags)
+BACKEND_RUNS = {
+    "backends": dict(case="mlp", examples=64, global_batch_size=8, steps=20,
+                     optimizer="sgd"),
+    "train_evaluate": dict(case="mlp", global_batch_size=8, steps=10,
+                           rounds=2, evaluate=True),
+    "sparse_adascale": dict(case="embedding", global_batch_size=8,
+                            accumulation_steps=2, steps=5,
+                            optimizer="momentum", lr_scaling="adascale"),
+}
+"""Runs of several tests below, by name: one job per backend trains them."""
+
+
+@pytest.fixture(scope="module")
+def backend_runs(tmp_path_factory):
+  """(mode, name) -> the out directory of BACKEND_RUNS[name] on `mode`; the
+  mirrored and the one-process run of "backends" share one process."""
+  names = {"none": ["mirrored", "backends"], "horovod": list(BACKEND_RUNS),
+           "multi_worker_mirrored": ["backends", "train_evaluate"]}
+  runs = dict(BACKEND_RUNS, mirrored=dict(BACKEND_RUNS["backends"],
+                                          distribution="mirrored"))
+  out = shared.runs_once(
+      tmp_path_factory, "backends", _run_mode,
+      {mode: ([runs[name] for name in job], {})
+       for mode, job in names.items()})
+
+  def run_out(mode, name):
+    if mode == "mirrored":
+      mode, name = "none", "mirrored"
+    return out(mode, names[mode].index(name))
+  return run_out
+
+
+def test_backends_end_with_the_same_variables_and_shard_disjointly(
+    backend_runs):
   results = {}
   for mode in ("none", "horovod", "multi_worker_mirrored", "mirrored"):
-    out = one.get(mode, tmp_path / mode)
-    if mode not in one:
-      _run_mode(mode, out, tmp_path / f"{mode}-model", **flags)
+    out = backend_runs(mode, "backends")
     workers = load_workers(out)
     assert len(workers) == (2 if mode in ("horovod",
                                           "multi_worker_mirrored") else 1)
@@ -335,15 +360,14 @@ def test_horovodrun_fails_when_a_rank_dies(tmp_path):
 @pytest.mark.parametrize("mode,workers", [("horovod", 2),
                                           ("multi_worker_mirrored", 2),
                                           ("parameter_server", 3)])
-def test_train_evaluate_train_loop(mode, workers, tmp_path):
-  flags = dict(case="mlp", global_batch_size=6 if workers == 3 else 8,
-               steps=10, rounds=2, evaluate="true")
-  out, model_dir = tmp_path / "out", tmp_path / "model"
-  if mode == "horovod":
-    horovod(2, dump_args(out, model_dir, distribution=mode, **flags))
+def test_train_evaluate_train_loop(mode, workers, backend_runs, tmp_path):
+  if mode == "parameter_server":
+    out = tmp_path / "out"
+    launch(2, dump_args(out, tmp_path / "model", distribution=mode,
+                        **dict(BACKEND_RUNS["train_evaluate"],
+                               global_batch_size=6)), ps=1, timeout=240)
   else:
-    launch(2, dump_args(out, model_dir, distribution=mode, **flags),
-           ps=1 if mode == "parameter_server" else 0, timeout=240)
+    out = backend_runs(mode, "train_evaluate")
   results = load_results(out)
   assert len(results) == workers
   assert all(r["last_step"] == 20 for r in results)
@@ -366,12 +390,9 @@ def test_restart_with_more_workers_continues_progress_with_new_scale(tmp_path):
   assert [r["first_step"] for r in load_results(tmp_path / "two")] == [5, 5]
 
 
-def test_adascale_with_sparse_gradients_on_horovod(tmp_path):
-  horovod(2, dump_args(tmp_path / "out", tmp_path / "model",
-                       distribution="horovod", case="embedding",
-                       global_batch_size=8, accumulation_steps=2, steps=5,
-                       optimizer="momentum", lr_scaling="adascale"))
-  workers = load_workers(tmp_path / "out")
+def test_adascale_with_sparse_gradients_on_horovod(backend_runs):
+  workers = load_workers(backend_runs("horovod", "sparse_adascale"))
+  assert len(workers) == 2
   _assert_workers_identical(workers)
   gains = [float(w["adascale/gain@0"]) for w in workers]
   assert gains[0] == gains[1] and 1.0 <= gains[0] <= 4.0

@@ -50,9 +50,9 @@ def _merged(model_dir):
 
 def test_two_ranks_hold_one_processs_table(tmp_path):
   args = ["-m", "tests.workers.dynamic_equivalence"]
-  run([PYTHON] + args + [f"--model_dir={tmp_path / 'one'}"])
+  run([PYTHON] + args + [f"--model_dir={tmp_path / 'one'}"], timeout=480)
   horovod(2, args + [f"--model_dir={tmp_path / 'two'}",
-                     "--distribution=horovod"])
+                     "--distribution=horovod"], timeout=480)
   features, _ = worker.id_data()
   seen = set(features["ids"].ravel().tolist())
   for config in worker.CONFIGS:

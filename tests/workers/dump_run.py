@@ -7,8 +7,8 @@ backends on what they really computed.
 
 With --runs, one process trains several models in turn, each with its own
 flags, in `<out_dir>/<i>` and `<model_dir>/<i>`: cases that differ only in
-their data or AdaScale's settings then pay for one process start (and one
-rendezvous) instead of one each.
+their flags then pay for one process start (and one rendezvous) instead of
+one each.
 """
 import json
 import os

@@ -45,8 +45,8 @@ setuptools.setup(
         # of docs/getting-started.md (Gloo, TensorFlow) when installing.
         "horovod": ["horovod>=0.28.1,<0.29"],
         "plots": ["matplotlib>=3.5"],
-        # python -m tools.datasets: the census data is a parquet file;
-        # releases before 18 are built on numpy < 2.
+        # python -m tools.datasets (the census data is a parquet file) and
+        # estimator-scale-parquet; releases before 18 are built on numpy < 2.
         "datasets": ["pyarrow>=14,<18"],
         # s3:// and hdfs:// paths: TensorFlow 2.15 has no file system for
         # them; this release line of tensorflow-io is the one built for it.
@@ -63,5 +63,7 @@ setuptools.setup(
     entry_points={"console_scripts": [
         "estimator-scale=estimator_scale.cli.__main__:run",
         "estimator-scale-launch=estimator_scale.launcher.__main__:run",
+        # Needs pyarrow: the `datasets` extra.
+        "estimator-scale-parquet=estimator_scale.parquet.__main__:run",
     ]},
 )

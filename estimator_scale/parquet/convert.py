@@ -1,0 +1,271 @@
+"""Parquet partitions into TFRecord partitions, one process per core.
+
+The output mirrors the input: each folder holding Parquet files (a Hive-style
+`day=YYYY-MM-DD/`, or the input root itself) becomes a folder of
+`part-NNNNN.tfrecord` files under the output root. A partition is finished
+when its `_SUCCESS` marker exists, written after every file of it is in place
+(each written under a temporary name and renamed), so a reader that waits for
+the marker, as for Spark's, never sees half a partition, and a re-run skips
+finished partitions and starts an unfinished one over.
+"""
+import dataclasses
+import glob
+import multiprocessing
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from estimator_scale import errors
+from estimator_scale.parquet import example
+from estimator_scale.parquet import schema
+from estimator_scale.parquet import spec
+from estimator_scale.parquet import tfrecord
+
+MARKER = "_SUCCESS"
+"""Written last into a finished partition (Spark's name for it)."""
+
+BATCH_BYTES = 4 << 20
+"""About how many decoded bytes are encoded at once: the encoding's own
+memory (a few times this) stays small beside the row group's."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Partition:
+  """A folder of Parquet files: `name` is its path under the input root
+  ("" for the root itself)."""
+  name: str
+  files: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class _Task:
+  """Row groups [first, end) of one file into one TFRecord file."""
+  source: str
+  first: int
+  end: int
+  target: str
+  features: dict
+  nulls: str
+
+
+def _hidden(name):
+  return name.startswith(("_", "."))
+
+
+def find_partitions(input_path):
+  """The partitions under `input_path` (a Parquet file, or a folder), in
+  order of their names.
+
+  Raises:
+    DataError: no such path, or no Parquet file in it.
+  """
+  if os.path.isfile(input_path):
+    return [Partition("", (input_path,))]
+  if not os.path.isdir(input_path):
+    raise errors.DataError(f"input={input_path}: no such file or folder")
+  partitions = []
+  for folder, subfolders, names in os.walk(input_path):
+    subfolders[:] = sorted(d for d in subfolders if not _hidden(d))
+    files = sorted(os.path.join(folder, name) for name in names
+                   if name.endswith(".parquet") and not _hidden(name))
+    if files:
+      name = os.path.relpath(folder, input_path)
+      partitions.append(Partition("" if name == "." else name, tuple(files)))
+  if not partitions:
+    raise errors.DataError(
+        f"input={input_path}: no .parquet files in it or in its folders "
+        "(such as day=YYYY-MM-DD/; names starting with _ or . are skipped)")
+  return sorted(partitions, key=lambda p: p.name)
+
+
+def _file_features(path, nulls):
+  try:
+    arrow_schema = pq.read_schema(path)
+  except (pa.ArrowException, OSError) as e:
+    raise errors.DataError(f"{path}: not a readable Parquet file ({e})") from None
+  return schema.features(arrow_schema, nulls, path)
+
+
+def read_features(partitions, nulls, converted=None):
+  """The features of every partition's files, which must all agree.
+
+  Args:
+    partitions: from `find_partitions`.
+    nulls: one of schema.NULLS.
+    converted: (features, where) of data already in the output root, which
+      new partitions must match, or None.
+
+  Returns:
+    {name: spec.Feature}, with a default where any file's column may be null.
+
+  Raises:
+    DataError: naming the file and column that differs.
+  """
+  merged, first_where = converted or (None, None)
+  for partition in partitions:
+    partition_first = None
+    for path in partition.files:
+      found = _file_features(path, nulls)
+      if partition_first is None:
+        partition_first = (found, path)
+      else:
+        schema.check_same(*partition_first, found, path,
+                          "one partition's files")
+      if merged is None:
+        merged, first_where = dict(found), path
+      schema.check_same(merged, first_where, found, path,
+                        "the partitions of one output root")
+      for name, feature in found.items():
+        if merged[name].default is None and feature.default is not None:
+          merged[name] = dataclasses.replace(merged[name],
+                                             default=feature.default)
+  return merged
+
+
+def _tasks(partition, features, nulls, output_dir, processes):
+  """The partition's work, cut into about `processes` pieces or one per
+  file, whichever is more, so every core has a share."""
+  counts = []
+  for path in partition.files:
+    counts.append(pq.ParquetFile(path).metadata.num_row_groups)
+  per_task = max(1, -(-sum(counts) // processes))
+  tasks = []
+  for path, count in zip(partition.files, counts):
+    for first in range(0, count, per_task):
+      target = os.path.join(output_dir, f"part-{len(tasks):05d}.tfrecord")
+      tasks.append(_Task(path, first, min(count, first + per_task), target,
+                         features, nulls))
+  return tasks
+
+
+def _batch_rows(metadata, group):
+  """Rows per encoded batch: about BATCH_BYTES of the row group's data."""
+  row_group = metadata.row_group(group)
+  if not row_group.num_rows:
+    return 1
+  per_row = max(1, row_group.total_byte_size // row_group.num_rows)
+  return max(64, BATCH_BYTES // per_row)
+
+
+def _run(task):
+  """Converts one task in this process; returns (target, records)."""
+  records = 0
+  parquet_file = pq.ParquetFile(task.source)
+  temporary = os.path.join(os.path.dirname(task.target),
+                           f".{os.path.basename(task.target)}.tmp-{os.getpid()}")
+  with open(temporary, "wb") as out:
+    for group in range(task.first, task.end):
+      where = f"{task.source}, row group {group}"
+      batches = parquet_file.iter_batches(
+          batch_size=_batch_rows(parquet_file.metadata, group),
+          row_groups=[group], columns=list(task.features), use_threads=False)
+      for batch in batches:
+        encoded = example.encode(batch, task.features, task.nulls, where)
+        out.write(tfrecord.frame(encoded).data)
+        records += batch.num_rows
+    out.flush()
+    os.fsync(out.fileno())
+  os.replace(temporary, task.target)
+  return task.target, records
+
+
+def _start_over(output_dir):
+  """Removes what an interrupted run left in a partition's folder."""
+  os.makedirs(output_dir, exist_ok=True)
+  for path in glob.glob(os.path.join(output_dir, "part-*.tfrecord")) + \
+      glob.glob(os.path.join(output_dir, ".part-*.tfrecord.tmp-*")):
+    os.remove(path)
+
+
+def _mark(output_dir):
+  path = os.path.join(output_dir, MARKER)
+  temporary = f"{path}.tmp-{os.getpid()}"
+  with open(temporary, "w", encoding="utf-8"):
+    pass
+  os.replace(temporary, path)
+
+
+def convert(input_path, output_path, processes=None, nulls="fill",
+            log=print):
+  """Converts every unfinished partition under `input_path`.
+
+  Args:
+    input_path: a Parquet file, or a folder of them or of partition folders.
+    output_path: the output root; its feature_spec.json describes the
+      records (`spec.feature_spec` reads it for training).
+    processes: worker processes; default: one per core.
+    nulls: one of schema.NULLS.
+    log: called with one line per partition.
+
+  Returns:
+    {partition name: records written, or None where it was already done}.
+
+  Raises:
+    DataError: a file or column that cannot be converted, named.
+    ConfigError: `processes` or `nulls` out of range.
+  """
+  processes = processes or os.cpu_count() or 1
+  if processes < 1:
+    raise errors.ConfigError(f"processes={processes}: want 1 or more")
+  if nulls not in schema.NULLS:
+    raise errors.ConfigError(f"nulls={nulls!r}: want one of {schema.NULLS}")
+  partitions = find_partitions(input_path)
+  spec_path = os.path.join(output_path, spec.SPEC_FILE)
+  converted = None
+  if os.path.exists(spec_path):
+    converted = (spec.read(spec_path), spec_path)
+  features = read_features(partitions, nulls, converted)
+  os.makedirs(output_path, exist_ok=True)
+  spec.write(output_path, features)
+
+  done, plans = {}, []
+  for partition in partitions:
+    output_dir = os.path.join(output_path, partition.name)
+    label = partition.name or output_path
+    if os.path.exists(os.path.join(output_dir, MARKER)):
+      log(f"{label}: already converted ({MARKER} there), skipped")
+      done[partition.name] = None
+      continue
+    _start_over(output_dir)
+    plans.append((partition, output_dir,
+                  _tasks(partition, features, nulls, output_dir, processes)))
+
+  tasks = [task for _, _, plan in plans for task in plan]
+  started = time.monotonic()
+  records = {}
+  if processes == 1 or len(tasks) <= 1:
+    results = map(_run, tasks)
+    _finish(plans, results, records, done, started, log)
+  else:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(min(processes, len(tasks))) as pool:
+      _finish(plans, pool.imap_unordered(_run, tasks), records, done, started,
+              log)
+  return done
+
+
+def _finish(plans, results, records, done, started, log):
+  """Marks each partition once all its files are in place."""
+  owner = {task.target: (partition, output_dir, plan)
+           for partition, output_dir, plan in plans for task in plan}
+  left = {partition.name: len(plan) for partition, _, plan in plans}
+  for partition, output_dir, plan in plans:
+    if not plan:
+      _done(partition, output_dir, 0, started, done, log)
+  for target, count in results:
+    partition, output_dir, plan = owner[target]
+    records[partition.name] = records.get(partition.name, 0) + count
+    left[partition.name] -= 1
+    if not left[partition.name]:
+      _done(partition, output_dir, records[partition.name], started, done,
+            log)
+
+
+def _done(partition, output_dir, count, started, done, log):
+  _mark(output_dir)
+  done[partition.name] = count
+  log(f"{partition.name or output_dir}: {count} records from "
+      f"{len(partition.files)} file(s) -> {output_dir} "
+      f"({time.monotonic() - started:.1f} s)")

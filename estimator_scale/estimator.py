@@ -15,7 +15,7 @@ checks that it did (a factory called with the RunConfig would save that one
 argument and still need the topology for the optimizer).
 
 The Estimator's `topology` is the one source of "how many of us" for what
-it is given: an `inputs.InputFn` built without one takes it when
+it is given: an `input_fn.InputFn` built without one takes it when
 `train`/`evaluate`/`predict` are called (one built with another is
 refused), and `build_train_op` inside its model_fn takes its topology and
 TrainingConfig (`pipeline.declare_estimator`).
@@ -27,17 +27,17 @@ import tensorflow as tf
 from tensorflow.python.util import function_utils  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import canned_accumulation
-from estimator_scale import data_files
 from estimator_scale import embeddings
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import hparams as hparams_lib
-from estimator_scale import inputs
 from estimator_scale import model as model_lib
 from estimator_scale import model_fn as model_fn_lib
 from estimator_scale import run_config as run_config_lib
 from estimator_scale import stragglers
 from estimator_scale.backends import coordinator as coordinator_lib
+from estimator_scale.inputs import data_files
+from estimator_scale.inputs import input_fn as input_fn_lib
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import pipeline
 
@@ -139,7 +139,7 @@ class Estimator:
   def _for_this_job(self, input_fn):
     """`input_fn` as this Estimator runs it.
 
-    An `inputs.InputFn` built without a topology takes this Estimator's
+    An `input_fn.InputFn` built without a topology takes this Estimator's
     (and its accumulation steps, unless it was given its own); its batch
     size is checked against them here, before any graph is built. One
     built for another topology is refused. Any other input_fn is returned
@@ -149,7 +149,7 @@ class Estimator:
       ConfigError: the input was built for another topology (the message
         names both), or its batch does not divide over this job.
     """
-    if not isinstance(input_fn, inputs.InputFn):
+    if not isinstance(input_fn, input_fn_lib.InputFn):
       return input_fn
     return input_fn.for_estimator(self.topology,
                                   self.training_config.accumulation_steps)
@@ -161,7 +161,8 @@ class Estimator:
       self, like tf.estimator.Estimator.train.
     """
     input_fn = self._for_this_job(input_fn)
-    if self.topology.is_chief and not isinstance(input_fn, inputs.InputFn):
+    if (self.topology.is_chief and
+        not isinstance(input_fn, input_fn_lib.InputFn)):
       logging.warning(
           "input: %s is not built by estimator_scale.inputs, so its position "
           "is not saved: a restart starts its data over",

@@ -4,7 +4,7 @@ import json
 import pytest
 
 import estimator_scale as es
-from estimator_scale import data_files
+from estimator_scale.inputs import data_files
 from model_zoo import digits
 from model_zoo import digits_data
 from tests.helpers.processes import CLI, PYTHON, run

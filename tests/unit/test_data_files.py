@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import data_files
+from estimator_scale.inputs import data_files
 from model_zoo import digits
 from model_zoo import digits_data
 

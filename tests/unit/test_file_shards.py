@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import file_shards
+from estimator_scale.inputs import file_shards
 from estimator_scale import topology as topology_lib
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import input_position
+from estimator_scale.inputs import position as input_position
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
 

@@ -26,7 +26,7 @@ checkpoint instead:
   `ObjectState`.
 - The input is made again too, for the new size: the framework's inputs
   resume at the commit's position and share the rest of the epoch over the
-  new ranks (`input_position`).
+  new ranks (`inputs.position`).
 
 A dead peer must surface as Horovod's own error for its loop to restart, so
 the Horovod backend does not turn it into a line naming the lost rank here,

@@ -370,8 +370,8 @@ def worker_records(files, read, position, entries, model_dir, workers, index,
   Args:
     files: the paths, in order.
     read: a path (string tensor) -> a Dataset of its records.
-    position: the run's `input_position.Position`.
-    entries: `input_position.read_history`'s entries.
+    position: the run's `position.Position`.
+    entries: `position.read_history`'s entries.
     model_dir: where the record counts are kept, or None.
     workers: this run's worker count.
     index: this worker's index.

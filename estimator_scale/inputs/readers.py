@@ -6,18 +6,14 @@ synchronous) and serves each replica its share, global / (workers x
 replicas), which the model_fn splits into accumulation micro-batches.
 Training input is shuffled with a seed, repeated (so ranks never run out
 of data at different steps) and batched with drop_remainder, and resumes
-where the checkpoint it starts from left it (`input_position`: no example of the epoch trained
-twice or skipped, on any worker count); evaluation input is one ordered
-pass over everything. Files are found and read through
+where the checkpoint it starts from left it (`position`: no example of the
+epoch trained twice or skipped, on any worker count); evaluation input is
+one ordered pass over everything. Files are found and read through
 tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
 
 Each builder is a function that checks its arguments at once and returns
-an `InputFn`, the callable Estimator takes as input_fn. Which share a
-process reads depends on the job, its `Topology`: left out (the default),
-it is the Estimator's, which `Estimator.train`/`evaluate`/`predict` hand
-to the input before anything runs, so the batch is checked against the job
-there, before any graph is built (`InputFn.for_estimator`); given, it must
-be the Estimator's, or the Estimator refuses the input naming both.
+an `input_fn.InputFn`, the callable Estimator takes as input_fn, which
+reads for the Estimator's topology unless given one.
 """
 import os
 
@@ -26,167 +22,11 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale import errors
-from estimator_scale import file_shards
-from estimator_scale import input_position
-from estimator_scale import topology as topology_lib
+from estimator_scale.inputs import file_shards
+from estimator_scale.inputs import input_fn
+from estimator_scale.inputs import position
 
 AUTOTUNE = tf.data.AUTOTUNE
-
-
-class InputFn:
-  """An Estimator input_fn, and the job it reads for and the files it reads.
-
-  Estimator calls it as any input_fn (with `params`, `config` and, under
-  tf.distribute, an `input_context`); `config.model_dir` holds the
-  checkpoint a training input resumes from. The files are kept beside it because
-  TensorFlow's error for an unreadable record names no file:
-  `Estimator.train`/`evaluate` look for the culprit among them
-  (`data_files.naming_corrupt_files`).
-
-  Which share of the data this process reads, and in batches of what size,
-  follow from the job's `Topology`. Built without one, the input takes the
-  Estimator's: `make_estimator`'s Estimator calls `for_estimator` with its
-  own before it trains, evaluates or predicts. Called without one (by a
-  plain tf.estimator.Estimator, or by hand), it reads as one local process
-  would, and a training input refuses a call that shows more replicas or
-  workers than that.
-
-  Attributes:
-    files: the paths it reads, in order; () for in-memory data.
-    topology: the job it reads for, or None: the Estimator's, once given.
-    global_batch_size: examples per step over the whole job (training), or
-      per batch (evaluation).
-    training: whether it is a training input (sharded, shuffled, repeated).
-    accumulation_steps: micro-batches per update, or None: the Estimator's.
-  """
-
-  def __init__(self, make_dataset, files, global_batch_size, training=True,
-               topology=None, accumulation_steps=None, builder="input"):
-    """Checks the batch at once: against `topology` where given, else what
-    can be checked without one (a positive size that divides into the
-    accumulation steps).
-
-    Args:
-      make_dataset: (topology, replica batch size, input_context,
-        model_dir) -> tf.data.Dataset.
-      files: the paths it reads.
-      global_batch_size, training, topology, accumulation_steps: as the
-        attributes.
-      builder: the builder's name, for messages.
-    """
-    self._make_dataset = make_dataset
-    self.files = tuple(files)
-    self.global_batch_size = global_batch_size
-    self.training = training
-    self.topology = topology
-    self.accumulation_steps = accumulation_steps
-    self._builder = builder
-    self._replica_batch = _replica_batch(
-        global_batch_size, training, topology or topology_lib.Topology(),
-        accumulation_steps or 1)
-
-  def for_estimator(self, topology, accumulation_steps=1):
-    """This input as the Estimator of `topology` runs it.
-
-    Args:
-      topology: the Estimator's `Topology`.
-      accumulation_steps: the Estimator's micro-batches per update, which
-        apply where the input was given none.
-
-    Returns:
-      An `InputFn` that reads for `topology`, its batch checked against it.
-
-    Raises:
-      ConfigError: the input was built for another topology (naming both),
-        or its batch does not divide over `topology`'s replicas.
-    """
-    if self.topology is not None:
-      self.topology.require_estimators(
-          topology, f"{self._builder}: inputs built for")
-    return InputFn(self._make_dataset, self.files, self.global_batch_size,
-                   self.training, topology,
-                   self.accumulation_steps or accumulation_steps,
-                   self._builder)
-
-  def __call__(self, params=None, input_context=None, config=None):
-    del params  # every setting was fixed when the input_fn was built
-    topology = self.topology or self._alone(input_context, config)
-    return self._make_dataset(topology, self._replica_batch, input_context,
-                              getattr(config, "model_dir", None))
-
-  def _alone(self, input_context, config):
-    """One local process: what an input without a topology reads for when
-    no Estimator of the framework gave it one. A training input refuses
-    a call whose context or RunConfig shows a larger job, whose share it
-    cannot know."""
-    replicas = input_context.num_replicas_in_sync if input_context else 1
-    workers = max(getattr(config, "num_worker_replicas", 1) or 1,
-                  input_context.num_input_pipelines if input_context else 1)
-    if self.training and max(replicas, workers) > 1:
-      raise errors.ConfigError(
-          f"{self._builder}: built without topology= and called by an "
-          f"Estimator of {workers} worker(s), {replicas} replica(s) in "
-          "sync that es.make_estimator did not make, so it cannot know its "
-          "share: train through es.make_estimator, or pass "
-          "topology=build_run_config(...).topology")
-    return topology_lib.Topology()
-
-
-def _replica_batch(global_batch_size, training, topology, accumulation_steps):
-  """The examples one replica reads per batch.
-
-  Training splits the global batch over the job (and its micro-batches);
-  evaluation is one ordered pass, so its batch is taken as given.
-  """
-  if training:
-    return topology.replica_batch_size(global_batch_size, accumulation_steps)
-  if global_batch_size is None or global_batch_size < 1:
-    raise errors.ConfigError("global_batch_size must be a positive integer, "
-                             f"got {global_batch_size!r}")
-  return global_batch_size
-
-
-def _shards(topology, training, input_context):
-  """(number of shards, this worker's shard); evaluation reads everything."""
-  if not training:
-    return 1, 0
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    return input_context.num_input_pipelines, input_context.input_pipeline_id
-  return topology.num_workers, topology.worker_index
-
-
-def _resumes(training, topology):
-  """Whether the input resumes at a position: training in a synchronous job.
-
-  Asynchronous workers (parameter servers) each update at their own pace,
-  so which worker trained which examples is not a function of the step.
-  """
-  return training and topology.synchronous
-
-
-def _start(model_dir, global_batch_size, shards, topology):
-  return input_position.resume(model_dir, global_batch_size, shards,
-                               topology.is_chief)
-
-
-def _finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
-            parse_batches=False):
-  """Shuffle, repeat, parse, batch, prefetch: the order that keeps it fast.
-
-  `parse_batches` parses after batching (one vectorised call per batch, as
-  tf.io.parse_example allows) instead of once per record.
-  """
-  if training:
-    if shuffle_buffer:
-      dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-    dataset = dataset.repeat()
-  if parse is not None and not parse_batches:
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
-  dataset = dataset.batch(replica_batch, drop_remainder=training)
-  if parse is not None and parse_batches:
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
-  return dataset.prefetch(AUTOTUNE)
-
 
 def _count(features, labels):
   """The number of examples, checked to agree between features and labels."""
@@ -208,7 +48,7 @@ def from_arrays(features, labels, global_batch_size, training=True,
                 shuffle_buffer=0):
   """input_fn over in-memory arrays.
 
-  Training reads them in `input_position`'s order: epochs of windows of
+  Training reads them in `position`'s order: epochs of windows of
   `shuffle_buffer` rows (the whole array when 0), each window permuted with
   (seed, epoch, window), every worker taking its slice of each global
   batch; asynchronous training and evaluation shard rows round-robin.
@@ -233,17 +73,16 @@ def from_arrays(features, labels, global_batch_size, training=True,
   buffer = (shuffle_buffer or count) if seed is not None else 0
 
   def make_dataset(topology, replica_batch, input_context, model_dir):
-    shards, index = _shards(topology, training, input_context)
+    shards, index = input_fn.shards(topology, training, input_context)
     if shards > 1 and count < shards:
       raise errors.ConfigError(f"from_arrays: {count} examples cannot be "
                                f"sharded over {shards} workers")
-    if _resumes(training, topology):
-      start = _start(model_dir, global_batch_size, shards, topology)
-      rows = input_position.stream(
+    if input_fn.resumes(training, topology):
+      start = input_fn.start(model_dir, global_batch_size, shards, topology)
+      rows = position.stream(
           lambda epoch: tf.data.Dataset.range(count), lambda: count,
           start.examples, seed, shuffle_buffer or None)
-      rows = input_position.worker_share(rows, global_batch_size, shards,
-                                         index)
+      rows = position.worker_share(rows, global_batch_size, shards, index)
       tensors = tf.nest.map_structure(tf.convert_to_tensor, data)
       return rows.batch(replica_batch, drop_remainder=True).map(
           lambda i: tf.nest.map_structure(lambda a: tf.gather(a, i), tensors),
@@ -251,10 +90,10 @@ def from_arrays(features, labels, global_batch_size, training=True,
     dataset = tf.data.Dataset.from_tensor_slices(data)
     if shards > 1:
       dataset = dataset.shard(shards, index)
-    return _finish(dataset, training, replica_batch, seed, buffer)
+    return input_fn.finish(dataset, training, replica_batch, seed, buffer)
 
-  return InputFn(make_dataset, (), global_batch_size, training, topology,
-                 accumulation_steps, "from_arrays")
+  return input_fn.InputFn(make_dataset, (), global_batch_size, training,
+                          topology, accumulation_steps, "from_arrays")
 
 
 def list_files(pattern, flag="file pattern"):
@@ -277,7 +116,7 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
   Files are sharded per worker when there are several and at least as many
   as workers, records otherwise, so every worker sees a disjoint part.
   Training resumes at the checkpoint's position on any worker count: by
-  record through `input_position`'s stream, by file through `file_shards`
+  record through `position`'s stream, by file through `file_shards`
   (each worker's files one after another, the rest of the epoch dealt over
   the new workers at a change). Records are shuffled in windows of
   `shuffle_buffer`, each permuted with (seed, epoch, window); by file, the
@@ -321,9 +160,9 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
 
   def resumed(topology, shards, index, model_dir):
     """The training records from the checkpoint's position on."""
-    start = _start(model_dir, global_batch_size, shards, topology)
+    start = input_fn.start(model_dir, global_batch_size, shards, topology)
     window = buffer or None
-    history = input_position.read_history(model_dir) if model_dir else []
+    history = position.read_history(model_dir) if model_dir else []
     if file_shards.by_file(len(files), shards):
       return file_shards.worker_records(files, records, start, history,
                                         model_dir, shards, index, seed, window,
@@ -333,16 +172,15 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
       logging.warning("from_tfrecords: %d workers read %d files by record, "
                       "and the job read them by file before: the records "
                       "start over in another order", shards, len(files))
-    epoch_records = input_position.file_records(files, records, seed, 4)
-    stream = input_position.stream(
-        epoch_records, lambda: input_position.count(epoch_records(0)),
+    epoch_records = position.file_records(files, records, seed, 4)
+    stream = position.stream(
+        epoch_records, lambda: position.count(epoch_records(0)),
         start.examples, seed, window)
-    return input_position.worker_share(stream, global_batch_size, shards,
-                                       index)
+    return position.worker_share(stream, global_batch_size, shards, index)
 
   def make_dataset(topology, replica_batch, input_context, model_dir):
-    shards, index = _shards(topology, training, input_context)
-    if _resumes(training, topology):
+    shards, index = input_fn.shards(topology, training, input_context)
+    if input_fn.resumes(training, topology):
       dataset = resumed(topology, shards, index, model_dir).batch(
           replica_batch, drop_remainder=True)
       return dataset.map(parse, num_parallel_calls=AUTOTUNE).prefetch(
@@ -365,11 +203,11 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
         deterministic=deterministic or by_record)
     if by_record:
       dataset = dataset.shard(shards, index)
-    return _finish(dataset, training, replica_batch, seed, buffer,
-                   parse=parse, parse_batches=True)
+    return input_fn.finish(dataset, training, replica_batch, seed, buffer,
+                           parse=parse, parse_batches=True)
 
-  return InputFn(make_dataset, files, global_batch_size, training, topology,
-                 accumulation_steps, "from_tfrecords")
+  return input_fn.InputFn(make_dataset, files, global_batch_size, training,
+                          topology, accumulation_steps, "from_tfrecords")
 
 
 def write_tfrecord_shards(features, labels, directory, num_shards,
@@ -468,7 +306,7 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
 
   What `from_csv` and `data_files.from_files` share: they differ only in
   how a line becomes features (and labels). Lines are sharded per worker;
-  training takes them in `input_position`'s order from the checkpoint's
+  training takes them in `position`'s order from the checkpoint's
   position (files permuted per epoch, lines in windows of
   `shuffle_buffer`), on any worker count.
 
@@ -489,26 +327,26 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
     return tf.data.TextLineDataset(path).skip(1 if header else 0)
 
   def make_dataset(topology, replica_batch, input_context, model_dir):
-    shards, index = _shards(topology, training, input_context)
-    if _resumes(training, topology):
-      start = _start(model_dir, global_batch_size, shards, topology)
-      epoch_lines = input_position.file_records(files, lines, seed)
-      dataset = input_position.stream(
-          epoch_lines, lambda: input_position.count(epoch_lines(0)),
+    shards, index = input_fn.shards(topology, training, input_context)
+    if input_fn.resumes(training, topology):
+      start = input_fn.start(model_dir, global_batch_size, shards, topology)
+      epoch_lines = position.file_records(files, lines, seed)
+      dataset = position.stream(
+          epoch_lines, lambda: position.count(epoch_lines(0)),
           start.examples, seed, buffer or None)
-      dataset = input_position.worker_share(dataset, global_batch_size,
-                                            shards, index)
+      dataset = position.worker_share(dataset, global_batch_size, shards,
+                                      index)
       return dataset.map(parse_line, num_parallel_calls=AUTOTUNE).batch(
           replica_batch, drop_remainder=True).prefetch(AUTOTUNE)
     dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
         lines, cycle_length=1)
     if shards > 1:
       dataset = dataset.shard(shards, index)
-    return _finish(dataset, training, replica_batch, seed, buffer,
-                   parse=parse_line)
+    return input_fn.finish(dataset, training, replica_batch, seed, buffer,
+                           parse=parse_line)
 
-  return InputFn(make_dataset, files, global_batch_size, training, topology,
-                 accumulation_steps, builder)
+  return input_fn.InputFn(make_dataset, files, global_batch_size, training,
+                          topology, accumulation_steps, builder)
 
 
 def synthetic(feature_shapes, global_batch_size, num_classes=None,
@@ -551,5 +389,5 @@ def synthetic(feature_shapes, global_batch_size, num_classes=None,
         lambda unused_index: batch(replica_batch)).cache()
     return dataset.repeat() if training else dataset
 
-  return InputFn(make_dataset, (), global_batch_size, training, topology,
-                 accumulation_steps, "synthetic")
+  return input_fn.InputFn(make_dataset, (), global_batch_size, training,
+                          topology, accumulation_steps, "synthetic")

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import filesystems
-from estimator_scale import inputs
+from estimator_scale.inputs import input_fn as input_fn_lib
+from estimator_scale.inputs import readers
 
 
 def csv_columns(name, feature):
@@ -39,12 +40,12 @@ def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
     label_key: the label's name in feature_spec, or None (no labels).
     global_batch_size: examples per update over the whole job.
     **kwargs: training, topology, accumulation_steps, seed, shuffle_buffer
-      (as `inputs.from_arrays`).
+      (as `readers.from_arrays`).
 
   Returns:
-    An `inputs.InputFn` whose `files` are the files the pattern matched.
+    An `input_fn.InputFn` whose `files` are the files the pattern matched.
   """
-  files = inputs.list_files(pattern, "CSV pattern")
+  files = readers.list_files(pattern, "CSV pattern")
   with tf.io.gfile.GFile(files[0]) as f:
     header = f.readline().strip().split(",")
   wanted = {name: csv_columns(name, feature)
@@ -60,7 +61,7 @@ def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
            for c in columns}
   defaults = [_column_default(types[c]) if c in types else [""]
               for c in header]
-  inputs.check_csv(files, len(header))
+  readers.check_csv(files, len(header))
 
   def parse_line(line):
     values = dict(zip(header, tf.io.decode_csv(line, defaults)))
@@ -74,8 +75,8 @@ def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
       return features
     return features, features.pop(label_key)
 
-  return inputs.from_csv_lines(files, parse_line, global_batch_size,
-                               header=True, **kwargs)
+  return readers.from_csv_lines(files, parse_line, global_batch_size,
+                                header=True, **kwargs)
 
 
 def is_csv(pattern):
@@ -101,9 +102,9 @@ def from_files(pattern, feature_spec, label_key, global_batch_size,
                                f"{pattern!r} names CSV files")
     return from_csv_features(pattern, feature_spec, label_key,
                              global_batch_size, **kwargs)
-  return inputs.from_tfrecords(pattern, feature_spec, label_key,
-                               global_batch_size, skip_corrupt=skip_corrupt,
-                               **kwargs)
+  return readers.from_tfrecords(pattern, feature_spec, label_key,
+                                global_batch_size, skip_corrupt=skip_corrupt,
+                                **kwargs)
 
 
 def write_csv(features, labels, path, feature_spec, label_key="label"):
@@ -134,9 +135,9 @@ def _first_unreadable(files):
 
 
 def files_of(input_fn):
-  """The files an input_fn reads, as far as it says: an `inputs.InputFn`'s
+  """The files an input_fn reads, as far as it says: an `input_fn.InputFn`'s
   `files`, and () for any other callable (nothing to name)."""
-  return input_fn.files if isinstance(input_fn, inputs.InputFn) else ()
+  return input_fn.files if isinstance(input_fn, input_fn_lib.InputFn) else ()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,173 @@
+"""The input_fn every builder returns, and the plumbing they share.
+
+Which share a process reads depends on the job, its `Topology`: left out
+(the default), it is the Estimator's, which `Estimator.train`/`evaluate`/
+`predict` hand to the input before anything runs, so the batch is checked
+against the job there, before any graph is built (`InputFn.for_estimator`);
+given, it must be the Estimator's, or the Estimator refuses the input
+naming both.
+"""
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale import topology as topology_lib
+from estimator_scale.inputs import position
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+class InputFn:
+  """An Estimator input_fn, and the job it reads for and the files it reads.
+
+  Estimator calls it as any input_fn (with `params`, `config` and, under
+  tf.distribute, an `input_context`); `config.model_dir` holds the
+  checkpoint a training input resumes from. The files are kept beside it because
+  TensorFlow's error for an unreadable record names no file:
+  `Estimator.train`/`evaluate` look for the culprit among them
+  (`data_files.naming_corrupt_files`).
+
+  Which share of the data this process reads, and in batches of what size,
+  follow from the job's `Topology`. Built without one, the input takes the
+  Estimator's: `make_estimator`'s Estimator calls `for_estimator` with its
+  own before it trains, evaluates or predicts. Called without one (by a
+  plain tf.estimator.Estimator, or by hand), it reads as one local process
+  would, and a training input refuses a call that shows more replicas or
+  workers than that.
+
+  Attributes:
+    files: the paths it reads, in order; () for in-memory data.
+    topology: the job it reads for, or None: the Estimator's, once given.
+    global_batch_size: examples per step over the whole job (training), or
+      per batch (evaluation).
+    training: whether it is a training input (sharded, shuffled, repeated).
+    accumulation_steps: micro-batches per update, or None: the Estimator's.
+  """
+
+  def __init__(self, make_dataset, files, global_batch_size, training=True,
+               topology=None, accumulation_steps=None, builder="input"):
+    """Checks the batch at once: against `topology` where given, else what
+    can be checked without one (a positive size that divides into the
+    accumulation steps).
+
+    Args:
+      make_dataset: (topology, replica batch size, input_context,
+        model_dir) -> tf.data.Dataset.
+      files: the paths it reads.
+      global_batch_size, training, topology, accumulation_steps: as the
+        attributes.
+      builder: the builder's name, for messages.
+    """
+    self._make_dataset = make_dataset
+    self.files = tuple(files)
+    self.global_batch_size = global_batch_size
+    self.training = training
+    self.topology = topology
+    self.accumulation_steps = accumulation_steps
+    self._builder = builder
+    self._replica_batch = _replica_batch(
+        global_batch_size, training, topology or topology_lib.Topology(),
+        accumulation_steps or 1)
+
+  def for_estimator(self, topology, accumulation_steps=1):
+    """This input as the Estimator of `topology` runs it.
+
+    Args:
+      topology: the Estimator's `Topology`.
+      accumulation_steps: the Estimator's micro-batches per update, which
+        apply where the input was given none.
+
+    Returns:
+      An `InputFn` that reads for `topology`, its batch checked against it.
+
+    Raises:
+      ConfigError: the input was built for another topology (naming both),
+        or its batch does not divide over `topology`'s replicas.
+    """
+    if self.topology is not None:
+      self.topology.require_estimators(
+          topology, f"{self._builder}: inputs built for")
+    return InputFn(self._make_dataset, self.files, self.global_batch_size,
+                   self.training, topology,
+                   self.accumulation_steps or accumulation_steps,
+                   self._builder)
+
+  def __call__(self, params=None, input_context=None, config=None):
+    del params  # every setting was fixed when the input_fn was built
+    topology = self.topology or self._alone(input_context, config)
+    return self._make_dataset(topology, self._replica_batch, input_context,
+                              getattr(config, "model_dir", None))
+
+  def _alone(self, input_context, config):
+    """One local process: what an input without a topology reads for when
+    no Estimator of the framework gave it one. A training input refuses
+    a call whose context or RunConfig shows a larger job, whose share it
+    cannot know."""
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    workers = max(getattr(config, "num_worker_replicas", 1) or 1,
+                  input_context.num_input_pipelines if input_context else 1)
+    if self.training and max(replicas, workers) > 1:
+      raise errors.ConfigError(
+          f"{self._builder}: built without topology= and called by an "
+          f"Estimator of {workers} worker(s), {replicas} replica(s) in "
+          "sync that es.make_estimator did not make, so it cannot know its "
+          "share: train through es.make_estimator, or pass "
+          "topology=build_run_config(...).topology")
+    return topology_lib.Topology()
+
+
+def _replica_batch(global_batch_size, training, topology, accumulation_steps):
+  """The examples one replica reads per batch.
+
+  Training splits the global batch over the job (and its micro-batches);
+  evaluation is one ordered pass, so its batch is taken as given.
+  """
+  if training:
+    return topology.replica_batch_size(global_batch_size, accumulation_steps)
+  if global_batch_size is None or global_batch_size < 1:
+    raise errors.ConfigError("global_batch_size must be a positive integer, "
+                             f"got {global_batch_size!r}")
+  return global_batch_size
+
+
+def shards(topology, training, input_context):
+  """(number of shards, this worker's shard); evaluation reads everything."""
+  if not training:
+    return 1, 0
+  if input_context is not None and input_context.num_input_pipelines > 1:
+    return input_context.num_input_pipelines, input_context.input_pipeline_id
+  return topology.num_workers, topology.worker_index
+
+
+def resumes(training, topology):
+  """Whether the input resumes at a position: training in a synchronous job.
+
+  Asynchronous workers (parameter servers) each update at their own pace,
+  so which worker trained which examples is not a function of the step.
+  """
+  return training and topology.synchronous
+
+
+def start(model_dir, global_batch_size, num_shards, topology):
+  """The `position.Position` a training run starts at."""
+  return position.resume(model_dir, global_batch_size, num_shards,
+                         topology.is_chief)
+
+
+def finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
+           parse_batches=False):
+  """Shuffle, repeat, parse, batch, prefetch: the order that keeps it fast.
+
+  `parse_batches` parses after batching (one vectorised call per batch, as
+  tf.io.parse_example allows) instead of once per record.
+  """
+  if training:
+    if shuffle_buffer:
+      dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    dataset = dataset.repeat()
+  if parse is not None and not parse_batches:
+    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
+  dataset = dataset.batch(replica_batch, drop_remainder=training)
+  if parse is not None and parse_batches:
+    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
+  return dataset.prefetch(AUTOTUNE)
+

@@ -184,11 +184,24 @@ def partition_aware(initializer):
   `partition_info` names (the whole variable without one), for
   get_variable's own partitioning."""
   def initializer_of_part(shape, dtype=None, partition_info=None):
-    if partition_info is None:
-      return part_initializer(initializer, shape, 0)(shape, dtype)
+    if (partition_info is None or
+        list(partition_info.full_shape) == list(shape)):
+      # The whole table in one part: drawn as the user's initializer draws
+      # it unsplit, so one part on a ps task holds one process's values.
+      return _whole(initializer)(shape, dtype)
     return part_initializer(initializer, partition_info.full_shape,
                             partition_info.var_offset[0])(shape, dtype)
   return initializer_of_part
+
+
+def _whole(initializer):
+  """`initializer` called without a part, whatever its family's contract."""
+  _check(initializer)
+  value = value_of(initializer)
+  if value is not None and value.size == 1:
+    return filled(value.item())
+  return lambda shape, dtype=None: initializer(
+      shape, dtype=dtype or tf.float32)
 
 
 def draw_rows(initializer, count, table_shape, dtype=tf.float32):

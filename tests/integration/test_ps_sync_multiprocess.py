@@ -9,8 +9,6 @@ the chief predict after the worker exited (once a hang).
 """
 import json
 
-import pytest
-
 from tests.helpers.processes import PYTHON, dump_args, launch, run
 from tests.helpers.results import load_workers, max_difference
 
@@ -29,12 +27,6 @@ def _variables(worker, with_slots):
           if with_slots or not name.endswith("/Adagrad")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression of f5aa9b1 (initializers.part_initializer in "
-    "partitioning.py): the two ps tasks' parts of the feature columns' "
-    "tables no longer start from one process's whole table's values; with "
-    "partitioning.py of 7782060 this passes. To fix first (stop 44 note).")
 def test_variables_after_20_updates_equal_one_process(tmp_path):
   # Dense and sparse parts, Adagrad's slots, accumulation 2 and AdaScale in
   # one job; two ps tasks hold the tables, and their accumulators, between

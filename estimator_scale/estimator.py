@@ -128,7 +128,7 @@ class Estimator:
       # asynchronous parameter servers.
       self.progress = hooks_lib.ProgressHook(
           self.topology.examples_per_update(self._global_batch_size),
-          self._progress_every, target)
+          self._progress_every, target, self.topology)
       hooks.append(self.progress)
     if stragglers.applies(self.topology):
       workers = self.coordinator.worker_labels()  # on every worker

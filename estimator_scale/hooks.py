@@ -6,6 +6,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import input_wait
 from estimator_scale.train_ops import adascale
 
 
@@ -30,20 +31,32 @@ def _variable(name):
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
-  """Logs step, loss, examples/sec and ETA (and AdaScale's gain and tau).
+  """Logs step, loss, examples/sec, input wait and ETA (and AdaScale's gain
+  and tau).
+
+  The input wait is the share of the wall time between lines that the
+  updates spent blocked on their batch (`input_wait`), per worker.
 
   Args:
     global_batch_size: examples per update, for examples/sec.
     every_n_steps: how often to log.
     last_step: the step training stops at, for the ETA (None: no ETA).
+    topology: the job's Topology, whose workers' input waits the train op
+      exchanges (None: one process).
   """
 
-  def __init__(self, global_batch_size, every_n_steps=100, last_step=None):
+  def __init__(self, global_batch_size, every_n_steps=100, last_step=None,
+               topology=None):
     self._batch = global_batch_size
     self._every = max(1, every_n_steps)
     self._last_step = last_step
+    self._num_workers = topology.num_workers if topology else 1
+    self._worker_index = topology.worker_index if topology else 0
     self.examples_per_sec = None
     """Throughput over the whole run after its first update (no warm-up)."""
+    self.input_wait = None
+    """Each worker's share of the run after its first update spent waiting
+    for input (`input_wait.shares`), or None where it was not measured."""
 
   def begin(self):
     self._step = tf.compat.v1.train.get_global_step()
@@ -57,11 +70,15 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       var = _variable(variable)
       if var is not None:
         fetches[name] = var.read_value()
+    waits = tf.compat.v1.get_collection(input_wait.COLLECTION)
+    if waits:
+      fetches["input_wait"] = waits[0]
     self._fetches = fetches
     # Each dynamic table's rows, fetched only for a run that logs.
     self._tables = dict(_TABLE_USAGE.get(tf.compat.v1.get_default_graph(),
                                          {}))
     self._mark = None
+    self._window_wait = self._total_wait = None
     self._nonfinite = 0
     self._previous = None
 
@@ -84,6 +101,11 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     if self._mark is None:
       self._mark = self._first = (step, now)
       return
+    if "input_wait" in values:
+      self._window_wait = _added(self._window_wait, values["input_wait"])
+      self._total_wait = _added(self._total_wait, values["input_wait"])
+      self.input_wait = input_wait.shares(self._total_wait,
+                                          max(now - self._first[1], 1e-9))
     if step > self._first[0]:
       self.examples_per_sec = self._batch * (step - self._first[0]) / max(
           now - self._first[1], 1e-9)
@@ -94,6 +116,11 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     if "loss" in values:
       parts.append(f"loss {values['loss']:.4f}")
     parts.append(f"{updates_per_sec * self._batch:.1f} examples/sec")
+    window_shares = None
+    if self._window_wait is not None:
+      window_shares = input_wait.shares(self._window_wait,
+                                        max(now - self._mark[1], 1e-9))
+    parts.append(input_wait.progress_text(window_shares, self._num_workers))
     if "gain" in values:
       parts.append(f"gain {values['gain']:.3f} tau {values['progress']:.1f}")
     if self._last_step:
@@ -109,6 +136,23 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
                    f"{usage['evicted']} evicted")
     logging.info("progress: %s", ", ".join(parts))
     self._mark = (step, now)
+    self._window_wait = None
+
+  def input_wait_summary(self):
+    """The run summary's `input_wait` entry: each worker's share over the
+    run, with the workers' indices, or why there is none."""
+    if self.input_wait is None:
+      return input_wait.summary(None, [])
+    exchanged = len(self.input_wait) == self._num_workers
+    return input_wait.summary(
+        self.input_wait,
+        range(self._num_workers) if exchanged else [self._worker_index])
+
+
+def _added(sums, seconds):
+  """`sums` (None: none yet) plus one update's `seconds`, entry by entry."""
+  seconds = [float(s) for s in seconds]
+  return seconds if sums is None else [a + b for a, b in zip(sums, seconds)]
 
 
 class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):

@@ -15,17 +15,22 @@ its reducer: a vector riding in Horovod's grouped allreduce of the update,
 or tf.distribute's collective all-reduce), so every worker holds every
 worker's figure and no side channel is opened. The chief logs them every N updates and at the end of
 training, naming any worker whose time exceeds `SLOW_FACTOR` times the
-median, with its host, and writes them as TensorBoard scalars.
+median, with its host, and writes them as TensorBoard scalars. The time
+holds the worker's wait for its batch, so each worker's input wait
+(`input_wait`) is exchanged beside it, and a slow worker whose extra wait
+explains its extra time is named as slow because of its input.
 
 Asynchronous workers (parameter servers) do not wait for one another, so a
 slow one slows only itself: they are not compared.
 """
 import statistics
+import time
 
 from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import input_wait
 
 SLOW_FACTOR = 1.25
 """A worker slower than this times the median is named."""
@@ -115,7 +120,8 @@ def slow_workers(seconds, factor=SLOW_FACTOR):
   return sorted(slow, key=lambda i: -seconds[i])
 
 
-def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR):
+def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR,
+           waits=None, update_seconds=None):
   """The chief's line about the updates `first_step`..`last_step`.
 
   Args:
@@ -123,9 +129,14 @@ def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR):
     workers: each worker's name with its host, e.g. "rank 1 (host-b)".
     first_step, last_step: the updates the means cover.
     factor: see `slow_workers`.
+    waits: each worker's mean input wait seconds per update, or None where
+      not measured.
+    update_seconds: the mean wall seconds of an update, > 0, which the
+      waits are shown as shares of; needed with `waits`.
 
   Returns:
-    One line: every worker's milliseconds, and the slow ones named.
+    One line: every worker's milliseconds, and the slow ones named, each
+    with whether its input is why.
   """
   if len(seconds) != len(workers):
     raise ValueError(f"{len(seconds)} figures for {len(workers)} workers; "
@@ -139,17 +150,38 @@ def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR):
   if not slow:
     return line + f"; none above {factor:g}x the median"
   named = ", ".join(f"{workers[i]} at {seconds[i] / median:.2f}x"
+                    + _cause(i, seconds, waits, update_seconds)
                     for i in slow)
   return line + f"; slow (above {factor:g}x the median): {named}"
+
+
+def _cause(worker, seconds, waits, update_seconds):
+  """Whether a slow worker's input is why, in the words of `report`."""
+  if waits is None:
+    return ""
+  if len(waits) != len(seconds):
+    raise ValueError(f"{len(waits)} input waits for {len(seconds)} workers; "
+                     "pass one per worker")
+  if not update_seconds or update_seconds <= 0:
+    raise ValueError(f"update_seconds must be > 0 with waits, got "
+                     f"{update_seconds}")
+  share, others = input_wait.shares(
+      [waits[worker],
+       statistics.median(list(waits[:worker]) + list(waits[worker + 1:]))],
+      update_seconds)
+  if input_wait.slowed_by_input(worker, seconds, waits):
+    return (f", slow because of its input (input wait {share:.0%} of the "
+            f"update, the others' {others:.0%})")
+  return f" (not its input: input wait {share:.0%})"
 
 
 class StragglerHook(tf.compat.v1.train.SessionRunHook):
   """The chief's straggler lines, every `every_n_steps` updates and at the end.
 
-  Reads the exchanged figures the train op computed (`exchange`); where the
-  train op has none (not built by `build_train_op`) it does nothing. The
-  first update of a session is left out: it includes building and warming
-  up the graph.
+  Reads the exchanged figures the train op computed (`exchange`, and
+  `input_wait.exchange` for why a worker is slow); where the train op has
+  none (not built by `build_train_op`) it does nothing. The first update of
+  a session is left out: it includes building and warming up the graph.
 
   Args:
     workers: each worker's name with its host, in worker order.
@@ -171,6 +203,8 @@ class StragglerHook(tf.compat.v1.train.SessionRunHook):
   def begin(self):
     found = tf.compat.v1.get_collection(COLLECTION)
     self._seconds = found[0] if found else None
+    waits = tf.compat.v1.get_collection(input_wait.COLLECTION)
+    self._waits = waits[0] if waits and found else None
     self._global_step = tf.compat.v1.train.get_global_step()
     self._window = self._total = None
 
@@ -183,19 +217,28 @@ class StragglerHook(tf.compat.v1.train.SessionRunHook):
   def before_run(self, run_context):
     if self._seconds is None:
       return None
-    return tf.compat.v1.train.SessionRunArgs(self._seconds)
+    return tf.compat.v1.train.SessionRunArgs(
+        {"seconds": self._seconds, "waits": self._waits}
+        if self._waits is not None else {"seconds": self._seconds})
 
   def after_run(self, run_context, run_values):
     if self._seconds is None:
       return
     self._step += 1
     step = self._step
+    now = time.time()
     if not self._warm:
       self._warm = True
+      self._since = now
       return
-    seconds = [float(s) for s in run_values.results]
-    self._window = _added(self._window, seconds, step)
-    self._total = _added(self._total, seconds, step)
+    results = run_values.results
+    seconds = [float(s) for s in results["seconds"]]
+    waits = ([float(s) for s in results["waits"]] if "waits" in results
+             else None)
+    self._window = _added(self._window, seconds, step, waits,
+                          now - self._since)
+    self._total = _added(self._total, seconds, step, waits, now - self._since)
+    self._since = now
     if self._window["updates"] >= self._every:
       self._log(self._window)
       self._window = None
@@ -205,21 +248,30 @@ class StragglerHook(tf.compat.v1.train.SessionRunHook):
       self._log(self._total)
 
   def _log(self, sums):
-    means = [s / sums["updates"] for s in sums["seconds"]]
+    updates = sums["updates"]
+    means = [s / updates for s in sums["seconds"]]
+    waits = None
+    if sums["waits"] is not None:
+      waits = [s / updates for s in sums["waits"]]
     line = report(means, self._workers, sums["first_step"],
-                  sums["last_step"], self._factor)
+                  sums["last_step"], self._factor, waits,
+                  max(sums["wall"] / updates, 1e-9))
     self.lines.append(line)
     logging.info("stragglers: %s", line)
 
 
-def _added(sums, seconds, step):
-  """`sums` (None: empty) with one more update's `seconds` at `step`."""
+def _added(sums, seconds, step, waits=None, wall=0.0):
+  """`sums` (None: empty) with one more update's `seconds` at `step`, its
+  workers' input `waits` (None: not measured) and its `wall` seconds."""
   if sums is None:
     return {"seconds": list(seconds), "updates": 1, "first_step": step,
-            "last_step": step}
+            "last_step": step, "waits": None if waits is None else
+            list(waits), "wall": wall}
   if len(seconds) != len(sums["seconds"]):
     raise ValueError(f"the update at step {step} has {len(seconds)} "
                      f"workers' figures, earlier ones {len(sums['seconds'])}")
   return {"seconds": [a + b for a, b in zip(sums["seconds"], seconds)],
           "updates": sums["updates"] + 1, "first_step": sums["first_step"],
-          "last_step": step}
+          "last_step": step, "wall": sums["wall"] + wall,
+          "waits": None if waits is None or sums["waits"] is None else
+                   [a + b for a, b in zip(sums["waits"], waits)]}

@@ -113,6 +113,8 @@ def _run_training():
   summary = _summary(estimator, metrics, wall, speed, global_batch_size)
   summary["evaluations"] = [{k: float(v) for k, v in e.items()}
                             for e in estimator.evaluations]
+  if progress:
+    summary["input_wait"] = progress.input_wait_summary()
   print("final eval: " + ", ".join(f"{k}={v:.4f}" for k, v in
                                    sorted(summary["eval"].items())))
   if FLAGS.summary_json:

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from estimator_scale import deprecation
 from estimator_scale import errors
+from estimator_scale import input_wait
 from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
 from estimator_scale.backends import names as backend_names
@@ -146,6 +147,9 @@ class TrainOp:
     compute_seconds: every worker's own compute seconds of this update, in
       worker order (`stragglers.exchange`), or None where workers are not
       compared (one worker, or asynchronous ones).
+    input_wait_seconds: the seconds this update waited for its batch, per
+      worker in worker order where workers exchange figures, else this
+      worker's alone (`input_wait.exchange`).
   """
   train_op: tf.Operation
   loss: tf.Tensor
@@ -153,6 +157,7 @@ class TrainOp:
   adascale: Optional[adascale.AdaScale]
   loss_scale: Optional[precision_lib.LossScale] = None
   compute_seconds: Optional[tf.Tensor] = None
+  input_wait_seconds: Optional[tf.Tensor] = None
 
 
 _DECLARED = weakref.WeakKeyDictionary()
@@ -238,8 +243,9 @@ def build_train_op(loss_fn, features, labels, training_config=None,
   Builds the network once (through `loss_fn`) and runs it over the
   accumulation micro-batches, reduces across replicas as the topology's
   backend does, scales the learning rate and applies. Writes the
-  learning-rate (and AdaScale) summaries, and with several synchronous
-  workers each one's compute time per update (`stragglers`). Train through
+  learning-rate (and AdaScale) summaries, each worker's wait for its input
+  per update (`input_wait`), and with several synchronous workers each
+  one's compute time per update (`stragglers`). Train through
   `make_estimator(model_fn, scale_config=...)`: under Horovod the ranks
   start from rank 0's variables and agree on when to stop through the hooks
   and coordinator it adds.
@@ -274,6 +280,8 @@ def build_train_op(loss_fn, features, labels, training_config=None,
     adascale.summaries(built.adascale)
   if built.compute_seconds is not None:
     stragglers.summaries(built.compute_seconds, topology.num_workers)
+  if built.input_wait_seconds is not None:
+    input_wait.summaries(built.input_wait_seconds, topology)
   return built
 
 
@@ -283,6 +291,7 @@ def _build(loss_fn, features, labels, config, topology):
   in_sync = replicas_in_sync(topology)
   reducer = topology.backend.make_reducer(config.allreduce_compression,
                                           config.sparse_exchange)
+  wait = input_wait.measure(features, labels)
   start = None
   if stragglers.applies(topology):
     start, features = stragglers.start_timing(features)
@@ -297,7 +306,7 @@ def _build(loss_fn, features, labels, config, topology):
   dynamic.check_trainers(topology)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   if not reducer.applies_updates:
-    return _contribute(reducer, start, grads, config, topology)
+    return _contribute(reducer, start, wait, grads, config, topology)
   reducer.expect(grads.variables, grads.loss)
   batch_scale = config.resolved_scale(topology)
   state = None
@@ -306,6 +315,7 @@ def _build(loss_fn, features, labels, config, topology):
   if start is not None:  # before the exchange, which may carry it
     shared = stragglers.exchange(start, grads.grads, grads.loss, reducer,
                                  topology)
+  exchanged_wait = input_wait.exchange(wait, reducer, topology)
   if use_adascale:
     with root_variable_scope():
       state = adascale.AdaScale(batch_scale,
@@ -340,12 +350,15 @@ def _build(loss_fn, features, labels, config, topology):
   if shared is not None:
     compute_seconds = shared()
     finished.append(compute_seconds)
+  input_wait_seconds = exchanged_wait()
+  finished.append(input_wait_seconds)
   if loss_scale is not None:
     finished.append(loss_scale.update(finite))
   finished.append(count_micro_batches(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
                  learning_rate=learning_rate, adascale=state,
-                 loss_scale=loss_scale, compute_seconds=compute_seconds)
+                 loss_scale=loss_scale, compute_seconds=compute_seconds,
+                 input_wait_seconds=input_wait_seconds)
 
 
 def _adascale_update(state, reducer, grads, schedule):
@@ -380,13 +393,15 @@ def _finite_mean(reducer, grads):
   return mean, gradients.all_finite(mean) & tf.equal(nonfinite, 0.0)
 
 
-def _contribute(reducer, start, grads, config, topology):
+def _contribute(reducer, start, wait, grads, config, topology):
   """The update of a synchronous parameter server's worker other than the
-  chief: it hands its gradients (and AdaScale's norms, its compute time) to
-  the chief's one apply and waits for it. The learning rate it reports is
-  the S = 1 schedule's; the chief's summaries show the applied one."""
+  chief: it hands its gradients (and AdaScale's norms, its compute time and
+  input wait) to the chief's one apply and waits for it. The learning rate
+  it reports is the S = 1 schedule's; the chief's summaries show the
+  applied one."""
   if start is not None:
     stragglers.exchange(start, grads.grads, grads.loss, reducer, topology)
+  own_wait = input_wait.exchange(wait, reducer, topology)
   sums = ([grads.sum_squared_norms] if config.lr_scaling == "adascale" else
           [])
   waited = reducer.contribute(grads.grads, grads.variables, sums, grads.loss)
@@ -394,7 +409,7 @@ def _contribute(reducer, start, grads, config, topology):
   counted = count_micro_batches(config.accumulation_steps)
   return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,
                  learning_rate=config.schedule(global_step),
-                 adascale=None)
+                 adascale=None, input_wait_seconds=own_wait())
 
 
 def replicas_in_sync(topology):

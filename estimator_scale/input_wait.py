@@ -1,0 +1,174 @@
+"""How long each update waited for its input, per worker.
+
+In graph mode an update is one session run, and its batch leaves the input
+pipeline's iterator (the IteratorGetNext op Estimator made from the
+input_fn) inside that run. A pipeline that keeps up has the next batch
+prefetched and hands it over at once; one that does not makes the update
+wait while it reads and parses. So each update times when its features and
+labels arrive. Handing over even a ready element is not free: get_next runs
+on the iterator's own thread and comes back, a hop of tens of microseconds,
+hundreds on a busy host, which is a large part of a small model's update
+though nothing waited for data. A reference iterator whose element is
+always ready makes the same hop in the same run, from the same start, so
+the wait is how much later the batch arrived than the reference element:
+about zero when the input keeps up (a few microseconds either way), the
+time the pipeline held the update up when it does not. The k micro-batches
+of an update are slices of that one batch (train_ops/accumulation.py), so
+one wait covers all of them.
+
+A share is the waits summed over some updates, over those updates' wall
+time (the time examples/sec counts), so it reads as "this much of the
+training time went to waiting for data". Every worker measures its own
+wait; the figures travel through the backend's exchange (`each_worker`, as
+the stragglers' compute seconds do), so the chief's progress line holds
+every worker's. Asynchronous workers exchange nothing, so the chief's line
+gives its own and says so; a train op that `build_train_op` did not build
+(a canned estimator's) has no measure, and the line says that instead of a
+figure.
+"""
+import statistics
+
+import tensorflow as tf
+
+COLLECTION = "estimator_scale_input_wait_seconds"
+"""Graph collection holding the update's input wait seconds per worker."""
+
+SUMMARY_PREFIX = "input_wait_seconds_per_update"
+"""TensorBoard tag prefix; one scalar per worker, `<prefix>/worker_<i>`."""
+
+NOT_MEASURED = "the train op is not build_train_op's"
+"""Why a job has no figures (a canned estimator, a train op of its own)."""
+
+WORKERS_NAMED = 8
+"""Workers a progress line gives one by one; past that, median and highest."""
+
+INPUT_SHARE_OF_EXCESS = 0.5
+"""A slow worker is slow because of its input when its extra wait over the
+median worker's is at least this part of its extra compute time."""
+
+
+def measure(features, labels):
+  """Seconds this session run waited for `features` and `labels` beyond
+  what a ready element costs, as a float32 scalar (see the module's
+  docstring).
+
+  Args:
+    features, labels: the model_fn's arguments (labels may be None): the
+      iterator's outputs, or tensors computed from them.
+  """
+  with tf.device("/cpu:0"), tf.name_scope("input_wait"):
+    always_ready = tf.data.Dataset.from_tensors(0).repeat()
+    reference = tf.compat.v1.data.make_one_shot_iterator(
+        always_ready).get_next()
+    with tf.control_dependencies([reference]):
+      reference_arrived = tf.timestamp()
+    arrived = [tensor for tensor in tf.nest.flatten((features, labels),
+                                                    expand_composites=True)
+               if tensor is not None]
+    with tf.control_dependencies(arrived):
+      batch_arrived = tf.timestamp()
+    return tf.cast(batch_arrived - reference_arrived, tf.float32)
+
+
+def exchange(wait, reducer, topology):
+  """Every worker's `wait`, on every worker that the backend tells.
+
+  Args:
+    wait: `measure()` of this update.
+    reducer: the backend's reducer, whose `each_worker` shares a scalar.
+    topology: this process's Topology.
+
+  Returns:
+    A function to call once the update's exchange is built (the figures
+    may ride in it), returning a float32 vector in worker order: one entry
+    per worker where the workers exchange figures, else this worker's
+    alone; also added to `COLLECTION` for the progress lines.
+  """
+  shared = reducer.each_worker(wait, topology.replicas_per_worker)
+
+  def seconds():
+    every = shared()
+    tf.compat.v1.add_to_collection(COLLECTION, every)
+    return every
+  return seconds
+
+
+def summaries(seconds, topology):
+  """One TensorBoard scalar per worker whose wait `seconds` holds."""
+  if seconds.shape[0] == topology.num_workers:
+    indices = range(topology.num_workers)
+  else:  # asynchronous workers: this one's own
+    indices = [topology.worker_index]
+  for position, index in enumerate(indices):
+    tf.compat.v1.summary.scalar(f"{SUMMARY_PREFIX}/worker_{index}",
+                                seconds[position])
+
+
+def shares(wait_seconds, wall_seconds):
+  """Each worker's share of `wall_seconds` spent waiting for input.
+
+  Another worker's runs overlap the chief's but do not coincide with them,
+  so its sum may pass the chief's wall time by a hair: a share stops at 1.
+
+  Args:
+    wait_seconds: each worker's summed waits over some updates.
+    wall_seconds: those updates' wall time, > 0.
+  """
+  return [min(max(seconds / wall_seconds, 0.0), 1.0)
+          for seconds in wait_seconds]
+
+
+def progress_text(worker_shares, num_workers):
+  """The progress line's part: every worker's share, or why there is none.
+
+  Args:
+    worker_shares: `shares()` in worker order, or None where nothing was
+      measured.
+    num_workers: workers in the job; one share of several workers is the
+      chief's own (asynchronous workers exchange nothing).
+  """
+  if worker_shares is None:
+    return f"input wait not measured ({NOT_MEASURED})"
+  if len(worker_shares) == 1:
+    own = "" if num_workers == 1 else (
+        " (the chief's own; asynchronous workers exchange none)")
+    return f"input wait {worker_shares[0]:.0%}{own}"
+  if len(worker_shares) <= WORKERS_NAMED:
+    return "input wait per worker " + " ".join(
+        f"{share:.0%}" for share in worker_shares)
+  highest = max(range(len(worker_shares)), key=lambda i: worker_shares[i])
+  return (f"input wait per worker median "
+          f"{statistics.median(worker_shares):.0%}, highest "
+          f"{worker_shares[highest]:.0%} (worker {highest})")
+
+
+def slowed_by_input(worker, compute_seconds, wait_seconds):
+  """Whether `worker`'s input explains why it computes slower than the
+  median worker.
+
+  A worker's compute time runs from the start of its update to its
+  gradients, so it holds its wait for input; what matters is whether the
+  extra wait covers the extra time, not whether the wait is large: a
+  worker slowed by a slow disk waits where the others do not.
+
+  Args:
+    worker: the worker's index.
+    compute_seconds: each worker's compute seconds per update.
+    wait_seconds: each worker's input wait seconds per update.
+  """
+  extra = compute_seconds[worker] - statistics.median(compute_seconds)
+  extra_wait = wait_seconds[worker] - statistics.median(wait_seconds)
+  return extra > 0 and extra_wait >= INPUT_SHARE_OF_EXCESS * extra
+
+
+def summary(worker_shares, worker_indices):
+  """The run summary's `input_wait` entry (JSON-ready).
+
+  Args:
+    worker_shares: shares over the whole run, or None where not measured.
+    worker_indices: the workers they are of, in order.
+  """
+  if worker_shares is None:
+    return {"share": None, "why": NOT_MEASURED}
+  return {"share": [round(share, 4) for share in worker_shares],
+          "workers": list(worker_indices)}

@@ -61,6 +61,7 @@ _PUBLIC = {
     "stop_if_no_increase": ("estimator_scale.evaluation",
                             "stop_if_no_increase"),
     "train_and_evaluate": ("estimator_scale.evaluation", "train_and_evaluate"),
+    "train_by_day": ("estimator_scale.by_day", "train_by_day"),
 }
 
 __all__ = sorted(_PUBLIC)

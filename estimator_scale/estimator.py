@@ -101,10 +101,11 @@ class Estimator:
                                self.training_config.accumulation_steps)
 
   def files_input_fn(self, pattern, mode, global_batch_size,
-                     skip_corrupt=False):
+                     skip_corrupt=False, span=None):
     """The model's data from TFRecord or CSV files, sharded for this process.
 
-    Parsed by the model's `feature_spec`; see `data_files.from_files`.
+    Parsed by the model's `feature_spec`; see `data_files.from_files`
+    (`pattern` a glob or a list of files; `span` a day's, `inputs.days`).
     """
     if self.model is None:
       raise errors.UsageError("files_input_fn needs a BaseModel's feature "
@@ -113,7 +114,7 @@ class Estimator:
     label_key = self.model.label_key if self.model.label_key in spec else None
     return data_files.from_files(
         pattern, spec, label_key, global_batch_size,
-        skip_corrupt=skip_corrupt,
+        skip_corrupt=skip_corrupt, span=span,
         training=mode == tf.estimator.ModeKeys.TRAIN, topology=self.topology,
         accumulation_steps=self.training_config.accumulation_steps,
         seed=self.config.tf_random_seed or 0)

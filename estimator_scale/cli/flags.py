@@ -28,6 +28,30 @@ flags.DEFINE_string("train_data", None,
                     "Default: the model's own data.")
 flags.DEFINE_string("eval_data", None,
                     "Glob of TFRecord or CSV files to evaluate on.")
+flags.DEFINE_string("days", None,
+                    "Train dated partitions, each day once, in order: "
+                    "FIRST:LAST (YYYY-MM-DD:YYYY-MM-DD), one day "
+                    "(YYYY-MM-DD), or FIRST: (every day from then on, with "
+                    "--follow). --train_data (and --eval_data, default the "
+                    "same) is then the root of the days: day=YYYY-MM-DD/ "
+                    "folders or files with the date in their names. Each "
+                    "day is evaluated on the next, exported to "
+                    "--export_dir/<day>/ (default <model_dir>/export) and "
+                    "the best by --export_best (default auc:max) named in "
+                    "export/best.json; the summary per day is "
+                    "<model_dir>/days.json, days.md and auc_by_day.png.")
+flags.DEFINE_bool("follow", False,
+                  "--days: wait for each day to land (its _SUCCESS marker) "
+                  "instead of failing, up to --follow_timeout_secs each.")
+flags.DEFINE_integer("follow_timeout_secs", 3600,
+                     "--follow: the longest wait for one day; a range "
+                     "without a last day stops there, one with it fails.",
+                     lower_bound=0)
+DAY_FLAGS = ("follow", "follow_timeout_secs")
+"""Flags that only --days takes."""
+NOT_BY_DAY_FLAGS = ("train_steps", "eval_every_n_steps", "eval_every_secs",
+                    "early_stopping")
+"""Flags that --days replaces: a day's examples say how long it trains."""
 flags.DEFINE_bool("skip_corrupt_records", False,
                   "Skip unreadable TFRecord records instead of failing.")
 flags.DEFINE_integer("global_batch_size", 64,

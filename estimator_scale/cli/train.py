@@ -11,6 +11,7 @@ from estimator_scale import backends
 from estimator_scale import filesystems
 from estimator_scale.backends import cluster_exit
 from estimator_scale.backends.horovod import elastic
+from estimator_scale.cli import days
 from estimator_scale.cli import estimators
 from estimator_scale.cli import evaluation
 from estimator_scale.cli import flags
@@ -89,6 +90,10 @@ def run_training():
 
 
 def _run_training():
+  days.check_flags()
+  if FLAGS.days:
+    days.run_days()
+    return
   if _elastic():
     estimator, metrics, wall, global_batch_size = elastic.run(
         _train, FLAGS.global_batch_size, FLAGS.accumulation_steps,

@@ -11,8 +11,11 @@ The modules read one way, each importing only those above it:
   readers.py      the builders: arrays, TFRecord, CSV, synthetic data
   data_files.py   a model's data from the user's TFRecord or CSV files, by
                   its feature spec
+  days.py         dated partitions (day=YYYY-MM-DD/): which days there are,
+                  waiting for one to land, a day's span of updates
 
-`es.inputs` is this package: its builders below are the public API.
+`es.inputs` is this package: its builders below, and `days`, are the
+public API.
 """
 from estimator_scale.inputs.input_fn import InputFn
 from estimator_scale.inputs.readers import from_arrays
@@ -23,3 +26,4 @@ from estimator_scale.inputs.readers import synthetic
 from estimator_scale.inputs.readers import write_tfrecord_shards
 from estimator_scale.inputs.data_files import from_files
 from estimator_scale.inputs.data_files import write_csv
+from estimator_scale.inputs import days

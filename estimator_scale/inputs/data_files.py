@@ -80,6 +80,9 @@ def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
 
 
 def is_csv(pattern):
+  """Whether a glob (or every path of a list) names CSV files."""
+  if isinstance(pattern, (list, tuple)):
+    return bool(pattern) and all(is_csv(path) for path in pattern)
   return pattern.lower().endswith(".csv")
 
 
@@ -88,14 +91,16 @@ def from_files(pattern, feature_spec, label_key, global_batch_size,
   """The input_fn over TFRecord or CSV files (by the pattern's extension).
 
   Args:
-    pattern: a glob; `.csv` means CSV files, anything else TFRecord.
+    pattern: a glob, or a list of paths; `.csv` means CSV files, anything
+      else TFRecord.
     feature_spec: {name: tf.io.FixedLenFeature}, the label included.
     label_key: the label's key in feature_spec, or None.
     global_batch_size: examples per update over the whole job.
     skip_corrupt: TFRecord only: drop unreadable records instead of failing.
-    **kwargs: training, topology, accumulation_steps, seed.
+    **kwargs: training, topology, accumulation_steps, seed, span.
   """
-  filesystems.require("pattern", pattern)
+  for path in pattern if isinstance(pattern, (list, tuple)) else [pattern]:
+    filesystems.require("pattern", path)
   if is_csv(pattern):
     if skip_corrupt:
       raise errors.ConfigError("skip_corrupt applies to TFRecord files; "

@@ -171,3 +171,46 @@ def finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
     dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
   return dataset.prefetch(AUTOTUNE)
 
+
+def read_span(span, epoch_records, model_dir, global_batch_size, num_shards,
+              index, replica_batch, seed, window, parse_each=None,
+              parse_batch=None):
+  """This worker's batches of what `span` has left to train, then the end.
+
+  A span is read once, so its last update may be short: that global batch
+  is split evenly over the workers and each worker's part over its
+  replicas (`position.Span.examples` divides so); a full one is split as
+  ever. The end of the data ends the training session at the same update
+  on every worker.
+
+  Args:
+    span: the `position.Span`.
+    epoch_records: as `position.stream`'s, over the span's records.
+    model_dir: where the checkpoint the run starts from is.
+    global_batch_size: examples per update.
+    num_shards, index: the workers and this one.
+    replica_batch: examples per replica of a full update.
+    seed, window: as `position.stream`'s.
+    parse_each: a record -> features (and labels), or None.
+    parse_batch: a batch of records -> features (and labels), or None.
+  """
+  done = position.span_done(model_dir, span, global_batch_size)
+  records = position.stream(epoch_records, lambda: span.records, done, seed,
+                            window or None).take(span.examples - done)
+  pieces = max(1, global_batch_size // (num_shards * replica_batch))
+
+  def worker_part(batch):
+    size = tf.shape(batch)[0]
+    return batch[index * size // num_shards:(index + 1) * size // num_shards]
+
+  def replica_batches(rows):
+    parts = tf.data.Dataset.from_tensor_slices(rows)
+    if parse_each is not None:
+      parts = parts.map(parse_each)
+    return parts.batch(tf.cast(tf.shape(rows)[0] // pieces, tf.int64))
+
+  dataset = records.batch(global_batch_size).map(worker_part).flat_map(
+      replica_batches)
+  if parse_batch is not None:
+    dataset = dataset.map(parse_batch, num_parallel_calls=AUTOTUNE)
+  return dataset.prefetch(AUTOTUNE)

@@ -61,6 +61,33 @@ class Position:
   examples: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class Span:
+  """A stretch of updates that trains a finite input once (a day).
+
+  Its position is (checkpoint step - `start_step`) x global batch, so a
+  span needs no history of its own; its global batch stays the same from
+  its start to its end.
+
+  Attributes:
+    start_step: the global_step its first update starts from.
+    records: the records of its input (one epoch of `stream`).
+    examples: how many of them it trains, in `stream`'s order: all of them,
+      or fewer where the last update's would not split evenly over the
+      job's replicas and micro-batches.
+  """
+  start_step: int
+  records: int
+  examples: int
+
+
+def span_done(model_dir, span, global_batch_size):
+  """Examples of `span` trained at model_dir's checkpoint."""
+  step = coordinator_lib.checkpoint_step(model_dir) if model_dir else 0
+  done = max(step - span.start_step, 0) * global_batch_size
+  return min(done, span.examples)
+
+
 def read_history(model_dir):
   """The entries of model_dir's `input_position.json` ([] if none)."""
   path = os.path.join(model_dir, HISTORY_FILE)

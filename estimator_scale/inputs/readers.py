@@ -98,8 +98,15 @@ def from_arrays(features, labels, global_batch_size, training=True,
 
 def list_files(pattern, flag="file pattern"):
   """Sorted files matching a glob (any tf.io.gfile file system), or a
-  ConfigError naming the pattern."""
-  files = sorted(tf.io.gfile.glob(pattern))
+  ConfigError naming the pattern.
+
+  A list of paths stands for itself: a day's files (`days`) are listed by
+  what they are, which no glob can say (a glob would take `_SUCCESS` too).
+  """
+  if isinstance(pattern, (list, tuple)):
+    files = sorted(pattern)
+  else:
+    files = sorted(tf.io.gfile.glob(pattern))
   if not files:
     raise errors.ConfigError(
         f"{flag} {pattern!r} matches no files; check the path "
@@ -110,7 +117,7 @@ def list_files(pattern, flag="file pattern"):
 def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
                    training=True, topology=None, accumulation_steps=None,
                    seed=0, shuffle_buffer=10000, deterministic=True,
-                   skip_corrupt=False):
+                   skip_corrupt=False, span=None):
   """input_fn over TFRecord files of tf.train.Examples.
 
   Files are sharded per worker when there are several and at least as many
@@ -123,7 +130,7 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
   windows are a file's and the files' order is permuted with (seed, epoch).
 
   Args:
-    pattern: a glob of TFRecord files.
+    pattern: a glob of TFRecord files, or a list of them.
     feature_spec: {name: tf.io.FixedLenFeature ...} for tf.io.parse_example.
     label_key: the feature that holds the label (popped from features), or
       None for a label-free model (autoencoder, language model): the input
@@ -134,6 +141,8 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
       training always reads in the fixed order its position needs.
     skip_corrupt: drop records that cannot be read (a truncated shard's
       tail) instead of failing; TensorFlow logs each one dropped.
+    span: training: a `position.Span`, to read the files once (by record)
+      from where the checkpoint stands in it, instead of epoch after epoch.
     other arguments: as `from_arrays`.
 
   Returns:
@@ -180,6 +189,11 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
 
   def make_dataset(topology, replica_batch, input_context, model_dir):
     shards, index = input_fn.shards(topology, training, input_context)
+    if span is not None and training:
+      return input_fn.read_span(
+          span, position.file_records(files, records, seed, 4), model_dir,
+          global_batch_size, shards, index, replica_batch, seed, buffer,
+          parse_batch=parse)
     if input_fn.resumes(training, topology):
       dataset = resumed(topology, shards, index, model_dir).batch(
           replica_batch, drop_remainder=True)
@@ -301,7 +315,7 @@ def from_csv(pattern, column_names, label_column, column_defaults,
 def from_csv_lines(files, parse_line, global_batch_size, training=True,
                    topology=None, accumulation_steps=None, seed=0,
                    shuffle_buffer=10000, header=True,
-                   builder="from_csv_lines"):
+                   builder="from_csv_lines", span=None):
   """input_fn over the lines of CSV files, each parsed by `parse_line`.
 
   What `from_csv` and `data_files.from_files` share: they differ only in
@@ -315,6 +329,8 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
     parse_line: a scalar string tensor -> features, or (features, labels).
     header: whether each file starts with a header line to skip.
     builder: the name messages give the input.
+    span: training: a `position.Span`, to read the lines once from where
+      the checkpoint stands in it.
     other arguments: as `from_arrays`.
 
   Returns:
@@ -328,6 +344,11 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
 
   def make_dataset(topology, replica_batch, input_context, model_dir):
     shards, index = input_fn.shards(topology, training, input_context)
+    if span is not None and training:
+      return input_fn.read_span(
+          span, position.file_records(files, lines, seed), model_dir,
+          global_batch_size, shards, index, replica_batch, seed, buffer,
+          parse_each=parse_line)
     if input_fn.resumes(training, topology):
       start = input_fn.start(model_dir, global_batch_size, shards, topology)
       epoch_lines = position.file_records(files, lines, seed)

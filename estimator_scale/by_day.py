@@ -1,0 +1,213 @@
+"""`train_by_day`: days of logs, each trained once, judged on the next.
+
+Click models are trained on day d and judged on day d + 1, the future they
+will serve. For each day of the range, in order: train the day's examples
+once, export it (`export/<day>/<timestamp>/`, a SavedModel per day as
+serving loads them), then, once day d + 1 has landed, evaluate on it and
+keep the best export by that metric (`export/best.json` names it), before
+day d + 1 trains from the same checkpoint.
+
+Every step of that is a function of what model_dir holds, so the same call
+after a kill goes on where the job stopped: the checkpoint's step says
+which day and which example of it (each day is a `position.Span` starting
+where the day before ended), and `days.json` (the summary,
+`day_summary`) says which days were exported and evaluated.
+"""
+import datetime
+import os
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale import day_summary
+from estimator_scale import errors
+from estimator_scale.backends import coordinator as coordinator_lib
+from estimator_scale.inputs import days as days_lib
+from estimator_scale.inputs import position
+
+_TRAIN, _EVAL = tf.estimator.ModeKeys.TRAIN, tf.estimator.ModeKeys.EVAL
+_ONE_DAY = datetime.timedelta(days=1)
+
+
+def _check(estimator, global_batch_size, summary):
+  if estimator.model is None:
+    raise errors.UsageError(
+        "train_by_day needs an Estimator around a BaseModel: its "
+        "feature_spec() says how a day's files are read")
+  if not estimator.topology.synchronous:
+    raise errors.ConfigError(
+        "train_by_day needs synchronous workers: asynchronous parameter "
+        "servers train no fixed examples per update, so a day's position "
+        "is unknown (use ps_sync=True)")
+  trained_with = summary.get("global_batch_size")
+  if trained_with not in (None, global_batch_size):
+    raise errors.ConfigError(
+        f"global_batch_size={global_batch_size}: {estimator.model_dir} "
+        f"trained its days with global_batch_size={trained_with}, which a "
+        "day's position needs; resume with it, or train in a new model_dir")
+
+
+def _next_day(root, day, last, follow, timeout_secs):
+  """Day + 1's Partition of `root` for the evaluation, or None: the end of
+  a range without it, or a wait that timed out."""
+  following = day + _ONE_DAY
+  found = days_lib.landed(root, following, "eval_data")
+  beyond = last is not None and following > last
+  if found or beyond or not follow:
+    return found
+  return days_lib.wait_for(root, following, timeout_secs, "eval_data")
+
+
+def _export(estimator, export_dir, day):
+  """Day's SavedModel under export_dir/<day>/ (once: a resumed job keeps
+  the one it made); its path."""
+  base = os.path.join(export_dir, str(day))
+  done = [os.path.join(base, name) for name in sorted(
+      tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else [])
+          if tf.io.gfile.exists(os.path.join(base, name, "saved_model.pb"))]
+  if done:
+    return done[-1]
+  return os.fsdecode(estimator.export_saved_model(base))
+
+
+def _train_day(estimator, partition, start_step, global_batch_size,
+               skip_corrupt):
+  """Trains what is left of one day; (entry fields, whether a signal
+  stopped it)."""
+  topology = estimator.topology
+  records = days_lib.count_records(partition, estimator.model_dir,
+                                   topology.worker_index, skip_corrupt)
+  span = days_lib.span(
+      start_step, records, global_batch_size,
+      topology.num_replicas * estimator.training_config.accumulation_steps)
+  end = start_step + days_lib.updates(span, global_batch_size)
+  fields = {"records": records, "examples": span.examples,
+            "left_out": records - span.examples, "start_step": start_step,
+            "end_step": end, "updates": end - start_step}
+  done = position.span_done(estimator.model_dir, span, global_batch_size)
+  if done >= span.examples:
+    return fields, False
+  logging.info("days: training day %s, examples %d to %d of %d",
+               partition.day, done, span.examples, records)
+  began = time.time()
+  estimator.train(estimator.files_input_fn(
+      list(partition.files), _TRAIN, global_batch_size,
+      skip_corrupt=skip_corrupt, span=span), max_steps=end)
+  seconds = time.time() - began
+  if estimator.stopped_by_signal:
+    return fields, True
+  if estimator.last_step != end:
+    raise errors.DataError(
+        f"day {partition.day}: its input ended at step "
+        f"{estimator.last_step}, before step {end}; were its files changed "
+        "while it trained?")
+  fields["seconds"] = seconds
+  fields["examples_per_sec"] = (span.examples - done) / max(seconds, 1e-9)
+  return fields, False
+
+
+def train_by_day(estimator, train_data, days, global_batch_size,
+                 eval_data=None, follow=False, follow_timeout_secs=3600,
+                 export_dir=None, best_metric="auc", higher_is_better=True,
+                 eval_steps=None, skip_corrupt=False):
+  """Trains each day of `days` once, in order; evaluates each on the next.
+
+  Args:
+    estimator: an `Estimator` of `make_estimator` around a `BaseModel`.
+    train_data: the root of the days (`inputs.days`).
+    days: "YYYY-MM-DD:YYYY-MM-DD", "YYYY-MM-DD", or "YYYY-MM-DD:" (every
+      day from then on; needs `follow`).
+    global_batch_size: examples per update; the same on every resume.
+    eval_data: the root of the days evaluated on; default `train_data`.
+    follow: wait for each day to land (its `_SUCCESS`), up to
+      `follow_timeout_secs` each; a range without a last day ends at the
+      first wait that times out.
+    export_dir: where each day's SavedModel goes; default
+      model_dir/export.
+    best_metric, higher_is_better: which evaluation picks the best day.
+    eval_steps: evaluation batches (default: the whole next day).
+    skip_corrupt: drop unreadable TFRecord records.
+
+  Returns:
+    The summary (`day_summary`): one entry per day trained.
+
+  Raises:
+    ConfigError: a range, root or day that cannot be trained, naming the
+      argument and what would be valid; or a day that did not land within
+      `follow_timeout_secs` in a range that names it.
+  """
+  first, last = days_lib.parse_range(days)
+  eval_data = eval_data or train_data
+  days_lib.check_days(train_data, first, last, follow)
+  model_dir = estimator.model_dir
+  export_dir = export_dir or os.path.join(model_dir, "export")
+  summary = day_summary.load(model_dir)
+  _check(estimator, global_batch_size, summary)
+  summary["global_batch_size"] = global_batch_size
+  is_chief = estimator.topology.is_chief
+  day = first
+  start_step = _first_step(summary, day, model_dir)
+  while last is None or day <= last:
+    partition = days_lib.landed(train_data, day)
+    if partition is None and follow:
+      partition = days_lib.wait_for(train_data, day, follow_timeout_secs)
+    if partition is None:
+      if last is None and day > first:
+        logging.info("days: day %s did not land within %d s; stopping "
+                     "after day %s (the same command goes on from there)",
+                     day, follow_timeout_secs, day - _ONE_DAY)
+        break
+      raise errors.ConfigError(
+          f"days={days}: day {day} did not land in train_data={train_data} "
+          f"within follow_timeout_secs={follow_timeout_secs} (no "
+          f"day={day}/{days_lib.SUCCESS}); the days before it are trained: "
+          "run the same command again to go on once it lands")
+    entry = day_summary.entry(summary, day)
+    if "start_step" not in entry:  # saved first: a kill in the day needs it
+      entry["start_step"] = start_step
+      _save(summary, model_dir, export_dir, is_chief)
+    fields, stopped = _train_day(estimator, partition, entry["start_step"],
+                                 global_batch_size, skip_corrupt)
+    entry.update(fields)
+    if stopped:
+      break
+    if "export" not in entry:
+      entry["export"] = _export(estimator, export_dir, day)
+      _save(summary, model_dir, export_dir, is_chief)
+    if "eval_day" not in entry:
+      following = _next_day(eval_data, day, last, follow, follow_timeout_secs)
+      if following is not None:
+        metrics = estimator.evaluate(estimator.files_input_fn(
+            list(following.files), _EVAL, global_batch_size,
+            skip_corrupt=skip_corrupt), steps=eval_steps)
+        entry["eval_day"] = str(following.day)
+        entry["eval"] = {k: float(v) for k, v in metrics.items()}
+        logging.info("days: day %s on day %s: %s", day, following.day,
+                     day_summary.said(entry["eval"]))
+    _save(summary, model_dir, export_dir, is_chief, best_metric,
+          higher_is_better)
+    start_step, day = entry["end_step"], day + _ONE_DAY
+  return summary
+
+
+def _first_step(summary, day, model_dir):
+  """Where `day` starts: where it started before, else where the days
+  trained so far end, else at the checkpoint (a model trained before)."""
+  entries = summary["days"]
+  if str(day) in entries:
+    return entries[str(day)]["start_step"]
+  ends = [e["end_step"] for e in entries.values() if "end_step" in e]
+  if ends:
+    return max(ends)
+  return coordinator_lib.checkpoint_step(model_dir)
+
+
+def _save(summary, model_dir, export_dir, is_chief, best_metric=None,
+          higher_is_better=True):
+  """The chief writes the summary (and the best day, once one is judged)."""
+  if not is_chief:
+    return
+  if best_metric:
+    day_summary.keep_best(summary, export_dir, best_metric, higher_is_better)
+  day_summary.save(summary, model_dir, best_metric)

@@ -1,0 +1,182 @@
+"""Dated partitions (inputs/days.py), a day read once (input_fn.read_span)
+and the summary per day (day_summary.py), in process.
+
+The command line over days, killed and resumed, is
+tests/integration/test_days_cli.py.
+"""
+import datetime
+import json
+import os
+import threading
+
+import pytest
+import tensorflow as tf
+
+from estimator_scale import by_day
+from estimator_scale import day_summary
+from estimator_scale import errors
+from estimator_scale.inputs import days
+from estimator_scale.inputs import input_fn
+from estimator_scale.inputs import position
+from tests.helpers import day_logs
+
+_DAY = datetime.date(2026, 1, 1)
+
+
+def test_a_range_of_days_in_each_form():
+  assert days.parse_range("2026-01-01:2026-01-03") == (
+      _DAY, datetime.date(2026, 1, 3))
+  assert days.parse_range("2026-01-01") == (_DAY, _DAY)
+  assert days.parse_range("2026-01-01:") == (_DAY, None)
+
+
+@pytest.mark.parametrize("text,says", [
+    ("2026-01-01..2026-01-03", "is not a range of days; valid: YYYY-MM-DD:"),
+    ("2026-02-30", "is not a range of days"),
+    ("", "is not a range of days"),
+    ("2026-01-03:2026-01-01", "the last day comes before the first; valid: "
+                              "2026-01-03:2026-01-03 or later")])
+def test_a_malformed_range_names_the_argument_and_the_valid_forms(text, says):
+  with pytest.raises(errors.ConfigError, match="days=") as raised:
+    days.parse_range(text)
+  assert says in str(raised.value)
+
+
+def test_day_folders_with_markers_and_files_named_with_a_date(tmp_path):
+  day_logs.write_days(str(tmp_path), _DAY, [3, 3])
+  day_logs.write_day(str(tmp_path), "2026-01-03", 3, 3, success=False)
+  (tmp_path / "clicks-2026-01-05.tfrecord").write_bytes(b"")
+  (tmp_path / "_temporary").mkdir()
+  found = days.partitions(str(tmp_path))
+  assert sorted(str(day) for day in found) == [
+      "2026-01-01", "2026-01-02", "2026-01-03", "2026-01-05"]
+  assert [found[day].landed for day in sorted(found)] == [
+      True, True, False, True]
+  first = found[_DAY]
+  assert [os.path.basename(f) for f in first.files] == [
+      "data-00000-of-00002.tfrecord", "data-00001-of-00002.tfrecord"]
+  assert days.landed(str(tmp_path), datetime.date(2026, 1, 3)) is None
+
+
+def test_folders_without_any_marker_are_complete(tmp_path):
+  day_logs.write_days(str(tmp_path), _DAY, [3], success=False)
+  assert days.partitions(str(tmp_path))[_DAY].landed
+
+
+def test_a_root_without_days_names_the_argument_and_the_layouts(tmp_path):
+  (tmp_path / "part-0.tfrecord").write_bytes(b"")
+  with pytest.raises(errors.ConfigError,
+                     match=r"train_data=.* holds no dated partitions: want "
+                           r"folders day=YYYY-MM-DD/"):
+    days.partitions(str(tmp_path))
+  with pytest.raises(errors.ConfigError, match="no such directory"):
+    days.partitions(str(tmp_path / "absent"))
+
+
+def test_a_missing_day_without_follow_is_refused_naming_what_is_there(
+    tmp_path):
+  day_logs.write_days(str(tmp_path), _DAY, [3, 3])
+  last = datetime.date(2026, 1, 3)
+  with pytest.raises(errors.ConfigError) as raised:
+    days.check_days(str(tmp_path), _DAY, last, follow=False)
+  assert ("no complete partition for the day(s) 2026-01-03 of days="
+          "2026-01-01:2026-01-03; it holds 2026-01-01..2026-01-02") in str(
+              raised.value)
+  assert "follow=True" in str(raised.value)
+  days.check_days(str(tmp_path), _DAY, last, follow=True)
+  with pytest.raises(errors.ConfigError, match="needs follow=True"):
+    days.check_days(str(tmp_path), _DAY, None, follow=False)
+
+
+def test_a_wait_ends_when_the_day_lands_or_at_its_timeout(tmp_path,
+                                                          monkeypatch):
+  monkeypatch.setattr(days, "POLL_SECS", 0.05)
+  day_logs.write_days(str(tmp_path), _DAY, [3])
+  day_logs.write_day(str(tmp_path), "2026-01-02", 2, 3, success=False)
+  second = datetime.date(2026, 1, 2)
+  assert days.wait_for(str(tmp_path), second, 0.2) is None
+  later = threading.Timer(0.3, day_logs.mark_landed,
+                          (str(tmp_path), "2026-01-02"))
+  later.start()
+  assert days.wait_for(str(tmp_path), second, 30).day == second
+  later.join()
+
+
+@pytest.mark.parametrize("records,divisor,examples,updates", [
+    (43, 1, 43, 6), (40, 1, 40, 5), (43, 2, 42, 6), (41, 4, 40, 5),
+    (35, 4, 32, 4)])
+def test_a_days_span_keeps_what_its_last_update_can_split(
+    records, divisor, examples, updates):
+  span = days.span(10, records, 8, divisor)
+  assert (span.start_step, span.records, span.examples) == (
+      10, records, examples)
+  assert days.updates(span, 8) == updates
+
+
+def _read(span, step, workers, index, monkeypatch, replica_batch=None):
+  """What worker `index` of `workers` reads of `span` from `step` on."""
+  monkeypatch.setattr(position.coordinator_lib, "checkpoint_step",
+                      lambda model_dir: step)
+  rows = lambda epoch: tf.data.Dataset.range(span.records)
+  dataset = input_fn.read_span(span, rows, "model_dir", 8, workers, index,
+                               replica_batch or 8 // workers, 3, 5)
+  return [batch.numpy().tolist() for batch in dataset]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_span_is_read_once_from_any_step_on_any_worker_count(
+    workers, monkeypatch):
+  span = position.Span(start_step=4, records=22, examples=22)
+  whole = _read(span, 4, 1, 0, monkeypatch)
+  assert [len(batch) for batch in whole] == [8, 8, 6]
+  assert sorted(sum(whole, [])) == list(range(22))
+  for step in (5, 6):
+    shares = [_read(span, step, workers, w, monkeypatch)
+              for w in range(workers)]
+    updates = [sum(parts, []) for parts in zip(*shares)]
+    assert updates == whole[step - 4:]
+  assert _read(span, 7, workers, 0, monkeypatch) == []
+
+
+def test_a_short_last_update_splits_over_each_workers_replicas(monkeypatch):
+  span = position.Span(start_step=0, records=21, examples=20)
+  batches = _read(span, 2, 2, 1, monkeypatch, replica_batch=2)
+  assert [len(batch) for batch in batches] == [1, 1]
+
+
+def _summary():
+  summary = {"days": {}}
+  for day, auc in (("2026-01-01", 0.7), ("2026-01-02", 0.8),
+                   ("2026-01-03", None)):
+    entry = day_summary.entry(summary, day)
+    entry.update(examples=40, left_out=0, updates=5, examples_per_sec=812.4,
+                 export=f"/e/{day}/1")
+    if auc is not None:
+      entry.update(eval_day="next", eval={"auc": auc, "loss": 1 - auc})
+  return summary
+
+
+def test_the_best_day_is_named_and_the_summary_rendered(tmp_path):
+  summary = _summary()
+  day_summary.keep_best(summary, str(tmp_path / "export"), "auc", True)
+  best = json.loads((tmp_path / "export" / "best.json").read_text())
+  assert best == summary["best"] and best["day"] == "2026-01-02"
+  day_summary.keep_best(summary, str(tmp_path / "export"), "loss", False)
+  assert summary["best"]["day"] == "2026-01-02"
+  day_summary.save(summary, str(tmp_path), "auc")
+  assert day_summary.load(str(tmp_path)) == summary
+  table = (tmp_path / "days.md").read_text().splitlines()
+  assert table[0] == ("| day | examples | left out | updates | examples/s | "
+                      "judged on | auc on the next day |")
+  assert table[2] == "| 2026-01-01 | 40 | 0 | 5 | 812 | next | 0.7000 |"
+  assert table[4].endswith("| - | - |")
+  assert (tmp_path / "auc_by_day.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_days_start_is_where_it_started_or_where_the_days_end(tmp_path):
+  summary = _summary()
+  summary["days"]["2026-01-01"].update(start_step=0, end_step=5)
+  summary["days"]["2026-01-02"].update(start_step=5, end_step=10)
+  assert by_day._first_step(summary, "2026-01-02", str(tmp_path)) == 5
+  assert by_day._first_step(summary, "2026-01-04", str(tmp_path)) == 10
+  assert by_day._first_step({"days": {}}, "2026-01-01", str(tmp_path)) == 0

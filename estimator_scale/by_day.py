@@ -63,9 +63,11 @@ def _export(estimator, export_dir, day):
   """Day's SavedModel under export_dir/<day>/ (once: a resumed job keeps
   the one it made); its path."""
   base = os.path.join(export_dir, str(day))
-  done = [os.path.join(base, name) for name in sorted(
-      tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else [])
-          if tf.io.gfile.exists(os.path.join(base, name, "saved_model.pb"))]
+  names = tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else []
+  # A kill inside an export leaves it under temp-<timestamp>, not a number.
+  done = [os.path.join(base, name.rstrip("/")) for name in sorted(names)
+          if name.rstrip("/").isdigit() and tf.io.gfile.exists(
+              os.path.join(base, name.rstrip("/"), "saved_model.pb"))]
   if done:
     return done[-1]
   return os.fsdecode(estimator.export_saved_model(base))
@@ -103,7 +105,11 @@ def _train_day(estimator, partition, start_step, global_batch_size,
         f"{estimator.last_step}, before step {end}; were its files changed "
         "while it trained?")
   fields["seconds"] = seconds
-  fields["examples_per_sec"] = (span.examples - done) / max(seconds, 1e-9)
+  # The progress hook's speed leaves out building the graph and the
+  # session, which would swamp a small day's; only the chief has one.
+  progress = estimator.progress and estimator.progress.examples_per_sec
+  fields["examples_per_sec"] = progress or (span.examples - done) / max(
+      seconds, 1e-9)
   return fields, False
 
 

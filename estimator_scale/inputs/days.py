@@ -93,6 +93,14 @@ def _data_files(names):
   return [n for n in names if not n.rstrip("/").startswith(("_", "."))]
 
 
+def _folder(root, entry):
+  """(data files, whether it holds _SUCCESS) of the day folder `entry`."""
+  path = os.path.join(root, entry.rstrip("/"))
+  names = tf.io.gfile.listdir(path)
+  return (tuple(sorted(os.path.join(path, n.rstrip("/"))
+                       for n in _data_files(names))), SUCCESS in names)
+
+
 def partitions(root, name="train_data"):
   """{day: Partition} of the days under `root` (any tf.io.gfile path).
 
@@ -111,12 +119,7 @@ def partitions(root, name="train_data"):
   for entry in entries:
     match = _FOLDER.match(entry)
     if match and _date(match.group(1)):
-      path = os.path.join(root, entry.rstrip("/"))
-      names = tf.io.gfile.listdir(path)
-      folders[_date(match.group(1))] = (
-          tuple(sorted(os.path.join(path, n) for n in _data_files(names)
-                       if not tf.io.gfile.isdir(os.path.join(path, n)))),
-          SUCCESS in names)
+      folders[_date(match.group(1))] = _folder(root, entry)
       continue
     match = _DATE_IN_NAME.search(entry)
     if match and _date(match.group(1)) and _data_files([entry]):
@@ -184,7 +187,18 @@ def each_day(first, last):
 
 
 def landed(root, day, name="train_data"):
-  """`day`'s Partition under `root` if it has landed, else None."""
+  """`day`'s Partition under `root` if it has landed, else None.
+
+  Looks at that day's folder alone while it can: a wait asks every few
+  seconds, and a root on object storage may hold years of days.
+  """
+  folder = f"day={day}"
+  if tf.io.gfile.isdir(os.path.join(root, folder)):
+    files, success = _folder(root, folder)
+    if success:
+      return Partition(day, files, True)
+    if not files:
+      return None
   partition = partitions(root, name).get(day)
   return partition if partition and partition.landed else None
 

@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import threading
+import types
 
 import pytest
 import tensorflow as tf
@@ -180,3 +181,40 @@ def test_a_days_start_is_where_it_started_or_where_the_days_end(tmp_path):
   assert by_day._first_step(summary, "2026-01-02", str(tmp_path)) == 5
   assert by_day._first_step(summary, "2026-01-04", str(tmp_path)) == 10
   assert by_day._first_step({"days": {}}, "2026-01-01", str(tmp_path)) == 0
+
+
+class _Exporter:
+  """Stands in for an Estimator's export: a numbered SavedModel folder."""
+
+  def __init__(self):
+    self.exports = 0
+
+  def export_saved_model(self, base):
+    self.exports += 1
+    path = os.path.join(base, str(self.exports))
+    os.makedirs(path)
+    open(os.path.join(path, "saved_model.pb"), "wb").close()
+    return path.encode()
+
+
+def test_a_day_is_exported_once_and_an_export_cut_short_is_not_kept(
+    tmp_path):
+  cut = tmp_path / "2026-01-01" / "temp-5"
+  cut.mkdir(parents=True)
+  (cut / "saved_model.pb").write_bytes(b"")
+  exporter = _Exporter()
+  path = by_day._export(exporter, str(tmp_path), _DAY)
+  assert path == str(tmp_path / "2026-01-01" / "1")
+  assert by_day._export(exporter, str(tmp_path), _DAY) == path
+  assert exporter.exports == 1
+
+
+def test_resuming_days_with_another_global_batch_is_refused(tmp_path):
+  estimator = types.SimpleNamespace(
+      model=object(), model_dir=str(tmp_path),
+      topology=types.SimpleNamespace(synchronous=True))
+  by_day._check(estimator, 8, {"days": {}, "global_batch_size": 8})
+  with pytest.raises(errors.ConfigError,
+                     match=r"global_batch_size=16: .* trained its days with "
+                           r"global_batch_size=8"):
+    by_day._check(estimator, 16, {"days": {}, "global_batch_size": 8})

@@ -152,11 +152,11 @@ def train_by_day(estimator, train_data, days, global_batch_size,
   _check(estimator, global_batch_size, summary)
   summary["global_batch_size"] = global_batch_size
   is_chief = estimator.topology.is_chief
-  day = first
+  day, waited = first, None  # waited: the day a wait for it timed out
   start_step = _first_step(summary, day, model_dir)
   while last is None or day <= last:
     partition = days_lib.landed(train_data, day)
-    if partition is None and follow:
+    if partition is None and follow and day != waited:
       partition = days_lib.wait_for(train_data, day, follow_timeout_secs)
     if partition is None:
       if last is None and day > first:
@@ -183,7 +183,9 @@ def train_by_day(estimator, train_data, days, global_batch_size,
       _save(summary, model_dir, export_dir, is_chief)
     if "eval_day" not in entry:
       following = _next_day(eval_data, day, last, follow, follow_timeout_secs)
-      if following is not None:
+      if following is None:
+        waited = day + _ONE_DAY
+      else:
         metrics = estimator.evaluate(estimator.files_input_fn(
             list(following.files), _EVAL, global_batch_size,
             skip_corrupt=skip_corrupt), steps=eval_steps)

@@ -218,3 +218,40 @@ def test_resuming_days_with_another_global_batch_is_refused(tmp_path):
                      match=r"global_batch_size=16: .* trained its days with "
                            r"global_batch_size=8"):
     by_day._check(estimator, 16, {"days": {}, "global_batch_size": 8})
+
+
+class _Judged(_Exporter):
+  """Stands in for an Estimator that trains nothing and judges every day
+  the same."""
+
+  def __init__(self, model_dir):
+    super().__init__()
+    self.model, self.model_dir = object(), model_dir
+    self.topology = types.SimpleNamespace(synchronous=True, is_chief=True)
+
+  def files_input_fn(self, files, *unused_args, **unused_kwargs):
+    return files
+
+  def evaluate(self, input_fn, steps=None):
+    return {"auc": 0.75, "global_step": 1}
+
+
+def test_an_open_range_stops_after_one_wait_for_a_day_that_never_lands(
+    tmp_path, monkeypatch):
+  monkeypatch.setattr(days, "POLL_SECS", 0.05)
+  day_logs.write_days(str(tmp_path / "days"), _DAY, [3, 3])
+  waits = []
+  wait_for = days.wait_for
+  monkeypatch.setattr(days, "wait_for", lambda *args: waits.append(
+      str(args[1])) or wait_for(*args))
+  monkeypatch.setattr(by_day, "_train_day", lambda estimator, partition,
+                      start, *args: ({"end_step": start + 1}, False))
+  summary = by_day.train_by_day(
+      _Judged(str(tmp_path / "model")), str(tmp_path / "days"),
+      "2026-01-01:", 8, follow=True, follow_timeout_secs=0.2)
+  assert waits == ["2026-01-03"]
+  assert [(day, e.get("eval_day")) for day, e in
+          sorted(summary["days"].items())] == [
+              ("2026-01-01", "2026-01-02"), ("2026-01-02", None)]
+  assert summary["best"]["day"] == "2026-01-01"
+  assert os.path.isdir(tmp_path / "model" / "export" / "2026-01-02" / "2")

@@ -326,19 +326,13 @@ class Table:
       used = tf.where(self.ids >= 0)[:, 0]
       held = tf.gather(self.ids, used)
       free = tf.where(self.ids < 0)[:, 0]
-      checks = []
-      if self.shard is not None:
-        checks.append(tf.debugging.assert_equal(
-            owners(held, self.shard[1]), tf.cast(self.shard[0], tf.int32),
-            message=f"dynamic table {self.name!r}: the checkpoint holds ids "
-            f"this rank does not own among {self.shard[1]} Horovod ranks: "
-            "a dynamic table restores into as many ranks as saved it"))
-      with tf.control_dependencies(checks):
-        done = [index.insert(held, used),
-                self._free_rows.scatter_update(tf.IndexedSlices(
-                    tf.reverse(free, [0]),
-                    tf.range(tf.size(free, out_type=tf.int64)))),
-                self._free_count.assign(tf.size(free, out_type=tf.int64))]
+      # After a restore by another number of ranks, every row here is
+      # this rank's (dynamic_reshard moved them before the first update).
+      done = [index.insert(held, used),
+              self._free_rows.scatter_update(tf.IndexedSlices(
+                  tf.reverse(free, [0]),
+                  tf.range(tf.size(free, out_type=tf.int64)))),
+              self._free_count.assign(tf.size(free, out_type=tf.int64))]
       with tf.control_dependencies(done):
         return tf.identity(self._built.assign(True))
     return tf.cond(self._built, lambda: tf.constant(True), rebuild)

@@ -47,6 +47,7 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 
 DIRECTORY = "sharded_tables"
@@ -83,20 +84,23 @@ def _blocks(variables):
       yield variable, info.full_name, spec, tf.range(first, first + count)
 
 
-def _save_in_blocks(variables, prefix):
+def _save_in_blocks(variables, prefix, extra=None):
   """(the op saving `variables` a block of rows at a time, the number of
   parts): one part per block, one after the other, a SaveV2 of the block,
   read by a gather, as its slice of the whole variable, to `prefix` +
-  "-part<k>"."""
+  "-part<k>". The first part also holds the tensors of `extra` ({name:
+  tensor}), whole."""
   done = tf.no_op()
   parts = 0
+  extra = dict(extra or {})
   for variable, name, spec, ids in _blocks(variables):
     with tf.control_dependencies([done]):
       done = tf.raw_ops.SaveV2(
           prefix=tf.strings.join([prefix, f"-part{parts}"]),
-          tensor_names=[name], shape_and_slices=[spec],
-          tensors=[tf.gather(variable, ids)])
-    parts += 1
+          tensor_names=[name] + list(extra),
+          shape_and_slices=[spec] + [""] * len(extra),
+          tensors=[tf.gather(variable, ids)] + list(extra.values()))
+    parts, extra = parts + 1, {}
   return done, parts
 
 
@@ -284,8 +288,13 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       return
     hvd = self._hvd
     self._checkpoint = tf.compat.v1.placeholder(tf.string, [])
-    self._save_parts, parts = _save_in_blocks(variables, self._checkpoint)
+    # Rank 0 says how many ranks saved: a restore by another number
+    # re-shards the dynamic tables (dynamic_reshard).
+    self._save_parts, parts = _save_in_blocks(
+        variables, self._checkpoint,
+        dynamic_reshard.ranks_tensor(hvd) if hvd.rank() == 0 else None)
     self._restore = _restore_in_blocks(variables, self._checkpoint)
+    self._resharder = dynamic_reshard.Resharder(hvd, variables)
     self._step = tf.compat.v1.train.get_global_step()
     self._token_in = tf.compat.v1.placeholder(tf.int64, [])
     self._token = hvd.broadcast(self._token_in, 0,
@@ -337,6 +346,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
           "every rank saved (set save_checkpoints_steps, not "
           "save_checkpoints_secs, with sharded tables)")
     session.run(self._restore, {self._checkpoint: merged})
+    self._resharder.after_restore(session, merged)
     if self._hvd.rank() == 0:
       logging.info("Sharded tables restored from %s on %d ranks", merged,
                    self._hvd.size())

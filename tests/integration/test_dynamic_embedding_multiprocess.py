@@ -5,13 +5,18 @@ the ids of their batches and get the vectors back (all-to-all). After 20
 updates in which ids are admitted at their second sighting, freed when
 they stop coming and re-admitted, the ranks' slices, merged, must hold the
 same ids as one process's table, each with the same vector, optimizer
-slots, count and last update, to 1e-5.
+slots, count and last update, to 1e-5. Restored into 3 ranks, then back
+into 2, each rank must hold exactly the ids it owns under the new count,
+with their rows as saved, and train on.
 """
 import glob
+import shutil
 
 import numpy as np
 import tensorflow as tf
 
+from tests.helpers import dynamic_rows
+from tests.helpers import shared
 from tests.helpers.processes import horovod
 from tests.helpers.processes import run
 from tests.helpers.processes import PYTHON
@@ -48,16 +53,25 @@ def _merged(model_dir):
   return last[:-len(".index")]
 
 
-def test_two_ranks_hold_one_processs_table(tmp_path):
-  args = ["-m", "tests.workers.dynamic_equivalence"]
-  run([PYTHON] + args + [f"--model_dir={tmp_path / 'one'}"], timeout=480)
-  horovod(2, args + [f"--model_dir={tmp_path / 'two'}",
-                     "--distribution=horovod"], timeout=480)
+ARGS = ["-m", "tests.workers.dynamic_equivalence"]
+
+
+def _two_ranks(tmp_path_factory):
+  """The model_dir of each config trained 20 updates on 2 ranks."""
+
+  def train(directory):
+    horovod(2, ARGS + [f"--model_dir={directory}", "--distribution=horovod"],
+            timeout=480)
+  return shared.once(tmp_path_factory, "dynamic-equivalence-two-ranks", train)
+
+
+def test_two_ranks_hold_one_processs_table(tmp_path, tmp_path_factory):
+  run([PYTHON] + ARGS + [f"--model_dir={tmp_path / 'one'}"], timeout=480)
   features, _ = worker.id_data()
   seen = set(features["ids"].ravel().tolist())
   for config in worker.CONFIGS:
     one = tmp_path / "one" / config
-    two = tmp_path / "two" / config
+    two = _two_ranks(tmp_path_factory) / config
     table = _by_id(tf.train.latest_checkpoint(str(one)))
     split = _by_id(_merged(two))
     assert set(split) == set(table), config
@@ -75,3 +89,41 @@ def test_two_ranks_hold_one_processs_table(tmp_path):
     # ids of the first half that stopped coming are gone.
     assert 10 < len(ids) < len(seen), config
     assert not set(features["ids"][:100].ravel().tolist()) <= ids, config
+
+
+def _held(dump_dir, event, step, size):
+  """{name: {id: value}} of the table over the ranks' dumps (each rank's
+  ids its own); at start, each rank's sketch restarted from zero."""
+  dumps = []
+  for rank in range(size):
+    with np.load(dump_dir / f"{event}-{step}-of{size}-rank{rank}.npz") as dump:
+      dumps.append(dict(dump))
+    if event == "start":
+      assert not dumps[-1][worker.TABLE + "/sketch"].any(), rank
+  return dynamic_rows.by_id(dumps, worker.TABLE)
+
+
+def test_a_table_of_two_ranks_reshards_into_three_and_back(
+    tmp_path, tmp_path_factory):
+  model_dir = tmp_path / "adagrad"  # the worker's model_dir of the config
+  shutil.copytree(_two_ranks(tmp_path_factory) / "adagrad", model_dir)
+  out = tmp_path / "out"
+  for before, size, batch, step, steps in ((2, 3, 24, 20, 24),
+                                           (3, 2, 16, 24, 26)):
+    log = horovod(size, ARGS + [
+        f"--model_dir={tmp_path}", "--distribution=horovod",
+        "--configs=adagrad", f"--steps={steps}", f"--dump_dir={out}",
+        f"--global_batch_size={batch}"], timeout=480)
+    saved = _by_id(str(model_dir / "sharded_tables" / f"ckpt-{step}"))
+    assert len(saved[worker.TABLE + "/ids"]) > 10
+    started = _held(out, "start", step, size)
+    dynamic_rows.assert_same(started, saved, 1e-6, f"{step} on {size} ranks")
+    assert (f"Dynamic tables re-sharded from {before} to {size} ranks"
+            in log.stdout + log.stderr)
+    # Training goes on from there, and saves the table it trained.
+    ended = _held(out, "end", steps, size)
+    dynamic_rows.assert_same(ended, _by_id(_merged(model_dir)), 1e-6,
+                             f"{steps}")
+    assert any(np.max(np.abs(ended[worker.TABLE][key] - value)) > 1e-4
+               for key, value in started[worker.TABLE].items()
+               if key in ended[worker.TABLE])

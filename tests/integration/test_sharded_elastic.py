@@ -8,6 +8,9 @@ end. Each rank's dumps (its shard and Adagrad slots, the dense layer) show:
 the 3 ranks' rows right after the resume are, exactly, the rows the 2 ranks
 held at that commit, re-cut into 3 ranges; the dense variables likewise;
 and the 3 ranks train on to the last step, which they save as one table.
+With a dynamic table, each of the 3 ranks holds exactly the ids it owns
+among 3 after the resume, each with the row, slot, count and last update
+it had at the commit.
 """
 import re
 
@@ -15,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale.embeddings import sharded
+from tests.helpers import dynamic_rows
 from tests.helpers.processes import HOROVODRUN, PYTHON, run, worker_env
 from tests.helpers.rig import discovery
 from tests.workers import sharded_equivalence
@@ -40,7 +44,9 @@ def _whole(dumps, name):
   return np.concatenate([dump[name] for dump in dumps])
 
 
-def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
+def _grow(tmp_path, kind):
+  """(the job's output, the dumps' and the model's directories, the step
+  it resumed at on 3 ranks) of an elastic job growing from 2 to 3."""
   hosts, discover = discovery(tmp_path, "localhost")
   hosts.write_text("localhost:2\n")
   out, model_dir = tmp_path / "out", tmp_path / "model"
@@ -52,7 +58,7 @@ def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
               str(discover), PYTHON, "-m", "tests.workers.sharded_elastic",
               f"--model_dir={model_dir}", f"--out_dir={out}",
               f"--hosts_file={hosts}", f"--steps={STEPS}",
-              f"--commit_every_n_steps={COMMIT}"],
+              f"--commit_every_n_steps={COMMIT}", f"--kind={kind}"],
              timeout=240, env=env)
   log = proc.stdout + proc.stderr
   [resumed] = map(int, re.findall(
@@ -63,7 +69,11 @@ def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
           f"ckpt-{resumed} on 3 ranks") in log
   # The 2 ranks left at that commit: none of them saw a later one.
   assert not list(out.glob(f"commit-{resumed + COMMIT}-of2-*"))
+  return log, out, model_dir, resumed
 
+
+def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
+  _, out, model_dir, resumed = _grow(tmp_path, "sharded")
   committed = _dumps(out, "commit", resumed, 2)
   started = _dumps(out, "start", resumed, 3)
   for name in SHARDED:
@@ -83,3 +93,18 @@ def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
   for name in SHARDED:
     np.testing.assert_array_equal(merged.get_tensor(name),
                                   _whole(ended, name), err_msg=name)
+
+
+def test_a_dynamic_table_moves_rows_to_their_owners_when_a_rank_joins(
+    tmp_path):
+  log, out, model_dir, resumed = _grow(tmp_path, "dynamic")
+  assert "Dynamic tables re-sharded from 2 to 3 ranks" in log
+  committed = dynamic_rows.by_id(_dumps(out, "commit", resumed, 2), TABLE)
+  started = dynamic_rows.by_id(_dumps(out, "start", resumed, 3), TABLE)
+  assert len(committed[TABLE + "/ids"]) > 10
+  dynamic_rows.assert_same(started, committed, 0, f"step {resumed}")
+  ended = dynamic_rows.by_id(_dumps(out, "end", STEPS, 3), TABLE)
+  merged = tf.train.load_checkpoint(
+      str(model_dir / "sharded_tables" / f"ckpt-{STEPS}"))
+  ids = merged.get_tensor(TABLE + "/ids")
+  assert set(ended[TABLE + "/ids"]) == set(ids[ids >= 0].tolist())

@@ -5,7 +5,10 @@ slice of each), with ids that come and go: a few frequent ids, bursts of
 rare ones seen once or twice (min_count=2 admits the second sighting) and
 ids that stop coming (steps_to_live frees them, and some come back). The
 test compares the tables each run leaves in its checkpoint (Horovod's:
-the ranks' slices merged), id by id.
+the ranks' slices merged), id by id. With --dump_dir each rank writes the
+table's variables as it holds them (its rows and their slots) to
+`<dump_dir>/<event>-<step>-of<size>-rank<r>.npz`: `start` before the
+session's first update (after any restore), `end` as training ends.
 """
 import os
 
@@ -15,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from tests.helpers import dumps
 
 FLAGS = flags.FLAGS
 
@@ -30,6 +34,8 @@ def _define_flags():
   flags.DEFINE_string("distribution", "none", "none or horovod")
   flags.DEFINE_integer("steps", 20, "updates")
   flags.DEFINE_integer("global_batch_size", 16, "")
+  flags.DEFINE_list("configs", list(CONFIGS), "the CONFIGS to train")
+  flags.DEFINE_string("dump_dir", None, "where each rank writes its rows")
 
 
 def id_data():
@@ -72,7 +78,8 @@ AdaScale: its gain depends on S, 1 on one process and 2 on two ranks."""
 def main(argv):
   del argv
   features, labels = id_data()
-  for name, (optimizer, lr_scaling) in CONFIGS.items():
+  for name in FLAGS.configs:
+    optimizer, lr_scaling = CONFIGS[name]
     config = es.TrainingConfig(
         optimizer=optimizer, schedule=es.Schedule(learning_rate=0.1),
         lr_scaling=lr_scaling)
@@ -80,9 +87,14 @@ def main(argv):
         RawIds(), model_dir=os.path.join(FLAGS.model_dir, name),
         distribution=FLAGS.distribution, training_config=config,
         random_seed=0)
+    hooks = []
+    if FLAGS.dump_dir:
+      os.makedirs(FLAGS.dump_dir, exist_ok=True)
+      hooks.append(dumps.DumpHook(estimator.topology, FLAGS.dump_dir,
+                                  TABLE))
     estimator.train(es.inputs.from_arrays(features, labels,
                                           FLAGS.global_batch_size, seed=None),
-                    max_steps=FLAGS.steps)
+                    hooks=hooks, max_steps=FLAGS.steps)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """A rank of an elastic Horovod job training a table sharded over the ranks.
 
 The model is `sharded_equivalence.Tokens` with its table made by
-`es.sharded_embedding` (Adagrad, so each row has a slot). Rank 0 grows the
+`es.sharded_embedding`, or `es.dynamic_embedding` with --kind=dynamic
+(Adagrad, so each row has a slot). Rank 0 grows the
 discovery script's host file (`--hosts_file`) to `--grow_to` slots after
 update `--grow_at_step`, and every update from there pauses while the job
 is smaller than that, so that horovodrun's driver notices the new slot
@@ -16,10 +17,9 @@ import time
 
 from absl import app
 from absl import flags
-import numpy as np
-import tensorflow as tf
 
 import estimator_scale as es
+from tests.helpers import dumps
 from tests.workers import sharded_equivalence
 
 flags.DEFINE_string("model_dir", None, "the job's shared model_dir")
@@ -28,6 +28,7 @@ flags.DEFINE_integer("steps", 16, "the update training ends at")
 flags.DEFINE_integer("commit_every_n_steps", 4, "updates between commits")
 flags.DEFINE_integer("global_batch_size", 24, "at the starting size")
 flags.DEFINE_integer("accumulation_steps", 2, "micro-batches per update")
+flags.DEFINE_enum("kind", "sharded", ["sharded", "dynamic"], "the table")
 flags.DEFINE_string("hosts_file", None, "what the discovery script prints")
 flags.DEFINE_integer("grow_at_step", 1, "the update after which it grows")
 flags.DEFINE_integer("grow_to", 3, "localhost slots it grows to")
@@ -36,47 +37,19 @@ flags.DEFINE_float("seconds_per_update", 0.3, "the pause of each update "
 FLAGS = flags.FLAGS
 
 
-class DumpHook(tf.compat.v1.train.SessionRunHook):
-  """Writes this rank's model variables at start, commits and end; grows
-  the host file at --grow_at_step (rank 0)."""
-
-  def __init__(self, topology):
-    self._size = topology.num_workers
-    self._rank = topology.worker_index
-
-  def begin(self):
-    every = (tf.compat.v1.global_variables() +
-             tf.compat.v1.local_variables())
-    self._variables = {v.op.name: v for v in every
-                       if v.op.name.startswith("model/")}
-    self._step = tf.compat.v1.train.get_global_step()
-    self._started = False
-
-  def _dump(self, session, event):
-    values, step = session.run([self._variables, self._step])
-    np.savez(os.path.join(FLAGS.out_dir, f"{event}-{step}-of{self._size}-"
-                          f"rank{self._rank}.npz"), **values)
-    return step
-
-  def before_run(self, run_context):
-    # Not in after_create_session: the backend's hooks, which restore the
-    # shards there, come after the caller's.
-    if not self._started:
-      self._started = True
-      self._dump(run_context.session, "start")
+class DumpHook(dumps.DumpHook):
+  """Also writes this rank's variables after each update that ends at a
+  commit; grows the host file at --grow_at_step (rank 0)."""
 
   def after_run(self, run_context, run_values):
     step = run_context.session.run(self._step)
     if step % FLAGS.commit_every_n_steps == 0:
-      self._dump(run_context.session, "commit")
+      self.dump(run_context.session, "commit")
     if self._rank == 0 and step == FLAGS.grow_at_step:
       with open(FLAGS.hosts_file, "w") as f:
         f.write(f"localhost:{FLAGS.grow_to}\n")
     if self._size < FLAGS.grow_to and step >= FLAGS.grow_at_step:
       time.sleep(FLAGS.seconds_per_update)
-
-  def end(self, session):
-    self._dump(session, "end")
 
 
 def train(batch):
@@ -84,13 +57,14 @@ def train(batch):
       optimizer="adagrad", schedule=es.Schedule(learning_rate=0.5),
       accumulation_steps=batch.accumulation_steps)
   estimator = es.make_estimator(
-      sharded_equivalence.Tokens("sharded"), model_dir=FLAGS.model_dir,
+      sharded_equivalence.Tokens(FLAGS.kind), model_dir=FLAGS.model_dir,
       distribution="horovod", training_config=config, random_seed=0)
   features, labels = sharded_equivalence.token_data()
   estimator.train(es.inputs.from_arrays(
       features, labels, batch.global_batch_size, topology=estimator.topology,
       accumulation_steps=batch.accumulation_steps, seed=5),
-                  hooks=[DumpHook(estimator.topology)], max_steps=FLAGS.steps)
+                  hooks=[DumpHook(estimator.topology, FLAGS.out_dir)],
+                  max_steps=FLAGS.steps)
 
 
 def main(argv):

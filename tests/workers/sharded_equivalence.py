@@ -88,6 +88,7 @@ TABLES = {  # kind: the table's variable name
     "replicated": "model/table",
     "keras": "model/table/embeddings",
     "column": "model/input_layer/ids_embedding/embedding_weights",
+    "dynamic": "model/table",
 }
 
 
@@ -116,6 +117,12 @@ class Tokens(es.ClassifierModel):
       mean = tf.compat.v1.feature_column.input_layer(features, [
           es.sharded_embedding_column(ids_column, DIMENSION,
                                       initializer=row_initializer)])
+    elif self.kind == "dynamic":
+      # Room for every id, so re-sharding keeps them all; admitted at their
+      # second sighting and freed after 3 updates unseen.
+      mean = tf.reduce_mean(es.dynamic_embedding(
+          ids, DIMENSION, capacity=2 * VOCABULARY, name="table", min_count=2,
+          steps_to_live=3), 1)
     else:
       table = tf.compat.v1.get_variable("table", [VOCABULARY, DIMENSION],
                                         initializer=row_initializer)

@@ -1,0 +1,151 @@
+"""Dynamic tables restored into another number of Horovod ranks.
+
+Each id's row lives on the rank a hash of the id names among the ranks
+(`dynamic.owners`), so the owner of most ids changes with the number of
+ranks. A checkpoint holds the whole table (the ranks' slices merged,
+`shard_checkpoints`), and a rank restores its range of the whole table's
+rows a block at a time, as a sharded table's rank does: after a change of
+size those rows hold ids of every rank. Before the first update each rank
+then sends every row it holds, with its optimizer slots, count, last update
+and fresh flag, to the id's new owner (one all-to-all per per-row
+variable), and keeps only what it receives: no rank ever holds more than
+its own range and the rows it will own, never the whole table.
+
+A rank may receive more ids than its share of the capacity holds (the
+hash spreads ids evenly on average, not exactly, and a table saved full
+is full again): the `eviction` policy then keeps the rows it ranks first
+and the rest are evicted, as a full table evicts, with a warning.
+
+The count-min sketch of ids without a row cannot follow them: its counters
+are laid out by rank and hold no ids. It restarts from zero, so an id
+that was partway to `min_count` counts its sightings again.
+
+The number of ranks that saved is a tensor of the merged checkpoint
+(`RANKS`); a checkpoint without it (written before it existed) is
+re-sharded whatever its size, which moves no row of a table already laid
+out for this size.
+"""
+from absl import logging
+import tensorflow as tf
+
+from estimator_scale.embeddings import dynamic
+
+RANKS = "sharded_tables/ranks"
+"""The merged checkpoint's tensor of the number of ranks that saved it."""
+
+_FREE_VALUES = (("ids", dynamic.FREE), ("last_seen", dynamic.NEVER),
+                ("counts", 0), ("fresh", False))
+"""The table's bookkeeping per row, and what a free row holds."""
+
+
+def ranks_saved(checkpoint):
+  """The number of ranks that wrote `checkpoint` (merged), or None when it
+  does not say."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  if not reader.has_tensor(RANKS):
+    return None
+  return int(reader.get_tensor(RANKS))
+
+
+def ranks_tensor(hvd):
+  """{name: tensor} of the number of ranks, which rank 0 saves."""
+  return {RANKS: tf.constant(hvd.size(), tf.int64)}
+
+
+def _slots(table, sliced):
+  """The optimizer slots of `table`'s pool among the `sliced` variables:
+  shaped as the whole pool, named under it."""
+  info = table.pool._save_slice_info  # pylint: disable=protected-access
+  own = {table.pool.ref()} | {getattr(table, name).ref()
+                              for name, _ in _FREE_VALUES}
+  return [v for v in sliced
+          if v.ref() not in own
+          and v._save_slice_info.full_name.startswith(info.full_name + "/")  # pylint: disable=protected-access
+          and v._save_slice_info.full_shape == info.full_shape]  # pylint: disable=protected-access
+
+
+def _keep(table, received_ids, scores):
+  """Positions of the received rows this rank keeps: all of them when they
+  fit, else the `rows` the eviction policy ranks first."""
+  count = tf.size(received_ids)
+  rows = table.rows
+
+  def best():
+    _, kept = tf.math.top_k(scores, k=rows)
+    return tf.sort(kept)
+  return tf.cond(count > rows, best, lambda: tf.range(count))
+
+
+def _move(table, slots, hvd):
+  """(the op moving `table`'s rows to their owners, the rows it evicted)."""
+  held = tf.where(table.ids >= 0)[:, 0]
+  owner = dynamic.owners(tf.gather(table.ids, held), hvd.size())
+  order = tf.argsort(owner, stable=True)
+  held = tf.gather(held, order)
+  splits = tf.math.bincount(owner, minlength=hvd.size(),
+                            maxlength=hvd.size(), dtype=tf.int32)
+  moving = [table.pool] + slots + [getattr(table, n) for n, _ in _FREE_VALUES]
+  received = []
+  for variable in moving:
+    rows = tf.gather(variable, held)
+    if rows.dtype == tf.bool:
+      rows = tf.cast(rows, tf.int32)
+    received.append(hvd.alltoall(rows, splits=splits)[0])
+  by_name = dict(zip((n for n, _ in _FREE_VALUES), received[-4:]))
+  score = (by_name["last_seen"] if table.options.eviction == "lru"
+           else by_name["counts"])
+  kept = _keep(table, by_name["ids"], score)
+  count = tf.size(kept)
+  evicted = tf.cast(tf.size(by_name["ids"]) - count, tf.int64)
+  writes = []
+  with tf.control_dependencies(received):
+    rows = tf.range(count)
+    for variable, values in zip(moving[:-4], received[:-4]):
+      writes.append(tf.compat.v1.scatter_update(
+          variable, rows, tf.gather(values, kept)))
+    for (name, free), values in zip(_FREE_VALUES, received[-4:]):
+      variable = getattr(table, name)
+      values = tf.cast(tf.gather(values, kept), variable.dtype.base_dtype)
+      writes.append(variable.assign(tf.concat([values, tf.fill(
+          [table.rows - count], tf.constant(free, values.dtype))], 0)))
+    if table.sketch is not None:
+      writes.append(table.sketch.assign(tf.raw_ops.Empty(
+          shape=table.sketch.shape.as_list(), dtype=tf.int32, init=True)))
+    writes.append(table.evicted.assign_add(evicted))
+  with tf.control_dependencies(writes):
+    return tf.identity(evicted)
+
+
+class Resharder:
+  """Moves the dynamic tables' rows to their owners after a restore saved
+  by another number of ranks.
+
+  Args:
+    hvd: horovod.tensorflow, initialised.
+    sliced: the variables saved as slices (the tables and their slots).
+  """
+
+  def __init__(self, hvd, sliced):
+    self._hvd = hvd
+    tables = [t for t in dynamic.tables() if t.shard is not None]
+    self._names = [t.name for t in tables]
+    self._moves = [_move(t, _slots(t, sliced), hvd) for t in tables]
+
+  def after_restore(self, session, checkpoint):
+    """Re-shards when `checkpoint` (merged) was saved by another number of
+    ranks; every rank calls it, as it is a collective."""
+    if not self._moves:
+      return
+    saved = ranks_saved(checkpoint)
+    if saved == self._hvd.size():
+      return
+    evicted = session.run(self._moves)
+    if self._hvd.rank() == 0:
+      logging.info("Dynamic tables re-sharded from %s to %d ranks",
+                   saved or "an unknown number of", self._hvd.size())
+    for name, count in zip(self._names, evicted):
+      if count:
+        logging.warning(
+            "dynamic table %r: rank %d owns more ids than its %s rows after "
+            "re-sharding to %d ranks; evicted %d", name, self._hvd.rank(),
+            "share of capacity", self._hvd.size(), count)

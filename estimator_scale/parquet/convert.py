@@ -26,9 +26,9 @@ from estimator_scale.parquet import tfrecord
 MARKER = "_SUCCESS"
 """Written last into a finished partition (Spark's name for it)."""
 
-BATCH_BYTES = 4 << 20
+BATCH_BYTES = 1 << 20
 """About how many decoded bytes are encoded at once: the encoding's own
-memory (a few times this) stays small beside the row group's."""
+memory (some ten times this) stays small beside the row group's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,31 +140,42 @@ def _tasks(partition, features, nulls, output_dir, processes):
   return tasks
 
 
-def _batch_rows(metadata, group):
-  """Rows per encoded batch: about BATCH_BYTES of the row group's data."""
-  row_group = metadata.row_group(group)
-  if not row_group.num_rows:
-    return 1
-  per_row = max(1, row_group.total_byte_size // row_group.num_rows)
-  return max(64, BATCH_BYTES // per_row)
+def _row_group(parquet_file, group, columns):
+  """One row group, read a column at a time.
+
+  Arrow's batch reader (`iter_batches`) holds about half as much again as
+  the decoded row group while it reads; this holds the row group once, plus
+  one column's bytes from the file.
+  """
+  return pa.table({
+      name: parquet_file.read_row_group(group, columns=[name],
+                                        use_threads=False).column(0)
+      for name in columns})
+
+
+def _write_row_group(parquet_file, group, task, out):
+  """Appends one row group's records to `out`; returns how many."""
+  table = _row_group(parquet_file, group, task.features)
+  rows = max(64, BATCH_BYTES * table.num_rows // max(1, table.nbytes))
+  where = f"{task.source}, row group {group}"
+  for batch in table.to_batches(max_chunksize=rows):
+    encoded = example.encode(batch, task.features, task.nulls, where)
+    out.write(tfrecord.frame(encoded))
+  return table.num_rows
 
 
 def _run(task):
   """Converts one task in this process; returns (target, records)."""
   records = 0
-  parquet_file = pq.ParquetFile(task.source)
+  parquet_file = pq.ParquetFile(task.source, buffer_size=1 << 20)
   temporary = os.path.join(os.path.dirname(task.target),
                            f".{os.path.basename(task.target)}.tmp-{os.getpid()}")
   with open(temporary, "wb") as out:
     for group in range(task.first, task.end):
-      where = f"{task.source}, row group {group}"
-      batches = parquet_file.iter_batches(
-          batch_size=_batch_rows(parquet_file.metadata, group),
-          row_groups=[group], columns=list(task.features), use_threads=False)
-      for batch in batches:
-        encoded = example.encode(batch, task.features, task.nulls, where)
-        out.write(tfrecord.frame(encoded).data)
-        records += batch.num_rows
+      records += _write_row_group(parquet_file, group, task, out)
+      # Arrow's allocator keeps freed pages for reuse; the next row group
+      # would be read beside them.
+      pa.default_memory_pool().release_unused()
     out.flush()
     os.fsync(out.fileno())
   os.replace(temporary, task.target)

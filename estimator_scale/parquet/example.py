@@ -26,15 +26,6 @@ _FIELD_3 = 0x1A
 _FEATURE_TAG = {"string": _FIELD_1, "float32": _FIELD_2, "int64": _FIELD_3}
 
 
-def _varint(value):
-  out = bytearray()
-  while True:
-    low, value = value & 0x7F, value >> 7
-    out.append(low | (0x80 if value else 0))
-    if not value:
-      return bytes(out)
-
-
 def _plain(array):
   """`array` without a dictionary, and temporal values as their integers."""
   if pa.types.is_dictionary(array.type):
@@ -70,13 +61,13 @@ def _binary(array):
     width = array.type.byte_width
     data = np.frombuffer(buffers[1], np.uint8) if buffers[1] else empty
     data = data[array.offset * width:(array.offset + len(array)) * width]
-    return seg.Segments(data, np.full(len(array), width, np.int64))
+    return seg.of(data, np.full(len(array), width, np.int64))
   wide = pa.types.is_large_string(array.type) or pa.types.is_large_binary(
       array.type)
   offsets = np.frombuffer(buffers[1], np.int64 if wide else np.int32)
   offsets = offsets[array.offset:array.offset + len(array) + 1].astype(np.int64)
   data = np.frombuffer(buffers[2], np.uint8) if buffers[2] else empty
-  return seg.Segments(data[offsets[0]:offsets[-1]], np.diff(offsets))
+  return seg.of(data[offsets[0]:offsets[-1]], np.diff(offsets))
 
 
 def _items(values, dtype, where):
@@ -138,7 +129,7 @@ def _entry(name, array, feature, nulls, where):
   else:
     values = _scalars(array, feature, where)
   key = name.encode()
-  key_field = bytes([_FIELD_1]) + _varint(len(key)) + key
+  key_field = bytes([_FIELD_1]) + seg.varint(len(key)) + key
   entry = seg.message(_FIELD_1, seg.concat([
       seg.constant(key_field, len(array)),
       seg.message(_FIELD_2, seg.message(_FEATURE_TAG[feature.dtype], values))]))
@@ -155,7 +146,7 @@ def encode(batch, features, nulls, where):
     where: the file and row group, for messages.
 
   Returns:
-    A `segments.Segments`, one serialized Example per row.
+    A `segments.Segments` of one joined piece: an Example per row.
 
   Raises:
     DataError: a null where `nulls` refuses one, a null inside a list, an
@@ -164,4 +155,5 @@ def encode(batch, features, nulls, where):
   assert nulls in schema.NULLS, nulls
   entries = [_entry(name, batch.column(name), feature, nulls, where)
              for name, feature in features.items()]
-  return seg.message(_FIELD_1, seg.concat(entries))
+  records = seg.message(_FIELD_1, seg.concat(entries))
+  return seg.Segments([seg.join(records)], records.lengths)

@@ -2,75 +2,117 @@
 
 A tf.train.Example is nested length-prefixed messages; building one per row
 in Python would make the conversion a loop over every value of the file.
-Here each piece of every row (a key, a varint, a packed list) is one numpy
-array for the batch, and putting pieces together is array arithmetic, so
-Python runs a fixed number of steps per column and batch.
+Here each piece of every row (a key, a varint, a packed list) is one Arrow
+array (or one constant) for the batch. Nesting a message only computes
+lengths; the bytes are copied once, when Arrow's `binary_join_element_wise`
+joins all the pieces of a row (`join`).
 """
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 _VARINT_BYTES = 10  # a negative int64 takes ten 7-bit groups
+_BINARY = pa.large_binary()
+_NOTHING = pa.scalar(b"", _BINARY)
 
 
 class Segments:
-  """Row i's bytes are `data[starts()[i]:starts()[i] + lengths[i]]`; rows
-  lie back to back in `data`, in order."""
+  """Row i's bytes are row i of every piece, in order; `lengths[i]` is
+  their total. A piece is an Arrow large_binary array or scalar (the same
+  bytes in every row)."""
 
-  def __init__(self, data, lengths):
-    self.data = data
+  def __init__(self, pieces, lengths):
+    self.pieces = pieces
     self.lengths = lengths
 
-  def starts(self):
-    starts = np.zeros(len(self.lengths), np.int64)
-    np.cumsum(self.lengths[:-1], out=starts[1:])
-    return starts
+
+def array(data, lengths):
+  """An Arrow array whose row i is the next `lengths[i]` bytes of `data`."""
+  offsets = np.zeros(len(lengths) + 1, np.int64)
+  np.cumsum(lengths, out=offsets[1:])
+  return pa.Array.from_buffers(_BINARY, len(lengths), [
+      None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
+
+
+def of(data, lengths):
+  """Row i is the next `lengths[i]` bytes of the uint8 array `data`."""
+  lengths = np.asarray(lengths, np.int64)
+  return Segments([array(data, lengths)], lengths)
 
 
 def fixed(matrix):
   """Row i is `matrix[i]` (a uint8 array of shape [rows, width])."""
   rows, width = matrix.shape
-  return Segments(np.ascontiguousarray(matrix).reshape(-1),
-                  np.full(rows, width, np.int64))
+  return of(np.ascontiguousarray(matrix).reshape(-1),
+            np.full(rows, width, np.int64))
 
 
 def constant(value, rows):
   """Every row is the bytes `value`."""
-  row = np.frombuffer(value, np.uint8)
-  return fixed(np.broadcast_to(row, (rows, len(row))))
+  return Segments([pa.scalar(value, _BINARY)], np.full(rows, len(value),
+                                                          np.int64))
 
 
 def varints(values):
   """Each of `values` (int64 or uint64) as a protobuf varint: 7 bits a byte,
   low first, the top bit set on all but the last; a negative int64 is read
   as its two's complement, so it takes ten bytes."""
-  bits = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
+  values = np.asarray(values)
+  if values.size and (values == values[0]).all():
+    return constant(varint(int(values[0])), len(values))
+  bits = values.astype(np.int64, copy=False).view(np.uint64)
+  if not bits.size or bits.max() < 0x80:  # lengths, small ids: one byte each
+    return of(bits.astype(np.uint8), np.ones(len(bits), np.int64))
   lengths = np.ones(len(bits), np.int64)
   for group in range(1, _VARINT_BYTES):
     lengths += bits >= np.uint64(1 << (7 * group))
-  shifts = np.arange(_VARINT_BYTES, dtype=np.uint64) * np.uint64(7)
-  groups = ((bits[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
-  position = np.arange(_VARINT_BYTES)
-  groups |= np.where(position < lengths[:, None] - 1, 0x80, 0).astype(np.uint8)
-  return Segments(groups[position < lengths[:, None]], lengths)
+  longest = int(lengths.max())
+  groups = np.empty((len(bits), longest), np.uint8)
+  for group in range(longest):
+    low = (bits >> np.uint64(7 * group)) & np.uint64(0x7F)
+    more = np.where(lengths > group + 1, 0x80, 0).astype(np.uint8)
+    groups[:, group] = low.astype(np.uint8) | more
+  return of(groups[np.arange(longest) < lengths[:, None]], lengths)
+
+
+def varint(value):
+  value &= (1 << 64) - 1
+  out = bytearray()
+  while True:
+    low, value = value & 0x7F, value >> 7
+    out.append(low | (0x80 if value else 0))
+    if not value:
+      return bytes(out)
 
 
 def concat(parts):
-  """Row i is the concatenation of row i of every part, in order."""
-  lengths = sum(part.lengths for part in parts)
-  out = Segments(np.empty(int(lengths.sum()), np.uint8), lengths)
-  cursor = out.starts()
-  for part in parts:
-    _scatter(out.data, cursor, part)
-    cursor += part.lengths
-  return out
+  """Row i is row i of every part, in order (nothing is copied)."""
+  return Segments([piece for part in parts for piece in part.pieces],
+                  sum(part.lengths for part in parts))
 
 
-def _scatter(out, cursor, part):
-  """Copies row i of `part` to `out[cursor[i]:]`."""
-  if not part.data.size:
-    return
-  shift = np.repeat(cursor - part.starts(), part.lengths)
-  shift += np.arange(part.data.size)
-  out[shift] = part.data
+def message(tag, part):
+  """Each row as a length-delimited protobuf field: tag, length, bytes."""
+  return concat([constant(bytes([tag]), len(part.lengths)),
+                 varints(part.lengths), part])
+
+
+def join(part):
+  """`part` as one Arrow array: each row's pieces copied together."""
+  if not any(isinstance(piece, pa.Array) for piece in part.pieces):
+    value = b"".join(piece.as_py() for piece in part.pieces)
+    return pa.array([value] * len(part.lengths), _BINARY)
+  if len(part.pieces) == 1:
+    return part.pieces[0]
+  return pc.binary_join_element_wise(*part.pieces, _NOTHING)
+
+
+def data(joined):
+  """The bytes of every row of a joined array, back to back (a view)."""
+  offsets = np.frombuffer(joined.buffers()[1], np.int64)
+  first, last = offsets[joined.offset], offsets[joined.offset + len(joined)]
+  return np.frombuffer(joined.buffers()[2], np.uint8, count=last - first,
+                       offset=first) if last > first else np.zeros(0, np.uint8)
 
 
 def group(items, offsets):
@@ -78,18 +120,14 @@ def group(items, offsets):
   elements of list i)."""
   ends = np.zeros(len(items.lengths) + 1, np.int64)
   np.cumsum(items.lengths, out=ends[1:])
-  return Segments(items.data, ends[offsets[1:]] - ends[offsets[:-1]])
+  lengths = ends[offsets[1:]] - ends[offsets[:-1]]
+  return of(data(join(items)), lengths)
 
 
 def keep(part, rows):
   """The rows where the bool array `rows` is set; the others become empty."""
   if rows.all():
     return part
-  return Segments(part.data[np.repeat(rows, part.lengths)],
-                  np.where(rows, part.lengths, 0))
-
-
-def message(tag, part):
-  """Each row as a length-delimited protobuf field: tag, length, bytes."""
-  return concat([constant(bytes([tag]), len(part.lengths)),
-                 varints(part.lengths), part])
+  lengths = np.where(rows, part.lengths, 0)
+  kept = pc.if_else(pa.array(rows), join(part), _NOTHING)
+  return Segments([kept], lengths)

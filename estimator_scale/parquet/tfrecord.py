@@ -8,71 +8,87 @@ with numpy (one Python step per byte position, not per byte).
 """
 import numpy as np
 
-from estimator_scale.parquet import segments as segments_lib
+from estimator_scale.parquet import segments as seg
 
 _POLYNOMIAL = 0x82F63B78  # CRC-32C (Castagnoli), bit-reflected
 _MASK_DELTA = 0xA282EAD8
 
 
-def _table():
-  table = np.arange(256, dtype=np.uint32)
-  for _ in range(8):
+def _table(bits):
+  """The CRC state after `bits` zero bits, from each state below 2^bits."""
+  table = np.arange(1 << bits, dtype=np.uint32)
+  for _ in range(bits):
     table = np.where(table & 1, (table >> 1) ^ np.uint32(_POLYNOMIAL),
                      table >> 1).astype(np.uint32)
   return table
 
 
-_TABLE = _table()
+_BYTE = _table(8)
+_PAIR = _table(16)  # 256 KiB: two bytes a step
 
 
-def crc32c(records):
-  """The CRC-32C of each row of `records`, a `Segments`, as uint32.
+def crc32c(data, lengths):
+  """The CRC-32C of each of the byte strings that lie back to back in the
+  uint8 array `data`, string i being `lengths[i]` long; uint32.
 
-  Rows are visited longest first so that the rows still running at byte
-  position j are a prefix of that order: each step is a slice, not a mask.
+  Step j reads the j-th pair of bytes of every string still running: the
+  strings go longest first, so those are a prefix of them. A pair at an odd
+  offset is read from a copy of the data shifted by one byte. A string of
+  odd length takes its last byte alone.
   """
-  lengths = records.lengths
   count = len(lengths)
   crc = np.full(count, 0xFFFFFFFF, dtype=np.uint32)
-  if not count:
-    return crc
+  if not count or not lengths.max():
+    return crc ^ np.uint32(0xFFFFFFFF)
+  starts = np.zeros(count, np.int64)
+  np.cumsum(lengths[:-1], out=starts[1:])
   order = np.argsort(-lengths, kind="stable")
-  starts = records.starts()[order]
-  sorted_lengths = lengths[order]
-  # running[j]: how many rows are longer than j.
-  longest = int(sorted_lengths[0])
-  running = count - np.searchsorted(sorted_lengths[::-1],
-                                    np.arange(longest), side="right")
-  data = records.data
+  starts, lengths = starts[order], lengths[order]
+  half = data.size // 2 + 1
+  padded = np.zeros(2 * half + 1, np.uint8)
+  padded[:data.size] = data
+  words = np.concatenate([padded[:2 * half].view("<u2"),
+                          padded[1:2 * half + 1].view("<u2")])
+  first = np.where(starts % 2 == 0, starts // 2, half + starts // 2)
+  pairs = lengths // 2
+  # running[j]: how many strings have more than j pairs.
+  running = count - np.searchsorted(pairs[::-1], np.arange(int(pairs[0])),
+                                    side="right")
   state = crc.copy()
-  for position in range(longest):
-    alive = int(running[position])
-    byte = data[starts[:alive] + position]
+  for step, alive in enumerate(running.tolist()):
     head = state[:alive]
-    state[:alive] = _TABLE[(head ^ byte) & 0xFF] ^ (head >> 8)
+    pair = words[first[:alive] + step]
+    state[:alive] = _PAIR[(head ^ pair) & 0xFFFF] ^ (head >> 16)
+  odd = lengths % 2 == 1
+  if odd.any():
+    head = state[odd]
+    last = data[starts[odd] + lengths[odd] - 1]
+    state[odd] = _BYTE[(head ^ last) & 0xFF] ^ (head >> 8)
   crc[order] = state ^ np.uint32(0xFFFFFFFF)
   return crc
 
 
-def masked_crc32c(records):
-  """TFRecord's masked checksum of each row (rotated, plus a constant), so
-  that a checksum stored inside checksummed data stays well distributed."""
-  crc = crc32c(records).astype(np.uint64)
+def _masked(crc):
+  """TFRecord's masked checksum (rotated, plus a constant), so that a
+  checksum stored inside checksummed data stays well distributed."""
+  crc = crc.astype(np.uint64)
   rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
   return ((rotated + _MASK_DELTA) & 0xFFFFFFFF).astype("<u4")
 
 
 def frame(records):
-  """The bytes of a TFRecord file holding each row of `records` in order.
+  """The bytes of a TFRecord file holding each row of `records` (joined
+  `segments.Segments`) in order, as a uint8 array.
 
   Each record is its length (uint64), that length's masked CRC, the data
   and the data's masked CRC, all little-endian.
   """
   count = len(records.lengths)
   length_bytes = records.lengths.astype("<u8").view(np.uint8)
-  lengths = segments_lib.fixed(length_bytes.reshape(count, 8))
-  length_crc = masked_crc32c(lengths).view(np.uint8).reshape(count, 4)
-  data_crc = masked_crc32c(records).view(np.uint8).reshape(count, 4)
-  header = np.concatenate([length_bytes.reshape(count, 8), length_crc], axis=1)
-  return segments_lib.concat([segments_lib.fixed(header), records,
-                              segments_lib.fixed(data_crc)]).data
+  length_crc = _masked(crc32c(length_bytes, np.full(count, 8, np.int64)))
+  data_crc = _masked(crc32c(seg.data(records.pieces[0]), records.lengths))
+  header = np.concatenate([length_bytes.reshape(count, 8),
+                           length_crc.view(np.uint8).reshape(count, 4)], axis=1)
+  framed = seg.concat([seg.fixed(header), records,
+                       seg.fixed(data_crc.view(np.uint8).reshape(count, 4))])
+  return seg.data(seg.join(framed))

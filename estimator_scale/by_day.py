@@ -173,11 +173,12 @@ def train_by_day(estimator, train_data, days, global_batch_size,
     if "start_step" not in entry:  # saved first: a kill in the day needs it
       entry["start_step"] = start_step
       _save(summary, model_dir, export_dir, is_chief)
-    fields, stopped = _train_day(estimator, partition, entry["start_step"],
-                                 global_batch_size, skip_corrupt)
-    entry.update(fields)
-    if stopped:
-      break
+    if not _trained(entry, model_dir):
+      fields, stopped = _train_day(estimator, partition, entry["start_step"],
+                                   global_batch_size, skip_corrupt)
+      entry.update(fields)
+      if stopped:
+        break
     if "export" not in entry:
       entry["export"] = _export(estimator, export_dir, day)
       _save(summary, model_dir, export_dir, is_chief)
@@ -197,6 +198,13 @@ def train_by_day(estimator, train_data, days, global_batch_size,
           higher_is_better)
     start_step, day = entry["end_step"], day + _ONE_DAY
   return summary
+
+
+def _trained(entry, model_dir):
+  """Whether a day's training is done: its end as recorded, not computed
+  again (another worker count may round its last update otherwise)."""
+  return ("end_step" in entry and
+          coordinator_lib.checkpoint_step(model_dir) >= entry["end_step"])
 
 
 def _first_step(summary, day, model_dir):

@@ -16,6 +16,7 @@ metric by day (where matplotlib is installed). `seconds` and
 `examples_per_sec` are of the last run that trained the day: of the part
 after the restart for a day a kill cut.
 """
+import datetime
 import json
 import os
 
@@ -123,8 +124,8 @@ def plot(summary, path, metric="auc"):
   matplotlib.use("Agg")  # files only: no display
   from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
   figure, axes = pyplot.subplots(figsize=(6, 3.5))
-  axes.plot([day for day, _ in points], [value for _, value in points],
-            marker="o")
+  axes.plot([datetime.date.fromisoformat(day) for day, _ in points],
+            [value for _, value in points], marker="o")
   axes.set_xlabel("day trained")
   axes.set_ylabel(f"{metric} on the next day")
   figure.autofmt_xdate()

@@ -233,10 +233,10 @@ def convert(input_path, output_path, processes=None, nulls="fill",
 
   done, plans = {}, []
   for partition in partitions:
-    output_dir = os.path.join(output_path, partition.name)
-    label = partition.name or output_path
+    output_dir = os.path.normpath(os.path.join(output_path, partition.name))
     if os.path.exists(os.path.join(output_dir, MARKER)):
-      log(f"{label}: already converted ({MARKER} there), skipped")
+      log(f"{partition.name or output_dir}: already converted ({MARKER} "
+          "there), skipped")
       done[partition.name] = None
       continue
     _start_over(output_dir)
@@ -244,39 +244,41 @@ def convert(input_path, output_path, processes=None, nulls="fill",
                   _tasks(partition, features, nulls, output_dir, processes)))
 
   tasks = [task for _, _, plan in plans for task in plan]
-  started = time.monotonic()
-  records = {}
   if processes == 1 or len(tasks) <= 1:
-    results = map(_run, tasks)
-    _finish(plans, results, records, done, started, log)
+    done.update(_finish(plans, map(_run, tasks), log))
   else:
     context = multiprocessing.get_context("spawn")
     with context.Pool(min(processes, len(tasks))) as pool:
-      _finish(plans, pool.imap_unordered(_run, tasks), records, done, started,
-              log)
+      done.update(_finish(plans, pool.imap_unordered(_run, tasks), log))
   return done
 
 
-def _finish(plans, results, records, done, started, log):
-  """Marks each partition once all its files are in place."""
-  owner = {task.target: (partition, output_dir, plan)
-           for partition, output_dir, plan in plans for task in plan}
-  left = {partition.name: len(plan) for partition, _, plan in plans}
-  for partition, output_dir, plan in plans:
-    if not plan:
-      _done(partition, output_dir, 0, started, done, log)
+def _finish(plans, results, log):
+  """Marks each partition once all its files are in place, as `results`
+  ((file, records) of each task, in any order) come; {partition name:
+  records}."""
+  started = time.monotonic()
+  partition_of = {task.target: index for index, (_, _, plan) in enumerate(plans)
+                  for task in plan}
+  left = [len(plan) for _, _, plan in plans]
+  records = [0] * len(plans)
+  done = {}
+
+  def finished(index):
+    partition, output_dir, _ = plans[index]
+    _mark(output_dir)
+    done[partition.name] = records[index]
+    log(f"{partition.name or output_dir}: {records[index]} records from "
+        f"{len(partition.files)} file(s) -> {output_dir} "
+        f"({time.monotonic() - started:.1f} s)")
+
+  for index, count in enumerate(left):
+    if not count:  # files without row groups
+      finished(index)
   for target, count in results:
-    partition, output_dir, plan = owner[target]
-    records[partition.name] = records.get(partition.name, 0) + count
-    left[partition.name] -= 1
-    if not left[partition.name]:
-      _done(partition, output_dir, records[partition.name], started, done,
-            log)
-
-
-def _done(partition, output_dir, count, started, done, log):
-  _mark(output_dir)
-  done[partition.name] = count
-  log(f"{partition.name or output_dir}: {count} records from "
-      f"{len(partition.files)} file(s) -> {output_dir} "
-      f"({time.monotonic() - started:.1f} s)")
+    index = partition_of[target]
+    records[index] += count
+    left[index] -= 1
+    if not left[index]:
+      finished(index)
+  return done

@@ -4,6 +4,7 @@ the runs' schedules, and the tables, time to AUC and projection.
 No training (the study is `make study-click`): these pin the bookkeeping
 that docs/adascale/click_study.md's numbers pass through.
 """
+import json
 import math
 
 import pytest
@@ -47,6 +48,23 @@ def test_each_method_derives_its_rate_and_length_from_s1():
   assert seed["schedule"]["learning_rate"] == 0.003
 
 
+def test_ftrl_trains_the_wide_part_adagrad_the_deep_one():
+  segment = _one("AS", 64, optimizer="ftrl")
+  assert (segment["optimizer"], segment["linear_optimizer"]) == (
+      "adagrad", "ftrl")
+  assert segment["schedule"]["learning_rate"] == (
+      click_specs.TASKS["census"]["learning_rates"]["adagrad"])
+  assert _one("AS", 64)["linear_optimizer"] is None
+  assert _one("seed000", 16)["linear_optimizer"] is None
+
+
+@pytest.mark.parametrize("model", sorted(click_specs.TASKS))
+def test_every_task_has_every_optimizers_rate(model):
+  specs = click_specs.all_specs(click_specs.task_settings(model, 1))
+  assert {s["optimizer"] for s in specs} == {
+      click_specs.MAIN_OPTIMIZER, *click_specs.OTHER_OPTIMIZERS}
+
+
 def test_s_is_ranks_times_accumulation():
   segment = _one("AS", 64, ranks=(4,))
   assert (segment["ranks"], segment["accumulation_steps"]) == (4, 16)
@@ -76,9 +94,13 @@ def test_grid_runs_as_at_every_s_and_says_what_else():
   for scale in click_specs.SCALES[1:]:
     assert ("adagrad", "AS", scale) in cells
   assert ("adagrad", "seed000", 1) in cells
-  assert ("adagrad", "LSW", 16) in cells and ("adagrad", "seed000", 64) in cells
+  for method in ("LSW", "seed000", "identity"):  # judged beside AS
+    assert all(("adagrad", method, s) in cells for s in click_specs.SCALES[1:])
   assert ("adagrad", "sqrt", 8) not in cells  # not run: the page says so
   assert ("adam", "AS", 64) in cells and ("adam", "AS", 8) not in cells
+  assert {c for c in cells if c[0] == "ftrl"} == {
+      ("ftrl", "baseline", 1), ("ftrl", "AS", 16), ("ftrl", "AS", 64),
+      ("ftrl", "LSW", 16), ("ftrl", "LSW", 64)}
   assert len(specs) == 3 * len(cells)
   only = click_specs.sweep(_settings(methods=("AS",), scales=(64,),
                                      optimizers=("adagrad",)))
@@ -100,7 +122,7 @@ def test_timed_rows_put_as_on_1_2_4_ranks_one_seed():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(model="criteo"), "task="),
-    (dict(optimizers=("ftrl",)), "optimizer="),
+    (dict(optimizers=("lamb",)), "optimizer="),
     (dict(methods=("LARS",)), "method="),
     (dict(scales=(128,)), "scales="),
 ])
@@ -144,8 +166,55 @@ def test_table_deltas_and_target():
                                     "adagrad S=64": True}
   assert not target["met"] and target["met_not_worse"]
   page = click_plots.task_markdown(table)
-  assert "not at adagrad S=8" in page and "| adagrad | 64 | 1024 |" in page
+  assert "**above** it: adagrad S=8 (+0.0040)" in page
+  assert "| adagrad | 64 | 1024 |" in page
   assert "| 100 | 3.20 |" in page  # 100 updates x 64 samples over T = 2000
+
+
+def test_judgement_says_which_way_and_puts_the_recipes_beside():
+  settings = _settings(optimizers=("adagrad", "ftrl"))
+  runs = [_run("baseline", 1, s, 0.9) for s in range(2)]
+  runs += [_run("AS", 8, s, a, micro_batches=4000)
+           for s, a in enumerate((0.905, 0.907))]
+  runs += [_run("AS", 64, s, a) for s, a in enumerate((0.89, 0.894))]
+  runs += [_run("LSW", 64, s, 0.8) for s in range(2)]
+  runs += [_run("seed000", 1, s, 0.91) for s in range(2)]
+  runs += [_run("seed000", 64, s, 0.88) for s in range(2)]
+  runs += [_run("baseline", 1, s, 0.9, optimizer="ftrl") for s in range(2)]
+  runs += [_run("AS", 64, s, 0.901, optimizer="ftrl") for s in range(2)]
+  page = click_plots.judgement_markdown(
+      click_results.build_table(runs, settings))
+  assert ("| 8 | 0.9060 ± 0.0014 | +0.0060 | no, above (2.0× the examples) "
+          "| — | — | — | — |") in page  # 4000 micro-batches over T = 2000
+  assert ("| 64 | 0.8920 ± 0.0028 | -0.0080 | no, below (seeds ± 0.0028) | "
+          "-0.1000 | -0.0300 (-0.0200) | — | — |") in page
+  assert ("| ftrl | 64 | 0.9000 ± 0.0000 | 0.9010 ± 0.0000 | +0.0010 | yes "
+          "| — |") in page
+
+
+def test_merge_appends_only_the_runs_missing(tmp_path):
+  main, batch = tmp_path / "runs.jsonl", tmp_path / "batch.jsonl"
+  old = [_run("baseline", 1, s, 0.9) for s in range(3)]
+  new = [_run("LSW", 2, s, 0.89) for s in range(3)]
+  main.write_text("".join(json.dumps(r) + "\n" for r in old))
+  # A batch resumed from a copy of the main log: the old runs, then its own.
+  batch.write_text("".join(json.dumps(r) + "\n" for r in old + new))
+  merged = click.merge_runs(str(main), [str(batch)])
+  assert merged == old + new
+  assert click_results.read_runs(str(main)) == old + new
+  assert click.merge_runs(str(main), [str(batch)]) == old + new  # idempotent
+
+
+def test_study_json_keeps_the_tasks_this_invocation_did_not_name():
+  args = click.parse_args(["--tasks", "census", "--optimizers", "adam",
+                           "--scales", "64"])
+  tasks = click.study_tasks(args, [_run("baseline", 1, 0, 0.9),
+                                   dict(_run("AS", 2, 0, 0.7),
+                                        model="movielens")])
+  assert [t["model"] for t in tasks] == ["census", "movielens"]
+  assert all(t["scales"] == click_specs.SCALES for t in tasks)
+  assert tasks[0]["optimizers"] == (click_specs.MAIN_OPTIMIZER,
+                                    *click_specs.OTHER_OPTIMIZERS)
 
 
 def test_time_to_auc_and_projection():

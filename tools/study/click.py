@@ -12,6 +12,15 @@ a study cut short goes on where it stopped; `--render_only` rebuilds
 the page from it alone. Writes study.json from them
 and renders docs/adascale/click_study.md (click_results.py,
 click_plots.py).
+
+study.json and the page always cover every run in runs.jsonl, whatever
+subset this invocation trained, so cells can be run a batch at a time
+into scratch directories and folded in with `--merge DIR ...`, which
+appends the runs the main runs.jsonl lacks and re-renders:
+
+  python -m tools.study.click --tasks census --methods LSW --scales 2 \
+      --no_elastic --no_timed --results_dir /tmp/b1 --out_dir /tmp/b1
+  python -m tools.study.click --merge /tmp/b1
 """
 import argparse
 import json
@@ -76,6 +85,10 @@ def parse_args(argv=None):
   parser.add_argument("--render_only", action="store_true",
                       help="train nothing: rebuild study.json and the page "
                       "from runs.jsonl")
+  parser.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                      help="train nothing: append to --results_dir's "
+                      "runs.jsonl the runs of each DIR/runs.jsonl it lacks, "
+                      "then rebuild study.json and the page from them all")
   parser.add_argument("--processes", type=int,
                       default=min(2, os.cpu_count() or 1))
   parser.add_argument("--segment", default=None, help=argparse.SUPPRESS)
@@ -96,6 +109,8 @@ def _run_all(specs, processes, log, started):
   every result is in)."""
   specs = sorted(specs, key=click_specs.priority)
   results = []
+  if not specs:  # rendering only: no pool of TensorFlow processes to start
+    return results
   with multiprocessing.get_context("spawn").Pool(
       processes, initializer=runs.quiet) as pool:
     for result in pool.imap_unordered(click_runs.train_run, specs):
@@ -104,6 +119,39 @@ def _run_all(specs, processes, log, started):
         f.write(json.dumps(result) + "\n")
       _log(len(results), len(specs), result, started)
   return results
+
+
+def merge_runs(log, others):
+  """Appends to `log` every run of the runs.jsonl files `others` that it
+  lacks (by cell and seed; the first copy of a run wins, so a batch that
+  resumed from `log` adds only its new runs); returns `log`'s runs."""
+  runs_now = click_results.read_runs(log)
+  seen = {_key(r) for r in runs_now}
+  added = []
+  for path in others:
+    for run in click_results.read_runs(path):
+      if _key(run) not in seen:
+        seen.add(_key(run))
+        added.append(run)
+  if added:
+    with open(log, "a", encoding="utf-8") as f:
+      f.writelines(json.dumps(r) + "\n" for r in added)
+  print(f"merged {len(added)} runs into {log} ({len(runs_now)} there)")
+  return runs_now + added
+
+
+def study_tasks(args, results):
+  """The settings study.json is built with: every task this invocation
+  named or `results` hold, each with every optimizer, method and S (a
+  table has rows only where runs are), so a partial invocation never drops
+  the cells earlier ones ran."""
+  held = {r["model"] for r in results}
+  return [click_specs.task_settings(
+      model, args.seeds, steps=args.steps,
+      elastic=not args.no_elastic and model in args.elastic_tasks,
+      timed=not args.no_timed and model in args.timed_tasks)
+          for model in click_specs.TASKS
+          if model in args.tasks or model in held]
 
 
 def main(argv=None):
@@ -119,18 +167,23 @@ def main(argv=None):
            for model in args.tasks]
   os.makedirs(args.results_dir, exist_ok=True)
   log = os.path.join(args.results_dir, "runs.jsonl")
-  keep = args.resume or args.render_only
-  done = click_results.read_runs(log) if keep else []
+  train = not (args.render_only or args.merge)
+  keep = args.resume or not train
+  if args.merge:
+    done = merge_runs(log, [os.path.join(d, "runs.jsonl")
+                            for d in args.merge])
+  else:
+    done = click_results.read_runs(log) if keep else []
   if not keep and os.path.exists(log):
     os.remove(log)
   seen = {_key(r) for r in done}
   started = time.time()
   todo = [s for t in tasks for s in click_specs.all_specs(t)
-          if _key(s) not in seen and not args.render_only]
+          if _key(s) not in seen and train]
   results = done + _run_all(todo, args.processes, log, started)
   study = click_results.build_study(
-      results, tasks,
-      None if args.render_only else round(time.time() - started, 1),
+      results, study_tasks(args, results),
+      round(time.time() - started, 1) if train else None,
       args.processes)
   paths = click_results.write_outputs(args.results_dir, args.out_dir, study)
   print(click_plots.markdown(study) + "\nwrote " + ", ".join(paths))

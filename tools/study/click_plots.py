@@ -120,18 +120,96 @@ def timed_markdown(table):
   return "\n".join(lines) + "\n"
 
 
+def _band(row, tolerance, micro_batches_s1):
+  """Whether a row's mean is within `tolerance` of S = 1, and if not which
+  way, with what the judgement needs beside it: AS's examples read when
+  above, the seeds' spread when below."""
+  delta = row["auc_delta"]
+  if abs(delta) <= tolerance:
+    return "yes"
+  if delta > 0:
+    return (f"no, above ({row['micro_batches'] / micro_batches_s1:.1f}× "
+            "the examples)")
+  return f"no, below (seeds ± {row['auc_std']:.4f})"
+
+
+def _cells(table, optimizer):
+  return {(r["method"], r["S"]): r for r in table["rows"]
+          if r["optimizer"] == optimizer}
+
+
+def judgement_markdown(table):
+  """Per S ≤ 64, AS's mean AUC against S = 1 and whether it is within the
+  tolerance, beside LSW, seed 000's recipe, √S and the identity rule (the
+  main optimizer); then AS with the other optimizers beside their LSW."""
+  tolerance = table["target"]["auc_tolerance"]
+  T = table["T"]
+  main = click_specs.MAIN_OPTIMIZER
+  cells = _cells(table, main)
+  scales = sorted({s for m, s in cells})
+  if not scales or main not in table["baselines"]:
+    return "No S > 1 rows were run for this task.\n"
+  base = table["baselines"][main]
+  seed = table["baselines"].get("seed000")
+  lines = [
+      f"{main.capitalize()}, S = 1: AUC {_auc(base)}"
+      + (f"; seed 000's recipe (AdamW) at S = 1: {_auc(seed)}" if seed
+         else "") + ". Each Δ is to its own S = 1 row (seed000's to AdamW's;"
+      " in brackets to Adagrad's); '—': not run.", "",
+      f"| S | AS AUC | AS Δ | AS within ±{tolerance}? | LSW Δ | "
+      "seed000 Δ (vs Adagrad) | sqrt Δ | identity Δ |",
+      "|---:|---:|---:|:---|---:|---:|---:|---:|"]
+  for scale in scales:
+    adascale = cells.get(("AS", scale))
+    seed_row = cells.get(("seed000", scale))
+    other = lambda m: (_delta(cells[(m, scale)]) if (m, scale) in cells
+                       else "—")
+    lines.append(
+        f"| {scale} | " + (
+            f"{_auc(adascale)} | {_delta(adascale)} | "
+            f"{_band(adascale, tolerance, T)} | " if adascale else
+            "— | — | not run | ") + f"{other('LSW')} | " + (
+                f"{_delta(seed_row)} ({_delta(seed_row, 'auc_delta_main')})"
+                if seed_row else "—") +
+        f" | {other('sqrt')} | {other('identity')} |")
+  others = [r for r in table["rows"]
+            if r["optimizer"] != main and r["method"] == "AS"]
+  if others:
+    lines += ["", "With the other optimizers (Δ to that optimizer's own "
+              "S = 1 row; `ftrl`: FTRL on the wide part, Adagrad on the "
+              "deep part):", "",
+              f"| optimizer | S | its S = 1 AUC | AS AUC | AS Δ | AS within "
+              f"±{tolerance}? | LSW Δ |", "|:---|---:|---:|---:|---:|:---|---:|"]
+    for row in others:
+      lsw = _cells(table, row["optimizer"]).get(("LSW", row["S"]))
+      lines.append(
+          f"| {row['optimizer']} | {row['S']} | "
+          f"{_auc(table['baselines'][row['optimizer']])} | {_auc(row)} | "
+          f"{_delta(row)} | {_band(row, tolerance, T)} | "
+          f"{_delta(lsw) if lsw else '—'} |")
+  return "\n".join(lines) + "\n"
+
+
 def verdict(table):
-  """Whether AS and the elastic rows kept the S = 1 AUC: within the
-  tolerance both ways, and no further below it."""
+  """Where AS (the elastic rows too) kept the S = 1 AUC within the
+  tolerance, and where it ended above or below it."""
   target = table["target"]
   tolerance = target["auc_tolerance"]
-  lines = []
-  for key, name in (("as_within", f"within ±{tolerance}"),
-                    ("as_not_worse", f"no more than {tolerance} below")):
-    missed = [k for k, ok in target[key].items() if not ok]
-    lines.append(f"AS (every S, elastic rows too) {name} the S = 1 AUC: "
-                 + ("**yes**" if not missed else
-                    "**no**, not at " + ", ".join(missed)) + ".")
+  deltas = target.get("as_deltas", {})
+  within = [k for k, ok in target["as_within"].items() if ok]
+  above = [k for k, ok in target["as_within"].items()
+           if not ok and target["as_not_worse"][k]]
+  below = [k for k, ok in target["as_not_worse"].items() if not ok]
+  said = lambda keys: ", ".join(
+      f"{k} ({deltas[k]:+.4f})" if k in deltas else k for k in keys)
+  lines = [f"AS within ±{tolerance} of the S = 1 AUC: "
+           + (said(within) if within else "nowhere") + "."]
+  if above:
+    lines.append(f"AS more than {tolerance} **above** it: {said(above)}.")
+  if below:
+    lines.append(f"AS more than {tolerance} **below** it: {said(below)}.")
+  lines.append("Every cell within or above: "
+               + ("**yes**." if target["met_not_worse"] else "**no**."))
   return "\n".join(lines) + "\n"
 
 
@@ -140,7 +218,9 @@ def task_markdown(table):
       f"### {table['model']}", "",
       f"T = {table['T']} updates at S = 1, {table['micro_batch_size']} "
       f"examples per micro-batch, {table['settings']['seeds']} seeds.", "",
-      sweep_markdown(table), verdict(table),
+      f"#### Is AS within ±{table['target']['auc_tolerance']} of S = 1? "
+      f"({table['model']})", "", judgement_markdown(table), verdict(table),
+      f"#### Every row ({table['model']})", "", sweep_markdown(table),
       f"#### Elastic rows ({table['model']})", "", elastic_markdown(table),
       f"#### Time to AUC ({table['model']})", "", timed_markdown(table)])
 
@@ -160,9 +240,37 @@ def commands(study):
   return "\n".join(lines)
 
 
+def coverage_markdown(study):
+  """Which cells study.json holds, per task, optimizer and method: the S
+  each ran at, and the elastic and timed rows, so the page's account of
+  what ran cannot drift from the results."""
+  lines = ["| task | optimizer | method | S (seeds) |", "|:---|:---|:---|:---|"]
+  for table in study["tasks"]:
+    cells = {}
+    for base in table["baselines"].values():
+      cells.setdefault((base["optimizer"], base["method"]), []).append(base)
+    for row in table["rows"]:
+      cells.setdefault((row["optimizer"], row["method"]), []).append(row)
+    for (optimizer, method), rows in cells.items():
+      lines.append(f"| {table['model']} | {optimizer} | {method} | "
+                   + ", ".join(f"{r['S']} ({r['seeds']})" for r in rows)
+                   + " |")
+    for row in table["elastic"]:
+      lines.append(f"| {table['model']} | adagrad | {row['method']}, "
+                   f"elastic on {row['ranks']} ranks | {row['S']} "
+                   f"({row['seeds']}) |")
+    timed = (table["timed"] or {}).get("rows", [])
+    if timed:
+      lines.append(f"| {table['model']} | adagrad | time to AUC | " + ", ".join(
+          f"{r['method']} S = {r['S']} on {r['ranks']} rank"
+          f"{'s' if r['ranks'] > 1 else ''} (1)" for r in timed) + " |")
+  return "\n".join(lines) + "\n"
+
+
 def markdown(study):
   return repo.fill_template(TEMPLATE, dict(
       tasks="\n".join(task_markdown(t) for t in study["tasks"]),
+      coverage=coverage_markdown(study),
       commands=commands(study),
       took=(f"The last invocation took {study['study_wall_seconds']:.0f} s "
             f"with {study['processes']} processes. " if

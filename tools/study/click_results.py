@@ -166,7 +166,8 @@ def build_table(runs, settings):
           "micro_batch_size": settings["micro_batch_size"],
           "baselines": baselines, "rows": rows, "elastic": elastic,
           "timed": _timed_rows(mine, main["auc_mean"]) if main else None,
-          "target": {"auc_tolerance": tolerance, "as_within": within,
+          "target": {"auc_tolerance": tolerance, "as_deltas": deltas,
+                     "as_within": within,
                      "as_not_worse": not_worse,
                      "met": bool(within) and all(within.values()),
                      "met_not_worse": bool(within) and all(

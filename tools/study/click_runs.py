@@ -60,6 +60,7 @@ class _Clock(tf.compat.v1.train.SessionRunHook):
 def _estimator(spec, segment, model_dir, distributed):
   config = es.TrainingConfig(
       optimizer=segment["optimizer"],
+      linear_optimizer=segment.get("linear_optimizer"),
       schedule=es.Schedule(**segment["schedule"]),
       accumulation_steps=(segment["accumulation_steps"] if distributed
                           else segment["scale"]),

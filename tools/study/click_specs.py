@@ -15,6 +15,11 @@ and S (T: the S = 1 run's updates, step decay x 0.1 at 50% and 75%):
   seed000   seed 000's recipe: AdamW at lr x S (no warm-up), ceil(T/S)
             updates; its S = 1 row is AdamW's own baseline.
 
+Optimizers: Adagrad (every method), momentum SGD, Adam, and `ftrl`: FTRL on
+the wide (linear) part and Adagrad on the deep part, as DNNLinearCombined
+trains them, through `TrainingConfig(linear_optimizer="ftrl")`; both parts
+take one rate (Adagrad's) and, under AS, one gain.
+
 Every run of the S sweep makes S by accumulation on one process: the same
 update as ranks x accumulation (the mean of S micro-batch gradients), and
 2 cores cannot give every cell its ranks. Real ranks make the time rows
@@ -34,13 +39,19 @@ RULES = {"baseline": "identity", "identity": "identity", "LSW": "linear",
          "sqrt": "sqrt", "AS": "adascale", "seed000": "linear"}
 MAIN_OPTIMIZER = "adagrad"
 """The click models' usual optimizer, the one every method runs with."""
-OTHER_OPTIMIZERS = ("momentum", "adam")
+OTHER_OPTIMIZERS = ("momentum", "adam", "ftrl")
+LINEAR_OPTIMIZERS = {"ftrl": MAIN_OPTIMIZER}
+"""Optimizers that train only the linear part, and the deep part's."""
 SCALES = (1, 2, 4, 8, 16, 32, 64)
-GRID = {MAIN_OPTIMIZER: {"AS": SCALES[1:], "LSW": (16, 64),
-                         "seed000": (16, 64), "sqrt": (64,)},
-        "other": {"AS": (64,)}}
-"""The S > 1 cells of the sweep per method (`other`: momentum and Adam):
-AS at every S, its rivals at fewer, to fit 2 shared cores."""
+GRID = {MAIN_OPTIMIZER: {"AS": SCALES[1:], "LSW": SCALES[1:],
+                         "seed000": SCALES[1:], "identity": SCALES[1:],
+                         "sqrt": (64,)},
+        "momentum": {"AS": (64,)}, "adam": {"AS": (64,)},
+        "ftrl": {"AS": (16, 64), "LSW": (16, 64)}}
+"""The S > 1 cells of the sweep per optimizer and method: the issue judges
+AS beside LSW and seed 000's recipe at every S, so those three (and the
+identity rule, the floor) run at every S with Adagrad; the other
+optimizers run fewer cells, to fit 2 shared cores."""
 ELASTIC_RANKS = (2, 4, 2)
 ELASTIC_ACCUMULATION = 4
 """Elastic rows: ranks per third of T, accumulation steps per rank (S 8 ->
@@ -63,18 +74,22 @@ WARMUP_FRACTION = 0.055
 DECAY_FRACTIONS = (0.5, 0.75)
 DECAY_RATE = 0.1
 OPTIONS = {"momentum": (("momentum", 0.9),), "adagrad": (), "adam": (),
-           "adamw": (("weight_decay", 0.01),)}
+           "adamw": (("weight_decay", 0.01),), "ftrl": ()}
 TASKS = {
     "census": {"T": 2000, "micro_batch_size": 16,
                "learning_rates": {"adagrad": 0.1, "momentum": 0.05,
-                                  "adam": 0.003, "adamw": 0.003}},
+                                  "adam": 0.003, "adamw": 0.003,
+                                  "ftrl": 0.1}},
     "movielens": {"T": 2500, "micro_batch_size": 32,
                   "learning_rates": {"adagrad": 0.5, "momentum": 0.1,
-                                     "adam": 0.003, "adamw": 0.003}},
+                                     "adam": 0.003, "adamw": 0.003,
+                                     "ftrl": 0.5}},
 }
 """Per task: T (about one epoch of its training split: 32,561 census rows,
 80,000 MovieLens ratings), the micro-batch and each optimizer's S = 1 rate
-(tuned at S = 1 only; the other methods derive theirs from it)."""
+(tuned at S = 1 only; the other methods derive theirs from it). `ftrl`
+has Adagrad's: TrainingConfig gives both parts one schedule, and the deep
+part needs Adagrad's."""
 NEVER = digits.NEVER
 
 
@@ -94,11 +109,15 @@ def _segment(settings, optimizer, method, scale, stop, boundaries, warmup,
   if method == "seed000":
     optimizer = "adamw"
   rate = settings["learning_rates"][optimizer]
+  linear = None
+  if optimizer in LINEAR_OPTIMIZERS:
+    linear, optimizer = optimizer, LINEAR_OPTIMIZERS[optimizer]
   adascale = method == "AS"
   updates = math.ceil(stop / scale) if adascale else stop
   return dict(
       scale=scale, ranks=ranks, accumulation_steps=scale // ranks,
       optimizer=optimizer, optimizer_options=OPTIONS[optimizer],
+      linear_optimizer=linear,
       schedule=dict(name="piecewise", learning_rate=rate,
                     boundaries=boundaries, decay_rate=DECAY_RATE),
       lr_scaling=RULES[method],
@@ -168,7 +187,7 @@ def sweep(settings):
   the others; each optimizer's S = 1 baseline (AdamW's for seed000)."""
   specs = []
   for optimizer in settings["optimizers"]:
-    grid = GRID[optimizer if optimizer == MAIN_OPTIMIZER else "other"]
+    grid = GRID[optimizer]
     specs += run_specs(settings, optimizer, "baseline", (1,))
     if "seed000" in grid and "seed000" in settings["methods"]:
       specs += run_specs(settings, optimizer, "seed000", (1,))

@@ -28,6 +28,9 @@ flags.DEFINE_string("train_data", None,
                     "Default: the model's own data.")
 flags.DEFINE_string("eval_data", None,
                     "Glob of TFRecord or CSV files to evaluate on.")
+# The names the data-engineering side uses for the same globs or roots.
+flags.DEFINE_alias("train_files", "train_data")
+flags.DEFINE_alias("eval_files", "eval_data")
 flags.DEFINE_string("days", None,
                     "Train dated partitions, each day once, in order: "
                     "FIRST:LAST (YYYY-MM-DD:YYYY-MM-DD), one day "

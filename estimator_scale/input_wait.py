@@ -49,12 +49,20 @@ median worker's is at least this part of its extra compute time."""
 
 def measure(features, labels):
   """Seconds this session run waited for `features` and `labels` beyond
-  what a ready element costs, as a float32 scalar (see the module's
-  docstring).
+  what a ready element costs (see the module's docstring), and the two
+  made to follow that measure.
+
+  The network waits for both timestamps: on a host with few inter-op
+  threads the runtime may otherwise run the network's first ops on the
+  thread that would stamp an arrival, and a slow forward pass would read
+  as a slow input (or hide one).
 
   Args:
     features, labels: the model_fn's arguments (labels may be None): the
       iterator's outputs, or tensors computed from them.
+
+  Returns:
+    (float32 seconds, features, labels), the last two to build on.
   """
   with tf.device("/cpu:0"), tf.name_scope("input_wait"):
     always_ready = tf.data.Dataset.from_tensors(0).repeat()
@@ -67,7 +75,12 @@ def measure(features, labels):
                if tensor is not None]
     with tf.control_dependencies(arrived):
       batch_arrived = tf.timestamp()
-    return tf.cast(batch_arrived - reference_arrived, tf.float32)
+    wait = tf.cast(batch_arrived - reference_arrived, tf.float32)
+  with tf.control_dependencies([batch_arrived, reference_arrived]):
+    features, labels = tf.nest.map_structure(
+        lambda tensor: None if tensor is None else tf.identity(tensor),
+        (features, labels))
+  return wait, features, labels
 
 
 def exchange(wait, reducer, topology):

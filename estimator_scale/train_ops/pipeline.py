@@ -291,7 +291,7 @@ def _build(loss_fn, features, labels, config, topology):
   in_sync = replicas_in_sync(topology)
   reducer = topology.backend.make_reducer(config.allreduce_compression,
                                           config.sparse_exchange)
-  wait = input_wait.measure(features, labels)
+  wait, features, labels = input_wait.measure(features, labels)
   start = None
   if stragglers.applies(topology):
     start, features = stragglers.start_timing(features)

@@ -15,22 +15,25 @@ from estimator_scale import topology as topology_lib
 from tests.workers import tiny_models
 
 _BATCH = 8
-_COMPUTE_SECONDS = 0.005
-"""The model's own work per update: a normal job's update is its compute,
-long against the scheduling noise of a host that other tests share."""
 _PARSE_SECONDS = 0.1
 """The slow parse's sleep per batch: many times the model's update."""
 
 
 class _Computing(es.ClassifierModel):
-  """A linear classifier whose forward pass takes `_COMPUTE_SECONDS`."""
+  """A linear classifier whose forward pass takes `seconds`: a normal
+  job's update is its compute, long against the scheduling noise of a host
+  that other tests share."""
 
   name = "input_wait_computing"
+
+  def __init__(self, seconds):
+    super().__init__()
+    self._seconds = seconds
 
   def logits(self, features, training, params):
     """See base class."""
     x = tf.numpy_function(
-        lambda v: time.sleep(_COMPUTE_SECONDS) or v, [features["x"]],
+        lambda v: time.sleep(self._seconds) or v, [features["x"]],
         tf.float32)
     x.set_shape(features["x"].shape)
     return tf.keras.layers.Dense(3)(x)
@@ -61,10 +64,14 @@ def _input_fn(features, labels, slow):
 
 
 def _train(tmp_path, slow, accumulation_steps, caplog):
-  """(the run's input wait shares, the progress lines) of 16 updates."""
+  """(the run's input wait shares, the progress lines) of 16 updates.
+
+  The slow parse's update computes 10 ms (k micro-batches of it), the
+  normal one 20 ms.
+  """
   _, features, labels = tiny_models.generated_data("mlp", 64)
   estimator = es.make_estimator(
-      _Computing(), model_dir=str(tmp_path / ("slow" if slow else "normal")),
+      _Computing(0.01 / accumulation_steps if slow else 0.02), model_dir=str(tmp_path / ("slow" if slow else "normal")),
       training_config=es.TrainingConfig(
           accumulation_steps=accumulation_steps),
       global_batch_size=_BATCH, progress_every_n_steps=5, random_seed=0)
@@ -104,7 +111,7 @@ def test_measure_is_the_time_blocked_on_the_iterator():
         lambda x: tf.numpy_function(lambda v: time.sleep(0.2) or v, [x],
                                     tf.float32))
     features = tf.compat.v1.data.make_one_shot_iterator(data).get_next()
-    wait = input_wait.measure({"x": features}, None)
+    wait, _, _ = input_wait.measure({"x": features}, None)
     with tf.compat.v1.Session() as session:
       measured = session.run(wait)
   assert 0.2 <= measured < 0.7

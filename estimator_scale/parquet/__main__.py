@@ -50,6 +50,7 @@ def main(argv=None):
     parser.error(f"--processes={args.processes}: want 1 or more")
   # pylint: disable-next=g-import-not-at-top
   from estimator_scale.parquet import convert
+  convert.give_back_freed_memory()
   try:
     convert.convert(args.input, args.output, args.processes, args.nulls)
   except errors.Error as e:

@@ -30,10 +30,8 @@ def _plain(array):
   """`array` without a dictionary, and temporal values as their integers."""
   if pa.types.is_dictionary(array.type):
     array = array.dictionary_decode()
-  arrow_type = array.type
-  if (pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type)
-      or pa.types.is_time(arrow_type) or pa.types.is_duration(arrow_type)):
-    array = array.view(pa.int32() if arrow_type.bit_width == 32 else pa.int64())
+  if schema.is_temporal(array.type):
+    array = array.view(pa.int32() if array.type.bit_width == 32 else pa.int64())
   return array
 
 

@@ -23,12 +23,13 @@ _SUPPORTED = ("integers, floats, booleans, strings, binary, dates and times, "
               "and lists or fixed-size lists of those")
 
 
-def _temporal(arrow_type):
+def is_temporal(arrow_type):
+  """Dates, times and spans: written as their integer count."""
   return (pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type)
           or pa.types.is_time(arrow_type) or pa.types.is_duration(arrow_type))
 
 
-def is_binary(arrow_type):
+def _binary(arrow_type):
   return (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
           or pa.types.is_binary(arrow_type)
           or pa.types.is_large_binary(arrow_type)
@@ -44,11 +45,11 @@ def scalar_dtype(arrow_type):
     arrow_type = arrow_type.value_type
   if pa.types.is_boolean(arrow_type) or pa.types.is_integer(arrow_type):
     return "int64"
-  if _temporal(arrow_type):
+  if is_temporal(arrow_type):
     return "int64"
   if pa.types.is_floating(arrow_type):
     return "float32"
-  if is_binary(arrow_type):
+  if _binary(arrow_type):
     return "string"
   return None
 

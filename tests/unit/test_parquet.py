@@ -21,6 +21,7 @@ from estimator_scale.parquet import convert
 from estimator_scale.parquet import segments
 from estimator_scale.parquet import tfrecord
 from tests.helpers.processes import PYTHON, run
+from tools.bench import parquet_memory
 
 _ROWS = [
     # id, label, price (float64, null), clicked (bool), name (string, null),
@@ -230,3 +231,11 @@ def test_importing_the_package_loads_no_pyarrow():
               "parquet; print(sorted(m for m in sys.modules if m.split('.')[0]"
               " in ('pyarrow', 'tensorflow')))"])
   assert proc.stdout.strip() == "[]"
+
+
+def test_memory_bench_measures_a_small_file(capsys):
+  ratio = parquet_memory.main(["--gigabytes=0.001", "--row_group_rows=2000"])
+  out = capsys.readouterr().out
+  assert "rows in 2 row groups of 2000 rows" in out
+  assert "peak RSS, largest process: " in out
+  assert ratio > 1  # the interpreter alone outweighs a row group this small

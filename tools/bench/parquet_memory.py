@@ -3,24 +3,22 @@ r"""The Parquet converter's peak memory against one row group's decoded size.
 Writes a click-shaped Parquet file (a label, 13 float columns, 26 int64 ids
 and a list of int64 ids per row), one row group at a time, converts it with
 `python -m estimator_scale.parquet` in a child process and prints the peak
-resident memory of the largest process (getrusage of the children) and of
-all of them together (sampled from /proc), each over one row group's
-decoded (Arrow) size:
+resident memory of the largest process and of all of them together
+(sampled from /proc), each over one row group's decoded (Arrow) size:
 
   nice -n 10 .venv/bin/python -m tools.bench.parquet_memory --gigabytes=1
-  .venv/bin/python -m tools.bench.parquet_memory --gigabytes=0.02 --row_group_rows=20000
+  .venv/bin/python -m tools.bench.parquet_memory --gigabytes=0.2 \
+      --row_group_rows=300000
 
 The converter holds one row group at a time per process, so the largest
 process should stay under 2x; the total grows with --processes.
 """
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -65,8 +63,9 @@ def write(path, target_bytes, rows_per_group, seed=0):
   return rows, groups, largest
 
 
-def _tree_rss(root):
-  """Resident bytes of `root` and every process below it, from /proc."""
+def _tree(root):
+  """{pid: (resident bytes, peak resident bytes)} of `root` and every
+  process below it, from /proc."""
   children = {}
   for name in os.listdir("/proc"):
     if name.isdigit():
@@ -76,41 +75,44 @@ def _tree_rss(root):
       except (OSError, IndexError, ValueError):
         continue
       children.setdefault(parent, []).append(int(name))
-  total, todo, page = 0, [root], os.sysconf("SC_PAGE_SIZE")
+  memory, todo = {}, [root]
   while todo:
     pid = todo.pop()
     todo.extend(children.get(pid, []))
     try:
-      with open(f"/proc/{pid}/statm", encoding="ascii") as f:
-        total += int(f.read().split()[1]) * page
-    except OSError:
+      with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        fields = dict(line.split(":", 1) for line in f if ":" in line)
+      memory[pid] = tuple(int(fields[key].split()[0]) * 1024
+                          for key in ("VmRSS", "VmHWM"))
+    except (OSError, KeyError, ValueError):
       pass
-  return total
+  return memory
 
 
 def convert(source, output, processes):
   """Runs the converter; returns (seconds, peak RSS of its largest process,
-  peak RSS of all its processes at once), bytes."""
+  peak RSS of all its processes at once), bytes.
+
+  Peaks are sampled from /proc (each process's own high-water mark), not
+  taken from getrusage: a child's ru_maxrss also counts the pages it
+  shared with this process when it was forked, and this process has just
+  written the file.
+  """
   command = [sys.executable, "-m", "estimator_scale.parquet",
              f"--input={source}", f"--output={output}",
              f"--processes={processes}"]
   started = time.monotonic()
   child = subprocess.Popen(command)
-  peak_total = [0]
-
-  def sample():
-    while child.poll() is None:
-      peak_total[0] = max(peak_total[0], _tree_rss(child.pid))
-      time.sleep(0.05)
-
-  sampler = threading.Thread(target=sample, daemon=True)
-  sampler.start()
-  if child.wait():
+  peaks, total = {}, 0
+  while child.poll() is None:
+    memory = _tree(child.pid)
+    for pid, (_, high) in memory.items():
+      peaks[pid] = max(peaks.get(pid, 0), high)
+    total = max(total, sum(rss for rss, _ in memory.values()))
+    time.sleep(0.05)
+  if child.returncode:
     raise SystemExit(f"the converter failed: {' '.join(command)}")
-  seconds = time.monotonic() - started
-  sampler.join()
-  largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-  return seconds, largest, peak_total[0]
+  return time.monotonic() - started, max(peaks.values()), total
 
 
 def main(argv=None):

@@ -8,8 +8,9 @@ rows a block at a time, as a sharded table's rank does: after a change of
 size those rows hold ids of every rank. Before the first update each rank
 then sends every row it holds, with its optimizer slots, count, last update
 and fresh flag, to the id's new owner (one all-to-all per per-row
-variable), and keeps only what it receives: no rank ever holds more than
-its own range and the rows it will own, never the whole table.
+variable, one variable after another), and keeps only what it receives:
+besides its own range, a rank holds one variable's rows in flight at a
+time, never the whole table.
 
 A rank may receive more ids than its share of the capacity holds (the
 hash spreads ids evenly on average, not exactly, and a table saved full
@@ -22,9 +23,11 @@ that was partway to `min_count` counts its sightings again.
 
 The number of ranks that saved is a tensor of the merged checkpoint
 (`RANKS`); a checkpoint without it (written before it existed) is
-re-sharded whatever its size, which moves no row of a table already laid
-out for this size.
+re-sharded whatever its size, which sends no row of a table already laid
+out for this size to another rank.
 """
+import time
+
 from absl import logging
 import tensorflow as tf
 
@@ -76,43 +79,56 @@ def _keep(table, received_ids, scores):
   return tf.cond(count > rows, best, lambda: tf.range(count))
 
 
+def _send(variable, held, splits, hvd):
+  """The rows `held` of `variable` sent to their owners; what this rank
+  receives."""
+  rows = tf.gather(variable, held)
+  if rows.dtype == tf.bool:  # as int32: not every Horovod build sends bool
+    rows = tf.cast(rows, tf.int32)
+  return hvd.alltoall(rows, splits=splits)[0]
+
+
 def _move(table, slots, hvd):
-  """(the op moving `table`'s rows to their owners, the rows it evicted)."""
+  """(the op moving `table`'s rows to their owners, the rows it evicted).
+
+  The ids and the eviction policy's score go first: which rows a rank
+  keeps decides where every variable's rows go. Then one variable at a
+  time, each written before the next is read, so a rank holds one
+  variable's rows in flight (sent, received, kept), not every variable's.
+  """
   held = tf.where(table.ids >= 0)[:, 0]
   owner = dynamic.owners(tf.gather(table.ids, held), hvd.size())
   order = tf.argsort(owner, stable=True)
   held = tf.gather(held, order)
   splits = tf.math.bincount(owner, minlength=hvd.size(),
                             maxlength=hvd.size(), dtype=tf.int32)
-  moving = [table.pool] + slots + [getattr(table, n) for n, _ in _FREE_VALUES]
-  received = []
-  for variable in moving:
-    rows = tf.gather(variable, held)
-    if rows.dtype == tf.bool:
-      rows = tf.cast(rows, tf.int32)
-    received.append(hvd.alltoall(rows, splits=splits)[0])
-  by_name = dict(zip((n for n, _ in _FREE_VALUES), received[-4:]))
-  score = (by_name["last_seen"] if table.options.eviction == "lru"
-           else by_name["counts"])
-  kept = _keep(table, by_name["ids"], score)
+  policy = "last_seen" if table.options.eviction == "lru" else "counts"
+  first = {"ids": _send(table.ids, held, splits, hvd),
+           policy: _send(getattr(table, policy), held, splits, hvd)}
+  kept = _keep(table, first["ids"], first[policy])
   count = tf.size(kept)
-  evicted = tf.cast(tf.size(by_name["ids"]) - count, tf.int64)
-  writes = []
-  with tf.control_dependencies(received):
-    rows = tf.range(count)
-    for variable, values in zip(moving[:-4], received[:-4]):
-      writes.append(tf.compat.v1.scatter_update(
-          variable, rows, tf.gather(values, kept)))
-    for (name, free), values in zip(_FREE_VALUES, received[-4:]):
-      variable = getattr(table, name)
+  rows = tf.range(count)
+  done = [kept]
+  for variable in [table.pool] + slots:
+    with tf.control_dependencies(done):
+      values = tf.gather(_send(variable, held, splits, hvd), kept)
+      done = [tf.compat.v1.scatter_update(variable, rows, values)]
+  for name, free in _FREE_VALUES:
+    variable = getattr(table, name)
+    with tf.control_dependencies(done):
+      values = first.get(name)
+      if values is None:
+        values = _send(variable, held, splits, hvd)
       values = tf.cast(tf.gather(values, kept), variable.dtype.base_dtype)
-      writes.append(variable.assign(tf.concat([values, tf.fill(
-          [table.rows - count], tf.constant(free, values.dtype))], 0)))
+      done = [variable.assign(tf.concat([values, tf.fill(
+          [table.rows - count], tf.constant(free, values.dtype))], 0))]
+  evicted = tf.cast(tf.size(first["ids"]) - count, tf.int64)
+  with tf.control_dependencies(done):
+    done = [table.evicted.assign_add(evicted)]
     if table.sketch is not None:
-      writes.append(table.sketch.assign(tf.raw_ops.Empty(
+      done.append(table.sketch.assign(tf.raw_ops.Empty(
           shape=table.sketch.shape.as_list(), dtype=tf.int32, init=True)))
-    writes.append(table.evicted.assign_add(evicted))
-  with tf.control_dependencies(writes):
+  with tf.control_dependencies(done):
     return tf.identity(evicted)
 
 
@@ -139,10 +155,12 @@ class Resharder:
     saved = ranks_saved(checkpoint)
     if saved == self._hvd.size():
       return
+    start = time.perf_counter()
     evicted = session.run(self._moves)
     if self._hvd.rank() == 0:
-      logging.info("Dynamic tables re-sharded from %s to %d ranks",
-                   saved or "an unknown number of", self._hvd.size())
+      logging.info("Dynamic tables re-sharded from %s to %d ranks in %.2f s",
+                   saved or "an unknown number of", self._hvd.size(),
+                   time.perf_counter() - start)
     for name, count in zip(self._names, evicted):
       if count:
         logging.warning(

@@ -111,3 +111,44 @@ def test_bad_flags_name_the_flag():
   with pytest.raises(SystemExit):
     bench.parse_args(["--rows=0"])
   assert bench.parse_args(["--smoke"]).memory_capacities == [8192, 32768]
+
+
+def test_the_row_cut_is_judged_at_its_own_capacity():
+  cut = copy.deepcopy(RESULT)
+  cut["cut"] = {
+      "rows": 100, "train": 1000, "distinct": 900, "seen_twice": 30,
+      "machine": {"date": "2026-11-29 06:00 UTC",
+                  "load_average_at_start": [1.0, 2.0, 3.0],
+                  "load_average_at_end": [4.0, 5.0, 6.0]},
+      "runs": {"dynamic": [{"auc": 0.71, "examples": 1000, "seconds": 2.0,
+                            "rows_in_use": 100}],
+               "dynamic_min_count_2": [{"auc": 0.7099, "examples": 1000,
+                                        "seconds": 2.0, "rows_in_use": 40}]}}
+  text = render.page(cut)
+  assert "100 rows per column (100 in all)" in text
+  assert "| dynamic, `min_count=2` | 0.7099 | 40 | 40.0% | 500 |" in text
+  assert "holds 60.0% fewer rows (target >= 50%: met) at an AUC cost of " \
+         "+0.0001" in render.cut_fields(cut)["cut_verdict"]
+  assert "Not measured yet: `nice -n 10" in render.page(RESULT)
+
+
+def test_parts_are_checked_by_name():
+  assert bench.parse_args(["--parts=cut"]).parts == ["cut"]
+  with pytest.raises(SystemExit):
+    bench.parse_args(["--parts=cut,speeds"])
+
+
+def test_the_reshard_cost_is_said_against_its_share():
+  moved = copy.deepcopy(RESULT)
+  moved["reshard"] = {
+      "capacity": 3000, "dimension": 4, "ids": 2700, "ranks": [2, 3],
+      "seconds": 1.5, "share_bytes": 2 * MIB, "peak_over_share": [1.5, 2.0],
+      "restore_only_peak_over_share": [0.5, 0.25],
+      "machine": {"date": "2026-11-29 06:00 UTC",
+                  "load_average_at_start": [1.0, 2.0, 3.0]}}
+  text = render.page(moved)
+  assert "saved by 2 Horovod ranks and restored into 3" in text
+  assert "took 1.50 s on rank 0" in text
+  assert "rose by 1.50, 2.00 times its share of the table (2.0 MiB" in text
+  assert "Not measured yet: `nice -n 10 .venv/bin/python -m " \
+         "tools.bench.dynamic.reshard`" in render.page(RESULT)

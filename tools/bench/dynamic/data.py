@@ -50,3 +50,17 @@ def load(root, split):
   features = {name: np.load(os.path.join(root, f"{split}-{name}.npy"),
                             mmap_mode="r") for name in COLUMNS}
   return features, np.load(os.path.join(root, f"{split}-{LABEL}.npy"))
+
+
+def seen_twice(root):
+  """{"distinct": ..., "seen_twice": ...}: the training split's ids per
+  column, and those of them drawn at least twice (what min_count=2 admits,
+  but for the sketch's shared counters), each the mean over the columns."""
+  features, _ = load(root, "train")
+  distinct, twice = [], []
+  for ids in features.values():
+    _, counts = np.unique(np.asarray(ids)[np.asarray(ids) >= 0],
+                          return_counts=True)
+    distinct.append(len(counts))
+    twice.append(int(np.count_nonzero(counts >= 2)))
+  return {"distinct": int(np.mean(distinct)), "seen_twice": int(np.mean(twice))}

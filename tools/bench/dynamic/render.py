@@ -26,6 +26,8 @@ TARGETS = {"auc_gain": 0.002, "rows_cut": 0.5, "auc_cost": 0.0005,
            "tfra_auc": 0.001, "tfra_speed": 1.0}
 MIB = 1 << 20
 TFRA_INSTALL = "pip install --no-deps tensorflow-recommenders-addons==0.7.2"
+CUT_COMMAND = "nice -n 10 .venv/bin/python -m tools.bench.dynamic --parts=cut"
+RESHARD_COMMAND = "nice -n 10 .venv/bin/python -m tools.bench.dynamic.reshard"
 
 
 def _median_of(runs, key):
@@ -61,22 +63,19 @@ def quality_fields(result):
     return {"quality_table": "\n".join(lines),
             "quality_verdict": "A quality run failed: no verdict."}
   gain = dynamic_auc - hashed_auc
-  cut = 1.0 - min2_rows / dynamic_rows
-  cost = dynamic_auc - min2_auc
   said = (
       f"AUC(dynamic) - AUC(hashed) = {gain:+.4f} (target >= "
       f"+{TARGETS['auc_gain']}: {verdict(gain >= TARGETS['auc_gain'])}). "
-      f"`min_count=2` holds {cut:.1%} fewer rows (target >= "
-      f"{TARGETS['rows_cut']:.0%}: {verdict(cut >= TARGETS['rows_cut'])}) "
-      f"at an AUC cost of {cost:+.4f} (negative: a gain; target <= "
-      f"{TARGETS['auc_cost']}: "
-      f"{verdict(cost <= TARGETS['auc_cost'])}).")
+      + min_count_said(rows["dynamic"], rows["dynamic_min_count_2"]))
   full = result["settings"]["rows"] * len(result["settings"]["columns"])
   if min2_rows == dynamic_rows == full:
     said += (" Both dynamic runs fill every row: at this capacity "
              "`min_count=2` changes which ids hold the rows (those seen "
              "twice), not how many; a cut in rows shows only where the "
              "capacity exceeds the ids seen twice.")
+  if result.get("cut") is not None:
+    said += (" Here the ids seen twice outnumber the rows; the next "
+             "section judges the cut at a capacity above them.")
   tfra_auc = rows.get("tfra", (None,))[0]
   if tfra_auc is not None:
     off = dynamic_auc - tfra_auc
@@ -84,6 +83,83 @@ def quality_fields(result):
              f"(target within {TARGETS['tfra_auc']}: "
              f"{verdict(abs(off) <= TARGETS['tfra_auc'])}).")
   return {"quality_table": "\n".join(lines), "quality_verdict": said}
+
+
+def min_count_said(dynamic, min2):
+  """The sentence on min_count=2's cut in rows and its AUC cost, from the
+  (AUC, rows in use) of each run."""
+  cut = 1.0 - min2[1] / dynamic[1]
+  cost = dynamic[0] - min2[0]
+  return (
+      f"`min_count=2` holds {cut:.1%} fewer rows (target >= "
+      f"{TARGETS['rows_cut']:.0%}: {verdict(cut >= TARGETS['rows_cut'])}) "
+      f"at an AUC cost of {cost:+.4f} (negative: a gain; target <= "
+      f"{TARGETS['auc_cost']}: "
+      f"{verdict(cost <= TARGETS['auc_cost'])}).")
+
+
+def cut_fields(result):
+  """The row cut's run, table and verdict (min_count 1 and 2 at a capacity
+  above the ids seen twice)."""
+  cut = result.get("cut")
+  if cut is None:
+    return {"cut_run": f"Not measured yet: `{CUT_COMMAND}`.",
+            "cut_table": "", "cut_verdict": ""}
+  columns = len(result["settings"]["columns"])
+  capacity = cut["rows"] * columns
+  m = cut["machine"]
+  run = (f"Run {m['date']} (load average at the start "
+         f"{', '.join(map(str, m['load_average_at_start']))}, at the end "
+         f"{', '.join(map(str, m['load_average_at_end']))}), on the data "
+         f"above: {cut['rows']:,} rows per column ({capacity:,} in all), "
+         f"where a column's {cut['train']:,} training examples hold "
+         f"{cut['distinct']:,} distinct ids, {cut['seen_twice']:,} of them "
+         "seen at least twice (means over the columns). With "
+         "`min_count=1` the table fills and evicts (LRU); with "
+         "`min_count=2` it holds the ids seen twice and the ids the "
+         "count-min sketch admits early.")
+  rows = quality_rows(cut["runs"])
+  lines = ["| table | AUC (eval) | rows in use | of the capacity | "
+           "examples/s |", "|---|---:|---:|---:|---:|"]
+  for name, (auc, used) in rows.items():
+    rate = median([r and r["examples"] / r["seconds"]
+                   for r in cut["runs"][name]])
+    share = "-" if used is None else f"{used / capacity:.1%}"
+    lines.append(f"| {LABELS[name]} | {repo.fmt(auc, 4)} | "
+                 f"{repo.fmt(used)} | {share} | {repo.fmt(rate)} |")
+  if None in (*rows["dynamic"], *rows["dynamic_min_count_2"]):
+    said = "A row-cut run failed: no verdict."
+  else:
+    said = min_count_said(rows["dynamic"], rows["dynamic_min_count_2"])
+  return {"cut_run": run, "cut_table": "\n".join(lines),
+          "cut_verdict": said}
+
+
+def reshard_fields(result):
+  """What re-sharding a table into another number of ranks cost
+  (reshard.py)."""
+  figures = result.get("reshard")
+  if figures is None:
+    return {"reshard": f"Not measured yet: `{RESHARD_COMMAND}`."}
+  before, after = figures["ranks"]
+
+  def times(values):
+    return ", ".join(f"{v:.2f}" for v in values)
+  seconds = figures["seconds"]
+  took = "n/a" if seconds is None else f"{seconds:.2f} s"
+  return {"reshard": (
+      f"Run {figures['machine']['date']} (load average as it ended "
+      f"{', '.join(map(str, figures['machine']['load_average_at_start']))})"
+      f": a table of {figures['capacity']:,} rows, dimension "
+      f"{figures['dimension']}, Adagrad, {figures['ids']:,} ids, saved by "
+      f"{before} Horovod ranks and restored into {after}. The re-shard "
+      f"(every row to its owner among {after}) took {took} on rank 0. Each "
+      f"rank's peak resident memory from its session's start to its first "
+      f"update rose by {times(figures['peak_over_share'])} times its share "
+      f"of the table ({figures['share_bytes'] / MIB:,.1f} MiB: rows, slot "
+      "and per-row counters), restore and re-shard together; a restore "
+      f"alone ({after} ranks restoring their own save) rose by "
+      f"{times(figures['restore_only_peak_over_share'])} times.")}
 
 
 def step_ratios(speed, base="hashed"):
@@ -203,11 +279,14 @@ def page(result):
     missing = "Not measured yet: `make bench-dynamic`."
     fields = dict.fromkeys(
         ("run", "data", "quality_table", "quality_verdict", "speed_table",
-         "speed_verdict", "memory_table", "memory_verdict"), "")
-    fields.update(run=missing, tfra=tfra_line(None))
+         "speed_verdict", "memory_table", "memory_verdict", "cut_table",
+         "cut_verdict"), "")
+    fields.update(run=missing, tfra=tfra_line(None), cut_run=missing,
+                  reshard=missing)
   else:
     fields = {**run_fields(result), **quality_fields(result),
               **speed_fields(result), **memory_fields(result),
+              **cut_fields(result), **reshard_fields(result),
               "tfra": tfra_line(result["tfra"])}
   return repo.fill_template(TEMPLATE, fields)
 

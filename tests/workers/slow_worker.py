@@ -18,9 +18,12 @@ from model_zoo import digits
 
 
 def _this_worker():
-  """This process's worker index, as horovodrun or TF_CONFIG says."""
+  """This process's worker index, as horovodrun or TF_CONFIG says (0 for
+  one process alone)."""
   if "HOROVOD_RANK" in os.environ:
     return int(os.environ["HOROVOD_RANK"])
+  if "TF_CONFIG" not in os.environ:
+    return 0
   task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
   return task.get("index", 0) if task.get("type") == "worker" else None
 

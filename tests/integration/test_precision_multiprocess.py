@@ -48,8 +48,8 @@ def test_fp16_compression_sends_float16_and_trains_digits(tmp_path):
   result = _run(tmp_path, "--allreduce_compression=fp16")
   assert result["eval"]["accuracy"] >= 0.95, result
   reduced = _allreduce_input_dtypes(tmp_path / "model")
-  # digits_cnn's 8 gradients (4 layers' kernels and biases), the stop flag
-  # and the ranks' compute times (stragglers) in one float16 group, and no
-  # other exchange: a float32 flag or timing alone would cost a second
-  # negotiation every update.
-  assert list(reduced.values()) == [[tf.float16] * 10], reduced
+  # digits_cnn's 8 gradients (4 layers' kernels and biases), the stop flag,
+  # the ranks' compute times (stragglers) and input waits in one float16
+  # group, and no other exchange: a float32 flag or timing alone would cost
+  # a second negotiation every update.
+  assert list(reduced.values()) == [[tf.float16] * 11], reduced

@@ -22,6 +22,7 @@ TEMPLATE = os.path.join(_HERE, "click_study.md.template")
 STYLE = {"AS": ("tab:blue", "o"), "LSW": ("tab:orange", "s"),
          "sqrt": ("tab:green", "^"), "identity": ("tab:gray", "v"),
          "seed000": ("tab:red", "D")}
+PANEL_NOTES = {"ftrl": "FTRL wide, Adagrad deep"}
 ZOOM = 0.03
 """The AUC axis shows this much below the baseline; lower means sit on its
 edge with their value written, so the ±0.002 band stays readable."""
@@ -319,8 +320,12 @@ def plot_auc(table, path):
         if r["optimizer"] == optimizer])
     axis.set_ylim(floor - 0.002, top + 0.002)
     axis.set_ylabel("held-out AUC, mean ± std over seeds")
-    axis.set_title(f"{table['model']}, {optimizer} (seed000: AdamW)",
-                   fontsize=10)
+    notes = [PANEL_NOTES[optimizer]] if optimizer in PANEL_NOTES else []
+    if any(r["optimizer"] == optimizer and r["method"] == "seed000"
+           for r in table["rows"]):
+      notes.append("seed000: AdamW")
+    axis.set_title(f"{table['model']}, {optimizer}"
+                   + (f" ({'; '.join(notes)})" if notes else ""), fontsize=10)
     axis.legend(fontsize=7, loc="lower left")
   fig.tight_layout()
   fig.savefig(path, dpi=110)

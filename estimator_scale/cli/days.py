@@ -57,4 +57,7 @@ def run_days():
     return
   print(day_summary.table(summary, metric), end="")
   if FLAGS.summary_json:
-    estimators.write_summary(dict(summary, model=FLAGS.model))
+    extra = {"model": FLAGS.model}
+    if estimator.progress:  # the last day's session
+      extra["input_wait"] = estimator.progress.input_wait_summary()
+    estimators.write_summary(dict(summary, **extra))

@@ -8,9 +8,10 @@ end. Each rank's dumps (its shard and Adagrad slots, the dense layer) show:
 the 3 ranks' rows right after the resume are, exactly, the rows the 2 ranks
 held at that commit, re-cut into 3 ranges; the dense variables likewise;
 and the 3 ranks train on to the last step, which they save as one table.
-With a dynamic table, each of the 3 ranks holds exactly the ids it owns
-among 3 after the resume, each with the row, slot, count and last update
-it had at the commit.
+A job with a dynamic table grows to 3 ranks and shrinks back to 2: after
+each resume each rank holds exactly the ids it owns at the new size, each
+with the row, slot, count and last update it had at the commit, and every
+example is trained once an epoch.
 """
 import re
 
@@ -19,6 +20,7 @@ import tensorflow as tf
 
 from estimator_scale.embeddings import sharded
 from tests.helpers import dynamic_rows
+from tests.helpers import trained_ids
 from tests.helpers.processes import HOROVODRUN, PYTHON, run, worker_env
 from tests.helpers.rig import discovery
 from tests.workers import sharded_equivalence
@@ -44,9 +46,9 @@ def _whole(dumps, name):
   return np.concatenate([dump[name] for dump in dumps])
 
 
-def _grow(tmp_path, kind):
-  """(the job's output, the dumps' and the model's directories, the step
-  it resumed at on 3 ranks) of an elastic job growing from 2 to 3."""
+def _elastic(tmp_path, kind, *flags, timeout=240):
+  """(the job's output, the dumps' directory, the model_dir) of an elastic
+  job that starts on 2 ranks and grows to 3 (and shrinks as `flags` say)."""
   hosts, discover = discovery(tmp_path, "localhost")
   hosts.write_text("localhost:2\n")
   out, model_dir = tmp_path / "out", tmp_path / "model"
@@ -57,16 +59,31 @@ def _grow(tmp_path, kind):
               "--min-np", "2", "--max-np", "3", "--host-discovery-script",
               str(discover), PYTHON, "-m", "tests.workers.sharded_elastic",
               f"--model_dir={model_dir}", f"--out_dir={out}",
-              f"--hosts_file={hosts}", f"--steps={STEPS}",
-              f"--commit_every_n_steps={COMMIT}", f"--kind={kind}"],
-             timeout=240, env=env)
-  log = proc.stdout + proc.stderr
-  [resumed] = map(int, re.findall(
-      r"elastic Horovod: 2 -> 3 ranks \(the hosts changed\), resuming at "
-      r"step (\d+)", log))
-  assert resumed % COMMIT == 0 and COMMIT <= resumed < STEPS, resumed
-  assert (f"Sharded tables restored from {model_dir}/sharded_tables/"
-          f"ckpt-{resumed} on 3 ranks") in log
+              f"--hosts_file={hosts}", f"--commit_every_n_steps={COMMIT}",
+              f"--kind={kind}", *flags],
+             timeout=timeout, env=env)
+  return proc.stdout + proc.stderr, out, model_dir
+
+
+def _resumes(log, model_dir):
+  """[(ranks before, ranks after, the step resumed at)] of the job's
+  changes of size, each checked to resume at a commit with its tables."""
+  resumes = [tuple(map(int, found)) for found in re.findall(
+      r"elastic Horovod: (\d+) -> (\d+) ranks \(the hosts changed\), "
+      r"resuming at step (\d+)", log)]
+  for _, after, step in resumes:
+    assert step % COMMIT == 0 and COMMIT <= step, step
+    assert (f"Sharded tables restored from {model_dir}/sharded_tables/"
+            f"ckpt-{step} on {after} ranks") in log
+  return resumes
+
+
+def _grow(tmp_path, kind):
+  """(the job's output, the dumps' and the model's directories, the step
+  it resumed at on 3 ranks) of an elastic job growing from 2 to 3."""
+  log, out, model_dir = _elastic(tmp_path, kind, f"--steps={STEPS}")
+  [(before, after, resumed)] = _resumes(log, model_dir)
+  assert (before, after) == (2, 3) and resumed < STEPS
   # The 2 ranks left at that commit: none of them saw a later one.
   assert not list(out.glob(f"commit-{resumed + COMMIT}-of2-*"))
   return log, out, model_dir, resumed
@@ -95,16 +112,26 @@ def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
                                   _whole(ended, name), err_msg=name)
 
 
-def test_a_dynamic_table_moves_rows_to_their_owners_when_a_rank_joins(
+def test_a_dynamic_table_follows_2_3_2_ranks_training_each_example_once(
     tmp_path):
-  log, out, model_dir, resumed = _grow(tmp_path, "dynamic")
-  assert "Dynamic tables re-sharded from 2 to 3 ranks" in log
-  committed = dynamic_rows.by_id(_dumps(out, "commit", resumed, 2), TABLE)
-  started = dynamic_rows.by_id(_dumps(out, "start", resumed, 3), TABLE)
-  assert len(committed[TABLE + "/ids"]) > 10
-  dynamic_rows.assert_same(started, committed, 0, f"step {resumed}")
-  ended = dynamic_rows.by_id(_dumps(out, "end", STEPS, 3), TABLE)
-  merged = tf.train.load_checkpoint(
-      str(model_dir / "sharded_tables" / f"ckpt-{STEPS}"))
-  ids = merged.get_tensor(TABLE + "/ids")
-  assert set(ended[TABLE + "/ids"]) == set(ids[ids >= 0].tolist())
+  """Grown to 3 ranks after the first update, shrunk back to 2 from update
+  12: at each resume the new ranks hold the commit's table, each rank its
+  own ids; every example is trained once an epoch but for the updates a
+  change lost after its commit, trained again."""
+  steps = 24
+  log, out, model_dir = _elastic(
+      tmp_path, "dynamic", f"--steps={steps}", "--shrink_at_step=12",
+      timeout=420)
+  resumes = _resumes(log, model_dir)
+  assert [(before, after) for before, after, _ in resumes] == [(2, 3),
+                                                                (3, 2)]
+  for before, after, step in resumes:
+    assert f"Dynamic tables re-sharded from {before} to {after} ranks" in log
+    dynamic_rows.assert_same(
+        dynamic_rows.by_id(_dumps(out, "start", step, after), TABLE),
+        dynamic_rows.by_id(_dumps(out, "commit", step, before), TABLE), 0,
+        f"{before} -> {after} at step {step}")
+  trained_ids.check_each_once(trained_ids.read(out),
+                              len(sharded_equivalence.token_data()[1]))
+  # The 2 ranks trained on to the end and saved the table there.
+  assert (model_dir / "sharded_tables" / f"ckpt-{steps}.index").exists()

@@ -240,7 +240,9 @@ class Table:
                                                         *reversed(shard))
     # A shard's variables are this rank's own (local, out of rank 0's
     # broadcast) and saved as slices of the whole table's by
-    # shard_checkpoints, which merges them into one process's table.
+    # shard_checkpoints, which merges them into one process's table; a
+    # restore into another number of ranks moves each row to its id's
+    # owner there (dynamic_reshard).
     local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
     made = []
 

@@ -143,9 +143,8 @@ class Resharder:
 
   def __init__(self, hvd, sliced):
     self._hvd = hvd
-    tables = [t for t in dynamic.tables() if t.shard is not None]
-    self._names = [t.name for t in tables]
-    self._moves = [_move(t, _slots(t, sliced), hvd) for t in tables]
+    self._tables = [t for t in dynamic.tables() if t.shard is not None]
+    self._moves = [_move(t, _slots(t, sliced), hvd) for t in self._tables]
 
   def after_restore(self, session, checkpoint):
     """Re-shards when `checkpoint` (merged) was saved by another number of
@@ -161,9 +160,11 @@ class Resharder:
       logging.info("Dynamic tables re-sharded from %s to %d ranks in %.2f s",
                    saved or "an unknown number of", self._hvd.size(),
                    time.perf_counter() - start)
-    for name, count in zip(self._names, evicted):
+    for table, count in zip(self._tables, evicted):
       if count:
         logging.warning(
-            "dynamic table %r: rank %d owns more ids than its %s rows after "
-            "re-sharding to %d ranks; evicted %d", name, self._hvd.rank(),
-            "share of capacity", self._hvd.size(), count)
+            "dynamic table %r: rank %d owns %d ids at %d ranks, more than "
+            "its %d rows of capacity=%d; evicted the %d its eviction=%r "
+            "ranks last", table.name, self._hvd.rank(), table.rows + count,
+            self._hvd.size(), table.rows, table.options.capacity, count,
+            table.options.eviction)

@@ -36,6 +36,7 @@ def _define_flags():
   flags.DEFINE_integer("global_batch_size", 16, "")
   flags.DEFINE_list("configs", list(CONFIGS), "the CONFIGS to train")
   flags.DEFINE_string("dump_dir", None, "where each rank writes its rows")
+  flags.DEFINE_integer("capacity", 120, "the table's rows")
 
 
 def id_data():
@@ -59,7 +60,8 @@ class RawIds(es.BinaryClassifierModel):
   name = None
 
   def logits(self, features, training, params):
-    vectors = es.dynamic_embedding(features["ids"], DIMENSION, capacity=120,
+    vectors = es.dynamic_embedding(features["ids"], DIMENSION,
+                                   capacity=FLAGS.capacity,
                                    name="table", min_count=2,
                                    steps_to_live=4)
     return tf.compat.v1.layers.dense(

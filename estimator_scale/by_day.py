@@ -110,6 +110,8 @@ def _train_day(estimator, partition, start_step, global_batch_size,
   progress = estimator.progress and estimator.progress.examples_per_sec
   fields["examples_per_sec"] = progress or (span.examples - done) / max(
       seconds, 1e-9)
+  if estimator.progress and estimator.progress.tables:
+    fields["tables"] = estimator.progress.tables
   return fields, False
 
 

@@ -7,13 +7,17 @@
    "days": {"2026-01-01": {"records": ..., "examples": ..., "left_out": ...,
                            "start_step": ..., "end_step": ..., "updates": ...,
                            "seconds": ..., "examples_per_sec": ...,
+                           "tables": {"user": {"rows": ..., "admitted": ...,
+                                               "evicted": ...}},
                            "export": ..., "eval_day": "2026-01-02",
                            "eval": {"auc": ..., "loss": ...}}, ...},
    "best": {"day": ..., "metric": "auc", "value": ..., "export": ...}}
 
 Beside it, `days.md` renders it as a table and `auc_by_day.png` plots the
-metric by day (where matplotlib is installed). `seconds` and
-`examples_per_sec` are of the last run that trained the day: of the part
+metric by day (where matplotlib is installed). `seconds`,
+`examples_per_sec` and `tables` (each dynamic table's rows in use at the
+day's end, ids admitted and rows evicted during it: the chief's part of
+the table on Horovod) are of the last run that trained the day: of the part
 after the restart for a day a kill cut.
 """
 import datetime
@@ -70,11 +74,16 @@ def keep_best(summary, export_dir, metric, higher_is_better):
 def table(summary, metric="auc"):
   """The summary as a markdown table, a row per day."""
   head = [title for _, title in _COLUMNS] + [f"{metric} on the next day"]
+  with_tables = any("tables" in e for e in summary["days"].values())
+  if with_tables:
+    head.append("table rows (admitted, evicted)")
   lines = ["| " + " | ".join(head) + " |",
            "|" + "---|" * len(head)]
   for day, e in sorted(summary["days"].items()):
     cells = [day] + [_cell(e.get(key)) for key, _ in _COLUMNS[1:]]
     cells.append(_cell(e.get("eval", {}).get(metric)))
+    if with_tables:
+      cells.append(_tables_cell(e.get("tables")))
     lines.append("| " + " | ".join(cells) + " |")
   best = summary.get("best")
   if best:
@@ -83,6 +92,15 @@ def table(summary, metric="auc"):
                  f"{best['value']:.4f} on {best['judged_on']}), exported "
                  f"to {best['export']}")
   return "\n".join(lines) + "\n"
+
+
+def _tables_cell(tables):
+  """Every dynamic table's rows in use, admitted and evicted, summed."""
+  if not tables:
+    return "-"
+  rows, admitted, evicted = (sum(t[key] for t in tables.values())
+                             for key in ("rows", "admitted", "evicted"))
+  return f"{rows:,} (+{admitted:,}, -{evicted:,})"
 
 
 def _cell(value):

@@ -57,6 +57,10 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     self.input_wait = None
     """Each worker's share of the run after its first update spent waiting
     for input (`input_wait.shares`), or None where it was not measured."""
+    self.tables = None
+    """{table: {"rows", "evicted", "admitted"}} of this session's dynamic
+    tables at its end (this process's part): rows in use then, rows freed
+    and ids given a row during the session; None without dynamic tables."""
 
   def begin(self):
     self._step = tf.compat.v1.train.get_global_step()
@@ -81,6 +85,21 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     self._window_wait = self._total_wait = None
     self._nonfinite = 0
     self._previous = None
+
+  def after_create_session(self, session, coord):
+    del coord
+    self._rows_at_start = (session.run({n: u["rows"] for n, u in
+                                        self._tables.items()})
+                           if self._tables else None)
+
+  def end(self, session):
+    if not self._tables:
+      return
+    usage = session.run(self._tables)
+    self.tables = {name: {"rows": int(u["rows"]), "evicted": int(u["evicted"]),
+                          "admitted": int(u["rows"] - self._rows_at_start[name]
+                                          + u["evicted"])}
+                   for name, u in usage.items()}
 
   def before_run(self, run_context):
     fetches = self._fetches

@@ -13,6 +13,7 @@ import types
 import pytest
 import tensorflow as tf
 
+import estimator_scale as es
 from estimator_scale import by_day
 from estimator_scale import day_summary
 from estimator_scale import errors
@@ -255,3 +256,44 @@ def test_an_open_range_stops_after_one_wait_for_a_day_that_never_lands(
               ("2026-01-01", "2026-01-02"), ("2026-01-02", None)]
   assert summary["best"]["day"] == "2026-01-01"
   assert os.path.isdir(tmp_path / "model" / "export" / "2026-01-02" / "2")
+
+
+class _DayIds(es.BinaryClassifierModel):
+  """day_logs' examples with a dynamic table over their ids, which are new
+  every day: day 1 fills the table, day 2 evicts to admit its own."""
+
+  name = "day_ids_test"
+  CAPACITY = 32
+
+  def logits(self, features, training, params):
+    rows = es.dynamic_embedding(features["id"], 2, self.CAPACITY, name="ids")
+    return tf.keras.layers.Dense(1)(
+        tf.concat([features["x"], rows], axis=1))
+
+  def serving_features(self):
+    return {"x": tf.TensorSpec([4], tf.float32),
+            "id": tf.TensorSpec([], tf.int64)}
+
+  def feature_spec(self):
+    spec = super().feature_spec()
+    spec["id"] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+def test_each_days_summary_says_what_its_tables_admitted_and_evicted(
+    tmp_path):
+  root = str(tmp_path / "days")
+  day_logs.write_days(root, _DAY, [24, 40, 16])
+  # The chief's progress hook, which reads the tables, needs the batch.
+  estimator = es.make_estimator(_DayIds(), model_dir=str(tmp_path / "model"),
+                                distribution="none", global_batch_size=8)
+  summary = es.train_by_day(estimator, root, "2026-01-01:2026-01-02", 8)
+  (first,), (second,) = (summary["days"][d]["tables"].values()
+                         for d in ("2026-01-01", "2026-01-02"))
+  # Every id is new, seen once, and admitted on first sight (min_count 1).
+  assert first == {"rows": 24, "admitted": 24, "evicted": 0}
+  assert second["rows"] == _DayIds.CAPACITY
+  assert second["admitted"] == 40
+  assert second["evicted"] == 24 + 40 - _DayIds.CAPACITY
+  table = day_summary.table(summary)
+  assert "| 32 (+40, -32) |" in table, table

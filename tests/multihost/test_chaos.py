@@ -1,6 +1,7 @@
-"""Five minutes of chaos on the rig (tools/rig/chaos.py): an elastic Horovod
-job over five hosts, faults drawn from a fixed seed, each absorbed before
-the next. Nothing may be lost: each example trained once an epoch over
+"""Minutes of chaos on the rig (tools/rig/chaos/): an elastic Horovod job
+over five hosts, then a synchronous parameter-server job under the
+launcher's restarts over four, faults drawn from a fixed seed, each absorbed
+before the next. Nothing may be lost: each example trained once an epoch over
 every restart, the job ends cleanly when asked, and neither a process nor a
 namespace stays behind. The hour-long run is `make chaos` (docs/CHAOS.md).
 """
@@ -34,3 +35,33 @@ def test_faults_lose_no_example_and_leave_nothing(needs_root, tmp_path):
   assert report["processes_left"] == {}, report["processes_left"]
   assert report["namespaces_left"] == [], report["namespaces_left"]
   assert "# Chaos on the rig" in chaos.render(report)
+
+
+PS_SEED = 1
+"""Draws, on four hosts (the launcher's and three in the job): a worker's
+task killed, a worker stopped past the timeout, then the chief's host (its
+ps task too) killed whole and brought back, which the launcher takes again
+(a join)."""
+
+
+def test_ps_sync_restarts_lose_no_example_and_leave_nothing(needs_root,
+                                                            tmp_path):
+  # A synchronous parameter-server job under the launcher's restarts: every
+  # fault stops the cluster, and the restart from the last checkpoint trains
+  # what followed it again, once.
+  lines = []
+  report = chaos.run(PS_SEED, minutes=10, gap=(5, 10), max_faults=3,
+                     work_dir=str(tmp_path), log=lines.append,
+                     backend="ps_sync")
+  print("\n".join(lines))
+  assert report["exit_code"] == 0, report
+  assert report["each_example_once"], report["problem"]
+  assert report["epochs"] >= 1, report
+  for fault in report["faults"]:
+    assert fault["recovery"] is not None, fault
+    assert fault["recovery"] <= RECOVERY_LIMIT, fault
+  assert report["restarts"] >= len(report["faults"]) - sum(
+      f["kind"] == "slow" for f in report["faults"]), report
+  assert report["processes_left"] == {}, report["processes_left"]
+  assert report["namespaces_left"] == [], report["namespaces_left"]
+  assert "parameter-server" in chaos.render(report)

@@ -5,7 +5,9 @@ update, the example ids it trained on with its worker index, the job's size
 and the step (`trained_ids.IdsHook`), so a test can count, over every
 worker and every restart, how often each example was trained, even when a
 worker was killed. With --elastic it is a rank of an elastic Horovod job
-(under horovodrun's elastic driver), trained again after each change.
+(under horovodrun's elastic driver), trained again after each change; with
+--stop_at_file, a job whose command cannot change between restarts (the
+launcher's) stops at a step chosen while it runs.
 """
 import os
 import shutil
@@ -36,6 +38,11 @@ flags.DEFINE_string("tfrecords", None, "read the examples from 12 TFRecord "
 flags.DEFINE_bool("elastic", False, "a rank of an elastic Horovod job")
 flags.DEFINE_integer("commit_every_n_steps", 10, "elastic: updates between "
                      "commits")
+flags.DEFINE_bool("ps_sync", False, "parameter_server: synchronous updates")
+flags.DEFINE_string("stop_at_file", None, "stop once global_step reaches the "
+                    "step this file names (read after every update): a "
+                    "driver ends a job of many restarts, whose command is "
+                    "fixed, at a step it picks late")
 flags.DEFINE_float("seconds_per_update", 0.0, "a pause after each update, so "
                    "that a test can change the hosts between updates")
 FLAGS = flags.FLAGS
@@ -50,6 +57,24 @@ class _Pause(tf.compat.v1.train.SessionRunHook):
 _SPEC = {"x": tf.io.FixedLenFeature([5], tf.float32),
          "id": tf.io.FixedLenFeature([], tf.int64),
          "label": tf.io.FixedLenFeature([], tf.int64)}
+
+
+class _StopAtFile(tf.compat.v1.train.SessionRunHook):
+  """Stops at the step --stop_at_file names, once it exists: written a few
+  commits ahead, every task of a synchronous job reads the same step before
+  reaching it, so all stop after the same update, as with max_steps."""
+
+  def begin(self):
+    self._global_step = tf.compat.v1.train.get_global_step()
+
+  def after_run(self, run_context, run_values):
+    try:
+      with open(FLAGS.stop_at_file, encoding="utf-8") as f:
+        target = int(f.read())
+    except (FileNotFoundError, ValueError):  # not yet, or half written
+      return
+    if run_context.session.run(self._global_step) >= target:
+      run_context.request_stop()
 
 
 def _tfrecords(features, labels):
@@ -77,7 +102,8 @@ def _train(batch=None):
   estimator = es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=config,
-      save_checkpoints_steps=FLAGS.save_checkpoints_steps, random_seed=0)
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps, random_seed=0,
+      **({"ps_sync": True} if FLAGS.ps_sync else {}))
   topology = estimator.topology
   os.makedirs(FLAGS.out_dir, exist_ok=True)
   hooks = [trained_ids.IdsHook(
@@ -85,6 +111,8 @@ def _train(batch=None):
       worker=topology.worker_index, size=topology.num_workers)]
   if FLAGS.seconds_per_update:
     hooks.append(_Pause())
+  if FLAGS.stop_at_file:
+    hooks.append(_StopAtFile())
   if FLAGS.tfrecords:
     input_fn = es.inputs.from_tfrecords(
         _tfrecords(features, labels), _SPEC, "label", global_batch_size,

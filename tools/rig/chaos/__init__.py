@@ -1,0 +1,119 @@
+"""Chaos on the rig: a training job over hosts that die, drop off the
+network, stall, slow down, join and come back, in an order and at moments
+drawn from a seed, so that a run that fails replays with the same seed.
+
+Each fault is one the framework handles alone (tests/multihost); what this
+driver adds is their meeting during a long run, at moments the job does not
+choose: a fault may land during a commit (the job commits every few
+updates) or while a joined host still starts. Faults do not overlap: the
+driver waits for the job to train again, and for a commit after that,
+before the next one, so that each recovery is measured on its own.
+
+The job is the exactly-once tests' worker (`tests.workers.position_run`): a
+small model whose every process logs the example ids of every update, so
+the driver can count, over every restart, that each example of each
+finished epoch was trained once (`tests.helpers.trained_ids`), or what the
+backend claims instead. `--backend` picks the job: an elastic Horovod job
+(horovod.py) or a parameter-server job under `estimator-scale-launch
+--max_restarts`, synchronous or not (ps.py).
+
+  python -m tools.rig.chaos --seed 7 --minutes 60 --report docs/chaos.json
+  python -m tools.rig.chaos --backend ps_sync --seed 7 --minutes 60
+"""
+import argparse
+import glob
+import json
+import tempfile
+import time
+
+from tests.helpers.rig import job_processes
+from tools.rig import cluster as cluster_lib
+from tools.rig.chaos import horovod
+from tools.rig.chaos import ps
+from tools.rig.chaos.core import ABSORB_LIMIT, EXAMPLES, COMMIT, Fault
+from tools.rig.chaos.horovod import COLLECTIVE_TIMEOUT, KINDS, RESTARTS, Chaos
+from tools.rig.chaos.report import render
+
+__all__ = ["ABSORB_LIMIT", "BACKENDS", "COLLECTIVE_TIMEOUT", "COMMIT",
+           "EXAMPLES", "KINDS", "RESTARTS", "Chaos", "Fault", "main",
+           "render", "run"]
+"""The driver's names as they were when it was one module (the elastic
+Horovod job's), and the command's."""
+
+BACKENDS = ("horovod", "ps_sync", "ps_async")
+
+HOSTS = {"horovod": 5, "ps_sync": 4, "ps_async": 4}
+"""The rig's size for each backend: Horovod's four in the job and a spare;
+the launcher's host and three in the job, whose lost hosts come back."""
+
+
+def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log):
+  if backend == "horovod":
+    return horovod.Chaos(rig, work_dir, seed, start_hosts, gap,
+                         kinds or horovod.KINDS, log)
+  if backend in ("ps_sync", "ps_async"):
+    return ps.PsChaos(rig, work_dir, seed, backend == "ps_sync", gap,
+                      kinds or ps.KINDS, log)
+  raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+
+
+def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
+        kinds=None, max_faults=None, work_dir=None, log=print,
+        backend="horovod"):
+  """A chaos run of `backend`'s job on a rig of `hosts` hosts (default:
+  `HOSTS`); returns its report. `start_hosts`: Horovod's job starts on
+  that many, the others spares."""
+  if backend not in BACKENDS:
+    raise ValueError(f"backend {backend!r} is not one of "
+                     f"{', '.join(BACKENDS)}")
+  hosts = hosts or HOSTS[backend]
+  work_dir = work_dir or tempfile.mkdtemp(prefix="chaos-")
+  with cluster_lib.Cluster(hosts, loopback_hostname=True) as rig:
+    chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
+                    log)
+    chaos.start()
+    try:
+      chaos.run(minutes * 60, max_faults)
+      exit_code = chaos.stop()
+    finally:
+      if chaos._job.poll() is None:  # pylint: disable=protected-access
+        chaos._job.kill()  # pylint: disable=protected-access
+    # The tasks end with their launcher; give them the limit to go.
+    deadline = time.monotonic() + ABSORB_LIMIT
+    while (any(job_processes(h) for h in rig.hosts) and
+           time.monotonic() < deadline):
+      time.sleep(0.5)
+    result = chaos.report(exit_code)
+  result.update(backend=backend, seed=seed, minutes=minutes, gap=list(gap),
+                hosts=hosts,
+                namespaces_left=glob.glob(
+                    f"/run/netns/{cluster_lib.NETNS_PREFIX}-{rig.name}-*"))
+  return result
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--backend", choices=BACKENDS, default="horovod",
+                      help="the job: elastic Horovod, or parameter servers "
+                      "under the launcher's restarts, synchronous or not")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--minutes", type=float, default=60)
+  parser.add_argument("--gap", type=float, nargs=2, default=(60, 180),
+                      metavar=("MIN", "MAX"),
+                      help="seconds between a fault's recovery and the next")
+  parser.add_argument("--report", default=None,
+                      help="write the report here as JSON")
+  parser.add_argument("--render", default=None, metavar="REPORT",
+                      help="print docs/CHAOS.md from a report; run nothing")
+  args = parser.parse_args(argv)
+  if args.render:
+    with open(args.render) as f:
+      print(render(json.load(f)), end="")
+    return
+  result = run(args.seed, args.minutes, gap=tuple(args.gap),
+               backend=args.backend)
+  text = json.dumps(result, indent=1)
+  if args.report:
+    with open(args.report, "w") as f:
+      f.write(text + "\n")
+  print(text)

@@ -1,0 +1,248 @@
+"""What every backend's chaos shares: the seed's draws, the faults' record,
+the wait for each recovery, and what the job's trained ids show.
+
+A backend's driver (horovod.py, ps.py) starts its job, says which faults
+its state allows, injects them and ends the job; this base class runs the
+loop: a gap drawn from the seed, a fault, its recovery measured, a commit
+after it, the next.
+"""
+import dataclasses
+import os
+import random
+import signal
+import time
+
+from tests.helpers import trained_ids
+from tests.helpers.rig import PYTHON, job_processes
+from tools.rig import cluster as cluster_lib
+
+ABSORB_LIMIT = 60
+"""Seconds from the moment the job can see a fault (at once for a kill; once
+the collective timeout has passed for a stall or a cut) to its next update."""
+
+EXAMPLES = 400
+COMMIT = 10
+
+WORKER = [PYTHON, "-m", "tests.workers.position_run"]
+"""The job's processes: the exactly-once tests' worker, every process of
+which logs the example ids of its updates."""
+
+
+@dataclasses.dataclass
+class Fault:
+  """One fault: what, where, when it began and when the job trained again."""
+  kind: str
+  host: str
+  began: float  # seconds since the job started
+  visible: float  # when the job could first see it
+  ended: float = None  # when the driver undid it (None: nothing to undo)
+  recovery: float = None  # seconds from `visible` (or `ended`, where no
+  # restart is needed) to the job's next update, in a new session where
+  # the kind needs one
+
+
+class Driver:
+  """Faults drawn from `seed` into one job on `cluster`'s hosts, each
+  absorbed before the next.
+
+  A backend sets `restarts` (the kinds after which its job must start a
+  new session to go on) and defines `start`, `stop`, `_draw`, one `_KIND`
+  method per kind it injects, and `_bring_back`.
+  """
+
+  restarts = ()
+
+  def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=(),
+               log=print):
+    self.hosts = {h.name: h for h in cluster.hosts}
+    self.work_dir = work_dir
+    self.rng = random.Random(seed)
+    self.gap = gap
+    self.kinds = kinds
+    self.log = log
+    self.faults = []
+    self.out = os.path.join(work_dir, "ids")
+    self.model_dir = os.path.join(work_dir, "model")
+    self.job_log = os.path.join(work_dir, "job.log")
+    self._job = None
+    self._t0 = None
+
+  def now(self):
+    return time.monotonic() - self._t0
+
+  def names(self):
+    """The hosts in their order on the rig: host1 first."""
+    return sorted(self.hosts, key=lambda n: self.hosts[n].index)
+
+  # -- the faults ---------------------------------------------------------------
+
+  def run(self, seconds, max_faults=None):
+    """Injects faults for `seconds` (at most `max_faults` of them), each
+    absorbed before the next (a host brought back is a `join` of its
+    own, where the backend records one)."""
+    while self.now() < seconds and (max_faults is None or
+                                    len(self.faults) < max_faults):
+      time.sleep(self.rng.uniform(*self.gap))
+      if self.now() >= seconds:
+        break
+      kind, host = self._draw()
+      fault = getattr(self, "_" + kind)(host)
+      self.faults.append(fault)
+      self._absorb(fault)
+    self._heal()
+
+  def _fault(self, kind, host, visible_after=0.0):
+    began = self.now()
+    self.log(f"chaos {began:7.1f} s: {kind} {host}")
+    return Fault(kind, host, began, began + visible_after)
+
+  def _slow(self, host):
+    fault = self._fault("slow", host)
+    self.hosts[host].limit_cpu(0.2)
+    time.sleep(self.rng.uniform(10, 30))
+    self.hosts[host].limit_cpu(None)
+    fault.ended = self.now()
+    return fault
+
+  def _stop_for(self, host, pids, timeout):
+    """The `pause` fault: SIGSTOP to `pids` for twice the job's `timeout`
+    (the peers give up on them half way), then SIGCONT."""
+    fault = self._fault("pause", host, timeout)
+    for pid in pids:
+      signal_quietly(pid, signal.SIGSTOP)
+    time.sleep(2 * timeout)
+    for pid in pids:
+      signal_quietly(pid, signal.SIGCONT)
+    fault.ended = self.now()
+    return fault
+
+  def _absorb(self, fault, new_session=None):
+    """Waits until the job trains again after `fault` (in a new session for
+    the kinds that need one), undoes what the fault left (a host brought
+    back, a cable plugged in), then waits for a commit."""
+    restart = fault.kind in self.restarts
+
+    # A fault that needs no restart has passed once it is undone.
+    since = fault.visible if restart else max(fault.visible, fault.ended or 0)
+    if new_session is None:
+      new_session = restart or fault.kind == "join"
+
+    def trained():
+      return self._updates_since(since, new_session=new_session)
+    # Past the limit the run fails at the end, with the fault named; the
+    # driver waits longer so that one slow recovery does not end the run.
+    fault.recovery = self._wait(trained, 4 * ABSORB_LIMIT,
+                                f"recovery from {fault}") - since
+    self.log(f"chaos {self.now():7.1f} s: {fault.kind} {fault.host} absorbed "
+             f"{fault.recovery:.1f} s after it could be seen")
+    if fault.kind in ("kill_host", "link_down"):
+      self._bring_back(fault)
+    self._wait_commit()
+
+  def _undo(self, fault):
+    """Brings a killed host back (its sshd), or, after a cut, waits for what
+    the cut left running there to end: the framework stops a task whose
+    launcher is gone, and the driver waits for that rather than clean up."""
+    host = self.hosts[fault.host]
+    if fault.kind == "link_down":
+      deadline = time.monotonic() + ABSORB_LIMIT
+      while job_processes(host) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    else:
+      host.start_sshd()
+    fault.ended = self.now()
+
+  def _wait_commit(self):
+    step = self._last_step()
+    self._wait(lambda: self._last_step() >= (step // COMMIT + 1) * COMMIT,
+               4 * ABSORB_LIMIT, "a commit after the recovery")
+
+  def _heal(self):
+    for host in self.hosts.values():
+      host.limit_cpu(None)
+
+  # -- what the job shows -------------------------------------------------------
+
+  def _worker_pids(self, host):
+    """The host's job processes: not the shells ssh starts them through."""
+    pids = []
+    for pid in self.hosts[host].pids():
+      try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+          argv = f.read().decode(errors="replace").split("\0")
+      except FileNotFoundError:
+        continue
+      if argv[:3] == WORKER:
+        pids.append(pid)
+    return pids
+
+  def _records(self):
+    return trained_ids.read(self.out, "chaos")
+
+  def _updates_since(self, since, new_session=False):
+    """The time of the first update after `since` (seconds since the job
+    started), of a session begun after it where `new_session`; else None."""
+    t0 = time.time() - self.now()
+    times = [r["time"] - t0 for r in self._records()
+             if r["time"] - t0 > since and
+             (not new_session or r["began"] - t0 > since)]
+    return min(times) if times else None
+
+  def _last_step(self):
+    return max((r["step"] for r in self._records()), default=0)
+
+  def _wait(self, condition, seconds, what):
+    deadline = time.monotonic() + seconds
+    while True:
+      value = condition()
+      if value:
+        return value
+      if self._job.poll() is not None:
+        raise cluster_lib.ClusterError(
+            f"the job ended (exit {self._job.returncode}) waiting for {what}; "
+            f"see {self.job_log}")
+      if time.monotonic() > deadline:
+        raise cluster_lib.ClusterError(
+            f"no {what} within {seconds} s; see {self.job_log}")
+      time.sleep(0.5)
+
+  # -- the verdict --------------------------------------------------------------
+
+  def check(self, records):
+    """(restarts, None) where `records` keep the backend's exactly-once
+    claim, else (None, what breaks it); `trained_ids.check_each_once`
+    unless a backend claims less."""
+    try:
+      return len(trained_ids.check_each_once(records, EXAMPLES)), None
+    except AssertionError as e:
+      return None, str(e)[:2000]
+
+  def epochs(self, records):
+    return len(trained_ids.kept_ids(records)[0]) // EXAMPLES
+
+  def report(self, exit_code):
+    """What the run shows: the faults, their recoveries, each example once."""
+    records = self._records()
+    restarts, problem = self.check(records)
+    faults = [dataclasses.asdict(f) for f in self.faults]
+    return {
+        "exit_code": exit_code,
+        "faults": faults,
+        "kinds": sorted({f.kind for f in self.faults}),
+        "slowest_recovery": max((f["recovery"] for f in faults
+                                 if f["recovery"] is not None), default=None),
+        "updates": self._last_step(),
+        "epochs": self.epochs(records) if problem is None else 0,
+        "restarts": restarts,
+        "each_example_once": problem is None,
+        "problem": problem,
+        "processes_left": {h.name: job_processes(h)
+                           for h in self.hosts.values() if job_processes(h)},
+    }
+
+
+def signal_quietly(pid, signum):
+  try:
+    os.kill(pid, signum)
+  except ProcessLookupError:
+    pass

@@ -1,0 +1,148 @@
+"""Chaos for an elastic Horovod job: hosts die, drop off the network, stall,
+slow down, join and come back.
+
+host1 runs horovodrun's driver and is never faulted (its loss ends any
+horovodrun job: a scheduler's requeue is the Slurm rig's business).
+"""
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import ENV, HOROVODRUN, discovery
+from tools.rig import cluster as cluster_lib
+from tools.rig.chaos import core
+
+KINDS = ("kill_rank", "kill_host", "link_down", "pause", "slow", "join")
+"""kill_rank: SIGKILL a rank (horovodrun blacklists its host for the
+cooldown); kill_host: every process of a host, sshd too, then the discovery
+drops it until it is brought back; link_down: its cable pulled past the
+collective timeout, dropped from discovery meanwhile; pause: SIGSTOP a rank
+past the collective timeout, then SIGCONT; slow: a host capped at a fifth of
+a core for a while; join: a spare host listed by the discovery."""
+
+RESTARTS = ("kill_rank", "kill_host", "link_down", "pause")
+"""The kinds after which the job must start a new session to go on."""
+
+COLLECTIVE_TIMEOUT = 30
+"""HOROVOD_GLOO_TIMEOUT_SECONDS of the job: how long ranks wait for a
+stalled or cut-off peer, and a joining rank for the others (a busy host takes
+seconds to import TensorFlow)."""
+
+PER_RANK_BATCH = 2
+
+
+class Chaos(core.Driver):
+  """Drives faults into one elastic Horovod job on `cluster`'s hosts."""
+
+  restarts = RESTARTS
+
+  def __init__(self, cluster, work_dir, seed, start_hosts=4,
+               gap=(60.0, 180.0), kinds=KINDS, log=print):
+    super().__init__(cluster, work_dir, seed, gap, kinds, log)
+    names = self.names()
+    self.active = names[:start_hosts]  # what the discovery script lists
+    self.spare = names[start_hosts:]  # healthy hosts outside the job
+    self._hosts_file = None
+
+  # -- the job ------------------------------------------------------------------
+
+  def start(self):
+    self._hosts_file, discover = discovery(
+        pathlib.Path(self.work_dir), *self.active)
+    argv = [HOROVODRUN, "--gloo", "-np", str(len(self.active)),
+            "--min-np", "2", "--max-np", str(len(self.hosts)),
+            "--blacklist-cooldown-range", "10", "20", "--start-timeout", "180",
+            "--host-discovery-script", str(discover),
+            *core.WORKER, "--elastic",
+            "--distribution=horovod", f"--examples={core.EXAMPLES}",
+            f"--global_batch_size={PER_RANK_BATCH * len(self.active)}",
+            "--max_steps=100000000", "--seconds_per_update=0.05",
+            f"--commit_every_n_steps={core.COMMIT}",
+            f"--model_dir={self.model_dir}", f"--out_dir={self.out}",
+            "--run=chaos"]
+    env = dict(ENV, HOROVOD_GLOO_TIMEOUT_SECONDS=str(COLLECTIVE_TIMEOUT))
+    with open(self.job_log, "w") as f:
+      self._job = self.hosts["host1"].popen(
+          argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+    self._t0 = time.monotonic()
+    self._wait(lambda: self._updates_since(0), 240, "the job's first update")
+
+  def stop(self, timeout=120):
+    """Ends the job as a user would: SIGTERM to one rank, which stops every
+    rank after the same update with a checkpoint. Returns its exit code."""
+    for pid in self._worker_pids("host1"):
+      core.signal_quietly(pid, signal.SIGTERM)
+    try:
+      return self._job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      self._job.kill()
+      raise cluster_lib.ClusterError(
+          f"the job did not end within {timeout} s of a SIGTERM; see "
+          f"{self.job_log}") from None
+
+  # -- the faults ---------------------------------------------------------------
+
+  def _draw(self):
+    """A kind the job's state allows, and its host: the job keeps two ranks
+    at least (horovodrun's --min-np) and host1 (the driver); where none of
+    the kinds asked for is allowed, a spare joins (there is always one then:
+    every host the faults took out came back as one)."""
+    faultable = [h for h in self.active if h != "host1"]
+    allowed = [k for k in self.kinds if
+               (k == "join" and self.spare) or
+               (k == "slow" and self.active) or
+               (k not in ("join", "slow") and faultable and
+                len(self.active) > 2)]
+    if not allowed:  # too few hosts left for the kinds asked for
+      allowed = ["join"]
+    kind = self.rng.choice(allowed)
+    pool = {"join": self.spare, "slow": self.active}.get(kind, faultable)
+    return kind, self.rng.choice(sorted(pool))
+
+  def _kill_rank(self, host):
+    fault = self._fault("kill_rank", host)
+    for pid in self._worker_pids(host):
+      os.kill(pid, signal.SIGKILL)
+    return fault
+
+  def _kill_host(self, host):
+    fault = self._fault("kill_host", host)
+    self.hosts[host].kill_all()
+    self._list(without=host)
+    return fault
+
+  def _link_down(self, host):
+    fault = self._fault("link_down", host, COLLECTIVE_TIMEOUT)
+    self.hosts[host].set_link(False)
+    self._list(without=host)
+    time.sleep(2 * COLLECTIVE_TIMEOUT)
+    self.hosts[host].set_link(True)
+    fault.ended = self.now()
+    return fault
+
+  def _pause(self, host):
+    return self._stop_for(host, self._worker_pids(host), COLLECTIVE_TIMEOUT)
+
+  def _join(self, host):
+    fault = self._fault("join", host)
+    self.spare.remove(host)
+    self.active.append(host)
+    self._write_hosts()
+    return fault
+
+  def _bring_back(self, fault):
+    self._undo(fault)
+    self.spare.append(fault.host)
+    self.log(f"chaos {fault.ended:7.1f} s: {fault.host} back, a spare")
+
+  # -- what the job shows -------------------------------------------------------
+
+  def _list(self, without):
+    self.active.remove(without)
+    self._write_hosts()
+
+  def _write_hosts(self):
+    self._hosts_file.write_text("".join(f"{h}:1\n" for h in self.active))

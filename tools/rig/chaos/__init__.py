@@ -14,8 +14,9 @@ small model whose every process logs the example ids of every update, so
 the driver can count, over every restart, that each example of each
 finished epoch was trained once (`tests.helpers.trained_ids`), or what the
 backend claims instead. `--backend` picks the job: an elastic Horovod job
-(horovod.py) or a parameter-server job under `estimator-scale-launch
---max_restarts`, synchronous or not (ps.py).
+(horovod.py), a parameter-server job under `estimator-scale-launch
+--max_restarts`, synchronous or not (ps.py), or a Horovod batch job under
+Slurm's requeue (slurm_job.py).
 
   python -m tools.rig.chaos --seed 7 --minutes 60 --report docs/chaos.json
   python -m tools.rig.chaos --backend ps_sync --seed 7 --minutes 60
@@ -30,6 +31,7 @@ from tests.helpers.rig import job_processes
 from tools.rig import cluster as cluster_lib
 from tools.rig.chaos import horovod
 from tools.rig.chaos import ps
+from tools.rig.chaos import slurm_job
 from tools.rig.chaos.core import ABSORB_LIMIT, EXAMPLES, COMMIT, Fault
 from tools.rig.chaos.horovod import COLLECTIVE_TIMEOUT, KINDS, RESTARTS, Chaos
 from tools.rig.chaos.report import render
@@ -40,11 +42,12 @@ __all__ = ["ABSORB_LIMIT", "BACKENDS", "COLLECTIVE_TIMEOUT", "COMMIT",
 """The driver's names as they were when it was one module (the elastic
 Horovod job's), and the command's."""
 
-BACKENDS = ("horovod", "ps_sync", "ps_async")
+BACKENDS = ("horovod", "ps_sync", "ps_async", "slurm")
 
-HOSTS = {"horovod": 5, "ps_sync": 4, "ps_async": 4}
+HOSTS = {"horovod": 5, "ps_sync": 4, "ps_async": 4, "slurm": 4}
 """The rig's size for each backend: Horovod's four in the job and a spare;
-the launcher's host and three in the job, whose lost hosts come back."""
+the launcher's host and three in the job, whose lost hosts come back;
+Slurm's controller and three nodes, two in the job."""
 
 
 def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log):
@@ -54,7 +57,8 @@ def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log):
   if backend in ("ps_sync", "ps_async"):
     return ps.PsChaos(rig, work_dir, seed, backend == "ps_sync", gap,
                       kinds or ps.KINDS, log)
-  raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+  return slurm_job.SlurmChaos(rig, work_dir, seed, gap,
+                              kinds or slurm_job.KINDS, log)
 
 
 def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
@@ -68,7 +72,8 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
                      f"{', '.join(BACKENDS)}")
   hosts = hosts or HOSTS[backend]
   work_dir = work_dir or tempfile.mkdtemp(prefix="chaos-")
-  with cluster_lib.Cluster(hosts, loopback_hostname=True) as rig:
+  # Slurm's hosts are as tests/multihost/test_slurm.py makes them.
+  with cluster_lib.Cluster(hosts, loopback_hostname=backend != "slurm") as rig:
     chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
                     log)
     chaos.start()
@@ -94,8 +99,9 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--backend", choices=BACKENDS, default="horovod",
-                      help="the job: elastic Horovod, or parameter servers "
-                      "under the launcher's restarts, synchronous or not")
+                      help="the job: elastic Horovod, parameter servers "
+                      "under the launcher's restarts (synchronous or not), "
+                      "or a Horovod batch job under Slurm's requeue")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--minutes", type=float, default=60)
   parser.add_argument("--gap", type=float, nargs=2, default=(60, 180),

@@ -11,11 +11,14 @@ _JOB = {
     "ps_async": ("An asynchronous parameter-server job of {jobs} hosts, "
                  "restarted by `estimator-scale-launch --max_restarts` from "
                  "a host of its own,"),
+    "slurm": ("A Horovod batch job on 2 of {jobs} Slurm nodes, requeued by "
+              "Slurm from a lost node,"),
 }
 """The job a report's `backend` ran, with {jobs}: the hosts it runs on."""
 
 _TIMEOUT = {"horovod": horovod.COLLECTIVE_TIMEOUT,
-            "ps_sync": ps.COLLECTIVE_TIMEOUT, "ps_async": ps.COLLECTIVE_TIMEOUT}
+            "ps_sync": ps.COLLECTIVE_TIMEOUT, "ps_async": ps.COLLECTIVE_TIMEOUT,
+            "slurm": horovod.COLLECTIVE_TIMEOUT}
 
 _ONCE = {
     "ps_async": "each worker's shard once a pass, in each session",

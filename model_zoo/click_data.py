@@ -259,14 +259,32 @@ def generate(split, seed=0, count=None, vocabulary=VOCABULARY,
   planted = _Planted(seed, tuple(vocabulary), zipf_exponent, raw_ids)
   index = {"train": 1, "eval": 2}[split]
   rng = np.random.default_rng([seed, index])
-  count = count or SIZES[split]
+  return _draw(planted, rng, count or SIZES[split])
+
+
+def generate_day(day, count, seed=0, vocabulary=VOCABULARY,
+                 zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
+  """One day of logs: `generate`'s arrays for `day` (a datetime.date).
+
+  Every day shares the planted model of `seed`, so what a model learns on
+  one day holds on the next, and draws its own examples from a stream of
+  its date, so a day is the same whichever days are written beside it.
+  """
+  _check_exponent(zipf_exponent)
+  planted = _Planted(seed, tuple(vocabulary), zipf_exponent, raw_ids)
+  rng = np.random.default_rng([seed, 4, day.toordinal()])
+  return _draw(planted, rng, count)
+
+
+def _draw(planted, rng, count):
+  """(features, labels, probabilities) of `count` examples; `generate`."""
   counts, ranks = _draw_columns(planted, rng, count)
   probabilities = _sigmoid(planted.logits(counts, ranks, planted.bias))
   labels = (rng.random(count) < probabilities).astype(np.int64)
   features = {name: np.where(values < 0, np.nan, values).astype(np.float32)
               for name, values in counts.items()}
   for name, rank in ranks.items():
-    write = raw_id if raw_ids and name not in CROSSED else hashed_id
+    write = raw_id if planted.raw_ids and name not in CROSSED else hashed_id
     features[name] = np.where(rank < 0, -1, write(name, rank))
   return features, labels, probabilities
 
@@ -285,7 +303,7 @@ def planted_auc(seed=0, split="eval", vocabulary=VOCABULARY,
   return auc(labels, probabilities)
 
 
-def _example(features, label, i):
+def example(features, label, i):
   """Row i as a tf.train.Example; a missing value is left out."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   feature = {LABEL: tf.train.Feature(
@@ -314,7 +332,7 @@ def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
            for i in range(shards)]
   writers = [tf.io.TFRecordWriter(path) for path in paths]
   for i, label in enumerate(labels):
-    writers[i % shards].write(_example(features, label, i).SerializeToString())
+    writers[i % shards].write(example(features, label, i).SerializeToString())
   for writer in writers:
     writer.close()
   return paths

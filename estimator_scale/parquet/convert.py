@@ -81,6 +81,25 @@ def find_partitions(input_path):
   return sorted(partitions, key=lambda p: p.name)
 
 
+def landed(partitions, input_path, log):
+  """The partitions Spark has finished writing.
+
+  As `inputs.days` reads a root: where any partition of the input holds its
+  `_SUCCESS`, one without is still being written (a day landing late) and
+  is left for a later run, which a run converting half of it would mark
+  finished for good; an input without markers at all is taken as complete.
+  """
+  marked = [os.path.exists(os.path.join(input_path, p.name, MARKER))
+            for p in partitions]
+  if not any(marked):
+    return partitions
+  for partition, done in zip(partitions, marked):
+    if not done:
+      log(f"{partition.name or input_path}: no {MARKER} in the input yet "
+          "(still being written), skipped; a later run converts it")
+  return [p for p, done in zip(partitions, marked) if done]
+
+
 def _file_features(path, nulls):
   try:
     arrow_schema = pq.read_schema(path)
@@ -240,7 +259,7 @@ def convert(input_path, output_path, processes=None, nulls="fill",
     raise errors.ConfigError(f"processes={processes}: want 1 or more")
   if nulls not in schema.NULLS:
     raise errors.ConfigError(f"nulls={nulls!r}: want one of {schema.NULLS}")
-  partitions = find_partitions(input_path)
+  partitions = landed(find_partitions(input_path), input_path, log)
   spec_path = os.path.join(output_path, spec.SPEC_FILE)
   converted = None
   if os.path.exists(spec_path):

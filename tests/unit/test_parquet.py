@@ -155,6 +155,20 @@ def test_partitions_convert_once_and_an_unfinished_one_again(tmp_path):
   assert sorted(rows) == [0, 1, 2, 3, 4]
 
 
+def test_a_day_spark_is_still_writing_waits_for_its_marker(tmp_path):
+  source, output = tmp_path / "in", tmp_path / "out"
+  _partitions(str(source))
+  (source / "day=2024-05-01" / "_SUCCESS").write_bytes(b"")
+  done, lines = _convert(source, output)
+  assert done == {"day=2024-05-01": 3}
+  assert not (output / "day=2024-05-02").exists()
+  assert lines[0].startswith("day=2024-05-02: no _SUCCESS in the input yet")
+
+  (source / "day=2024-05-02" / "_SUCCESS").write_bytes(b"")
+  done, _ = _convert(source, output)
+  assert done == {"day=2024-05-01": None, "day=2024-05-02": 2}
+
+
 def test_one_big_file_is_cut_over_the_processes(tmp_path):
   _write(str(tmp_path / "a.parquet"), _table(), row_group_size=1)
   tasks = convert._tasks(convert.Partition("", (str(tmp_path / "a.parquet"),)),

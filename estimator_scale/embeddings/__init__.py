@@ -8,6 +8,7 @@ checkpoints a few parts at a time, and logs the bytes each task holds; in
 training it refuses, before the first step, a job whose variables do not
 fit where its backend puts them.
 """
+import contextlib
 import os
 
 import tensorflow as tf
@@ -72,10 +73,15 @@ def place_variables(model_fn, num_ps, topology):
 
   def placed(features, labels, mode, params, config):
     del params  # bound in model_fn
-    if num_ps > 1:
-      with partitioning.partitioned_variables(num_ps, slice_bytes, part_bytes):
-        spec = model_fn(features, labels, mode, config)
-    else:
+    with contextlib.ExitStack() as stack:
+      if num_ps > 1:
+        stack.enter_context(partitioning.partitioned_variables(
+            num_ps, slice_bytes, part_bytes))
+      if topology.backend.name == "parameter_server" and mode == "train":
+        # Not at the top: dynamic tables import the backends, which import
+        # this package.
+        from estimator_scale.embeddings import dynamic_ps  # pylint: disable=g-import-not-at-top
+        stack.enter_context(dynamic_ps.placement(num_ps, topology))
       spec = model_fn(features, labels, mode, config)
     if mode == "train":  # the line only where tables are split
       spec = spec._replace(training_hooks=list(spec.training_hooks) + [

@@ -51,6 +51,7 @@ or a Keras layer called with training=False) a lookup only reads: the index
 is a static hash table made from `ids` when the session starts, so a
 SavedModel holds core TensorFlow ops only and serves without any library.
 """
+import contextlib
 import dataclasses
 import functools
 import math
@@ -214,6 +215,17 @@ def initial_vectors(keys_, dimension, initializer):
   return (2.0 * unit - 1.0) / math.sqrt(dimension)
 
 
+@contextlib.contextmanager
+def _unsplit():
+  """A variable scope without the partitioner of a parameter-server job
+  (`partitioning`): a table's rows are one variable, which its lookups
+  scatter into; on parameter servers `dynamic_ps` splits it by id."""
+  with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                   auxiliary_name_scope=False) as scope:
+    scope.set_partitioner(None)
+    yield
+
+
 class Table:
   """One pool of rows and its bookkeeping, on one process or one task.
 
@@ -226,18 +238,22 @@ class Table:
     collections: where the variables go (default the global ones).
   """
 
-  def __init__(self, name, options, getter=None, shard=None):
+  def __init__(self, name, options, getter=None, shard=None, ps_part=None):
     getter = getter or tf.compat.v1.get_variable
     self.options, self.name, self.shard = options, name, shard
+    self.ps_part = ps_part
     self._leaf = name.rpartition("/")[2]
     dimension = options.dimension
     self.first_row, self.rows = 0, options.capacity
     self.first_cell, self.width = 0, SKETCH_WIDTH
-    if shard is not None:
+    part = shard if ps_part is None else ps_part.place
+    if ps_part is not None:
+      self._leaf = ps_part.leaf
+    if part is not None:
       self.first_row, self.rows = sharded.shard_range(options.capacity,
-                                                      *reversed(shard))
+                                                      *reversed(part))
       self.first_cell, self.width = sharded.shard_range(SKETCH_WIDTH,
-                                                        *reversed(shard))
+                                                        *reversed(part))
     # A shard's variables are this rank's own (local, out of rank 0's
     # broadcast) and saved as slices of the whole table's by
     # shard_checkpoints, which merges them into one process's table; a
@@ -248,16 +264,20 @@ class Table:
 
     def variable(suffix, shape, dtype, value, whole_rows, first,
                  trainable=False, also=()):
-      made.append(getter(
-          f"{name}/{suffix}" if suffix else name, shape=shape, dtype=dtype,
-          initializer=functools.partial(_filled, value=value),
-          collections=None if shard is None else local + list(also),
-          trainable=trainable))
-      if shard is not None:
+      with _unsplit():
+        made.append(getter(
+            f"{name}/{suffix}" if suffix else name, shape=shape, dtype=dtype,
+            initializer=functools.partial(_filled, value=value),
+            collections=None if shard is None else local + list(also),
+            trainable=trainable))
+      if part is not None:
         full = [whole_rows] + list(shape[1:])
+        # A ps part's slice is of the whole table's name, as one process
+        # saves it.
+        whole = made[-1].op.name if ps_part is None else ps_part.whole_name(
+            made[-1].op.name, suffix)
         made[-1]._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
-            made[-1].op.name, full, [first] + [0] * (len(shape) - 1),
-            list(shape)))
+            whole, full, [first] + [0] * (len(shape) - 1), list(shape)))
       return made[-1]
 
     rows, capacity = self.rows, options.capacity
@@ -277,7 +297,7 @@ class Table:
     if options.min_count > 1:
       self.sketch = variable("sketch", [self.width, SKETCH_DEPTH], tf.int32,
                              0, SKETCH_WIDTH, self.first_cell)
-    if shard is None:
+    if part is None:
       # Evaluation and export under Horovod restore a whole table from the
       # merged slices (shard_checkpoints.WholeTablesSaver).
       whole = tf.compat.v1.get_collection_ref(sharded.WHOLE_COLLECTION)
@@ -299,7 +319,8 @@ class Table:
     are rebuilt from `ids` on the first lookup of each session (after a
     restore), so `ids` stays the one truth."""
     if not hasattr(self, "_mutable"):
-      with tf.init_scope():
+      with tf.init_scope(), (contextlib.nullcontext() if self.ps_part is None
+                             else tf.compat.v1.device(self.ps_part.device)):
         self._mutable = tf.lookup.experimental.MutableHashTable(
             tf.int64, tf.int64, FREE, name=f"{self._leaf}_index")
         # Not saved: `ids` is the truth, the index its cache.
@@ -328,8 +349,16 @@ class Table:
       used = tf.where(self.ids >= 0)[:, 0]
       held = tf.gather(self.ids, used)
       free = tf.where(self.ids < 0)[:, 0]
+      # A server's index outlives a session (parameter servers), and may
+      # hold ids of rows a restore has changed since.
+      stale, _ = index.export()
+      checks = [index.remove(stale)]
+      if self.ps_part is not None:
+        checks.append(self.ps_part.check_owned(held, self.first_row + used))
       # After a restore by another number of ranks, every row here is
       # this rank's (dynamic_reshard moved them before the first update).
+      with tf.control_dependencies(checks):
+        held = tf.identity(held)
       done = [index.insert(held, used),
               self._free_rows.scatter_update(tf.IndexedSlices(
                   tf.reverse(free, [0]),
@@ -542,6 +571,15 @@ def table_of(variable):
   return _TABLES.get(_outer_graph(), {}).get(variable.ref())
 
 
+def lookup_table_of(variable):
+  """The table a lookup of `variable` (a table's `pool`) goes through: on
+  parameter servers the whole table whose first part it is."""
+  for table in _NAMED.get(_outer_graph(), {}).values():
+    if table.pool is variable or table.pool.ref() == variable.ref():
+      return table
+  return table_of(variable)
+
+
 def tables(graph=None):
   """The dynamic tables made in `graph` (default: the current one)."""
   return list(_TABLES.get(graph or _outer_graph(), {}).values())
@@ -573,7 +611,9 @@ def reset_slots_on_admission(optimizer):
     table = table_of(variable)
     if table is None:
       return apply(grad, variable, indices, *args, **kwargs)
-    fresh = tf.boolean_mask(indices, tf.gather(table.fresh, indices))
+    # A synchronous accumulator's take has indices of unknown rank.
+    rows = tf.reshape(indices, [-1])
+    fresh = tf.boolean_mask(rows, tf.gather(table.fresh, rows))
     writes = []
     for slot_name in optimizer.get_slot_names():
       slot = optimizer.get_slot(variable, slot_name)
@@ -598,15 +638,17 @@ def check_trainers(topology):
   ranks): each would keep its own id -> row index, and the copies would
   disagree silently. The train op's builders call it."""
   trainers = topology.num_workers * topology.replicas_per_worker
-  alone = [t.name for t in tables() if t.shard is None and t.trained]
+  alone = [t.name for t in tables()
+           if t.shard is None and t.ps_part is None and t.trained]
   if trainers > 1 and alone:
     raise errors.ConfigError(
         f"dynamic table {alone[0]!r}: backend {topology.backend.name!r} "
-        f"trains with {trainers} workers or replicas; dynamic tables train "
-        "on one process or over Horovod ranks (--distribution=horovod), not "
-        "over parameter servers or tf.distribute's strategies yet. Use "
-        "Horovod, or a hashed table (es.sharded_embedding or a partitioned "
-        "one) there")
+        f"trains with {trainers} workers or replicas, each of which would "
+        "keep its own copy of the table; dynamic tables train on one "
+        "process, over Horovod ranks (--distribution=horovod) or over "
+        "parameter servers (--distribution=parameter_server, --ps_sync for "
+        "one process's updates). Use one of those, or a hashed table "
+        "(es.sharded_embedding or a partitioned one) here")
 
 
 _SLOTS = ((tf.compat.v1.train.AdagradOptimizer, ("accumulator",)),
@@ -646,9 +688,11 @@ def _check_no_strategy(name):
     raise errors.ConfigError(
         f"dynamic table {name!r}: tf.distribute's "
         f"{type(tf.distribute.get_strategy()).__name__} trains it on "
-        f"{tf.distribute.get_strategy().num_replicas_in_sync} replicas; "
-        "dynamic tables train on one process or over Horovod ranks "
-        "(--distribution=horovod)")
+        f"{tf.distribute.get_strategy().num_replicas_in_sync} replicas, "
+        "each of which would keep its own copy of the table; dynamic tables "
+        "train on one process, over Horovod ranks (--distribution=horovod) "
+        "or over parameter servers (--distribution=parameter_server); use "
+        "one of those, or a hashed table (es.sharded_embedding) here")
 
 
 def _training_graph():
@@ -665,6 +709,16 @@ def make_table(name, options, getter=None):
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
   named = _NAMED.setdefault(_outer_graph(), {})
   if scoped not in named:
+    from estimator_scale.embeddings import dynamic_ps  # pylint: disable=g-import-not-at-top
+    where = None if sharded._WHOLE.get() else dynamic_ps.current()  # pylint: disable=protected-access
+    if where is not None:
+      if getter is not None:
+        raise errors.ConfigError(
+            f"dynamic table {name!r}: input_layer's columns cannot split it "
+            "over parameter servers; use tf.keras.layers.DenseFeatures, "
+            "es.DynamicEmbedding or es.dynamic_embedding there")
+      named[scoped] = dynamic_ps.make(name, options, where)
+      return named[scoped]
     hvd = None if sharded._WHOLE.get() else sharded._horovod()  # pylint: disable=protected-access
     shard = None
     if hvd is not None:
@@ -690,7 +744,8 @@ def lookup(table, ids, training=None):
     _check_no_strategy(table.name)
     table.trained = True
     with tf.init_scope():
-      hooks.report_table_usage(table.pool.op.name, table.usage())
+      hooks.report_table_usage(getattr(table, "whole", table.pool.op.name),
+                               table.usage())
   flat = keys(tf.reshape(ids, [-1]))
   vectors = table.lookup(flat, training)
   read_dtype = precision.network_dtype()

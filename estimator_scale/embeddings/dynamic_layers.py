@@ -164,7 +164,7 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
                                         embedding_weights):
     """See base class: the combiner over the dynamic table's vectors."""
     variable = getattr(embedding_weights, "_variable", embedding_weights)
-    table = dynamic.table_of(variable)
+    table = dynamic.lookup_table_of(variable)
     return sharded_layers.combine(
         lambda ids: dynamic.lookup(table, ids), sparse_tensors.id_tensor,
         sparse_tensors.weight_tensor, self.combiner, self.max_norm,

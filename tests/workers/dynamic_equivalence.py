@@ -1,4 +1,5 @@
-"""Trains a model with a dynamic table, on one process or as Horovod ranks.
+"""Trains a model with a dynamic table, on one process, as Horovod ranks or
+as TF_CONFIG workers over parameter servers.
 
 The same global batches reach the table either way (each rank takes its
 slice of each), with ids that come and go: a few frequent ids, bursts of
@@ -8,7 +9,8 @@ test compares the tables each run leaves in its checkpoint (Horovod's:
 the ranks' slices merged), id by id. With --dump_dir each rank writes the
 table's variables as it holds them (its rows and their slots) to
 `<dump_dir>/<event>-<step>-of<size>-rank<r>.npz`: `start` before the
-session's first update (after any restore), `end` as training ends.
+session's first update (after any restore), `end` as training ends. With
+--export_dir the chief exports each config's model as it ends.
 """
 import os
 
@@ -31,12 +33,16 @@ TABLE = "model/table"
 def _define_flags():
   """Defined when run as a script only (tests import this module)."""
   flags.DEFINE_string("model_dir", None, "a directory per config in it")
-  flags.DEFINE_string("distribution", "none", "none or horovod")
+  flags.DEFINE_string("distribution", "none",
+                      "none, horovod or parameter_server")
+  flags.DEFINE_bool("ps_sync", False, "synchronous parameter servers")
   flags.DEFINE_integer("steps", 20, "updates")
   flags.DEFINE_integer("global_batch_size", 16, "")
   flags.DEFINE_list("configs", list(CONFIGS), "the CONFIGS to train")
   flags.DEFINE_string("dump_dir", None, "where each rank writes its rows")
   flags.DEFINE_integer("capacity", 120, "the table's rows")
+  flags.DEFINE_string("export_dir", None,
+                      "where the chief exports each config's model")
 
 
 def id_data():
@@ -88,7 +94,7 @@ def main(argv):
     estimator = es.make_estimator(
         RawIds(), model_dir=os.path.join(FLAGS.model_dir, name),
         distribution=FLAGS.distribution, training_config=config,
-        random_seed=0)
+        random_seed=0, **({"ps_sync": True} if FLAGS.ps_sync else {}))
     hooks = []
     if FLAGS.dump_dir:
       os.makedirs(FLAGS.dump_dir, exist_ok=True)
@@ -97,6 +103,10 @@ def main(argv):
     estimator.train(es.inputs.from_arrays(features, labels,
                                           FLAGS.global_batch_size, seed=None),
                     hooks=hooks, max_steps=FLAGS.steps)
+    if FLAGS.export_dir and estimator.topology.is_chief:
+      estimator.export_saved_model(
+          os.path.join(FLAGS.export_dir, name),
+          RawIds().serving_input_receiver_fn())
 
 
 if __name__ == "__main__":

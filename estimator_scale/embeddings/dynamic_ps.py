@@ -1,0 +1,268 @@
+"""Dynamic tables on parameter servers: each id's row on the ps task its
+hash names.
+
+A table of capacity C over N ps tasks is N parts, part i a `dynamic.Table`
+of its share of the C rows (`sharded.shard_range`) and of the sketch's
+cells, every variable of it (rows, optimizer slots, ids, counts,
+last-seen, sketch) on task i, and its id -> row index and free rows there
+too. An id's part is `dynamic.owners(id, N)`. Each part's variables are
+saved as slices of the whole table's, under one process's names, so
+evaluation, prediction and export read one process's table; a restore
+into another number of ps tasks would leave ids on a task that does not
+own them, and is refused (`check_owned`).
+
+Synchronous parameter servers (`--ps_sync`): every worker sends the chief
+its micro-batch's ids and their counts through a queue per worker and
+table; the chief expires, admits and evicts once over all of them, as one
+process does over the global batch, and sends each worker the rows of its
+ids. Since every decision depends only on the multiset of ids and the
+update, the table equals one process's, id by id, as long as no task's
+share fills up (when one does, the least used rows of that task go, where
+one process would free the least used of the whole table).
+
+Asynchronous parameter servers: each worker expires, admits and evicts on
+its own, at its own updates, through the same parts (their index and free
+rows are shared by every worker through the task). Two workers admitting
+into one task at the same moment may give two ids one row, until the
+next session start rebuilds the index from the ids; no row is ever added,
+so the table stays within its capacity.
+"""
+import contextlib
+import contextvars
+import dataclasses
+
+import tensorflow as tf
+
+from estimator_scale.embeddings import dynamic
+
+MOST_TASKS = 64
+"""The most ps tasks a refused restore looks for the count it was saved
+by."""
+
+_PLACEMENT = contextvars.ContextVar("estimator_scale_dynamic_ps",
+                                    default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+  """Where a training graph's dynamic tables go on parameter servers.
+
+  Attributes:
+    ps_tasks: the job's ps tasks.
+    num_workers: the workers (the chief among them).
+    worker_index: this worker's index (the chief's is its own too).
+    is_chief: whether this worker applies the updates.
+    synchronous: whether one update takes every worker's gradients.
+  """
+  ps_tasks: int
+  num_workers: int
+  worker_index: int
+  is_chief: bool
+  synchronous: bool
+
+
+@contextlib.contextmanager
+def placement(ps_tasks, topology):
+  """Within it, dynamic tables made for training are split over the ps
+  tasks (`embeddings.place_variables` wraps a parameter-server job's
+  model_fn in it)."""
+  token = _PLACEMENT.set(Placement(
+      max(1, ps_tasks), topology.num_workers, topology.worker_index,
+      topology.is_chief, topology.synchronous))
+  try:
+    yield
+  finally:
+    _PLACEMENT.reset(token)
+
+
+def current():
+  """The Placement of the graph being built, or None off parameter
+  servers."""
+  return _PLACEMENT.get()
+
+
+def split_capacity(capacity, ps_tasks):
+  """Rows of each ps task's part: as equal as can be, the first ones one
+  larger; they sum to `capacity`."""
+  return [dynamic.sharded.shard_range(capacity, ps_tasks, task)[1]
+          for task in range(ps_tasks)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+  """Which part of a table a `dynamic.Table` is, and where it lives."""
+  table: str
+  task: int
+  tasks: int
+  capacity: int
+
+  @property
+  def place(self):
+    """(index, count), as `sharded.shard_range` takes them reversed."""
+    return (self.task, self.tasks)
+
+  @property
+  def device(self):
+    return f"/job:ps/task:{self.task}"
+
+  @property
+  def leaf(self):
+    """A name for the part's own ops, unique over tables and tasks."""
+    return f"{self.table.rpartition('/')[2]}_part_{self.task}"
+
+  def whole_name(self, op_name, suffix):
+    """The whole table's variable that `op_name` (of this part's variable
+    `suffix`) is a slice of."""
+    own = f"part_{self.task}/{suffix}" if suffix else f"part_{self.task}"
+    return op_name[:-len(own) - 1] + (f"/{suffix}" if suffix else "")
+
+  def check_owned(self, held, rows):
+    """An op that fails, naming the table and both counts, when a restored
+    id of `held` (in the whole table's rows `rows`) belongs to another
+    task: the checkpoint was saved by another number of ps tasks."""
+    owned = tf.equal(dynamic.owners(held, self.tasks), self.task)
+    return tf.debugging.Assert(tf.reduce_all(owned), [
+        f"dynamic table {self.table!r}: its checkpoint was saved by",
+        saved_tasks(held, rows, self.capacity),
+        f"ps tasks (1: or by one process), this job has {self.tasks}; a "
+        "row must live on the task its id's hash names, and rows are not "
+        "moved between ps tasks: restore it with the ps task count it was "
+        "saved with"])
+
+
+def saved_tasks(held, rows, capacity, most=MOST_TASKS):
+  """The number of tasks (or ranks) whose layout puts every id of `held` in
+  its row of `rows` (int64 scalar): the fewest above 1 that do, else 1
+  (one task, or one process, holds any id in any row)."""
+  fits = [tf.reduce_all(tf.equal(
+      dynamic.owners(held, count),
+      dynamic.sharded._owners(rows, capacity, count)))  # pylint: disable=protected-access
+          for count in range(2, most + 1)]
+  found = tf.where(tf.stack(fits))[:, 0]
+  return tf.cond(tf.size(found) > 0, lambda: found[0] + 2,
+                 lambda: tf.constant(1, tf.int64))
+
+
+class PsTable:
+  """A dynamic table split over the ps tasks (module docstring).
+
+  Args:
+    name: the table's name in the current variable scope.
+    options: the user's `dynamic.Options`.
+    where: the `Placement`.
+  """
+
+  def __init__(self, name, options, where):
+    self.options, self.name, self.where = options, name, where
+    self.shard = None
+    self.trained = False
+    scope = tf.compat.v1.get_variable_scope()
+    self.whole = f"{scope.name}/{name}" if scope.name else name
+    self.parts = []
+    for task in range(where.ps_tasks):
+      with tf.compat.v1.device(f"/job:ps/task:{task}"):
+        self.parts.append(dynamic.Table(
+            f"{name}/part_{task}", options,
+            ps_part=Part(self.whole, task, where.ps_tasks,
+                         options.capacity)))
+    self.pool = self.parts[0].pool
+    self._queues = {}
+
+  def _queue(self, kind, worker):
+    """Worker `worker`'s queue of `kind` ("ids": its ids and counts to the
+    chief; "rows": their rows back), shared by every task by name."""
+    if (kind, worker) not in self._queues:
+      name = f"dynamic_ps/{self.whole}/{kind}_{worker}"
+      dtypes = [tf.int64, tf.int64] if kind == "ids" else [tf.int64]
+      with tf.init_scope(), tf.compat.v1.device(
+          tf.compat.v1.train.get_or_create_global_step().device):
+        self._queues[kind, worker] = tf.queue.FIFOQueue(
+            -1, dtypes, shared_name=name, name=name.replace("/", "_"))
+    return self._queues[kind, worker]
+
+  def _by_part(self, keys_, *values):
+    """(positions, keys, *values) of each part, by the keys' owner."""
+    owner = dynamic.owners(keys_, self.where.ps_tasks)
+    n = self.where.ps_tasks
+    positions = tf.dynamic_partition(tf.range(tf.shape(keys_)[0]), owner, n)
+    return [positions] + [tf.dynamic_partition(v, owner, n)
+                          for v in (keys_,) + values]
+
+  def train_rows(self, unique, counts, step):
+    """Each unique key's row in its part (-1: unadmitted), after each part
+    expired, admitted and evicted over its keys."""
+    positions, keys_, counts_ = self._by_part(unique, counts)
+    rows = []
+    for part, mine, count in zip(self.parts, keys_, counts_):
+      with tf.compat.v1.device(part.ps_part.device):
+        rows.append(part.train_rows(mine, count, step))
+    return tf.dynamic_stitch(positions, rows)
+
+  def _vectors(self, unique, rows):
+    """The rows' vectors from their parts, zeros where -1."""
+    positions, rows_ = self._by_part(unique, rows)[0::2]
+    vectors = []
+    for part, mine in zip(self.parts, rows_):
+      with tf.compat.v1.device(part.ps_part.device):
+        vectors.append(part._vectors(mine))  # pylint: disable=protected-access
+    return tf.dynamic_stitch(positions, vectors)
+
+  def _chief_rows(self, unique, counts, step):
+    """The chief's rows of its ids, after admitting over every worker's,
+    which it sends back to each."""
+    others = [w for w in range(self.where.num_workers)
+              if w != self.where.worker_index]
+    asked = [self._queue("ids", w).dequeue() for w in others]
+    every = tf.concat([unique] + [a[0] for a in asked], 0)
+    every_count = tf.concat([counts] + [a[1] for a in asked], 0)
+    mine, where = tf.unique(every, out_idx=tf.int64)
+    totals = tf.math.unsorted_segment_sum(every_count, where,
+                                          tf.shape(mine)[0])
+    rows = tf.gather(self.train_rows(mine, totals, step), where)
+    sizes = [tf.shape(unique)[0]] + [tf.shape(a[0])[0] for a in asked]
+    answers = tf.split(rows, tf.stack(sizes))
+    sent = [self._queue("rows", w).enqueue([answer])
+            for w, answer in zip(others, answers[1:])]
+    with tf.control_dependencies(sent):
+      return tf.identity(answers[0])
+
+  def _worker_rows(self, unique, counts):
+    """A worker's rows of its ids, from the chief."""
+    me = self.where.worker_index
+    sent = self._queue("ids", me).enqueue([unique, counts])
+    with tf.control_dependencies([sent]):
+      return self._queue("rows", me).dequeue()
+
+  def lookup(self, keys_, training):
+    """See `dynamic.Table.lookup`."""
+    unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
+    if not training:
+      rows = tf.dynamic_stitch(*self._read_only(unique))
+    elif not self.where.synchronous or self.where.num_workers == 1:
+      rows = self.train_rows(unique, counts, dynamic._update_number())  # pylint: disable=protected-access
+    elif self.where.is_chief:
+      rows = self._chief_rows(unique, counts, dynamic._update_number())  # pylint: disable=protected-access
+    else:
+      rows = self._worker_rows(unique, counts)
+    rows = tf.reshape(rows, [-1])
+    return tf.gather(self._vectors(unique, rows), positions)
+
+  def _read_only(self, unique):
+    positions, keys_ = self._by_part(unique)
+    return positions, [part.read_only_rows(mine)
+                       for part, mine in zip(self.parts, keys_)]
+
+  def usage(self):
+    """See `dynamic.Table.usage`: summed over the parts."""
+    used = [part.usage() for part in self.parts]
+    return {key: tf.add_n([u[key] for u in used]) for key in used[0]}
+
+
+def make(name, options, where):
+  """The PsTable `name`, or a ConfigError where its capacity cannot be
+  split over the ps tasks."""
+  if options.capacity < where.ps_tasks:
+    raise dynamic.errors.ConfigError(
+        f"dynamic table {name!r}: capacity={options.capacity} is smaller "
+        f"than the {where.ps_tasks} ps tasks it is split over")
+  return PsTable(name, options, where)

@@ -1,0 +1,150 @@
+"""Dynamic tables split over parameter servers, in this process.
+
+The ps tasks are in-process servers of a cluster of one worker and three ps
+tasks; a table is made under `dynamic_ps.placement` as a parameter-server
+job's model_fn makes it. Each id must live on the task its hash names,
+within that task's share of the capacity, with every variable of its part
+on that task; a table saved by two tasks restores into two, and is refused
+by three, naming both counts.
+"""
+import socket
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_scale as es
+from estimator_scale import errors
+from estimator_scale import topology as topology_lib
+from estimator_scale.embeddings import dynamic
+from estimator_scale.embeddings import dynamic_ps
+
+OFFSET = 1 << 40
+"""Added to small ids: raw ids are large."""
+
+
+def _port():
+  with socket.socket() as free:
+    free.bind(("localhost", 0))
+    return free.getsockname()[1]
+
+
+@pytest.fixture(scope="module", name="worker")
+def _worker():
+  """The target of a worker in a cluster of three in-process ps tasks."""
+  cluster = tf.train.ClusterSpec({
+      "worker": [f"localhost:{_port()}"],
+      "ps": [f"localhost:{_port()}" for _ in range(3)]})
+  servers = [tf.distribute.Server(cluster, "worker", 0)] + [
+      tf.distribute.Server(cluster, "ps", task) for task in range(3)]
+  yield servers[0].target
+
+
+def _table(ps_tasks, capacity, **options):
+  """(ids placeholder, vectors, the PsTable, step increment) in the default
+  graph, made as a one-worker asynchronous job's model_fn makes them."""
+  step = tf.compat.v1.train.get_or_create_global_step()
+  ids = tf.compat.v1.placeholder(tf.int64, [None])
+  with dynamic_ps.placement(ps_tasks, topology_lib.Topology()):
+    vectors = es.dynamic_embedding(ids, 4, capacity=capacity, name="t",
+                                   **options)
+  (table,) = [t for t in dynamic._NAMED[tf.compat.v1.get_default_graph()]  # pylint: disable=protected-access
+              .values()]
+  return ids, vectors, table, step.assign_add(1)
+
+
+def _session(target):
+  return tf.compat.v1.Session(target, config=tf.compat.v1.ConfigProto(
+      isolate_session_state=True))
+
+
+def _train(session, ids, vectors, increment, batches):
+  session.run([tf.compat.v1.global_variables_initializer(),
+               tf.compat.v1.local_variables_initializer()])
+  for batch in batches:
+    session.run(vectors, {ids: np.asarray(batch, np.int64) + OFFSET})
+    session.run(increment)
+
+
+def test_capacity_is_split_over_the_tasks():
+  assert dynamic_ps.split_capacity(10, 3) == [4, 3, 3]
+  assert dynamic_ps.split_capacity(7, 1) == [7]
+  assert sum(dynamic_ps.split_capacity(1001, 4)) == 1001
+
+
+def test_each_id_lives_on_its_hashs_task_within_its_share(worker):
+  with tf.Graph().as_default():
+    ids, vectors, table, increment = _table(2, 10, min_count=2)
+    assert [part.rows for part in table.parts] == [5, 5]
+    for task, part in enumerate(table.parts):
+      held = [part.pool, part.ids, part.last_seen, part.counts, part.fresh,
+              part.sketch]
+      assert {v.device for v in held} == {f"/job:ps/task:{task}"}
+    # Ids 0..29 three at a time, each twice in a row: the table fills and
+    # the least recently used rows go.
+    batches = [[i, i + 1, i + 2] * 2 for i in range(0, 30, 3)]
+    with _session(worker) as session:
+      _train(session, ids, vectors, increment, batches)
+      parts = session.run([(p.ids, p.last_seen) for p in table.parts])
+      owner = session.run(dynamic.owners(
+          tf.constant(np.arange(30, dtype=np.int64) + OFFSET), 2))
+  held = set()
+  for task, (row_ids, _) in enumerate(parts):
+    mine = row_ids[row_ids >= 0] - OFFSET
+    assert len(mine) <= 5
+    assert all(owner[i] == task for i in mine), task
+    held |= set(mine.tolist())
+  assert 6 <= len(held) <= 10
+  assert {27, 28, 29} <= held  # the last update's ids were admitted
+  assert not held & {0, 1, 2}  # the first ones were evicted
+
+
+def test_a_table_of_two_tasks_restores_into_two_and_is_refused_by_three(
+    worker, tmp_path):
+  batches = [[i, i + 1] for i in range(0, 12, 2)]
+  with tf.Graph().as_default():
+    ids, vectors, table, increment = _table(2, 16)
+    saver = tf.compat.v1.train.Saver()
+    with _session(worker) as session:
+      _train(session, ids, vectors, increment, batches)
+      saved = session.run(vectors, {ids: np.arange(12) + OFFSET})
+      path = saver.save(session, str(tmp_path / "ckpt"))
+    whole = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    assert whole["t"] == [16, 4] and whole["t/ids"] == [16]
+  for tasks in (2, 3):
+    with tf.Graph().as_default():
+      ids, vectors, table, increment = _table(tasks, 16)
+      with _session(worker) as session:
+        session.run(tf.compat.v1.local_variables_initializer())
+        tf.compat.v1.train.Saver().restore(session, path)
+        feed = {ids: np.arange(12) + OFFSET}
+        if tasks == 2:
+          np.testing.assert_allclose(session.run(vectors, feed), saved)
+        else:
+          with pytest.raises(tf.errors.InvalidArgumentError,
+                             match=r"dynamic table \W+t\W+: its checkpoint "
+                             r"was saved by\] \[2\] \[ps tasks.*this job "
+                             "has 3"):
+            session.run(vectors, feed)
+
+
+def test_what_cannot_be_split_is_refused_by_name():
+  with tf.Graph().as_default():
+    with dynamic_ps.placement(3, topology_lib.Topology()):
+      with pytest.raises(errors.ConfigError,
+                         match="capacity=2 is smaller than the 3 ps"):
+        es.dynamic_embedding(tf.constant([1], tf.int64), 4, 2)
+      column = es.dynamic_embedding_column(
+          tf.feature_column.categorical_column_with_identity("a", 10), 4,
+          capacity=8)
+      with pytest.raises(errors.ConfigError, match="DenseFeatures"):
+        tf.compat.v1.feature_column.input_layer(
+            {"a": tf.constant([[1]], tf.int64)}, [column])
+
+
+def test_a_table_of_one_process_refused_for_many_says_what_to_use():
+  with tf.Graph().as_default():
+    es.dynamic_embedding(tf.constant([1], tf.int64), 4, 10)
+    with pytest.raises(errors.ConfigError,
+                       match="parameter servers.*or a hashed table"):
+      dynamic.check_trainers(topology_lib.Topology(num_workers=2))

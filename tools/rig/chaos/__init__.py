@@ -27,7 +27,6 @@ import json
 import tempfile
 import time
 
-from tests.helpers.rig import job_processes
 from tools.rig import cluster as cluster_lib
 from tools.rig.chaos import horovod
 from tools.rig.chaos import ps
@@ -85,7 +84,7 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
         chaos._job.kill()  # pylint: disable=protected-access
     # The tasks end with their launcher; give them the limit to go.
     deadline = time.monotonic() + ABSORB_LIMIT
-    while (any(job_processes(h) for h in rig.hosts) and
+    while (any(chaos.left(h) for h in rig.hosts) and
            time.monotonic() < deadline):
       time.sleep(0.5)
     result = chaos.report(exit_code)

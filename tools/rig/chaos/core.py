@@ -64,6 +64,7 @@ class Driver:
     self.out = os.path.join(work_dir, "ids")
     self.model_dir = os.path.join(work_dir, "model")
     self.job_log = os.path.join(work_dir, "job.log")
+    self._stop_file = os.path.join(work_dir, "stop_at")
     self._job = None
     self._t0 = None
 
@@ -157,6 +158,26 @@ class Driver:
     self._wait(lambda: self._last_step() >= (step // COMMIT + 1) * COMMIT,
                4 * ABSORB_LIMIT, "a commit after the recovery")
 
+  def _worker_argv(self, global_batch):
+    """The job's worker command, ended by `_stop_later` (a job whose
+    command is the same at every restart cannot be given its last step)."""
+    return [*WORKER, f"--examples={EXAMPLES}",
+            f"--global_batch_size={global_batch}", "--max_steps=100000000",
+            f"--save_checkpoints_steps={COMMIT}", "--seconds_per_update=0.05",
+            f"--stop_at_file={self._stop_file}",
+            f"--model_dir={self.model_dir}", f"--out_dir={self.out}",
+            "--run=chaos"]
+
+  def _stop_later(self):
+    """Names a step a few commits ahead in the job's --stop_at_file, which
+    every task reads before it gets there; returns the step."""
+    target = (self._last_step() // COMMIT + 3) * COMMIT
+    with open(self._stop_file + ".tmp", "w", encoding="utf-8") as f:
+      f.write(str(target))
+    os.rename(self._stop_file + ".tmp", self._stop_file)
+    self.log(f"chaos {self.now():7.1f} s: the job stops at step {target}")
+    return target
+
   def _heal(self):
     for host in self.hosts.values():
       host.limit_cpu(None)
@@ -175,6 +196,10 @@ class Driver:
       if argv[:3] == WORKER:
         pids.append(pid)
     return pids
+
+  def left(self, host):
+    """What of the job still runs on `host`."""
+    return job_processes(host)
 
   def _records(self):
     return trained_ids.read(self.out, "chaos")
@@ -236,8 +261,8 @@ class Driver:
         "restarts": restarts,
         "each_example_once": problem is None,
         "problem": problem,
-        "processes_left": {h.name: job_processes(h)
-                           for h in self.hosts.values() if job_processes(h)},
+        "processes_left": {h.name: self.left(h)
+                           for h in self.hosts.values() if self.left(h)},
     }
 
 

@@ -53,7 +53,6 @@ class PsChaos(core.Driver):
         ("pause",) if sync else ())
     self.members = self.names()[1:]  # the hosts the launcher runs tasks on
     self.active = list(self.members)  # those it runs them on now
-    self._stop_file = os.path.join(work_dir, "stop_at")
 
   # -- the job ------------------------------------------------------------------
 
@@ -62,14 +61,9 @@ class PsChaos(core.Driver):
             "--hosts", ",".join(self.members), "--ps", "1",
             "--min_workers", "1", "--max_restarts", "1000",
             "--probe_every", "5", "--",
-            *core.WORKER, "--distribution=parameter_server",
-            *(["--ps_sync"] if self.sync else []),
-            f"--examples={core.EXAMPLES}",
-            f"--global_batch_size={GLOBAL_BATCH}", "--max_steps=100000000",
-            f"--save_checkpoints_steps={core.COMMIT}",
-            "--seconds_per_update=0.05", f"--stop_at_file={self._stop_file}",
-            f"--model_dir={self.model_dir}", f"--out_dir={self.out}",
-            "--run=chaos"]
+            *self._worker_argv(GLOBAL_BATCH),
+            "--distribution=parameter_server",
+            *(["--ps_sync"] if self.sync else [])]
     env = dict(LAUNCH_ENV,
                ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT=str(COLLECTIVE_TIMEOUT))
     with open(self.job_log, "w") as f:
@@ -82,11 +76,7 @@ class PsChaos(core.Driver):
     """Ends the job at a step a few commits ahead, which every task reads
     before it gets there, so that all stop after the same update and the
     launcher exits 0 as when training ends. Returns its exit code."""
-    target = (self._last_step() // core.COMMIT + 3) * core.COMMIT
-    with open(self._stop_file + ".tmp", "w", encoding="utf-8") as f:
-      f.write(str(target))
-    os.rename(self._stop_file + ".tmp", self._stop_file)
-    self.log(f"chaos {self.now():7.1f} s: the job stops at step {target}")
+    target = self._stop_later()
     try:
       return self._job.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

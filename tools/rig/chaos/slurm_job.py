@@ -1,0 +1,155 @@
+"""Chaos for a batch job under Slurm's requeue: the nodes of a Horovod job
+started by srun are killed or set DOWN, Slurm requeues the job, and it
+resumes from its last checkpoint on the nodes left.
+
+The first host runs slurmctld and munged and is never faulted or given to
+the job (its loss ends Slurm itself); the job takes two of the other nodes, and a node
+a fault took out is brought back before the next, a spare for the requeue
+after it.
+"""
+import os
+import time
+
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import ENV, VENV_BIN
+from tools.rig import cluster as cluster_lib
+from tools.rig import slurm as slurm_lib
+from tools.rig.chaos import core
+
+KINDS = ("kill_node", "down_node", "slow")
+"""kill_node: every process of a node the job runs on (its slurmd too),
+which Slurm sets DOWN once SlurmdTimeout passes; down_node: `scontrol
+update State=DOWN` on one; slow: a node capped at a fifth of a core for a
+while. Each lost node comes back (its slurmd started, or `State=RESUME`)."""
+
+RESTARTS = ("kill_node", "down_node")
+
+GLOBAL_BATCH = 4
+
+_SCRIPT = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --exclude={controller}
+srun --kill-on-bad-exit=1 {argv} && exit 0
+status=$?
+# A lost node fails the step at once, but Slurm requeues the job only once
+# the node is DOWN: wait for that, which ends this script.
+sleep 20
+exit "$status"
+"""
+"""The batch script, as tools/deploy/slurm/horovod.sbatch is written."""
+
+
+class SlurmChaos(core.Driver):
+  """Drives faults into one requeueable Slurm batch job on `cluster`'s
+  hosts, Slurm started here."""
+
+  restarts = RESTARTS
+
+  def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=KINDS,
+               log=print):
+    super().__init__(cluster, work_dir, seed, gap, kinds, log)
+    self.slurm = slurm_lib.Slurm(cluster).start()
+    self._id = None
+
+  # -- the job ------------------------------------------------------------------
+
+  def start(self):
+    argv = [*self._worker_argv(GLOBAL_BATCH), "--distribution=horovod"]
+    script = os.path.join(self.work_dir, "job.sbatch")
+    with open(script, "w", encoding="utf-8") as f:
+      f.write(_SCRIPT.format(argv=" ".join(argv),
+                             controller=self.slurm.controller.name))
+    env = dict(ENV, PATH=f"{VENV_BIN}:{ENV['PATH']}")
+    submitted = self.slurm.run(
+        ["sbatch", "--parsable", f"--output={self.job_log}", script],
+        cwd=ROOT, env=env)
+    if submitted.returncode != 0:
+      raise cluster_lib.ClusterError(f"sbatch: {submitted.stderr.strip()}")
+    self._id = submitted.stdout.strip().split(";")[0]
+    self._job = _SlurmJob(self.slurm, self._id)
+    self._t0 = time.monotonic()
+    self._wait(lambda: self._updates_since(0), 300, "the job's first update")
+
+  def stop(self, timeout=240):
+    """Ends the job at a step a few commits ahead (see ps.PsChaos.stop);
+    returns 0 where Slurm says it COMPLETED, else 1."""
+    target = self._stop_later()
+    deadline = time.monotonic() + timeout
+    while self._job.poll() is None and time.monotonic() < deadline:
+      time.sleep(1)
+    if self._job.poll() is None:
+      self._job.kill()
+      raise cluster_lib.ClusterError(
+          f"the job did not end within {timeout} s of step {target}; see "
+          f"{self.job_log}")
+    return self._job.returncode
+
+  # -- the faults ---------------------------------------------------------------
+
+  def _nodes(self):
+    """The nodes the job runs on now."""
+    proc = self.slurm.run(["scontrol", "show", "hostnames",
+                           self.slurm.job(self._id)["NodeList"]])
+    return sorted(proc.stdout.split())
+
+  def _draw(self):
+    kind = self.rng.choice(self.kinds)
+    return kind, self.rng.choice(self._nodes())
+
+  def _kill_node(self, host):
+    fault = self._fault("kill_node", host)
+    self.hosts[host].kill_all()
+    return fault
+
+  def _down_node(self, host):
+    fault = self._fault("down_node", host)
+    self.slurm.run(["scontrol", "update", f"NodeName={host}", "State=DOWN",
+                    "Reason=chaos"])
+    return fault
+
+  def _absorb(self, fault, new_session=None):
+    super()._absorb(fault, new_session)
+    if fault.kind in RESTARTS:
+      self._bring_back(fault)
+
+  def _bring_back(self, fault):
+    host = self.hosts[fault.host]
+    if fault.kind == "kill_node":
+      host.start_sshd()
+      self.slurm._daemon(  # pylint: disable=protected-access
+          host, f"slurmd-{host.name}", [f"{slurm_lib.SBIN}/slurmd", "-D"])
+    else:
+      self.slurm.run(["scontrol", "update", f"NodeName={host.name}",
+                      "State=RESUME"])
+    fault.ended = self.now()
+    self.log(f"chaos {fault.ended:7.1f} s: {fault.host} back")
+
+
+  def left(self, host):
+    """What of the job still runs on `host`: not Slurm's daemons, which
+    the rig stops with its hosts (a step's slurmstepd is the job's)."""
+    return [c for c in super().left(host)
+            if not c.startswith((slurm_lib.SBIN + "/", "slurmctld:"))]
+
+
+class _SlurmJob:
+  """A Slurm job seen as a process: `poll()` is None while it runs or
+  waits to run again, then 0 where it COMPLETED and 1 otherwise."""
+
+  def __init__(self, slurm, job_id):
+    self._slurm, self._id = slurm, job_id
+    self.returncode = None
+
+  def poll(self):
+    if self.returncode is None:
+      state = self._slurm.job(self._id)["JobState"]
+      if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
+                   "NODE_FAIL", "OUT_OF_MEMORY"):
+        self.returncode = 0 if state == "COMPLETED" else 1
+    return self.returncode
+
+  def kill(self):
+    self._slurm.run(["scancel", self._id])

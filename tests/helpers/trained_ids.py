@@ -158,3 +158,26 @@ def check_each_once(records, examples):
   assert everything == collections.Counter(stream) + collections.Counter(
       again)
   return report
+
+
+class Pause(tf.compat.v1.train.SessionRunHook):
+  """Sleeps after each update, so that a test can kill a job mid-way."""
+
+  def __init__(self, seconds):
+    self._seconds = seconds
+
+  def after_run(self, run_context, run_values):
+    time.sleep(self._seconds)
+
+
+def day_hooks(ids):
+  """The hooks a days test's model adds, as its environment asks: with
+  DAY_IDS_FILE, an `IdsHook` appending `ids` (put in the `example_ids`
+  collection) there; with DAY_SECONDS_PER_UPDATE, a `Pause`."""
+  tf.compat.v1.add_to_collection("example_ids", ids)
+  hooks = []
+  if os.environ.get("DAY_IDS_FILE"):
+    hooks.append(IdsHook(os.environ["DAY_IDS_FILE"], worker=0, size=1))
+  if float(os.environ.get("DAY_SECONDS_PER_UPDATE") or 0):
+    hooks.append(Pause(float(os.environ["DAY_SECONDS_PER_UPDATE"])))
+  return hooks

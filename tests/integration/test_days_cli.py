@@ -9,17 +9,12 @@ the three days must have been trained once (the updates the kill lost, after
 the checkpoint the resume started from, once more), each day judged on the
 next by AUC, exported, and the best named.
 """
-import collections
 import datetime
 import json
 import os
-import signal
-import subprocess
-import time
 
+from tests.helpers import day_jobs
 from tests.helpers import day_logs
-from tests.helpers import trained_ids
-from tests.helpers.processes import CLI, ROOT, worker_env
 
 _FIRST = datetime.date(2026, 1, 1)
 _SIZES = (43, 150, 37, 30)  # day 2: 19 updates of 8, the last short
@@ -27,26 +22,13 @@ _BATCH = 8
 
 
 def _start(tmp_path, run, pause):
-  env = dict(worker_env(), DAY_IDS_FILE=str(tmp_path / f"ids-{run}-0.jsonl"),
-             DAY_SECONDS_PER_UPDATE=str(pause))
-  log = open(tmp_path / f"log-{run}.txt", "w")  # pylint: disable=consider-using-with
-  command = CLI + [
+  return day_jobs.start(tmp_path, run, pause, [
       "--model_module=tests.workers.day_clicks", "--model=day_clicks",
       f"--train_data={tmp_path / 'days'}", "--days=2026-01-01:2026-01-03",
       "--follow", "--follow_timeout_secs=120",
       f"--model_dir={tmp_path / 'model'}", f"--global_batch_size={_BATCH}",
       "--optimizer=sgd", "--learning_rate=0.5", "--save_checkpoints_steps=4",
-      "--log_every_n_steps=5", f"--summary_json={tmp_path / 'summary.json'}"]
-  return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,
-                          stderr=subprocess.STDOUT), log
-
-
-def _wait(condition, proc, seconds, what):
-  deadline = time.time() + seconds
-  while not condition():
-    assert proc.poll() is None, f"the job exited {proc.returncode} before {what}"
-    assert time.time() < deadline, f"no {what} within {seconds} s"
-    time.sleep(0.05)
+      "--log_every_n_steps=5", f"--summary_json={tmp_path / 'summary.json'}"])
 
 
 def test_days_killed_in_day_two_resume_and_follow_the_late_third(tmp_path):
@@ -56,28 +38,19 @@ def test_days_killed_in_day_two_resume_and_follow_the_late_third(tmp_path):
   day_two = range(7, 7 + 19)  # day 1: steps 1 to 6 (43 = 5 x 8 + 3)
 
   first, log = _start(tmp_path, "a", pause=0.1)
-  _wait(lambda: any(r["step"] >= day_two[8]
-                    for r in trained_ids.read(tmp_path, "a")),
-        first, 240, "update inside day 2")
-  first.send_signal(signal.SIGKILL)
-  first.wait()
-  log.close()
-  killed_at = max(r["step"] for r in trained_ids.read(tmp_path, "a"))
+  killed_at = day_jobs.kill_after(tmp_path, first, log, day_two[8], 240)
   assert killed_at < day_two[-1], "day 2 ended before the kill"
 
   second, log = _start(tmp_path, "b", pause=0)
-  _wait(lambda: "waiting up to" in (tmp_path / "log-b.txt").read_text(),
-        second, 240, "wait for day 3")
+  day_jobs.wait(lambda: day_jobs.said(tmp_path, "b", "waiting up to"),
+                second, 240, "wait for day 3")
   day_logs.mark_landed(str(root), "2026-01-03")
   assert second.wait(timeout=240) == 0, (tmp_path / "log-b.txt").read_text()
   log.close()
 
   # Each example of days 1 to 3 once, but what the kill lost (trained after
   # the checkpoint the second run resumed from) once more.
-  resumed = trained_ids.read(tmp_path, "b")[0]["start"]
-  kept = [r for r in trained_ids.read(tmp_path, "a") if r["step"] <= resumed]
-  counts = collections.Counter(
-      i for r in kept + trained_ids.read(tmp_path, "b") for i in r["ids"])
+  counts, resumed = day_jobs.trained_counts(tmp_path)
   wanted = [i for day in ("2026-01-01", "2026-01-02", "2026-01-03")
             for i in written[day]]
   assert sorted(counts) == sorted(wanted)

@@ -6,9 +6,6 @@ With DAY_IDS_FILE set, each update appends its ids to that file
 kills and restarts; DAY_SECONDS_PER_UPDATE pauses after each update, so a
 test can kill the job inside a day.
 """
-import os
-import time
-
 import tensorflow as tf
 
 import estimator_scale as es
@@ -34,20 +31,4 @@ class DayClicks(es.BinaryClassifierModel):
     return spec
 
   def training_hooks(self, features, labels):
-    tf.compat.v1.add_to_collection("example_ids", features["id"])
-    hooks = []
-    if os.environ.get("DAY_IDS_FILE"):
-      hooks.append(trained_ids.IdsHook(os.environ["DAY_IDS_FILE"], worker=0,
-                                       size=1))
-    if os.environ.get("DAY_SECONDS_PER_UPDATE"):
-      hooks.append(_Pause(float(os.environ["DAY_SECONDS_PER_UPDATE"])))
-    return hooks
-
-
-class _Pause(tf.compat.v1.train.SessionRunHook):
-
-  def __init__(self, seconds):
-    self._seconds = seconds
-
-  def after_run(self, run_context, run_values):
-    time.sleep(self._seconds)
+    return trained_ids.day_hooks(features["id"])

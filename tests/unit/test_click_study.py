@@ -131,6 +131,10 @@ def test_bad_settings_name_the_argument(kwargs, message):
     _settings(**kwargs)
 
 
+def test_the_default_study_has_elastic_rows_on_both_tasks():
+  assert click.parse_args([]).elastic_tasks == list(click_specs.TASKS)
+
+
 def test_cli_refuses_bad_numbers():
   with pytest.raises(SystemExit):
     click.parse_args(["--scales", "0"])

@@ -70,7 +70,8 @@ def parse_args(argv=None):
                       help="T for every task (default: each task's own)")
   parser.add_argument("--no_elastic", action="store_true",
                       help="skip the 2 -> 4 -> 2 rank rows")
-  parser.add_argument("--elastic_tasks", nargs="+", default=["census"],
+  parser.add_argument("--elastic_tasks", nargs="+",
+                      default=list(click_specs.TASKS),
                       choices=list(click_specs.TASKS))
   parser.add_argument("--no_timed", action="store_true",
                       help="skip the time-to-AUC rows on 1, 2, 4 ranks")

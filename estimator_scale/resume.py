@@ -30,6 +30,8 @@ it restores and initializes the same variables, as multi_worker_mirrored's
 initializers (a collective broadcast from worker 0) need.
 """
 import dataclasses
+import numbers
+import os
 from typing import Dict, Optional, Tuple
 
 from absl import logging
@@ -203,6 +205,7 @@ class ResumingSaver(tf.compat.v1.train.Saver):
     self._trainable_keys = None
     self._partial = None
     self._initialize_fresh = None
+    self._restored = None  # the checkpoint this session restored
 
   def build(self):
     """See base class; also builds the partial restore the checkpoint needs."""
@@ -232,9 +235,31 @@ class ResumingSaver(tf.compat.v1.train.Saver):
         [v for key in gap.fresh for v in self._state[key].variables],
         name="resume_fresh_state")
 
+  def save(self, sess, save_path, global_step=None, **kwargs):
+    """See base class; the checkpoint this session restored is not written
+    again.
+
+    Estimator's checkpoint saver saves as soon as a session starts, at the
+    step it restored, over the very files it restored from. Where several
+    processes restore from one model_dir (Horovod ranks, workers restarted
+    together) the others may still be reading them: a rank then reads a
+    half-rewritten file ("file is too short to be an sstable") and the
+    restart fails. The files already hold this state, so they are left as
+    they are and only counted for `max_to_keep`.
+    """
+    if (self._restored is not None and global_step is not None and
+        isinstance(global_step, numbers.Integral)):
+      path = f"{save_path}-{global_step}"
+      if os.path.normpath(path) == self._restored:
+        self._restored = None
+        self._RecordLastCheckpoint(path)
+        return path
+    return super().save(sess, save_path, global_step=global_step, **kwargs)
+
   def restore(self, sess, save_path):
     """See base class: a checkpoint that lacks only recipe state restores
     what it has and initializes the rest."""
+    self._restored = os.path.normpath(save_path) if save_path else None
     if self._gap is None or save_path is None:
       return super().restore(sess, save_path)
     gap = find_gap(save_path, self._state, self._trainable_keys)

@@ -202,3 +202,30 @@ def test_network_state_no_optimizer_trains_is_not_recipe_state(tmp_path):
   _drop_from_checkpoint(tmp_path, ["model/norm/moving_mean"])
   message = _single_line_error(tmp_path, Layers(batch_norm=True))
   assert "model/norm/moving_mean (shape [16] in this model)" in message
+
+
+def test_a_resumed_session_leaves_the_checkpoint_it_restored_as_it_was(
+    tmp_path):
+  # Other processes may be restoring the same files when a session starts
+  # (Horovod ranks after an elastic change): they must not be rewritten.
+  _, features, labels = generated_data("mlp", 64)
+
+  def train(steps):
+    estimator = es.make_estimator(Layers(), model_dir=str(tmp_path),
+                                  random_seed=0, save_checkpoints_steps=5,
+                                  keep_checkpoint_max=2)
+    estimator.train(trainer.array_input(features, labels, 8),
+                    max_steps=steps)
+
+  def files(step):
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in tmp_path.glob(f"model.ckpt-{step}.*")}
+  train(10)
+  restored = files(10)
+  assert len(restored) == 3, restored  # index, data, meta graph
+  train(12)
+  assert files(10) == restored
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-12")
+  # Counted for keep_checkpoint_max all the same: gone two saves later.
+  train(15)
+  assert not files(10) and files(12) and files(15)

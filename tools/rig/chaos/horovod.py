@@ -26,10 +26,12 @@ a core for a while; join: a spare host listed by the discovery."""
 RESTARTS = ("kill_rank", "kill_host", "link_down", "pause")
 """The kinds after which the job must start a new session to go on."""
 
-COLLECTIVE_TIMEOUT = 30
+COLLECTIVE_TIMEOUT = 60
 """HOROVOD_GLOO_TIMEOUT_SECONDS of the job: how long ranks wait for a
-stalled or cut-off peer, and a joining rank for the others (a busy host takes
-seconds to import TensorFlow)."""
+stalled or cut-off peer, and for a rank restarted after a fault to reach the
+rendezvous. On a busy host a restarted rank can take over 30 s to import
+TensorFlow and build its graph; every rank of that round then fails, and
+horovodrun ends a job whose whole round failed."""
 
 PER_RANK_BATCH = 2
 

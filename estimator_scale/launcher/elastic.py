@@ -98,13 +98,15 @@ def checkpoint_step(model_dir):
 
 
 class Returning:
-  """Hosts outside the cluster that answer ssh again, probed in the
+  """Hosts outside the cluster that answer ssh again, their tasks' ports
+  free (nothing left of a start before a cut), probed in the
   background; the job takes them at its first checkpoint after they
   answered, so a restart to grow costs only the updates made while the
   cluster stops and starts."""
 
-  def __init__(self, hosts, ssh_port, policy):
+  def __init__(self, hosts, ssh_port, policy, ports=None):
     self._hosts, self._ssh_port = list(hosts), ssh_port
+    self._ports = ports  # {host: its tasks' ports}: free before it joins
     self._every, self._model_dir = policy.probe_every, policy.model_dir
     self._stop = threading.Event()
     self._returned = set()
@@ -115,7 +117,7 @@ class Returning:
 
   def _run(self):
     while not self._stop.wait(self._every):
-      found = remote.answering(self._hosts, self._ssh_port)
+      found = remote.answering(self._hosts, self._ssh_port, self._ports)
       if found:
         self._returned = found
         return

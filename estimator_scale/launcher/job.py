@@ -263,9 +263,11 @@ def run(command, hosts, ps=0, chief=False, port=hosts_lib.DEFAULT_PORT,
       return code
     job = Job(command, hosts_lib.cluster_tasks(members, ps, chief, port),
               out, remote_env, ssh_port)
+    outside = [(h, slots) for h, slots in hosts if (h, slots) not in members]
+    # A host's tasks take ports from `port` up, a ps task among them.
     returning = elastic.Returning(
-        [h for h, slots in hosts if (h, slots) not in members], ssh_port,
-        policy)
+        [h for h, _ in outside], ssh_port, policy,
+        {h: range(port, port + slots + ps) for h, slots in outside})
     try:
       outcome, detail = _watch(job, returning, deadline, received)
       code, line = _ending(outcome, detail, failures, policy, timeout)

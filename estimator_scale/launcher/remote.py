@@ -75,23 +75,40 @@ def remote_command(host, command, env, cwd, ssh_port=None):
           remote], exports
 
 
-def answers(host, ssh_port=None, timeout=25):
-  """Whether `host` runs a command over ssh now."""
+def ports_free_command(ports):
+  """A shell command that fails while anything on its host listens on one
+  of `ports`: a task cut off with its host's link holds its port until its
+  ssh session sees the launcher gone, which can be long after the host
+  answers again, and a task started there meanwhile cannot bind."""
+  if not ports:
+    return "true"
+  probe = ("for p in " + " ".join(str(int(p)) for p in ports) +
+           "; do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && exit 1; "
+           "done; exit 0")
+  return "bash -c " + shlex.quote(probe)
+
+
+def answers(host, ssh_port=None, timeout=25, free_ports=()):
+  """Whether `host` runs a command over ssh now, with none of `free_ports`
+  in use there."""
   try:
     return subprocess.run(
-        ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host, "true"],
+        ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host,
+         ports_free_command(free_ports)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, timeout=timeout).returncode == 0
   except subprocess.TimeoutExpired:
     return False
 
 
-def answering(hosts, ssh_port=None):
-  """The hosts of `hosts` that answer, probed at once."""
+def answering(hosts, ssh_port=None, free_ports=None):
+  """The hosts of `hosts` that answer, probed at once; with `free_ports`
+  ({host: ports}), those with none of their ports in use."""
   result = {}
 
   def probe(host):
-    result[host] = answers(host, ssh_port)
+    result[host] = answers(host, ssh_port,
+                           free_ports=(free_ports or {}).get(host, ()))
   threads = [threading.Thread(target=probe, args=(h,), daemon=True)
              for h in hosts]
   for thread in threads:

@@ -26,12 +26,14 @@ a core for a while; join: a spare host listed by the discovery."""
 RESTARTS = ("kill_rank", "kill_host", "link_down", "pause")
 """The kinds after which the job must start a new session to go on."""
 
-COLLECTIVE_TIMEOUT = 60
+COLLECTIVE_TIMEOUT = 30
 """HOROVOD_GLOO_TIMEOUT_SECONDS of the job: how long ranks wait for a
 stalled or cut-off peer, and for a rank restarted after a fault to reach the
-rendezvous. On a busy host a restarted rank can take over 30 s to import
-TensorFlow and build its graph; every rank of that round then fails, and
-horovodrun ends a job whose whole round failed."""
+rendezvous. Horovod's own default. Recovery waits for it more than once (a
+host killed whole took 33 s to absorb at 30 s, 171 s at 60 s), but a rank
+restarted on a busy host can take longer than it to import TensorFlow:
+every rank of that round then fails, and horovodrun ends a job whose whole
+round failed (docs/CHAOS.md)."""
 
 PER_RANK_BATCH = 2
 

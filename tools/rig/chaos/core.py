@@ -6,6 +6,7 @@ its state allows, injects them and ends the job; this base class runs the
 loop: a gap drawn from the seed, a fault, its recovery measured, a commit
 after it, the next.
 """
+import collections
 import dataclasses
 import os
 import random
@@ -271,3 +272,65 @@ def signal_quietly(pid, signum):
     os.kill(pid, signum)
   except ProcessLookupError:
     pass
+
+
+UNLOGGED = -1
+"""The id `check_sync` gives the examples of an update a checkpoint holds
+and a task did not log."""
+
+
+def _fill_checkpointed(records, global_batch):
+  """`records` and, for each update a restart resumed from that a task did
+  not log, a record of UNLOGGED ids in its place.
+
+  A synchronous update is in a checkpoint only once the chief applied every
+  worker's gradient, but a task logs it only when its own run returns (a
+  parameter-server worker after the chief's token) and its hooks after the
+  checkpoint saver's.
+  A fault in between (a cut ps before a worker takes its token, a task
+  killed right after the save) leaves the update trained and its ids
+  unlogged there, and the restart resumes after it."""
+  sessions = collections.defaultdict(lambda: collections.defaultdict(dict))
+  began = {}
+  for r in records:
+    key = (r["start"], r["size"])
+    sessions[key][r["step"]][r["worker"]] = r
+    began[key] = min(began.get(key, r["began"]), r["began"])
+  order = sorted(sessions, key=began.get)
+  filled = list(records)
+  for key, after in zip(order, order[1:]):
+    start, size = key
+    resumed = after[0]
+    logged = sessions[key].get(resumed, {})
+    if resumed <= start:
+      continue
+    for worker in set(range(size)) - set(logged):
+      filled.append(dict(worker=worker, size=size, start=start, step=resumed,
+                         ids=[UNLOGGED] * (global_batch // size),
+                         began=began[key], time=began[key]))
+  return filled
+
+
+def check_sync(records, global_batch):
+  """(restarts, None) where a synchronous job of `global_batch` examples an
+  update trained every example once an epoch (those of checkpointed updates
+  a task did not log filling the examples missing from their epoch), else
+  (None, what breaks it)."""
+  try:
+    stream, again, report = trained_ids.kept_ids(_fill_checkpointed(records, global_batch))
+    assert len(stream) >= EXAMPLES, (len(stream), EXAMPLES)
+    for begin in range(0, len(stream), EXAMPLES):
+      epoch = stream[begin:begin + EXAMPLES]
+      counts = collections.Counter(i for i in epoch if i != UNLOGGED)
+      twice = sorted(i for i, n in counts.items() if n > 1)
+      assert not twice, (begin // EXAMPLES, "twice", twice)
+      if len(epoch) == EXAMPLES:
+        never = EXAMPLES - len(counts)
+        assert never == epoch.count(UNLOGGED), (
+            begin // EXAMPLES, "never", never, epoch.count(UNLOGGED))
+    everything = collections.Counter(i for r in records for i in r["ids"])
+    kept = collections.Counter(i for i in stream if i != UNLOGGED)
+    assert everything == kept + collections.Counter(again)
+    return len(report), None
+  except AssertionError as e:
+    return None, str(e)[:2000]

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import time
 
-from tests.helpers import trained_ids
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import LAUNCH_ENV, PYTHON
 from tools.rig import cluster as cluster_lib
@@ -177,13 +176,13 @@ class PsChaos(core.Driver):
   def check(self, records):
     """Synchronous: each example once an epoch over the restarts, the
     updates a checkpoint holds and a task did not log counted as trained
-    (`_check_sync`). Asynchronous: what the framework claims there, that within
+    (`core.check_sync`). Asynchronous: what the framework claims there, that within
     a session each worker trains its own shard of the examples (every
     size-th, from its index), each pass over it each example once; across
     a restart each worker starts its new shard over, so examples are
     trained again or skipped, which is counted, not checked."""
     if self.sync:
-      return _check_sync(records)
+      return core.check_sync(records, GLOBAL_BATCH)
     sessions = collections.defaultdict(list)
     for r in records:
       sessions[(r["start"], r["size"], r["began"], r["worker"])].append(r)
@@ -210,62 +209,3 @@ class PsChaos(core.Driver):
       return super().epochs(records)
     return sum(len(r["ids"]) for r in records) // core.EXAMPLES
 
-
-UNLOGGED = -1
-"""The id `_check_sync` gives the examples of an update a checkpoint holds
-and a task did not log."""
-
-
-def _fill_checkpointed(records):
-  """`records` and, for each update a restart resumed from that a task did
-  not log, a record of UNLOGGED ids in its place.
-
-  A synchronous update is in a checkpoint only once the chief applied every
-  worker's gradient, but a task logs it only when its own run returns: a
-  worker after the chief's token, the chief after its checkpoint saver.
-  A fault in between (a cut ps before a worker takes its token, a task
-  killed right after the save) leaves the update trained and its ids
-  unlogged there, and the restart resumes after it."""
-  sessions = collections.defaultdict(lambda: collections.defaultdict(dict))
-  began = {}
-  for r in records:
-    key = (r["start"], r["size"])
-    sessions[key][r["step"]][r["worker"]] = r
-    began[key] = min(began.get(key, r["began"]), r["began"])
-  order = sorted(sessions, key=began.get)
-  filled = list(records)
-  for key, after in zip(order, order[1:]):
-    start, size = key
-    resumed = after[0]
-    logged = sessions[key].get(resumed, {})
-    if resumed <= start:
-      continue
-    for worker in set(range(size)) - set(logged):
-      filled.append(dict(worker=worker, size=size, start=start, step=resumed,
-                         ids=[UNLOGGED] * (GLOBAL_BATCH // size),
-                         began=began[key], time=began[key]))
-  return filled
-
-
-def _check_sync(records):
-  """(restarts, None) where every example was trained once an epoch (those
-  of checkpointed updates a task did not log filling the examples missing
-  from their epoch), else (None, what breaks it)."""
-  try:
-    stream, again, report = trained_ids.kept_ids(_fill_checkpointed(records))
-    assert len(stream) >= core.EXAMPLES, (len(stream), core.EXAMPLES)
-    for begin in range(0, len(stream), core.EXAMPLES):
-      epoch = stream[begin:begin + core.EXAMPLES]
-      counts = collections.Counter(i for i in epoch if i != UNLOGGED)
-      twice = sorted(i for i, n in counts.items() if n > 1)
-      assert not twice, (begin // core.EXAMPLES, "twice", twice)
-      if len(epoch) == core.EXAMPLES:
-        never = core.EXAMPLES - len(counts)
-        assert never == epoch.count(UNLOGGED), (
-            begin // core.EXAMPLES, "never", never, epoch.count(UNLOGGED))
-    everything = collections.Counter(i for r in records for i in r["ids"])
-    kept = collections.Counter(i for i in stream if i != UNLOGGED)
-    assert everything == kept + collections.Counter(again)
-    return len(report), None
-  except AssertionError as e:
-    return None, str(e)[:2000]

@@ -128,6 +128,9 @@ class SlurmChaos(core.Driver):
     self.log(f"chaos {fault.ended:7.1f} s: {fault.host} back")
 
 
+  def check(self, records):
+    return core.check_sync(records, GLOBAL_BATCH)
+
   def left(self, host):
     """What of the job still runs on `host`: not Slurm's daemons, which
     the rig stops with its hosts (a step's slurmstepd is the job's)."""

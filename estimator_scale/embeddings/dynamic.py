@@ -37,7 +37,8 @@ A training lookup, for each micro-batch:
    and its gradient goes nowhere.
 Every decision depends on the multiset of ids and the update, not on their
 order in the batch, so a table split over Horovod ranks (each id's row on
-the rank a hash of it names, `Table._exchange`) decides as one process.
+the rank a hash of it names, `Table._exchange`) or over synchronous
+parameter servers (`dynamic_ps`) decides as one process.
 
 The count-min sketch never undercounts: an id is admitted no later than its
 `min_count`-th sighting, and early when its counters are shared: with
@@ -231,11 +232,13 @@ class Table:
 
   Args:
     name: the variables' name prefix, in the current variable scope.
-    rows: the pool's rows (the table's capacity, or its share of it).
     options: the user's `Options`.
     getter: makes a variable with get_variable's arguments (a Keras layer
       or a feature column passes its own).
-    collections: where the variables go (default the global ones).
+    shard: (rank, ranks) of a Horovod rank's part: its variables are its
+      own (local) and saved beside the checkpoint.
+    ps_part: a `dynamic_ps.Part`: the part a ps task holds, its variables
+      global and saved as slices of the whole table's.
   """
 
   def __init__(self, name, options, getter=None, shard=None, ps_part=None):

@@ -1,4 +1,5 @@
-"""A dynamic table split over 2 Horovod ranks trains as one process's.
+"""A dynamic table split over 2 Horovod ranks, or over 2 synchronous
+parameter servers, trains as one process's.
 
 Each id's row lives on the rank its hash names; the ranks send each other
 the ids of their batches and get the vectors back (all-to-all). After 20
@@ -7,18 +8,26 @@ they stop coming and re-admitted, the ranks' slices, merged, must hold the
 same ids as one process's table, each with the same vector, optimizer
 slots, count and last update, to 1e-5. Restored into 3 ranks, then back
 into 2, each rank must hold exactly the ids it owns under the new count,
-with their rows as saved, and train on.
+with their rows as saved, and train on. On parameter servers the export
+serves the table with TensorFlow alone, and asynchronous workers keep it
+within its capacity, each id on its task.
 """
 import glob
+import json
+import os
 import shutil
+import subprocess
 
 import numpy as np
 import tensorflow as tf
 
+from estimator_scale.embeddings import dynamic
 from tests.helpers import dynamic_rows
 from tests.helpers import shared
 from tests.helpers.processes import horovod
+from tests.helpers.processes import launch
 from tests.helpers.processes import run
+from tests.helpers.processes import worker_env
 from tests.helpers.processes import PYTHON
 from tests.workers import dynamic_equivalence as worker
 
@@ -65,12 +74,23 @@ def _two_ranks(tmp_path_factory):
   return shared.once(tmp_path_factory, "dynamic-equivalence-two-ranks", train)
 
 
-def test_two_ranks_hold_one_processs_table(tmp_path, tmp_path_factory):
-  run([PYTHON] + ARGS + [f"--model_dir={tmp_path / 'one'}"], timeout=480)
+def _one_process(tmp_path_factory):
+  """The model_dir of each config trained 20 updates on one process, with
+  its export under `export/<config>`."""
+
+  def train(directory):
+    run([PYTHON] + ARGS + [f"--model_dir={directory}",
+                           f"--export_dir={directory / 'export'}"],
+        timeout=480)
+  return shared.once(tmp_path_factory, "dynamic-equivalence-one-process",
+                     train)
+
+
+def test_two_ranks_hold_one_processs_table(tmp_path_factory):
   features, _ = worker.id_data()
   seen = set(features["ids"].ravel().tolist())
   for config in worker.CONFIGS:
-    one = tmp_path / "one" / config
+    one = _one_process(tmp_path_factory) / config
     two = _two_ranks(tmp_path_factory) / config
     table = _by_id(tf.train.latest_checkpoint(str(one)))
     split = _by_id(_merged(two))
@@ -127,3 +147,73 @@ def test_a_table_of_two_ranks_reshards_into_three_and_back(
     assert any(np.max(np.abs(ended[worker.TABLE][key] - value)) > 1e-4
                for key, value in started[worker.TABLE].items()
                if key in ended[worker.TABLE])
+
+
+_SERVE = (
+    "import json, sys, tensorflow as tf\n"
+    "ids = tf.constant(json.loads(sys.argv[1]), tf.int64)\n"
+    "print(json.dumps([tf.saved_model.load(path).signatures['serving_default']"
+    "(ids=ids)['logistic'].numpy()[:, 0].tolist() for path in sys.argv[2:]]))"
+    "\n")
+"""Scores ids with each export given, in a process that imports only
+TensorFlow."""
+
+
+def _served(ids, *exports):
+  paths = [glob.glob(str(export / "*"))[0] for export in exports]
+  env = dict(worker_env(), PYTHONPATH="")
+  out = subprocess.run([PYTHON, "-c", _SERVE, json.dumps(ids)] + paths,
+                       capture_output=True, text=True, check=True, env=env,
+                       cwd=os.path.dirname(paths[0]), timeout=240)
+  return np.array(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_parameter_servers_hold_one_processs_table(tmp_path,
+                                                  tmp_path_factory):
+  # Synchronous: a chief and a worker over 2 ps tasks admit and evict once
+  # per update over both workers' ids. Asynchronous: each worker on its own,
+  # in a table of 40 rows that fills up.
+  launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
+                    "--distribution=parameter_server", "--configs=adam",
+                    f"--export_dir={tmp_path / 'export'}"], ps=2, timeout=400)
+  launch(1, ARGS + [f"--model_dir={tmp_path / 'async'}", "--capacity=40",
+                    "--distribution=parameter_server", "--configs=adagrad"],
+         ps=2, timeout=400)
+  one = _one_process(tmp_path_factory)
+  table = _by_id(tf.train.latest_checkpoint(str(one / "adam")))
+  split = _by_id(tf.train.latest_checkpoint(str(tmp_path / "sync" / "adam")))
+  assert set(split) == set(table)
+  ids = set(table[worker.TABLE + "/ids"])
+  assert set(split[worker.TABLE + "/ids"]) == ids
+  difference = max(float(np.max(np.abs(
+      np.float64(split[name][key]) - np.float64(value))))
+                   for name, values in table.items()
+                   for key, value in values.items())
+  dense = _dense(tf.train.latest_checkpoint(str(one / "adam")))
+  split_dense = _dense(tf.train.latest_checkpoint(str(tmp_path / "sync" /
+                                                      "adam")))
+  difference = max([difference] + [
+      float(np.max(np.abs(split_dense[name] - value)))
+      for name, value in dense.items()])
+  print(f"dynamic table, sync PS (2 ps) vs one process after 20 updates: "
+        f"max |difference| {difference:.3g} over {len(ids)} ids")
+  assert difference <= TOLERANCE
+  features, _ = worker.id_data()
+  assert 10 < len(ids) < len(set(features["ids"].ravel().tolist()))
+  assert not set(features["ids"][:100].ravel().tolist()) <= ids
+  # Both exports serve the same scores; an id never seen, the default's.
+  asked = [[int(i) for i in row] for row in features["ids"][-20:]]
+  asked.append([3, 5, 7])
+  served, served_one = _served(asked, tmp_path / "export" / "adam",
+                               one / "export" / "adam")
+  np.testing.assert_allclose(served, served_one, atol=TOLERANCE)
+  assert np.ptp(served[:-1]) > 1e-4  # the ids' rows, not the default
+  # Asynchronous: trained on, within 40 rows, each id once, on its task.
+  reader = tf.train.load_checkpoint(str(tmp_path / "async" / "adagrad"))
+  assert reader.get_tensor("global_step") == 20
+  rows = reader.get_tensor(worker.TABLE + "/ids")
+  assert rows.shape == (40,)
+  held = np.flatnonzero(rows >= 0)
+  assert len(held) == len(set(rows[held].tolist())) >= 20
+  owner = dynamic.owners(tf.constant(rows[held]), 2).numpy()
+  np.testing.assert_array_equal(owner, (held >= 20).astype(np.int32))

@@ -16,13 +16,17 @@ from tools.rig import cluster as cluster_lib
 from tools.rig import slurm as slurm_lib
 from tools.rig.chaos import core
 
-KINDS = ("kill_node", "down_node", "slow")
+KINDS = ("kill_node", "down_node", "link_down", "slow")
 """kill_node: every process of a node the job runs on (its slurmd too),
 which Slurm sets DOWN once SlurmdTimeout passes; down_node: `scontrol
-update State=DOWN` on one; slow: a node capped at a fifth of a core for a
-while. Each lost node comes back (its slurmd started, or `State=RESUME`)."""
+update State=DOWN` on one; link_down: a node's cable pulled for LINK_DOWN
+seconds, past SlurmdTimeout and Horovod's timeout; slow: a node capped at a
+fifth of a core for a while. Each lost node comes back (its slurmd
+started, `State=RESUME`, its link plugged in)."""
 
-RESTARTS = ("kill_node", "down_node")
+RESTARTS = ("kill_node", "down_node", "link_down")
+
+LINK_DOWN = 40
 
 GLOBAL_BATCH = 4
 
@@ -110,9 +114,17 @@ class SlurmChaos(core.Driver):
                     "Reason=chaos"])
     return fault
 
+  def _link_down(self, host):
+    fault = self._fault("link_down", host)
+    self.hosts[host].set_link(False)
+    time.sleep(LINK_DOWN)
+    self.hosts[host].set_link(True)
+    fault.ended = self.now()
+    return fault
+
   def _absorb(self, fault, new_session=None):
-    super()._absorb(fault, new_session)
-    if fault.kind in RESTARTS:
+    super()._absorb(fault, new_session)  # brings a cut node back itself
+    if fault.kind in ("kill_node", "down_node"):
       self._bring_back(fault)
 
   def _bring_back(self, fault):
@@ -121,10 +133,11 @@ class SlurmChaos(core.Driver):
       host.start_sshd()
       self.slurm._daemon(  # pylint: disable=protected-access
           host, f"slurmd-{host.name}", [f"{slurm_lib.SBIN}/slurmd", "-D"])
-    else:
+    elif fault.kind == "down_node":
       self.slurm.run(["scontrol", "update", f"NodeName={host.name}",
                       "State=RESUME"])
-    fault.ended = self.now()
+    if fault.kind != "link_down":  # ended when its link came back
+      fault.ended = self.now()
     self.log(f"chaos {fault.ended:7.1f} s: {fault.host} back")
 
 

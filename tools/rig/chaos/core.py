@@ -311,6 +311,13 @@ def _fill_checkpointed(records, global_batch):
   return filled
 
 
+def sync_epochs(records, global_batch):
+  """The whole epochs a synchronous job's kept updates trained, those a
+  task did not log counted (`check_sync`)."""
+  stream = trained_ids.kept_ids(_fill_checkpointed(records, global_batch))[0]
+  return len(stream) // EXAMPLES
+
+
 def check_sync(records, global_batch):
   """(restarts, None) where a synchronous job of `global_batch` examples an
   update trained every example once an epoch (those of checkpointed updates

@@ -206,6 +206,6 @@ class PsChaos(core.Driver):
 
   def epochs(self, records):
     if self.sync:
-      return super().epochs(records)
+      return core.sync_epochs(records, GLOBAL_BATCH)
     return sum(len(r["ids"]) for r in records) // core.EXAMPLES
 

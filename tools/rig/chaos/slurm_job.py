@@ -144,6 +144,9 @@ class SlurmChaos(core.Driver):
   def check(self, records):
     return core.check_sync(records, GLOBAL_BATCH)
 
+  def epochs(self, records):
+    return core.sync_epochs(records, GLOBAL_BATCH)
+
   def left(self, host):
     """What of the job still runs on `host`: not Slurm's daemons, which
     the rig stops with its hosts (a step's slurmstepd is the job's)."""

@@ -128,6 +128,40 @@ def test_a_table_of_two_tasks_restores_into_two_and_is_refused_by_three(
             session.run(vectors, feed)
 
 
+def test_dense_features_and_the_keras_layer_split_and_train(worker):
+  # The same ids through a DenseFeatures column and an es.DynamicEmbedding
+  # layer: two split tables, trained alike by one Adagrad.
+  column = es.dynamic_embedding_column(
+      tf.feature_column.categorical_column_with_identity("a", 10), 4,
+      capacity=8)
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    ids = tf.compat.v1.placeholder(tf.int64, [None])
+    with dynamic_ps.placement(2, topology_lib.Topology()):
+      columns = tf.keras.layers.DenseFeatures([column], name="deep")(
+          {"a": ids[:, None]})
+      layer = es.DynamicEmbedding(4, 8, name="layer")(ids)
+    tables = list(dynamic._NAMED[tf.compat.v1.get_default_graph()].values())  # pylint: disable=protected-access
+    assert [type(t) for t in tables] == [dynamic_ps.PsTable] * 2
+    train = tf.compat.v1.train.AdagradOptimizer(0.1).minimize(
+        tf.reduce_sum(columns) + tf.reduce_sum(layer), global_step=step)
+    feed = {ids: np.arange(1, 5) + OFFSET}
+    with _session(worker) as session:
+      session.run([tf.compat.v1.global_variables_initializer(),
+                   tf.compat.v1.local_variables_initializer()])
+      before = session.run(layer, feed)
+      for _ in range(3):
+        session.run(train, feed)
+      after = session.run([columns, layer], feed)
+      held = session.run([[p.ids for p in t.parts] for t in tables])
+  np.testing.assert_allclose(after[0], after[1], rtol=1e-6)
+  assert np.abs(after[1] - before).min() > 1e-3  # every id's row trained
+  for parts in held:
+    assert sorted(np.concatenate(parts)[np.concatenate(parts) >= 0]
+                  - OFFSET) == [1, 2, 3, 4]
+    assert all((part >= 0).sum() >= 1 for part in parts)
+
+
 def test_what_cannot_be_split_is_refused_by_name():
   with tf.Graph().as_default():
     with dynamic_ps.placement(3, topology_lib.Topology()):

@@ -81,8 +81,14 @@ def place_variables(model_fn, num_ps, topology):
         # Not at the top: dynamic tables import the backends, which import
         # this package.
         from estimator_scale.embeddings import dynamic_ps  # pylint: disable=g-import-not-at-top
-        stack.enter_context(dynamic_ps.placement(num_ps, topology))
-      spec = model_fn(features, labels, mode, config)
+        from estimator_scale.embeddings import dynamic_ps_moves  # pylint: disable=g-import-not-at-top
+        with dynamic_ps.placement(num_ps, topology):
+          spec = model_fn(features, labels, mode, config)
+        if topology.is_chief and dynamic_ps.tables():
+          spec = spec._replace(training_hooks=list(spec.training_hooks) + [
+              dynamic_ps_moves.MoveHook(dynamic_ps.tables(), num_ps)])
+      else:
+        spec = model_fn(features, labels, mode, config)
     if mode == "train":  # the line only where tables are split
       spec = spec._replace(training_hooks=list(spec.training_hooks) + [
           capacity.CheckHook(topology.backend.name,

@@ -8,8 +8,8 @@ last-seen, sketch) on task i, and its id -> row index and free rows there
 too. An id's part is `dynamic.owners(id, N)`. Each part's variables are
 saved as slices of the whole table's, under one process's names, so
 evaluation, prediction and export read one process's table; a restore
-into another number of ps tasks would leave ids on a task that does not
-own them, and is refused (`check_owned`).
+into another number of ps tasks leaves ids on tasks that do not own them,
+which the chief moves before its first update (`dynamic_ps_moves`).
 
 Synchronous parameter servers (`--ps_sync`): every worker sends the chief
 its micro-batch's ids and their counts through a queue per worker and
@@ -81,6 +81,13 @@ def current():
   return _PLACEMENT.get()
 
 
+def tables(graph=None):
+  """The PsTables made in `graph` (default: the current one)."""
+  return [t for t in dynamic._NAMED.get(graph or dynamic._outer_graph(),  # pylint: disable=protected-access
+                                        {}).values()
+          if isinstance(t, PsTable)]
+
+
 def split_capacity(capacity, ps_tasks):
   """Rows of each ps task's part: as equal as can be, the first ones one
   larger; they sum to `capacity`."""
@@ -124,10 +131,10 @@ class Part:
     return tf.debugging.Assert(tf.reduce_all(owned), [
         f"dynamic table {self.table!r}: its checkpoint was saved by",
         saved_tasks(held, rows, self.capacity),
-        f"ps tasks (1: or by one process), this job has {self.tasks}; a "
-        "row must live on the task its id's hash names, and rows are not "
-        "moved between ps tasks: restore it with the ps task count it was "
-        "saved with"])
+        f"ps tasks (1: or by one process), this job has {self.tasks}, and "
+        "its rows are not on their ids' tasks yet: the chief moves them as "
+        "its session starts (dynamic_ps_moves), and an asynchronous worker "
+        "that looks up before then stops here; start it again"])
 
 
 def saved_tasks(held, rows, capacity, most=MOST_TASKS):

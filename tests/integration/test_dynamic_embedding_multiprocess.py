@@ -9,8 +9,9 @@ same ids as one process's table, each with the same vector, optimizer
 slots, count and last update, to 1e-5. Restored into 3 ranks, then back
 into 2, each rank must hold exactly the ids it owns under the new count,
 with their rows as saved, and train on. On parameter servers the export
-serves the table with TensorFlow alone, and asynchronous workers keep it
-within its capacity, each id on its task.
+serves the table with TensorFlow alone, a restore into 3 ps tasks moves
+the rows and trains on, and asynchronous workers keep the table within its
+capacity, each id on its task.
 """
 import glob
 import json
@@ -208,6 +209,18 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
                                one / "export" / "adam")
   np.testing.assert_allclose(served, served_one, atol=TOLERANCE)
   assert np.ptp(served[:-1]) > 1e-4  # the ids' rows, not the default
+  # Restored into 3 ps tasks, the chief moves each row to its id's task
+  # and training goes on.
+  shutil.copytree(tmp_path / "sync", tmp_path / "three")
+  log = launch(1, ARGS + [f"--model_dir={tmp_path / 'three'}", "--ps_sync",
+                          "--distribution=parameter_server", "--configs=adam",
+                          "--steps=24"], ps=3, timeout=400)
+  assert ("Dynamic table model/table moved onto 3 ps tasks"
+          in log.stdout + log.stderr)
+  moved = tf.train.load_checkpoint(str(tmp_path / "three" / "adam"))
+  assert moved.get_tensor("global_step") == 24
+  rows = moved.get_tensor(worker.TABLE + "/ids")
+  assert len(set(rows[rows >= 0].tolist())) == np.sum(rows >= 0) > 10
   # Asynchronous: trained on, within 40 rows, each id once, on its task.
   reader = tf.train.load_checkpoint(str(tmp_path / "async" / "adagrad"))
   assert reader.get_tensor("global_step") == 20

@@ -18,6 +18,7 @@ from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_ps
+from estimator_scale.embeddings import dynamic_ps_moves
 
 OFFSET = 1 << 40
 """Added to small ids: raw ids are large."""
@@ -99,33 +100,70 @@ def test_each_id_lives_on_its_hashs_task_within_its_share(worker):
   assert not held & {0, 1, 2}  # the first ones were evicted
 
 
-def test_a_table_of_two_tasks_restores_into_two_and_is_refused_by_three(
+def _with_adagrad(vectors, step):
+  """Adagrad's update of `vectors`' table, and its slots."""
+  return tf.compat.v1.train.AdagradOptimizer(0.1).minimize(
+      tf.reduce_sum(vectors * vectors), global_step=step)
+
+
+def _held(session, table):
+  """{id: (row, Adagrad slot, last update)} of a table, over its parts."""
+  held = {}
+  for part in table.parts:
+    family = dynamic_ps_moves.per_row_variables(part)
+    ids, rows, slots, seen = session.run(
+        [part.ids, part.pool, family["Adagrad"], part.last_seen])
+    for r in np.flatnonzero(ids >= 0):
+      held[int(ids[r])] = (rows[r], slots[r], seen[r])
+  return held
+
+
+def test_a_table_of_two_tasks_moves_into_three_before_its_first_lookup(
     worker, tmp_path):
   batches = [[i, i + 1] for i in range(0, 12, 2)]
+  feed_all = np.arange(12) + OFFSET
   with tf.Graph().as_default():
-    ids, vectors, table, increment = _table(2, 16)
+    ids, vectors, table, _ = _table(2, 30)
+    train = _with_adagrad(vectors, tf.compat.v1.train.get_global_step())
     saver = tf.compat.v1.train.Saver()
     with _session(worker) as session:
-      _train(session, ids, vectors, increment, batches)
-      saved = session.run(vectors, {ids: np.arange(12) + OFFSET})
+      session.run([tf.compat.v1.global_variables_initializer(),
+                   tf.compat.v1.local_variables_initializer()])
+      for batch in batches:
+        session.run(train, {ids: np.asarray(batch) + OFFSET})
+      saved = _held(session, table)
       path = saver.save(session, str(tmp_path / "ckpt"))
     whole = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    assert whole["t"] == [16, 4] and whole["t/ids"] == [16]
-  for tasks in (2, 3):
+    assert whole["t"] == [30, 4] and whole["t/ids"] == [30]
+    assert whole["t/Adagrad"] == [30, 4]
+  assert len(saved) == 12
+  for tasks, move in ((2, False), (3, False), (3, True)):
     with tf.Graph().as_default():
-      ids, vectors, table, increment = _table(tasks, 16)
+      ids, vectors, table, _ = _table(tasks, 30)
+      _with_adagrad(vectors, tf.compat.v1.train.get_global_step())
+      hook = dynamic_ps_moves.MoveHook([table], tasks)
+      hook.begin()
       with _session(worker) as session:
         session.run(tf.compat.v1.local_variables_initializer())
         tf.compat.v1.train.Saver().restore(session, path)
-        feed = {ids: np.arange(12) + OFFSET}
-        if tasks == 2:
-          np.testing.assert_allclose(session.run(vectors, feed), saved)
-        else:
+        if move:
+          hook.after_create_session(session, None)
+        if tasks == 3 and not move:  # an asynchronous worker, too early
           with pytest.raises(tf.errors.InvalidArgumentError,
                              match=r"dynamic table \W+t\W+: its checkpoint "
                              r"was saved by\] \[2\] \[ps tasks.*this job "
                              "has 3"):
-            session.run(vectors, feed)
+            session.run(vectors, {ids: feed_all})
+          continue
+        # The index is rebuilt from the restored ids, each on its task (or
+        # the lookup fails), and every id has its row: nothing is admitted.
+        session.run(vectors, {ids: feed_all})
+        held = _held(session, table)
+    assert sorted(held) == sorted(saved), tasks
+    for key, (row, slot, seen) in saved.items():
+      np.testing.assert_allclose(held[key][0], row, rtol=1e-6)
+      np.testing.assert_allclose(held[key][1], slot, rtol=1e-6)
+      assert held[key][2] >= seen
 
 
 def test_dense_features_and_the_keras_layer_split_and_train(worker):

@@ -33,11 +33,12 @@ import dataclasses
 
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale.embeddings import dynamic
 
 MOST_TASKS = 64
-"""The most ps tasks a refused restore looks for the count it was saved
-by."""
+"""The most ps tasks among which a lookup that finds rows on the wrong
+task looks for the count the checkpoint was saved by."""
 
 _PLACEMENT = contextvars.ContextVar("estimator_scale_dynamic_ps",
                                     default=None)
@@ -110,6 +111,7 @@ class Part:
 
   @property
   def device(self):
+    """The ps task holding the part, its index and its free rows."""
     return f"/job:ps/task:{self.task}"
 
   @property
@@ -255,6 +257,7 @@ class PsTable:
     return tf.gather(self._vectors(unique, rows), positions)
 
   def _read_only(self, unique):
+    """(positions, rows) of `unique` in each part, outside training."""
     positions, keys_ = self._by_part(unique)
     return positions, [part.read_only_rows(mine)
                        for part, mine in zip(self.parts, keys_)]
@@ -269,7 +272,7 @@ def make(name, options, where):
   """The PsTable `name`, or a ConfigError where its capacity cannot be
   split over the ps tasks."""
   if options.capacity < where.ps_tasks:
-    raise dynamic.errors.ConfigError(
+    raise errors.ConfigError(
         f"dynamic table {name!r}: capacity={options.capacity} is smaller "
         f"than the {where.ps_tasks} ps tasks it is split over")
   return PsTable(name, options, where)

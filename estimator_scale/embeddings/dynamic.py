@@ -704,6 +704,19 @@ def _training_graph():
   return not sharded._WHOLE.get()  # pylint: disable=protected-access
 
 
+_PLACED = None
+"""(current, make) of `dynamic_ps`, which hands them over when imported:
+a table is split over parameter servers only inside its placement, and
+this module imports nothing of it (it builds on this one)."""
+
+
+def place_with(current, make):
+  """Has `make_table` ask `current()` for a parameter-server placement and
+  make a table there with `make(name, options, placement)`."""
+  global _PLACED
+  _PLACED = (current, make)
+
+
 def make_table(name, options, getter=None):
   """The Table `name` in the current variable scope, checked; made once per
   graph and scope (a second call with the same name returns the first,
@@ -712,15 +725,15 @@ def make_table(name, options, getter=None):
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
   named = _NAMED.setdefault(_outer_graph(), {})
   if scoped not in named:
-    from estimator_scale.embeddings import dynamic_ps  # pylint: disable=g-import-not-at-top
-    where = None if sharded._WHOLE.get() else dynamic_ps.current()  # pylint: disable=protected-access
+    where = (None if _PLACED is None or sharded._WHOLE.get()  # pylint: disable=protected-access
+             else _PLACED[0]())
     if where is not None:
       if getter is not None:
         raise errors.ConfigError(
             f"dynamic table {name!r}: input_layer's columns cannot split it "
             "over parameter servers; use tf.keras.layers.DenseFeatures, "
             "es.DynamicEmbedding or es.dynamic_embedding there")
-      named[scoped] = dynamic_ps.make(name, options, where)
+      named[scoped] = _PLACED[1](name, options, where)
       return named[scoped]
     hvd = None if sharded._WHOLE.get() else sharded._horovod()  # pylint: disable=protected-access
     shard = None

@@ -276,3 +276,6 @@ def make(name, options, where):
         f"dynamic table {name!r}: capacity={options.capacity} is smaller "
         f"than the {where.ps_tasks} ps tasks it is split over")
   return PsTable(name, options, where)
+
+
+dynamic.place_with(current, make)

@@ -48,6 +48,20 @@ def _pump(stream, prefix, out):
     out.flush()
 
 
+def _heartbeat(processes, stopped):
+  """Writes a line to each remote task's stdin every
+  `remote.HEARTBEAT_SECS` until `stopped` is set: a task that stops hearing
+  it stops itself (`remote.SILENCE_SECS`)."""
+  while not stopped.wait(remote.HEARTBEAT_SECS):
+    for proc in processes:
+      if proc.stdin and proc.poll() is None:
+        try:
+          proc.stdin.write(b"\n")
+          proc.stdin.flush()
+        except (OSError, ValueError):  # its ssh ended, or it is being stopped
+          pass
+
+
 def _kill(processes, grace=15):
   """Stops every task: remote ones through their host first, so that when
   this returns their processes are gone, not merely disconnected."""
@@ -164,6 +178,11 @@ class Job:
       pump.start()
       self.processes.append(proc)
       self._pumps.append(pump)
+    self._stopped = threading.Event()
+    self._beat = threading.Thread(target=_heartbeat,
+                                  args=(self.processes, self._stopped),
+                                  daemon=True)
+    self._beat.start()
 
   def failed(self):
     """(task, exit code) of the first task that failed, or None."""
@@ -179,6 +198,8 @@ class Job:
 
   def stop(self):
     """Stops every task that still runs; returns once they are gone."""
+    self._stopped.set()
+    self._beat.join()
     _kill(self.processes)
     for pump in self._pumps:
       pump.join(timeout=5)

@@ -3,7 +3,9 @@
 Only the variables a job needs travel (`forwarded_environment`), and they
 travel on ssh's stdin, not on the remote command line where `ps` would show
 them to every user of that host. A remote task is stopped when its ssh
-connection closes, so killing the launcher stops the whole job.
+connection closes, so killing the launcher stops the whole job, and when
+the launcher's heartbeat stops reaching it: a host cut off from the
+launcher keeps its ssh session open until TCP gives up, hours later.
 """
 import shlex
 import subprocess
@@ -18,6 +20,16 @@ SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
 """No password prompt (it would hang the job); a host that stops answering
 ends its task within about 15 s, so the launcher can stop the others."""
+
+HEARTBEAT_SECS = 5
+"""How often the launcher writes a line to each remote task's stdin."""
+
+SILENCE_SECS = 20
+"""A remote task that reads no line for this long stops, as one whose
+launcher is gone: four heartbeats missed, so a busy launcher is not taken
+for a lost one, and short enough that a cut-off host's tasks are gone
+before the launcher's restart (ssh's own 15 s, then the others stopped)
+could take that host back."""
 
 SSH_LOST = 255
 """ssh's exit code when the connection failed or was lost."""
@@ -42,14 +54,15 @@ def forwarded_environment(environ, extra=()):
 
 # Runs on the remote host under bash: reads the exports from stdin (exactly
 # their length, so stdin stays open), starts the task in its own process
-# group, and stops that group when stdin closes (the launcher stopped or
-# was lost), as a task must never outlive its job.
+# group, and stops that group when stdin closes (the launcher stopped) or
+# stays silent past the heartbeat's limit (the launcher or the link was
+# lost), as a task must never outlive its job.
 _REMOTE = """set -m
 eval "$(head -c {length})"
 cd {cwd} || exit 126  # no such directory on this host
 "$@" </dev/null &
 task=$!
-{{ cat >/dev/null; kill -TERM -- -$task; sleep 5; kill -KILL -- -$task; }} \
+{{ while read -r -t {silence} _; do :; done; kill -TERM -- -$task; sleep 5; kill -KILL -- -$task; }} \
   >/dev/null 2>&1 &
 watch=$!
 set +m  # the groups are made; no job-status lines in the task's output
@@ -68,7 +81,8 @@ def remote_command(host, command, env, cwd, ssh_port=None):
   """(ssh argv, stdin payload) that run `command` on `host` with `env`."""
   exports = "".join(f"export {k}={shlex.quote(v)}\n"
                     for k, v in sorted(env.items())).encode()
-  script = _REMOTE.format(length=len(exports), cwd=shlex.quote(cwd))
+  script = _REMOTE.format(length=len(exports), cwd=shlex.quote(cwd),
+                          silence=SILENCE_SECS)
   remote = " ".join(["bash", "-c", shlex.quote(script), "launch"] +
                     [shlex.quote(c) for c in command])
   return ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host,

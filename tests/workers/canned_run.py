@@ -39,6 +39,9 @@ flags.DEFINE_float("learning_rate", 0.1, "linear: SGD's rate at S = 1")
 flags.DEFINE_float("pause_per_update", 0.05,
                    "parameter_server: each trainer's pause before an update")
 flags.DEFINE_bool("score", False, "score the latest checkpoint, train nothing")
+flags.DEFINE_bool("then_score", False,
+                  "one process: after training, score as --score does, in "
+                  "this process instead of evaluating")
 flags.DEFINE_bool("plain_optimizers", False,
                   "give the canned estimator its own optimizer names instead "
                   "of es.canned_optimizer (Horovod must refuse it)")
@@ -135,6 +138,12 @@ def _score(estimator, model, params):
           "global_step": int(estimator.get_variable_value("global_step"))}
 
 
+def _write_score(estimator, model, params):
+  with open(os.path.join(FLAGS.out_dir, "score.json"), "w",
+            encoding="utf-8") as f:
+    json.dump(_score(estimator, model, params), f)
+
+
 def main(argv):
   del argv
   scale_config = es.build_run_config(
@@ -146,9 +155,7 @@ def main(argv):
   params = model.default_hparams()
   os.makedirs(FLAGS.out_dir, exist_ok=True)
   if FLAGS.score:
-    with open(os.path.join(FLAGS.out_dir, "score.json"), "w",
-              encoding="utf-8") as f:
-      json.dump(_score(estimator, model, params), f)
+    _write_score(estimator, model, params)
     return
   topology = scale_config.topology
   index = topology.worker_index
@@ -164,6 +171,11 @@ def main(argv):
     hooks.append(JoinAll(FLAGS.out_dir, index, topology.num_workers,
                          FLAGS.pause_per_update))
   estimator.train(train, max_steps=FLAGS.steps, hooks=hooks)
+  if FLAGS.then_score:
+    if topology.num_workers != 1:
+      raise ValueError("--then_score scores in one process only")
+    _write_score(estimator, model, params)
+    return
   metrics = estimator.evaluate(evaluation)
   with open(os.path.join(FLAGS.out_dir, f"result{index}.json"), "w",
             encoding="utf-8") as f:

@@ -74,9 +74,12 @@ bench-ps-speed: setup
 bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
 
-# An hour of faults on the rig (needs root): docs/CHAOS.md and its JSON.
+# An hour of faults on each of elastic Horovod, synchronous parameter
+# servers and Slurm (needs root; about 3.5 hours): docs/CHAOS.md and its JSON.
 chaos: setup
 	$(PY) -m tools.rig.chaos --seed 3 --minutes 60 --report docs/chaos.json
+	$(PY) -m tools.rig.chaos --backend ps_sync --seed 5 --minutes 60 --report docs/chaos.json
+	$(PY) -m tools.rig.chaos --backend slurm --seed 3 --minutes 60 --report docs/chaos.json
 	$(PY) -m tools.rig.chaos --render docs/chaos.json > docs/CHAOS.md
 
 study: setup

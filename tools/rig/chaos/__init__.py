@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from tools.rig import cluster as cluster_lib
+from tools.rig.chaos import fault_free
 from tools.rig.chaos import horovod
 from tools.rig.chaos import ps
 from tools.rig.chaos import slurm_job
@@ -37,7 +38,7 @@ from tools.rig.chaos.report import render
 
 __all__ = ["ABSORB_LIMIT", "BACKENDS", "COLLECTIVE_TIMEOUT", "COMMIT",
            "EXAMPLES", "KINDS", "RESTARTS", "Chaos", "Fault", "main",
-           "render", "run"]
+           "render", "run", "save"]
 """The driver's names as they were when it was one module (the elastic
 Horovod job's), and the command's."""
 
@@ -88,6 +89,10 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
            time.monotonic() < deadline):
       time.sleep(0.5)
     result = chaos.report(exit_code)
+  # Elastic Horovod's global batch follows its ranks (elastic_batch="scale"):
+  # no run at one batch is the same training.
+  if chaos.global_batch and exit_code == 0:
+    result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch)
   result.update(backend=backend, seed=seed, minutes=minutes, gap=list(gap),
                 hosts=hosts,
                 namespaces_left=glob.glob(
@@ -107,7 +112,8 @@ def main(argv=None):
                       metavar=("MIN", "MAX"),
                       help="seconds between a fault's recovery and the next")
   parser.add_argument("--report", default=None,
-                      help="write the report here as JSON")
+                      help="JSON file of reports, one per backend: this "
+                      "run's replaces its backend's")
   parser.add_argument("--render", default=None, metavar="REPORT",
                       help="print docs/CHAOS.md from a report; run nothing")
   args = parser.parse_args(argv)
@@ -117,8 +123,22 @@ def main(argv=None):
     return
   result = run(args.seed, args.minutes, gap=tuple(args.gap),
                backend=args.backend)
-  text = json.dumps(result, indent=1)
   if args.report:
-    with open(args.report, "w") as f:
-      f.write(text + "\n")
-  print(text)
+    save(result, args.report)
+  print(json.dumps(result, indent=1))
+
+
+def save(result, path):
+  """Puts `result` into the reports at `path` in place of its backend's."""
+  try:
+    with open(path) as f:
+      reports = json.load(f)
+  except FileNotFoundError:
+    reports = []
+  if isinstance(reports, dict):  # one report, as a file held before
+    reports = [reports]
+  reports = [r for r in reports
+             if r.get("backend", "horovod") != result["backend"]] + [result]
+  reports.sort(key=lambda r: BACKENDS.index(r.get("backend", "horovod")))
+  with open(path, "w") as f:
+    f.write(json.dumps(reports, indent=1) + "\n")

@@ -10,6 +10,7 @@ import collections
 import dataclasses
 import os
 import random
+import re
 import signal
 import time
 
@@ -23,6 +24,12 @@ the collective timeout has passed for a stall or a cut) to its next update."""
 
 EXAMPLES = 400
 COMMIT = 10
+
+ERROR_LOOKING = re.compile(
+    r"\b(error|exception|traceback|fatal|abort(ed)?|failed|failure)\b|"
+    r"\] [EF]\d{4} ", re.IGNORECASE)
+"""What a user scanning a log would take for trouble: the words, and the
+error and fatal lines of TensorFlow's C++ log."""
 
 WORKER = [PYTHON, "-m", "tests.workers.position_run"]
 """The job's processes: the exactly-once tests' worker, every process of
@@ -47,11 +54,14 @@ class Driver:
   absorbed before the next.
 
   A backend sets `restarts` (the kinds after which its job must start a
-  new session to go on) and defines `start`, `stop`, `_draw`, one `_KIND`
+  new session to go on) and `global_batch`, and defines `start`, `stop`, `_draw`, one `_KIND`
   method per kind it injects, and `_bring_back`.
   """
 
   restarts = ()
+  global_batch = None
+  """Examples an update, where the job keeps it whatever its size: its
+  fault-free run is then the same training (`fault_free`)."""
 
   def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=(),
                log=print):
@@ -68,6 +78,7 @@ class Driver:
     self._stop_file = os.path.join(work_dir, "stop_at")
     self._job = None
     self._t0 = None
+    self._calm_from = None  # the job log's size once the last fault passed
 
   def now(self):
     return time.monotonic() - self._t0
@@ -92,6 +103,7 @@ class Driver:
       self.faults.append(fault)
       self._absorb(fault)
     self._heal()
+    self._calm_from = os.path.getsize(self.job_log)
 
   def _fault(self, kind, host, visible_after=0.0):
     began = self.now()
@@ -264,7 +276,20 @@ class Driver:
         "problem": problem,
         "processes_left": {h.name: self.left(h)
                            for h in self.hosts.values() if self.left(h)},
+        "error_lines_at_end": error_lines(self.job_log, self._calm_from),
     }
+
+
+def error_lines(path, offset):
+  """The error-looking lines of the log at `path` from byte `offset`: once
+  the last fault has been absorbed, the job's way to its end must show none
+  (the faults' own lines come before)."""
+  if offset is None:
+    return []
+  with open(path, "rb") as f:
+    f.seek(offset)
+    text = f.read().decode(errors="replace")
+  return [line for line in text.splitlines() if ERROR_LOOKING.search(line)]
 
 
 def signal_quietly(pid, signum):

@@ -45,6 +45,8 @@ class PsChaos(core.Driver):
   """Drives faults into one parameter-server job of `cluster`'s hosts but
   host1; `sync`: `--ps_sync`."""
 
+  global_batch = GLOBAL_BATCH
+
   def __init__(self, cluster, work_dir, seed, sync=True, gap=(60.0, 180.0),
                kinds=KINDS, log=print):
     super().__init__(cluster, work_dir, seed, gap, kinds, log)

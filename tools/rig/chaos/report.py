@@ -27,9 +27,51 @@ _ONCE = {
 example once an epoch over every restart."""
 
 
-def render(report):
-  """docs/CHAOS.md's text from a run's report (a report without `backend`
-  is elastic Horovod's)."""
+_TITLE = {"horovod": "Elastic Horovod", "ps_sync": "Synchronous parameter servers",
+          "ps_async": "Asynchronous parameter servers", "slurm": "Slurm"}
+
+
+def render(reports):
+  """docs/CHAOS.md's text from runs' reports (one report, or a list of
+  them, one per backend; a report without `backend` is elastic
+  Horovod's)."""
+  if isinstance(reports, dict):
+    reports = [reports]
+  sections = "\n".join(_section(r) for r in reports)
+  return f"""# Chaos on the rig
+
+Faults drawn from a seed into a training job on the rig's hosts, each
+absorbed before the next ([many-hosts.md](many-hosts.md#chaos)), on one
+machine of two cores that runs every host's processes. This page is
+rendered from the runs' JSON reports (`docs/chaos.json` beside it) by
+`python -m tools.rig.chaos --render docs/chaos.json`.
+
+Recovery: seconds from the moment the job could see the fault (at once for
+a kill or a join; after the collective timeout for a stalled task or a cut
+link; once lifted for a slow host) to its next update, in a new session
+where the fault needs one. The fault-free run trains the same worker, data,
+seed and global batch in one process to the step of the chaos job's last
+checkpoint; a synchronous job should end with its weights but for the order
+of floating-point sums.
+
+{sections}"""
+
+
+def _fault_free(report):
+  compared = report.get("fault_free")
+  if compared is None:
+    return ("not compared: the global batch follows the ranks "
+            "(`elastic_batch='scale'`), so no run at one batch is the same "
+            "training" if report.get("backend", "horovod") == "horovod"
+            else "not run")
+  chaos, free = compared["chaos"], compared["fault_free"]
+  return (f"step {compared['step']}: largest weight difference "
+          f"{compared['max_abs_diff']:.2g}; loss {chaos['loss']:.4f} against "
+          f"{free['loss']:.4f}, accuracy {chaos['accuracy']:.4f} against "
+          f"{free['accuracy']:.4f}")
+
+
+def _section(report):
   backend = report.get("backend", "horovod")
   rows = "\n".join(
       f"| {f['began']:.0f} | {f['kind']} | {f['host']} | "
@@ -41,15 +83,12 @@ def render(report):
   job = _JOB[backend].format(jobs=report["hosts"] - 1)
   flag = "" if backend == "horovod" else f" --backend {backend}"
   once = _ONCE.get(backend, "each example once an epoch")
-  return f"""# Chaos on the rig
+  errors = report.get("error_lines_at_end")
+  return f"""## {_TITLE[backend]}
 
 {job} under
-`python -m tools.rig.chaos{flag} --seed {report['seed']} --minutes {report['minutes']:g} --gap {' '.join(f'{g:g}' for g in report['gap'])}`:
-faults drawn from the seed, each absorbed before the next
-([many-hosts.md](many-hosts.md#chaos)), on one machine of two cores that
-runs all {_count(report['hosts'])} hosts' processes. This page is rendered from the run's JSON
-report (`docs/chaos.json` beside it) by
-`python -m tools.rig.chaos --render REPORT`.
+`python -m tools.rig.chaos{flag} --seed {report['seed']} --minutes {report['minutes']:g} --gap {' '.join(f'{g:g}' for g in report['gap'])}`
+(collective timeout {_TIMEOUT[backend]} s), on {_count(report['hosts'])} hosts.
 
 | | |
 |---|---|
@@ -58,14 +97,11 @@ report (`docs/chaos.json` beside it) by
 | restarts | {report['restarts']} |
 | {once} | {'yes' if report['each_example_once'] else 'NO: ' + str(report['problem'])} |
 | recoveries within {core.ABSORB_LIMIT} s | {within} of {len(recoveries)} (slowest {report['slowest_recovery'] or 0:.1f} s) |
+| final model against the fault-free run | {_fault_free(report)} |
 | job's exit code | {report['exit_code']} |
+| error-looking log lines after the last fault | {'not checked' if errors is None else len(errors)} |
 | processes left on the hosts | {sum(len(p) for p in report['processes_left'].values())} |
 | namespaces left | {len(report['namespaces_left'])} |
-
-Recovery: seconds from the moment the job could see the fault (at once for
-a kill or a join; after the collective timeout, {_TIMEOUT[backend]} s, for a
-stalled rank or a cut link; once lifted for a slow host) to its next update,
-in a new session where the fault needs one.
 
 | at (s) | fault | host | recovery (s) |
 |---|---|---|---|

@@ -51,6 +51,7 @@ class SlurmChaos(core.Driver):
   hosts, Slurm started here."""
 
   restarts = RESTARTS
+  global_batch = GLOBAL_BATCH
 
   def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=KINDS,
                log=print):

@@ -1,0 +1,62 @@
+"""The chaos driver's report file and page, without a rig: one report per
+backend in one JSON file, a rerun replacing its backend's, the page saying
+what each run checked and what it could not."""
+import json
+
+from tools.rig import chaos
+from tools.rig.chaos import core
+
+
+def _report(backend, **extra):
+  return dict(dict(
+      backend=backend, seed=1, minutes=60, gap=[60, 180], hosts=4,
+      faults=[dict(kind="kill_task", host="host2", began=70.0, visible=70.0,
+                   ended=None, recovery=31.5)],
+      kinds=["kill_task"], updates=900, epochs=13, restarts=1,
+      each_example_once=True, problem=None, slowest_recovery=31.5,
+      exit_code=0, processes_left={}, namespaces_left=[],
+      error_lines_at_end=[]), **extra)
+
+
+def test_a_rerun_replaces_its_backends_report_and_keeps_the_others(tmp_path):
+  path = tmp_path / "chaos.json"
+  chaos.save(_report("slurm"), path)
+  chaos.save(_report("horovod"), path)
+  chaos.save(_report("slurm", seed=9), path)
+  reports = json.loads(path.read_text())
+  assert [r["backend"] for r in reports] == ["horovod", "slurm"]
+  assert reports[1]["seed"] == 9
+
+
+def test_a_file_of_one_report_becomes_a_list(tmp_path):
+  path = tmp_path / "chaos.json"
+  old = _report("horovod")
+  del old["backend"]  # as reports were before there were backends
+  path.write_text(json.dumps(old))
+  chaos.save(_report("ps_sync"), path)
+  assert [r.get("backend", "horovod")
+          for r in json.loads(path.read_text())] == ["horovod", "ps_sync"]
+
+
+def test_the_page_has_a_section_per_backend_and_the_comparison():
+  free = {"step": 900, "max_abs_diff": 3e-7,
+          "chaos": {"loss": 1.0712, "accuracy": 0.41},
+          "fault_free": {"loss": 1.0712, "accuracy": 0.41}}
+  page = chaos.render([_report("horovod"), _report("ps_sync",
+                                                   fault_free=free)])
+  assert "## Elastic Horovod" in page and "## Synchronous parameter" in page
+  assert "largest weight difference 3e-07" in page
+  assert "global batch follows the ranks" in page  # Horovod's: not compared
+
+
+def test_error_lines_are_read_from_the_offset_on(tmp_path):
+  log = tmp_path / "job.log"
+  log.write_text("[host2 chief:0] Traceback (most recent call last):\n")
+  calm = log.stat().st_size
+  with open(log, "a") as f:
+    f.write("[host2 chief:0] I1129 step 10\n"
+            "[host3 worker:0] E1129 12:00:00.0 1 rpc.cc:1] lost\n"
+            "[host3 worker:0] a line without trouble\n")
+  assert core.error_lines(str(log), calm) == [
+      "[host3 worker:0] E1129 12:00:00.0 1 rpc.cc:1] lost"]
+  assert len(core.error_lines(str(log), 0)) == 2

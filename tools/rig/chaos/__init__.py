@@ -24,6 +24,7 @@ Slurm's requeue (slurm_job.py).
 import argparse
 import glob
 import json
+import os
 import tempfile
 import time
 
@@ -72,6 +73,7 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
                      f"{', '.join(BACKENDS)}")
   hosts = hosts or HOSTS[backend]
   work_dir = work_dir or tempfile.mkdtemp(prefix="chaos-")
+  load_at_start = os.getloadavg()
   # Slurm's hosts are as tests/multihost/test_slurm.py makes them.
   with cluster_lib.Cluster(hosts, loopback_hostname=backend != "slurm") as rig:
     chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
@@ -94,7 +96,8 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
   if chaos.global_batch and exit_code == 0:
     result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch)
   result.update(backend=backend, seed=seed, minutes=minutes, gap=list(gap),
-                hosts=hosts,
+                hosts=hosts, work_dir=work_dir,
+                load=[list(load_at_start), list(os.getloadavg())],
                 namespaces_left=glob.glob(
                     f"/run/netns/{cluster_lib.NETNS_PREFIX}-{rig.name}-*"))
   return result

@@ -88,7 +88,7 @@ def _section(report):
 
 {job} under
 `python -m tools.rig.chaos{flag} --seed {report['seed']} --minutes {report['minutes']:g} --gap {' '.join(f'{g:g}' for g in report['gap'])}`
-(collective timeout {_TIMEOUT[backend]} s), on {_count(report['hosts'])} hosts.
+(collective timeout {_TIMEOUT[backend]} s), on {_count(report['hosts'])} hosts{_load(report)}.
 
 | | |
 |---|---|
@@ -107,6 +107,15 @@ def _section(report):
 |---|---|---|---|
 {rows}
 """
+
+
+def _load(report):
+  """The machine's load averages as the run began and ended: recoveries
+  are measured on it, with whatever else ran there."""
+  if "load" not in report:
+    return ""
+  start, end = (", ".join(f"{x:.1f}" for x in l) for l in report["load"])
+  return f"; load average {start} at the start, {end} at the end"
 
 
 def _count(hosts):

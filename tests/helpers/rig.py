@@ -74,6 +74,20 @@ def start_until_checkpoint(host, argv, model_dir, env, step=50, limit=240):
   return proc
 
 
+def finish(proc, log, deadline):
+  """Waits for the job `proc` until `deadline` (time.monotonic()), ended
+  outright past it; asserts that it exited 0 and returns its `log`'s text,
+  whose end the assertion shows."""
+  try:
+    proc.wait(timeout=max(1, deadline - time.monotonic()))
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  text = log.read_text()
+  assert proc.returncode == 0, text[-5000:]
+  return text
+
+
 def job_processes(host):
   """The host's live processes that belong to a job: all but its sshd's
   (a zombie, already dead, has an empty command line)."""

@@ -19,7 +19,8 @@ import pytest
 from tests.helpers import trained_ids
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, discovery
+from tests.helpers.rig import (ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, discovery,
+                               finish)
 
 EXAMPLES = 640
 COMMIT = 10
@@ -39,15 +40,6 @@ def _wait(proc, log, condition, what, deadline):
 
 def _steps_on(out, size):
   return [r["step"] for r in trained_ids.read(out) if r["size"] == size]
-
-
-def _finish(proc, log, deadline):
-  try:
-    proc.wait(timeout=max(1, deadline - time.monotonic()))
-  finally:
-    if proc.poll() is None:
-      proc.kill()
-  assert proc.returncode == 0, log.read_text()[-5000:]
 
 
 def test_elastic_horovod_2_3_2_trains_each_example_once(cluster, tmp_path):
@@ -74,7 +66,7 @@ def test_elastic_horovod_2_3_2_trains_each_example_once(cluster, tmp_path):
     host2.kill_all()
     hosts.write_text("host1:1\nhost3:1\n")
   finally:
-    _finish(proc, log, deadline)
+    finish(proc, log, deadline)
   records = trained_ids.read(out)
   (joined, killed) = trained_ids.check_each_once(records, EXAMPLES)
   assert [joined[1], killed[1]] == [2, 3], (joined, killed)
@@ -105,7 +97,7 @@ def test_launch_max_restarts_losing_a_host_trains_each_example_once(
           "updates after a checkpoint", deadline)
     host2.kill_all()
   finally:
-    _finish(proc, log, deadline)
+    finish(proc, log, deadline)
   assert "lost host host2" in log.read_text(), log.read_text()[-5000:]
   records = trained_ids.read(out)
   [(start, size, resumed, lost)] = trained_ids.check_each_once(records,

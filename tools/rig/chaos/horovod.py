@@ -28,12 +28,12 @@ RESTARTS = ("kill_rank", "kill_host", "link_down", "pause")
 
 COLLECTIVE_TIMEOUT = 30
 """HOROVOD_GLOO_TIMEOUT_SECONDS of the job: how long ranks wait for a
-stalled or cut-off peer, and for a rank restarted after a fault to reach the
-rendezvous. Horovod's own default. Recovery waits for it more than once (a
-host killed whole took 33 s to absorb at 30 s, 171 s at 60 s), but a rank
-restarted on a busy host can take longer than it to import TensorFlow:
-every rank of that round then fails, and horovodrun ends a job whose whole
-round failed (docs/CHAOS.md)."""
+stalled or cut-off peer, and for a rank started after a fault to reach the
+rendezvous. Horovod's own default: recovery waits for it, often more than
+once, so a longer one slows every recovery. A rank that misses the
+rendezvous (killed while it joins, or slower than the timeout to start on a
+busy host) is left out of that round and its host blacklisted
+(third_party/horovod/lost_peer_at_init.patch)."""
 
 PER_RANK_BATCH = 2
 

@@ -143,7 +143,7 @@ def test_build_context_holds_what_the_setup_reads_and_not_the_venv():
 
   assert ("COPY", ". .") in _instructions()
   read = [SETUP_SCRIPT, "setup.py", "estimator_scale/__init__.py",
-          _setup_variable("CONSTRAINTS"), _setup_variable("HOROVOD_PATCH")]
+          _setup_variable("CONSTRAINTS"), _setup_variable("HOROVOD_PATCHES")]
   for path in read:
     assert os.path.exists(os.path.join(docs.ROOT, path)), path
     assert not excluded(path), f"{path} is left out of the image"

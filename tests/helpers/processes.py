@@ -4,6 +4,7 @@ Every command runs from the repository root with TensorFlow's C++ logging
 quiet and without the caller's TF_CONFIG, so a test's workers see only the
 cluster the test gives them.
 """
+import functools
 import os
 import subprocess
 import sys
@@ -44,10 +45,30 @@ def run(command, timeout=240, check=True, env=None):
   return proc
 
 
+@functools.lru_cache(maxsize=None)
+def _gloo_built():
+  """horovodrun's own answer to whether Horovod has Gloo, asked once per
+  pytest process: horovodrun asks it in a child that imports TensorFlow
+  (seconds of every job's start, most of a short job's)."""
+  proc = run([PYTHON, "-c", "from horovod.common import util; "
+              "print(bool(util.gloo_built()))"])
+  return proc.stdout.split()[-1] == "True"
+
+
+# horovodrun (its console script) with this process's answer to its check.
+_HOROVODRUN_CODE = """import sys
+from horovod.runner import launch
+launch.gloo_built = lambda verbose=False: {gloo}
+sys.argv[0] = "horovodrun"
+sys.exit(launch.run_commandline())
+"""
+
+
 def horovodrun_argv(np_, args):
-  """`horovodrun` of `np_` local ranks running this Python with `args`."""
-  return [HOROVODRUN, "--gloo", "-np", str(np_), "-H", f"localhost:{np_}",
-          PYTHON] + args
+  """`horovodrun` of `np_` local ranks running this Python with `args`:
+  Horovod's own launcher, told the answer of its Gloo check."""
+  return [PYTHON, "-c", _HOROVODRUN_CODE.format(gloo=_gloo_built()),
+          "--gloo", "-np", str(np_), "-H", f"localhost:{np_}", PYTHON] + args
 
 
 def horovod(np_, args, **kwargs):

@@ -29,6 +29,7 @@ import tempfile
 import time
 
 from tools.rig import cluster as cluster_lib
+from tools.rig.chaos import core
 from tools.rig.chaos import fault_free
 from tools.rig.chaos import horovod
 from tools.rig.chaos import ps
@@ -74,27 +75,30 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
   hosts = hosts or HOSTS[backend]
   work_dir = work_dir or tempfile.mkdtemp(prefix="chaos-")
   load_at_start = os.getloadavg()
+  # The job's model_dir is on a disk of its own, which a fault may fill;
   # Slurm's hosts are as tests/multihost/test_slurm.py makes them.
-  with cluster_lib.Cluster(hosts, loopback_hostname=backend != "slurm") as rig:
-    chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
-                    log)
-    chaos.start()
-    try:
-      chaos.run(minutes * 60, max_faults)
-      exit_code = chaos.stop()
-    finally:
-      if chaos._job.poll() is None:  # pylint: disable=protected-access
-        chaos._job.kill()  # pylint: disable=protected-access
-    # The tasks end with their launcher; give them the limit to go.
-    deadline = time.monotonic() + ABSORB_LIMIT
-    while (any(chaos.left(h) for h in rig.hosts) and
-           time.monotonic() < deadline):
-      time.sleep(0.5)
-    result = chaos.report(exit_code)
-  # Elastic Horovod's global batch follows its ranks (elastic_batch="scale"):
-  # no run at one batch is the same training.
-  if chaos.global_batch and exit_code == 0:
-    result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch)
+  with core.small_disk(os.path.join(work_dir, "model")):
+    with cluster_lib.Cluster(hosts,
+                             loopback_hostname=backend != "slurm") as rig:
+      chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
+                      log)
+      chaos.start()
+      try:
+        chaos.run(minutes * 60, max_faults)
+        exit_code = chaos.stop()
+      finally:
+        if chaos._job.poll() is None:  # pylint: disable=protected-access
+          chaos._job.kill()  # pylint: disable=protected-access
+      # The tasks end with their launcher; give them the limit to go.
+      deadline = time.monotonic() + ABSORB_LIMIT
+      while (any(chaos.left(h) for h in rig.hosts) and
+             time.monotonic() < deadline):
+        time.sleep(0.5)
+      result = chaos.report(exit_code)
+    # Elastic Horovod's global batch follows its ranks
+    # (elastic_batch="scale"): no run at one batch is the same training.
+    if chaos.global_batch and exit_code == 0:
+      result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch)
   result.update(backend=backend, seed=seed, minutes=minutes, gap=list(gap),
                 hosts=hosts, work_dir=work_dir,
                 load=[list(load_at_start), list(os.getloadavg())],

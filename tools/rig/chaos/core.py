@@ -7,11 +7,14 @@ loop: a gap drawn from the seed, a fault, its recovery measured, a commit
 after it, the next.
 """
 import collections
+import contextlib
 import dataclasses
+import errno
 import os
 import random
 import re
 import signal
+import subprocess
 import time
 
 from tests.helpers import trained_ids
@@ -139,7 +142,10 @@ class Driver:
     # A fault that needs no restart has passed once it is undone.
     since = fault.visible if restart else max(fault.visible, fault.ended or 0)
     if new_session is None:
-      new_session = restart or fault.kind == "join"
+      # The launcher takes a host back at a restart; a chief whose save
+      # failed on a full disk fails, and so do its restarts until the disk
+      # has room again.
+      new_session = restart or fault.kind in ("join", "disk_full")
 
     def trained():
       return self._updates_since(since, new_session=new_session)
@@ -290,6 +296,43 @@ def error_lines(path, offset):
     f.seek(offset)
     text = f.read().decode(errors="replace")
   return [line for line in text.splitlines() if ERROR_LOOKING.search(line)]
+
+
+DISK = "64m"
+"""The size of the disk the job's model_dir is on (`small_disk`): room for
+an hour's checkpoints and summaries of the job's small model, little enough
+to fill at once."""
+
+
+@contextlib.contextmanager
+def small_disk(path, size=DISK):
+  """`path` on a tmpfs of `size` while inside, so that a fault can fill the
+  job's model_dir without filling the machine's disk. Mounted before the
+  rig's hosts are made, it is in each host's copy of the mounts."""
+  os.makedirs(path, exist_ok=True)
+  subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                  path], check=True)
+  try:
+    yield path
+  finally:
+    subprocess.run(["umount", "--lazy", path], check=False)
+
+
+def fill(directory):
+  """Writes a file into `directory` until its disk has no room left;
+  returns the file's path (removing it frees the disk)."""
+  path = os.path.join(directory, "chaos-fill")
+  fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+  chunk = bytes(1 << 20)
+  try:
+    while True:
+      os.write(fd, chunk)
+  except OSError as e:
+    if e.errno != errno.ENOSPC:
+      raise
+  finally:
+    os.close(fd)
+  return path
 
 
 def signal_quietly(pid, signum):

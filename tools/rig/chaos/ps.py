@@ -21,13 +21,14 @@ from tests.helpers.rig import LAUNCH_ENV, PYTHON
 from tools.rig import cluster as cluster_lib
 from tools.rig.chaos import core
 
-KINDS = ("kill_task", "kill_host", "link_down", "pause", "slow")
+KINDS = ("kill_task", "kill_host", "link_down", "pause", "slow", "disk_full")
 """kill_task: SIGKILL a host's training task (the chief or a worker);
 kill_host: every process of a host, sshd too, brought back once the job
 goes on without it; link_down: its cable pulled past the timeouts;
 pause: SIGSTOP a training task past the timeout, then SIGCONT; slow: a
-host capped at a fifth of a core for a while. A host brought back joins
-(`join`)."""
+host capped at a fifth of a core for a while; disk_full: the model_dir's
+disk (`core.small_disk`) filled for a while, recorded on the chief's host,
+whose saves fail. A host brought back joins (`join`)."""
 
 COLLECTIVE_TIMEOUT = 30
 """ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT of the job: how long a synchronous
@@ -124,6 +125,16 @@ class PsChaos(core.Driver):
 
   def _pause(self, host):
     return self._stop_for(host, self._training_pids(host), COLLECTIVE_TIMEOUT)
+
+  def _disk_full(self, host):
+    del host  # the disk is the chief's, wherever the chief runs
+    chief = next(h for h in self.members if h in self.active)
+    fault = self._fault("disk_full", chief)
+    filler = core.fill(self.model_dir)
+    time.sleep(self.rng.uniform(10, 30))
+    os.remove(filler)
+    fault.ended = self.now()
+    return fault
 
   def _bring_back(self, fault):
     """Brings the host back and waits for the launcher to take it again:

@@ -64,11 +64,16 @@ sys.exit(launch.run_commandline())
 """
 
 
-def horovodrun_argv(np_, args):
-  """`horovodrun` of `np_` local ranks running this Python with `args`:
+def horovodrun():
+  """The command of `horovodrun` (HOROVODRUN) before its arguments:
   Horovod's own launcher, told the answer of its Gloo check."""
-  return [PYTHON, "-c", _HOROVODRUN_CODE.format(gloo=_gloo_built()),
-          "--gloo", "-np", str(np_), "-H", f"localhost:{np_}", PYTHON] + args
+  return [PYTHON, "-c", _HOROVODRUN_CODE.format(gloo=_gloo_built())]
+
+
+def horovodrun_argv(np_, args):
+  """`horovodrun` of `np_` local ranks running this Python with `args`."""
+  return horovodrun() + ["--gloo", "-np", str(np_), "-H", f"localhost:{np_}",
+                         PYTHON] + args
 
 
 def horovod(np_, args, **kwargs):

@@ -21,7 +21,7 @@ import tensorflow as tf
 from estimator_scale.embeddings import sharded
 from tests.helpers import dynamic_rows
 from tests.helpers import trained_ids
-from tests.helpers.processes import HOROVODRUN, PYTHON, run, worker_env
+from tests.helpers.processes import PYTHON, horovodrun, run, worker_env
 from tests.helpers.rig import discovery
 from tests.workers import sharded_equivalence
 
@@ -55,12 +55,12 @@ def _elastic(tmp_path, kind, *flags, timeout=240):
   # A joining rank imports TensorFlow before it meets the others, which
   # wait for it: longer than Gloo's default 30 s on a busy machine.
   env = dict(worker_env(), HOROVOD_GLOO_TIMEOUT_SECONDS="120")
-  proc = run([HOROVODRUN, "--gloo", "--network-interface", "lo", "-np", "2",
-              "--min-np", "2", "--max-np", "3", "--host-discovery-script",
-              str(discover), PYTHON, "-m", "tests.workers.sharded_elastic",
-              f"--model_dir={model_dir}", f"--out_dir={out}",
-              f"--hosts_file={hosts}", f"--commit_every_n_steps={COMMIT}",
-              f"--kind={kind}", *flags],
+  proc = run(horovodrun() + [
+      "--gloo", "--network-interface", "lo", "-np", "2", "--min-np", "2",
+      "--max-np", "3", "--host-discovery-script", str(discover), PYTHON, "-m",
+      "tests.workers.sharded_elastic", f"--model_dir={model_dir}",
+      f"--out_dir={out}", f"--hosts_file={hosts}",
+      f"--commit_every_n_steps={COMMIT}", f"--kind={kind}", *flags],
              timeout=timeout, env=env)
   return proc.stdout + proc.stderr, out, model_dir
 

@@ -9,10 +9,10 @@ Every worker writes `<out_dir>/worker<index>.npz` with the values of all
 global variables in its own session when training ends, and
 `<out_dir>/result<index>.json` with what `evaluate` gave it; with
 `--lr_scalings`, one process trains a model per rule, each under its own
-`<out_dir>/<rule>`. `--score` (one
-process, after the job) writes `<out_dir>/score.json`: the exact AUC of the
-latest checkpoint's predictions on the click logs' eval split, scored alike
-for every backend.
+`<out_dir>/<rule>`. `--score` (one process, after the job) writes
+`<out_dir>/score.json`: the exact AUC of the latest checkpoint's predictions
+on the click logs' eval split, scored alike for every backend;
+`--then_score` has a one-process job write it instead of evaluating.
 """
 import json
 import os

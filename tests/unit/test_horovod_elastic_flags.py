@@ -132,3 +132,25 @@ def test_an_elastic_rank_whose_launcher_is_gone_leaves_at_once():
   rank.stdout.close()
   rank.stderr.close()
   assert rank.wait(timeout=20) == faults.EXIT_LAUNCHER_GONE
+
+
+def test_a_rank_too_late_for_its_round_asks_for_its_slot_again(monkeypatch):
+  exceptions = pytest.importorskip("horovod.common.exceptions")
+  calls = []
+
+  def init_horovod(error):
+    calls.append("init")
+    raise error
+
+  monkeypatch.setattr(elastic.ranks, "import_horovod", lambda: "hvd")
+  monkeypatch.setattr(elastic, "_rejoin",
+                      lambda hvd, environ=None: calls.append(("rejoin", hvd)))
+  monkeypatch.setattr(elastic.ranks, "init_horovod", lambda: init_horovod(
+      exceptions.HorovodInitError("the round's other ranks gave up")))
+  assert elastic._join() == "hvd"  # pylint: disable=protected-access
+  assert calls == ["init", ("rejoin", "hvd")]
+  # Any other failure is not a late start: the rank leaves with it.
+  monkeypatch.setattr(elastic.ranks, "init_horovod",
+                      lambda: init_horovod(ValueError("bad flag")))
+  with pytest.raises(ValueError, match="bad flag"):
+    elastic._join()  # pylint: disable=protected-access

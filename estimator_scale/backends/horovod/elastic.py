@@ -321,6 +321,30 @@ def _rejoin(hvd, environ=None):
     environ["HOROVOD_ELASTIC"] = elastic
 
 
+def _join(environ=None):
+  """horovod.tensorflow, initialised for this rank of an elastic job.
+
+  A rank started into a round whose other ranks stopped waiting for it
+  (it took longer than HOROVOD_GLOO_TIMEOUT_SECONDS to start, on a busy
+  host) fails its first hvd.init() (HorovodInitError, from
+  third_party/horovod/lost_peer_at_init.patch). Leaving would get its host
+  blacklisted, and a job down to one rank would wait for the next start,
+  as slow; instead it asks the driver for its slot again, as those ranks
+  do, and the next round forms with it, started by then. Once: a rank
+  that fails a second time leaves, and the driver drops its host.
+  """
+  try:
+    return ranks.init_horovod()
+  except ValueError as e:  # what an unpatched Horovod raises
+    # Lazy: Horovod is optional; init_horovod imported it.
+    from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
+    if not isinstance(e, getattr(exceptions, "HorovodInitError", ())):
+      raise
+  hvd = ranks.import_horovod()
+  _rejoin(hvd, environ)
+  return hvd
+
+
 def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
         commit_every_n_steps=COMMIT_EVERY_N_STEPS, intra_op_threads=None):
   """Runs `train(batch)` on every rank until it returns, through host changes.
@@ -358,7 +382,7 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
     raise errors.TopologyError(
         "an elastic run needs horovodrun's elastic driver: horovodrun "
         "--min-np N --max-np M --host-discovery-script SCRIPT python ...")
-  hvd = ranks.init_horovod()
+  hvd = _join()
   # Lazy: Horovod is optional; init_horovod says how to install it.
   from horovod.common import elastic as horovod_elastic  # pylint: disable=g-import-not-at-top
   ranks.bind_rank(hvd, backend_names.get("horovod"), intra_op_threads)

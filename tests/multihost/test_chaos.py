@@ -7,9 +7,10 @@ namespace stays behind. The hour-long run is `make chaos` (docs/CHAOS.md).
 """
 from tools.rig import chaos
 
-SEED = 3
-"""Draws, on five hosts: a slow host, a join, a stalled rank, then a host
-killed whole."""
+SEED = 98
+"""Draws, on five hosts: the model_dir's disk filled (rank 0's commit
+fails: the bug of a commit recorded that no checkpoint held), a stalled
+rank, a join, then a host killed whole."""
 
 RECOVERY_LIMIT = 2 * chaos.ABSORB_LIMIT
 """The driver's target is ABSORB_LIMIT on a quiet machine; the suite runs

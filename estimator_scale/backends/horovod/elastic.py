@@ -262,8 +262,14 @@ class _Job:
 
   def commit(self, step):
     """Records the commit at `step` and leaves if the hosts changed
-    (HostsUpdatedInterrupt, on every rank at once)."""
-    self.state.step = step
+    (HostsUpdatedInterrupt, on every rank at once).
+
+    Only rank 0 saves, and a rank 0 whose save failed (a full disk) dies
+    before it gets here: every rank takes the step from rank 0, so that
+    then this fails on each of them and the restart resumes from the
+    commit before, which is on disk, instead of a step that never was.
+    """
+    self.state.step = self._broadcast(step)
     self.state.commit()
 
 

@@ -121,6 +121,16 @@ class Driver:
     fault.ended = self.now()
     return fault
 
+  def _fill_disk(self, host):
+    """The `disk_full` fault, recorded on `host`: the model_dir's disk
+    (`small_disk`) full for a while, then freed."""
+    fault = self._fault("disk_full", host)
+    filler = fill(self.model_dir)
+    time.sleep(self.rng.uniform(10, 30))
+    os.remove(filler)
+    fault.ended = self.now()
+    return fault
+
   def _stop_for(self, host, pids, timeout):
     """The `pause` fault: SIGSTOP to `pids` for twice the job's `timeout`
     (the peers give up on them half way), then SIGCONT."""

@@ -15,13 +15,16 @@ from tests.helpers.rig import ENV, HOROVODRUN, discovery
 from tools.rig import cluster as cluster_lib
 from tools.rig.chaos import core
 
-KINDS = ("kill_rank", "kill_host", "link_down", "pause", "slow", "join")
+KINDS = ("kill_rank", "kill_host", "link_down", "pause", "slow", "join",
+         "disk_full")
 """kill_rank: SIGKILL a rank (horovodrun blacklists its host for the
 cooldown); kill_host: every process of a host, sshd too, then the discovery
 drops it until it is brought back; link_down: its cable pulled past the
 collective timeout, dropped from discovery meanwhile; pause: SIGSTOP a rank
 past the collective timeout, then SIGCONT; slow: a host capped at a fifth of
-a core for a while; join: a spare host listed by the discovery."""
+a core for a while; join: a spare host listed by the discovery;
+disk_full: the model_dir's disk (`core.small_disk`) filled for a while, so
+that rank 0's commits fail."""
 
 RESTARTS = ("kill_rank", "kill_host", "link_down", "pause")
 """The kinds after which the job must start a new session to go on."""
@@ -129,6 +132,10 @@ class Chaos(core.Driver):
 
   def _pause(self, host):
     return self._stop_for(host, self._worker_pids(host), COLLECTIVE_TIMEOUT)
+
+  def _disk_full(self, host):
+    del host  # the disk is rank 0's, which commits: host1's
+    return self._fill_disk("host1")
 
   def _join(self, host):
     fault = self._fault("join", host)

@@ -128,13 +128,7 @@ class PsChaos(core.Driver):
 
   def _disk_full(self, host):
     del host  # the disk is the chief's, wherever the chief runs
-    chief = next(h for h in self.members if h in self.active)
-    fault = self._fault("disk_full", chief)
-    filler = core.fill(self.model_dir)
-    time.sleep(self.rng.uniform(10, 30))
-    os.remove(filler)
-    fault.ended = self.now()
-    return fault
+    return self._fill_disk(next(h for h in self.members if h in self.active))
 
   def _bring_back(self, fault):
     """Brings the host back and waits for the launcher to take it again:

@@ -97,13 +97,20 @@ def exchange(wait, reducer, topology):
     per worker where the workers exchange figures, else this worker's
     alone; also added to `COLLECTION` for the progress lines.
   """
-  shared = reducer.each_worker(wait, topology.replicas_per_worker)
+  return each_worker_into(COLLECTION, wait, reducer, topology)
 
-  def seconds():
-    every = shared()
-    tf.compat.v1.add_to_collection(COLLECTION, every)
-    return every
-  return seconds
+
+def each_worker_into(collection, value, reducer, topology):
+  """`reducer.each_worker` of `value`, deferred as it is, the vector also
+  added to `collection` once built: the hooks that print every worker's
+  figures read them there, outside the model_fn."""
+  shared = reducer.each_worker(value, topology.replicas_per_worker)
+
+  def every():
+    vector = shared()
+    tf.compat.v1.add_to_collection(collection, vector)
+    return vector
+  return every
 
 
 def summaries(seconds, topology):

@@ -83,13 +83,7 @@ def exchange(start, grads, loss, reducer, topology):
   with tf.control_dependencies(ready):
     end = tf.timestamp()
   own = tf.cast(end - start, tf.float32)
-  shared = reducer.each_worker(own, topology.replicas_per_worker)
-
-  def seconds():
-    every = shared()
-    tf.compat.v1.add_to_collection(COLLECTION, every)
-    return every
-  return seconds
+  return input_wait.each_worker_into(COLLECTION, own, reducer, topology)
 
 
 def summaries(seconds, num_workers):

@@ -25,6 +25,8 @@ import argparse
 import glob
 import json
 import os
+import signal
+import sys
 import tempfile
 import time
 
@@ -128,6 +130,9 @@ def main(argv=None):
     with open(args.render) as f:
       print(render(json.load(f)), end="")
     return
+  # A SIGTERM (a timeout, a scheduler) unwinds as Ctrl-C does: the rig's
+  # hosts and the job's disk go with it.
+  signal.signal(signal.SIGTERM, lambda number, _: sys.exit(128 + number))
   result = run(args.seed, args.minutes, gap=tuple(args.gap),
                backend=args.backend)
   if args.report:

@@ -303,7 +303,8 @@ def test_py_tests_run_pytest_and_only_unit_tests_run_by_default():
 # Helpers that start real multi-process jobs (horovodrun ranks,
 # estimator-scale-launch's TF_CONFIG workers, the rig's jobs): a test file
 # using one belongs in tests/integration or tests/multihost.
-MULTI_PROCESS_HELPERS = {"horovod", "horovodrun_argv", "launch", "launch_argv",
+MULTI_PROCESS_HELPERS = {"horovod", "horovodrun", "horovodrun_argv", "launch",
+                         "launch_argv",
                          "HOROVODRUN"}
 _HELPER_MODULES = ("processes", "rig")
 

@@ -189,6 +189,23 @@ def bucket(keys_, which, buckets):
   return tf.math.floormod(mix(keys_, which), buckets)
 
 
+def lowest(score, count):
+  """The indices of the `count` lowest of `score` (int64) below int64.max,
+  lowest first, ties in index order: what top_k(-score, count) picks, but
+  in linear time (a selection, then a sort of the chosen only) where top_k
+  keeps a heap of `count` over every row."""
+  bound = tf.raw_ops.NthElement(input=score, n=tf.cast(count - 1, tf.int32))
+  chosen = tf.where(score <= bound)[:, 0]
+  values = tf.gather(score, chosen)
+  # Of the rows at the bound, the lowest indices fill what is left.
+  at_bound = tf.cast(tf.equal(values, bound), tf.int64)
+  room = count - tf.reduce_sum(1 - at_bound)
+  keep = tf.logical_and(tf.math.cumsum(at_bound) * at_bound <= room,
+                        values < tf.int64.max)
+  chosen, values = chosen[keep], values[keep]
+  return tf.gather(chosen, tf.argsort(values, stable=True))
+
+
 def initial_vectors(keys_, dimension, initializer):
   """The rows admitted ids start from.
 
@@ -392,13 +409,18 @@ class Table:
     missing = rows < 0
 
     def admit():
-      candidates = tf.boolean_mask(unique, missing)
-      admitted = tf.sort(self._admitted(candidates,
-                                        tf.boolean_mask(counts, missing)))
+      at = tf.where(missing)[:, 0]
+      # In increasing id order; `at` keeps each candidate's place in
+      # `unique`, so its new row goes there without a second index lookup.
+      at = tf.gather(at, tf.argsort(tf.gather(unique, at)))
+      admissible = self._admitted(tf.gather(unique, at), tf.gather(counts, at))
+      if admissible is not None:
+        at = at[admissible]
       new_rows, admitted = self._allocate(
-          admitted, tf.boolean_mask(rows, ~missing), step)
+          tf.gather(unique, at), tf.boolean_mask(rows, ~missing), step)
       with tf.control_dependencies(self._admit(admitted, new_rows)):
-        return self._index().lookup(unique)
+        return tf.tensor_scatter_nd_update(
+            rows, at[:tf.shape(new_rows)[0], None], new_rows)
     # Once the batch's ids all have rows (most updates), nothing to admit.
     rows = tf.cond(tf.reduce_any(missing), admit, lambda: rows)
     found = tf.where(rows >= 0)[:, 0]
@@ -445,10 +467,10 @@ class Table:
               self.evicted.assign_add(count)]
 
   def _admitted(self, candidates, counts):
-    """The candidates whose count reaches min_count (the sketch counts
-    this micro-batch's sightings first)."""
+    """Whether each candidate's count reaches min_count (the sketch counts
+    this micro-batch's sightings first); None: all do (no sketch)."""
     if self.sketch is None:
-      return candidates
+      return None
     cells = tf.stack([bucket(candidates, which + 1, self.width)
                       for which in range(SKETCH_DEPTH)], axis=1)
     depth = tf.broadcast_to(tf.range(SKETCH_DEPTH, dtype=tf.int64)[None, :],
@@ -461,7 +483,7 @@ class Table:
     with tf.control_dependencies([added]):
       estimate = tf.reduce_min(tf.reshape(
           tf.gather_nd(self.sketch, where), [-1, SKETCH_DEPTH]), axis=1)
-    return tf.boolean_mask(candidates, estimate >= self.options.min_count)
+    return estimate >= self.options.min_count
 
   def _allocate(self, admitted, in_use, step):
     """(rows for the admitted ids, the ids that got one), off the free
@@ -482,11 +504,8 @@ class Table:
       score = tf.where(busy, tf.int64.max, score)
       count = tf.minimum(tf.constant(self.rows, tf.int64), tf.maximum(
           short, self.rows // EVICT_FRACTION))
-      _, order = tf.math.top_k(-score, k=tf.cast(count, tf.int32))
-      order = tf.cast(order, tf.int64)
       # Lowest score on top of the stack, taken first.
-      order = tf.reverse(tf.boolean_mask(
-          order, tf.gather(score, order) < tf.int64.max), [0])
+      order = tf.reverse(lowest(score, count), [0])
       with tf.control_dependencies(self._free(order)):
         return tf.constant(True)
     evicted = tf.cond(short > 0, evict, lambda: tf.constant(False))

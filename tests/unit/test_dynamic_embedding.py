@@ -1,7 +1,8 @@
 """Dynamic tables in one process: raw ids memorised where a hashed table of
 as many rows cannot; admission by count; eviction by age, recency and
-frequency; fresh slots for a re-admitted id; a restart that keeps every
-id's row; an export that serves with TensorFlow alone; clear refusals."""
+frequency (the rows top_k would pick); fresh slots for a re-admitted id; a
+restart that keeps every id's row; an export that serves with TensorFlow
+alone; clear refusals."""
 import json
 import os
 import subprocess
@@ -129,6 +130,21 @@ def test_a_full_table_frees_the_rows_its_policy_ranks_last(eviction, kept):
   lookups = [(0, [1]), (1, [2, 2, 2]), (2, [1]), (3, [3])]
   _, held = _session_table(options, lookups)
   assert sorted(held) == kept
+
+
+def test_eviction_picks_the_rows_top_k_would_in_its_order():
+  # Scores with many ties and busy rows (int64 max), as last_seen has.
+  rng = np.random.RandomState(1)
+  busy = np.iinfo(np.int64).max
+  for _ in range(50):
+    size = rng.randint(1, 60)
+    score = rng.randint(0, 6, size=size).astype(np.int64)
+    score[rng.rand(size) < 0.3] = busy
+    count = rng.randint(1, size + 1)
+    _, order = tf.math.top_k(-tf.constant(score), k=count)
+    expected = [i for i in order.numpy() if score[i] < busy]
+    got = dynamic.lowest(tf.constant(score), tf.constant(count, tf.int64))
+    assert list(got.numpy()) == expected
 
 
 def test_an_id_never_takes_a_row_looked_up_in_its_own_update():

@@ -9,6 +9,7 @@ each backend's own lives beside it.
 """
 import dataclasses
 import enum
+import signal
 import socket
 
 from absl import logging
@@ -24,6 +25,15 @@ class StopReason(enum.Enum):
   HOOK = "a hook asked to stop (AdaScale's tau, the user's own hook)"
   INPUT_ENDED = "the training input ran out"
   SIGNAL = "a worker received SIGTERM"
+
+
+EXIT_STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
+"""How a program ends a run that a SIGTERM stopped before its end, once
+the chief's checkpoint holds the step: as a process SIGTERM ended does, so
+that a batch script or scheduler that reads 0 as a finished training
+(`srun ... && exit 0`, a Kubernetes Job) starts it again, and the same
+command resumes from that checkpoint. A SIGTERM is sent in a node's
+failure too (Slurm cancels the step's other tasks), not only to end a job."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,8 @@ def check_flags():
 
 
 def run_days():
-  """Trains the days --days names; prints and writes the summary."""
+  """Trains the days --days names; prints and writes the summary. Returns
+  whether a SIGTERM stopped it first."""
   estimator = estimators.estimator(estimators.registered_model())
   logs.configure(estimator.topology.is_chief)
   metric, higher_is_better = (flags.best_metric() if FLAGS.export_best
@@ -52,12 +53,13 @@ def run_days():
   if estimator.stopped_by_signal:
     logging.warning("stopped by a signal at step %s; the same command "
                     "goes on from there", estimator.last_step)
-    return
+    return True
   if not estimator.topology.is_chief:
-    return
+    return False
   print(day_summary.table(summary, metric), end="")
   if FLAGS.summary_json:
     extra = {"model": FLAGS.model}
     if estimator.progress:  # the last day's session
       extra["input_wait"] = estimator.progress.input_wait_summary()
     estimators.write_summary(dict(summary, **extra))
+  return False

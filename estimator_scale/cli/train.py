@@ -1,6 +1,7 @@
 """The `train` command (the default): trains, evaluates, exports and writes
 the run's summary, through an elastic Horovod job's changes of size too."""
 import os
+import sys
 import time
 
 from absl import app
@@ -10,6 +11,7 @@ import estimator_scale as es
 from estimator_scale import backends
 from estimator_scale import filesystems
 from estimator_scale.backends import cluster_exit
+from estimator_scale.backends import coordinator
 from estimator_scale.backends.horovod import elastic
 from estimator_scale.cli import days
 from estimator_scale.cli import estimators
@@ -92,7 +94,8 @@ def run_training():
 def _run_training():
   days.check_flags()
   if FLAGS.days:
-    days.run_days()
+    if days.run_days():
+      sys.exit(coordinator.EXIT_STOPPED_BY_SIGNAL)
     return
   if _elastic():
     estimator, metrics, wall, global_batch_size = elastic.run(
@@ -103,8 +106,10 @@ def _run_training():
     estimator, metrics, wall, global_batch_size = _train()
   if estimator.stopped_by_signal:
     logging.warning("stopped by a signal at step %s; checkpoint written by "
-                    "the chief, skipping evaluation", estimator.last_step)
-    return
+                    "the chief, skipping evaluation; exit %d: not finished, "
+                    "the same command goes on from there",
+                    estimator.last_step, coordinator.EXIT_STOPPED_BY_SIGNAL)
+    sys.exit(coordinator.EXIT_STOPPED_BY_SIGNAL)
   if FLAGS.export_dir:
     path = estimator.export_saved_model(FLAGS.export_dir)
     logging.info("exported SavedModel to %s", os.fsdecode(path))

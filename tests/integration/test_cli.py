@@ -1,14 +1,18 @@
 """The command line, end to end, in subprocesses (as a user runs it)."""
 import json
+import os
 import re
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from model_zoo import linear_regression
-from tests.helpers.processes import (CLI, KERAS_ADASCALE, PYTHON, ROOT, run,
-                                     worker_env)
+from tests.helpers.processes import (CLI, KERAS_ADASCALE, PYTHON, ROOT,
+                                     horovodrun_argv, run, worker_env)
 
 
 def test_digits_cnn_with_defaults_reaches_accuracy(tmp_path):
@@ -228,3 +232,48 @@ def test_launcher_gives_each_worker_its_tf_config():
   out = run([PYTHON, "-m", "estimator_scale.launcher", "--workers", "2", "--",
              PYTHON, "-c", "import os; print(os.environ['TF_CONFIG'])"]).stdout
   assert '"task": {"type": "worker", "index": 1}' in out
+
+
+def _rank_pids(model_dir):
+  """The pids of the CLI processes training into `model_dir`."""
+  pids = []
+  for entry in os.listdir("/proc"):
+    try:
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+      continue
+    if b"estimator_scale.cli" in argv and (
+        f"--model_dir={model_dir}".encode() in argv):
+      pids.append(int(entry))
+  return pids
+
+
+def test_a_sigterm_stops_every_rank_with_a_checkpoint_and_exit_143(tmp_path):
+  # 143, not 0: a batch script's `srun ... && exit 0` or a Kubernetes Job
+  # must not take a run stopped half way for a finished one.
+  model_dir = tmp_path / "model"
+  proc = subprocess.Popen(
+      horovodrun_argv(2, ["-m", "estimator_scale.cli",
+                          "--distribution=horovod",
+                          "--model=linear_regression",
+                          f"--model_dir={model_dir}",
+                          "--train_steps=100000000",
+                          "--save_checkpoints_steps=20"]),
+      cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True)
+  try:
+    deadline = time.monotonic() + 180
+    while not (model_dir / "checkpoint").exists():
+      assert proc.poll() is None and time.monotonic() < deadline
+      time.sleep(0.5)
+    os.kill(_rank_pids(model_dir)[-1], signal.SIGTERM)
+    output = proc.communicate(timeout=120)[0]
+  finally:
+    proc.kill()
+  assert proc.returncode != 0, output[-3000:]
+  assert output.count("exit with status code 143") == 2, output[-3000:]
+  stopped = re.search(r"stopped by a signal at step (\d+)", output)
+  assert stopped, output[-3000:]
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith(
+      f"-{stopped.group(1)}")

@@ -68,6 +68,7 @@ class Chaos(core.Driver):
             f"--global_batch_size={PER_RANK_BATCH * len(self.active)}",
             "--max_steps=100000000", "--seconds_per_update=0.05",
             f"--commit_every_n_steps={core.COMMIT}",
+            f"--stop_at_file={self._stop_file}",
             f"--model_dir={self.model_dir}", f"--out_dir={self.out}",
             "--run=chaos"]
     env = dict(ENV, HOROVOD_GLOO_TIMEOUT_SECONDS=str(COLLECTIVE_TIMEOUT))
@@ -78,16 +79,17 @@ class Chaos(core.Driver):
     self._wait(lambda: self._updates_since(0), 240, "the job's first update")
 
   def stop(self, timeout=120):
-    """Ends the job as a user would: SIGTERM to one rank, which stops every
-    rank after the same update with a checkpoint. Returns its exit code."""
-    for pid in self._worker_pids("host1"):
-      core.signal_quietly(pid, signal.SIGTERM)
+    """Ends the job at a step a few commits ahead, which every rank reads
+    before it gets there, so that all stop after the same update as at the
+    end of training (a SIGTERM would end it too, but as a run stopped
+    before its end, exit 143). Returns its exit code."""
+    target = self._stop_later()
     try:
       return self._job.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
       self._job.kill()
       raise cluster_lib.ClusterError(
-          f"the job did not end within {timeout} s of a SIGTERM; see "
+          f"the job did not end within {timeout} s of step {target}; see "
           f"{self.job_log}") from None
 
   # -- the faults ---------------------------------------------------------------

@@ -105,6 +105,10 @@ def measure(flags, scratch):
   return result
 
 
+PAGE_PARTS = ("quality", "speed", "memory")
+"""The parts the page's header dates, unless one was re-run alone."""
+
+
 def tfra_version():
   """TFRA's version where it is installed, else None."""
   if importlib.util.find_spec("tensorflow_recommenders_addons") is None:
@@ -147,7 +151,16 @@ def run(args, previous=None):
         "train", "eval", "rows", "dimension", "batch", "zipf_exponent",
         "speed_steps", "memory_capacities")}
     settings["columns"] = list(data.COLUMNS)
-    result.update(machine=machine, settings=settings, distinct_ids=distinct,
+    # A part re-run alone keeps its own date and load; a run of all three
+    # is the page's.
+    alone = [p for p in PAGE_PARTS if p in args.parts]
+    if previous and len(alone) < len(PAGE_PARTS):
+      result.update({f"{p}_machine": machine for p in alone})
+    else:
+      result["machine"] = machine
+      for part in PAGE_PARTS:
+        result.pop(f"{part}_machine", None)
+    result.update(settings=settings, distinct_ids=distinct,
                   tfra=tfra, smoke=any(
                       getattr(args, k) < v for k, v in DEFAULTS.items()
                       if isinstance(v, int)))

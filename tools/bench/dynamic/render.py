@@ -253,6 +253,16 @@ def tfra_line(version):
           "trained on, so they use more memory than either table here.")
 
 
+def rerun_line(result, part):
+  """The date and load of `part` where it was re-run alone, else ""."""
+  m = result.get(f"{part}_machine")
+  if m is None:
+    return ""
+  return (f"Re-run alone {m['date']} (load average at the start "
+          f"{', '.join(map(str, m['load_average_at_start']))}, at the end "
+          f"{', '.join(map(str, m['load_average_at_end']))}).\n\n")
+
+
 def run_fields(result):
   m, s = result["machine"], result["settings"]
   line = (f"Run {m['date']} on {m['summary']}, a machine shared with other "
@@ -288,6 +298,9 @@ def page(result):
               **speed_fields(result), **memory_fields(result),
               **cut_fields(result), **reshard_fields(result),
               "tfra": tfra_line(result["tfra"])}
+    for part in ("quality", "speed", "memory"):
+      fields[f"{part}_table"] = (rerun_line(result, part) +
+                                 fields[f"{part}_table"])
   return repo.fill_template(TEMPLATE, fields)
 
 

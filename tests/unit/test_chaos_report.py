@@ -42,11 +42,12 @@ def test_the_page_has_a_section_per_backend_and_the_comparison():
   free = {"step": 900, "max_abs_diff": 3e-7,
           "chaos": {"loss": 1.0712, "accuracy": 0.41},
           "fault_free": {"loss": 1.0712, "accuracy": 0.41}}
-  page = chaos.render([_report("horovod"), _report("ps_sync",
-                                                   fault_free=free)])
+  page = chaos.render([_report("horovod"), _report(
+      "ps_sync", fault_free=free, notes=["Measured after the run."])])
   assert "## Elastic Horovod" in page and "## Synchronous parameter" in page
   assert "largest weight difference 3e-07" in page
   assert "global batch follows the ranks" in page  # Horovod's: not compared
+  assert "\nMeasured after the run.\n" in page
 
 
 def test_error_lines_are_read_from_the_offset_on(tmp_path):

@@ -103,10 +103,15 @@ def _section(report):
 | processes left on the hosts | {sum(len(p) for p in report['processes_left'].values())} |
 | namespaces left | {len(report['namespaces_left'])} |
 
-| at (s) | fault | host | recovery (s) |
+{_notes(report)}| at (s) | fault | host | recovery (s) |
 |---|---|---|---|
 {rows}
 """
+
+
+def _notes(report):
+  """What was measured about the run after it (a report's "notes")."""
+  return "".join(f"{note}\n\n" for note in report.get("notes", ()))
 
 
 def _load(report):

@@ -128,6 +128,7 @@ class SyncReducer(reducers.LocalReducer):
     self._loss = None
     self._shared = []  # (slot, this worker's vector) of each_worker
     self._taken = []  # (slot, what its take returned) of all_mean
+    self._vectors = []  # each_worker's vectors, as all_mean took them
     self._local_step = None
 
   def expect(self, variables, loss):
@@ -172,20 +173,14 @@ class SyncReducer(reducers.LocalReducer):
     slot = _Slot(mine, [self._workers],
                  tf.compat.v1.train.get_or_create_global_step().device,
                  f"each_worker_{len(self._shared)}")
+    index = len(self._shared)
     self._shared.append((slot, mine))
     if not self.applies_updates:
       return lambda: tf.reshape(own, [1])
-    taken = []
 
     def every():
-      """Call after `all_mean`, which pushed this worker's vector."""
-      if not taken:
-        total = slot.take(self._workers)
-        with tf.control_dependencies([total]):
-          mark = slot.accumulator.set_global_step(self._local_step + 1)
-        with tf.control_dependencies([mark]):
-          taken.append(tf.identity(total))
-      return taken[0]
+      """Call after `all_mean`, which pushed and took every vector."""
+      return self._vectors[index]
     return every
 
   def contribute(self, grads, variables, sums, loss):
@@ -208,8 +203,15 @@ class SyncReducer(reducers.LocalReducer):
     with tf.control_dependencies(pushes):
       taken = [None if slot is None else slot.take(self._workers)
                for slot in slots]
+      # Taken before the tokens go, as the gradients are: a worker let go
+      # pushes its next update's vector, which an accumulator not yet
+      # taken would sum into this one, leaving the last update of the job
+      # one push short (the chief then waited for it until the timeout).
+      self._vectors = [slot.take(self._workers) for slot, _ in self._shared]
     self._taken = [(slot, t) for slot, t in zip(slots, taken)
                    if slot is not None]
+    self._taken += [(slot, t) for (slot, _), t in
+                    zip(self._shared, self._vectors)]
     # No variable may change before every gradient is in: a worker's
     # gradient of one variable may read another (an embedding's reads the
     # weights after it), and its push of the first does not wait for that.

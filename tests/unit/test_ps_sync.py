@@ -94,6 +94,39 @@ def test_two_workers_apply_one_mean_and_a_stale_gradient_is_dropped():
   assert (dropped, kept) == (0, 1)
 
 
+def _ancestors(op):
+  """Every op `op` waits for, by its inputs or control inputs."""
+  seen, stack = set(), [op]
+  while stack:
+    current = stack.pop()
+    for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+      if parent not in seen:
+        seen.add(parent)
+        stack.append(parent)
+  return seen
+
+
+def test_a_worker_is_let_go_only_once_every_figure_of_its_update_is_taken():
+  # Let go first, a worker pushes its next update's figure (stragglers,
+  # input wait) into an accumulator the chief has not taken yet, which sums
+  # both: the job's last update then waits for a push that never comes.
+  with tf.Graph().as_default() as graph:
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    table = tf.compat.v1.get_variable("table", initializer=_TABLE)
+    weights = tf.compat.v1.get_variable(
+        "weights", initializer=np.array([0.3, -0.2], np.float32))
+    reducer = ps_sync.SyncReducer(2, 0, True)
+    every = reducer.each_worker(tf.constant(0.5), 1)
+    _update(reducer, tf.constant([0, 1]), tf.ones((2, 2)), table, weights,
+            global_step)
+    figures = every()
+    tokens = [op for op in graph.get_operations()
+              if op.type.startswith("QueueEnqueue")]
+    assert tokens
+    for token in tokens:
+      assert figures.op in _ancestors(token), token.name
+
+
 def test_workers_other_than_the_chief_do_not_reduce():
   reducer = ps_sync.SyncReducer(2, 1, is_chief=False)
   with tf.Graph().as_default(), pytest.raises(errors.UsageError,

@@ -11,6 +11,7 @@ launcher's) stops at a step chosen while it runs.
 """
 import os
 import shutil
+import sys
 import time
 
 from absl import app
@@ -18,6 +19,7 @@ from absl import flags
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale.backends import coordinator
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
 
@@ -123,6 +125,8 @@ def _train(batch=None):
         features, labels, global_batch_size, topology=topology,
         accumulation_steps=config.accumulation_steps, seed=11)
   estimator.train(input_fn, hooks=hooks, max_steps=FLAGS.max_steps)
+  if estimator.stopped_by_signal:  # not finished: as the CLI ends it
+    sys.exit(coordinator.EXIT_STOPPED_BY_SIGNAL)
 
 
 

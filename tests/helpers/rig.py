@@ -96,7 +96,7 @@ def job_processes(host):
     try:
       with open(f"/proc/{pid}/cmdline", "rb") as f:
         cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
       continue
     if cmdline and "sshd" not in cmdline:
       left.append(cmdline)

@@ -241,7 +241,8 @@ def _rank_pids(model_dir):
     try:
       with open(f"/proc/{entry}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
+    except (FileNotFoundError, NotADirectoryError, PermissionError,
+            ProcessLookupError):
       continue
     if b"estimator_scale.cli" in argv and (
         f"--model_dir={model_dir}".encode() in argv):

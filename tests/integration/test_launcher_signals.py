@@ -40,7 +40,7 @@ def _alive(pid):
   try:
     with open(f"/proc/{pid}/stat") as stat:
       return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except FileNotFoundError:
+  except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
     return False
 
 

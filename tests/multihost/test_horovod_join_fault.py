@@ -42,7 +42,7 @@ def _worker_pids(host):
     try:
       with open(f"/proc/{pid}/cmdline", "rb") as f:
         argv = f.read().decode(errors="replace").split("\0")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
       continue
     if argv[:len(WORKER)] == WORKER:
       pids.append(pid)

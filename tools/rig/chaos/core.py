@@ -220,7 +220,7 @@ class Driver:
       try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
           argv = f.read().decode(errors="replace").split("\0")
-      except FileNotFoundError:
+      except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
         continue
       if argv[:3] == WORKER:
         pids.append(pid)

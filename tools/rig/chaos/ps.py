@@ -161,7 +161,7 @@ class PsChaos(core.Driver):
                          f.read().decode(errors="replace").split("\0")
                          if "=" in v)
         task = json.loads(environ.get("TF_CONFIG", "{}")).get("task", {})
-      except (FileNotFoundError, ValueError):
+      except (FileNotFoundError, ProcessLookupError, ValueError):
         continue
       if task.get("type") in ("chief", "worker"):
         pids.append(pid)

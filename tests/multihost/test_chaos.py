@@ -45,6 +45,14 @@ run's: sums over two workers' halves of a batch, not one process's whole,
 differ in their last bits, and 400 updates carry that on (3e-5 seen); one
 update lost or trained twice moves weights by a hundred times more."""
 
+COMPARABLE_UPDATES = 500
+"""Past about this many updates the two trajectories part whatever the
+faults: 400 randomly labelled examples memorised over and over carry a
+last-bit difference up to the size of the weights (5e-5 at 440 updates,
+18 at 5,990, 42 at 33,560 in docs/CHAOS.md's runs), so the weights are
+compared where the run ends before it (how far it gets depends on the
+machine's speed)."""
+
 PS_SEED = 20
 """Draws, on four hosts (the launcher's and three in the job): the
 model_dir's disk filled for a while, a worker's task killed, then the
@@ -78,5 +86,6 @@ def test_ps_sync_restarts_lose_no_example_and_leave_nothing(needs_root,
   compared = report["fault_free"]
   print(compared)
   assert compared["step"] == report["updates"], compared
-  assert compared["max_abs_diff"] <= FAULT_FREE_WEIGHTS, compared
+  if compared["step"] <= COMPARABLE_UPDATES:
+    assert compared["max_abs_diff"] <= FAULT_FREE_WEIGHTS, compared
   assert "parameter-server" in chaos.render(report)

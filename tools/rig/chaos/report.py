@@ -51,8 +51,11 @@ a kill or a join; after the collective timeout for a stalled task or a cut
 link; once lifted for a slow host) to its next update, in a new session
 where the fault needs one. The fault-free run trains the same worker, data,
 seed and global batch in one process to the step of the chaos job's last
-checkpoint; a synchronous job should end with its weights but for the order
-of floating-point sums.
+checkpoint; a synchronous job ends a run of a few hundred updates with its
+weights but for the order of floating-point sums (tests/multihost/test_chaos.py),
+while over thousands of updates the job's 400 randomly labelled examples,
+memorised over and over, carry that last-bit difference up to the size of the
+weights.
 
 {sections}"""
 

@@ -34,11 +34,14 @@ RECORDER = textwrap.dedent('''
     step and AdaScale's tau and S it restored and after each update."""
     import json
     import os
+    import time
 
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
     from model_zoo import digits
+
+    COMMIT, PACE = {commit}, 0.1
 
 
     class RecordHook(tf.compat.v1.train.SessionRunHook):
@@ -52,6 +55,7 @@ RECORDER = textwrap.dedent('''
         if hvd.rank() != 0:
           return
         step, tau, scale = session.run(self._fetches)
+        self._step = step
         with open(os.environ["ELASTIC_RECORD"], "a") as f:
           f.write(json.dumps({"event": event, "size": hvd.size(),
                               "pid": os.getpid(), "step": int(step),
@@ -59,9 +63,16 @@ RECORDER = textwrap.dedent('''
 
       def after_create_session(self, session, coord):
         self._record(session, "start")
+        self._last = time.monotonic()
 
       def after_run(self, run_context, run_values):
         self._record(run_context.session, "update")
+        # Past the first commits, rank 0 holds every update to PACE seconds
+        # at least: a host change takes seconds to reach the ranks, and on a
+        # fast machine an unpaced job would finish before the test's changes.
+        if hvd.rank() == 0 and self._step >= 2 * COMMIT:
+          time.sleep(max(0.0, self._last + PACE - time.monotonic()))
+          self._last = time.monotonic()
 
 
     _training_hooks = digits.DigitsCNN.training_hooks
@@ -85,7 +96,7 @@ def _wait(proc, log, condition, what, deadline):
 def _start(host1, tmp_path, *flags):
   """horovodrun's elastic driver on host1 over the hosts in tmp_path/hosts
   (host1 and host2 to begin with); returns (process, log path, hosts file)."""
-  (tmp_path / "recorder.py").write_text(RECORDER)
+  (tmp_path / "recorder.py").write_text(RECORDER.replace("{commit}", str(COMMIT)))
   hosts, discover = discovery(tmp_path, "host1", "host2")
   log = tmp_path / "log"
   argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",

@@ -97,18 +97,22 @@ class Chaos(core.Driver):
   def _draw(self):
     """A kind the job's state allows, and its host: the job keeps two ranks
     at least (horovodrun's --min-np) and host1 (the driver); where none of
-    the kinds asked for is allowed, a spare joins (there is always one then:
-    every host the faults took out came back as one)."""
-    faultable = [h for h in self.active if h != "host1"]
+    the kinds asked for is allowed, a spare joins (or, with none, a rank is
+    slowed: rankless hosts come back from their cooldown meanwhile). Ranks
+    are counted where they run, not where the discovery lists them: a
+    listed host whose rank was killed stays blacklisted for the cooldown,
+    rankless."""
+    running = [h for h in self.active if self._worker_pids(h)]
+    faultable = [h for h in running if h != "host1"]
     allowed = [k for k in self.kinds if
                (k == "join" and self.spare) or
-               (k == "slow" and self.active) or
+               (k == "slow" and running) or
                (k not in ("join", "slow") and faultable and
-                len(self.active) > 2)]
-    if not allowed:  # too few hosts left for the kinds asked for
-      allowed = ["join"]
+                len(running) > 2)]
+    if not allowed:  # too few ranks left for the kinds asked for
+      allowed = ["join"] if self.spare else ["slow"]
     kind = self.rng.choice(allowed)
-    pool = {"join": self.spare, "slow": self.active}.get(kind, faultable)
+    pool = {"join": self.spare, "slow": running}.get(kind, faultable)
     return kind, self.rng.choice(sorted(pool))
 
   def _kill_rank(self, host):

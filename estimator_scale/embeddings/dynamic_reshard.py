@@ -25,6 +25,12 @@ The number of ranks that saved is a tensor of the merged checkpoint
 (`RANKS`); a checkpoint without it (written before it existed) is
 re-sharded whatever its size, which sends no row of a table already laid
 out for this size to another rank.
+
+One process is one rank here: ranks restoring its checkpoint, which holds
+the tables whole, re-shard from one. One process restoring the ranks'
+(`shard_checkpoints` joins the two checkpoints first) holds every id
+wherever its row is, so nothing moves, but the sketch restarts all the
+same (`OneProcessRestore`).
 """
 import time
 
@@ -42,12 +48,15 @@ _FREE_VALUES = (("ids", dynamic.FREE), ("last_seen", dynamic.NEVER),
 
 
 def ranks_saved(checkpoint):
-  """The number of ranks that wrote `checkpoint` (merged), or None when it
-  does not say."""
+  """The number of ranks that wrote `checkpoint`: a merged one says so, one
+  with Estimator's global step and no such word is one process's (its
+  tables whole); None when it does not say."""
   reader = tf.train.load_checkpoint(checkpoint)
-  if not reader.has_tensor(RANKS):
-    return None
-  return int(reader.get_tensor(RANKS))
+  if reader.has_tensor(RANKS):
+    return int(reader.get_tensor(RANKS))
+  if reader.has_tensor(tf.compat.v1.GraphKeys.GLOBAL_STEP):
+    return 1
+  return None
 
 
 def ranks_tensor(hvd):
@@ -126,10 +135,39 @@ def _move(table, slots, hvd):
   with tf.control_dependencies(done):
     done = [table.evicted.assign_add(evicted)]
     if table.sketch is not None:
-      done.append(table.sketch.assign(tf.raw_ops.Empty(
-          shape=table.sketch.shape.as_list(), dtype=tf.int32, init=True)))
+      done.append(_cleared_sketch(table))
   with tf.control_dependencies(done):
     return tf.identity(evicted)
+
+
+def _cleared_sketch(table):
+  """The op zeroing `table`'s count-min sketch, whose counters were laid
+  out for another number of ranks."""
+  return table.sketch.assign(tf.raw_ops.Empty(
+      shape=table.sketch.shape.as_list(), dtype=tf.int32, init=True))
+
+
+class OneProcessRestore(tf.compat.v1.train.SessionRunHook):
+  """Restarts the count-min sketches of one process's tables restored from
+  a checkpoint of `saved` ranks, as a re-shard does; the rows need no move,
+  one process holding every id.
+
+  Args:
+    saved: the number of ranks that wrote the checkpoint.
+  """
+
+  def __init__(self, saved):
+    self._saved = saved
+
+  def begin(self):
+    self._clear = [_cleared_sketch(t) for t in dynamic.tables()
+                   if t.sketch is not None]
+
+  def after_create_session(self, session, coord):
+    del coord
+    session.run(self._clear)
+    logging.info("Sharded tables of %d ranks restored into one process",
+                 self._saved)
 
 
 class Resharder:

@@ -32,6 +32,13 @@ and when training ends. Rank 0's time-based checkpoints
 (`save_checkpoints_secs`) have no counterpart: a restart from one of them
 is refused, naming the missing file.
 
+One process saves its tables whole in its own checkpoint, and ranks
+resuming it read their ranges from there. One process resuming the ranks'
+checkpoint joins rank 0's and the merged one into one it restores
+(`whole-tables-ckpt-<step>` in the model_dir, which it names as its
+latest); the ranks' files stay for a restart on ranks, which takes a
+checkpoint one process saved as one holding its tables.
+
 Evaluation, prediction and export build each table whole
 (`sharded.whole_tables`) and restore it from the merged checkpoint of the
 step being read (`WholeTablesSaver`); an export thus holds the whole table.
@@ -151,11 +158,30 @@ def merged_checkpoint(checkpoint):
                       f"ckpt-{_step(checkpoint)}")
 
 
+def _holds(checkpoint, keys):
+  """Whether `checkpoint` holds every tensor named in `keys`."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  return all(reader.has_tensor(key) for key in keys)
+
+
+def _holds_tables(checkpoint):
+  """Whether `checkpoint` holds the sharded tables whole, as one process
+  saves them: every table of a merged checkpoint beside it."""
+  merged = [path[:-len(".index")] for path in tf.io.gfile.glob(
+      os.path.join(os.path.dirname(checkpoint), DIRECTORY, "ckpt-*.index"))
+            if "-of" not in os.path.basename(path)]
+  if not merged:
+    return False
+  keys = tf.train.load_checkpoint(merged[0]).get_variable_to_shape_map()
+  return _holds(checkpoint, set(keys) - {dynamic_reshard.RANKS})
+
+
 def _has_tables(checkpoint):
   """Whether the ranks can restore their shards at `checkpoint`'s step: its
-  tables were merged, or it is a step 0, which the initializers draw."""
+  tables were merged, one process saved them whole in it, or it is a step
+  0, which the initializers draw."""
   return _step(checkpoint) == 0 or tf.io.gfile.exists(
-      merged_checkpoint(checkpoint) + ".index")
+      merged_checkpoint(checkpoint) + ".index") or _holds_tables(checkpoint)
 
 
 def resume_where_tables_were_merged(model_dir):
@@ -237,6 +263,68 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     return None
 
 
+def _joined(checkpoint, merged, model_dir):
+  """Writes rank 0's `checkpoint` and the ranks' tables (`merged`) as one
+  checkpoint, which the model_dir's state then names as its latest;
+  returns its path. One process's Saver restores a single checkpoint.
+
+  The merge removes what it merges, so it merges copies: the ranks'
+  checkpoints stay as they were, for a restart on ranks.
+  """
+  joined = os.path.join(model_dir, f"whole-tables-ckpt-{_step(checkpoint)}")
+  copies = []
+  for source, suffix in ((checkpoint, "-rest"), (merged, "-tables")):
+    for path in tf.io.gfile.glob(source + ".index") + tf.io.gfile.glob(
+        source + ".data-*"):
+      tf.io.gfile.copy(path, joined + suffix + path[len(source):],
+                       overwrite=True)
+    copies.append(joined + suffix)
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    session.run(tf.raw_ops.MergeV2Checkpoints(
+        checkpoint_prefixes=copies, destination_prefix=joined,
+        delete_old_dirs=False))
+  state = tf.train.get_checkpoint_state(model_dir)
+  kept = [os.path.relpath(path, model_dir)
+          for path in state.all_model_checkpoint_paths]
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, os.path.basename(joined),
+      all_model_checkpoint_paths=kept + [os.path.basename(joined)])
+  logging.info("Joined %s and its tables %s into %s for one process",
+               checkpoint, merged, joined)
+  return joined
+
+
+def _resume_tables_whole(spec, config):
+  """`spec` of one process's training, resuming a checkpoint of Horovod
+  ranks: its tables joined into the checkpoint it restores (`_joined`),
+  and a hook restarting the dynamic tables' sketches.
+
+  Raises:
+    errors.ConfigError: several workers would resume it, each with whole
+      tables of its own.
+  """
+  tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
+  latest = (tf.train.latest_checkpoint(config.model_dir)
+            if tables and config.model_dir else None)
+  if latest is None:
+    return spec
+  if not _holds(latest, saveable_object_util.op_list_to_dict(tables)):
+    merged = merged_checkpoint(latest)
+    if not tf.io.gfile.exists(merged + ".index"):
+      return spec  # the Saver names what the checkpoint lacks
+    if config.num_worker_replicas > 1:
+      raise errors.ConfigError(
+          f"checkpoint {latest} in {config.model_dir} holds its tables in "
+          f"{merged}, saved by Horovod ranks; resume it on one process or on "
+          f"Horovod ranks, not on {config.num_worker_replicas} workers")
+    latest = _joined(latest, merged, config.model_dir)
+  saved = dynamic_reshard.ranks_saved(latest)
+  if saved == 1:
+    return spec
+  return spec._replace(training_hooks=list(spec.training_hooks) + [
+      dynamic_reshard.OneProcessRestore(saved)])
+
+
 def whole_tables_outside_training(model_fn):
   """`model_fn` whose evaluation, prediction and export graphs hold every
   sharded table whole, restored by a `WholeTablesSaver`.
@@ -251,7 +339,8 @@ def whole_tables_outside_training(model_fn):
 
   def with_whole_tables(features, labels, mode, config):
     if mode == tf.estimator.ModeKeys.TRAIN:
-      return model_fn(features, labels, mode, config)
+      return _resume_tables_whole(model_fn(features, labels, mode, config),
+                                  config)
     with sharded.whole_tables():
       spec = model_fn(features, labels, mode, config)
     tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
@@ -294,6 +383,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
         variables, self._checkpoint,
         dynamic_reshard.ranks_tensor(hvd) if hvd.rank() == 0 else None)
     self._restore = _restore_in_blocks(variables, self._checkpoint)
+    self._names = sorted({v._save_slice_info.full_name for v in variables})  # pylint: disable=protected-access
     self._resharder = dynamic_reshard.Resharder(hvd, variables)
     self._step = tf.compat.v1.train.get_global_step()
     self._token_in = tf.compat.v1.placeholder(tf.int64, [])
@@ -338,18 +428,33 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     if tf.train.latest_checkpoint(self._model_dir) is None or step == 0:
       return  # nothing trained yet: the initializers draw the same rows
     self._saved_at = step
-    merged = self._prefix(step)
-    if not tf.io.gfile.exists(merged + ".index"):
-      raise errors.ConfigError(
-          f"the checkpoint at step {step} in {self._model_dir} has no "
-          f"sharded tables' checkpoint ({merged}); restart from a checkpoint "
-          "every rank saved (set save_checkpoints_steps, not "
-          "save_checkpoints_secs, with sharded tables)")
-    session.run(self._restore, {self._checkpoint: merged})
-    self._resharder.after_restore(session, merged)
+    source = self._tables_source(step)
+    session.run(self._restore, {self._checkpoint: source})
+    self._resharder.after_restore(session, source)
     if self._hvd.rank() == 0:
-      logging.info("Sharded tables restored from %s on %d ranks", merged,
+      logging.info("Sharded tables restored from %s on %d ranks", source,
                    self._hvd.size())
+
+  def _tables_source(self, step):
+    """The checkpoint the ranks read their rows of `step` from: the ranks'
+    merged one, or the Estimator's own where one process saved the tables
+    whole in it.
+
+    Raises:
+      errors.ConfigError: neither holds them.
+    """
+    merged = self._prefix(step)
+    if tf.io.gfile.exists(merged + ".index"):
+      return merged
+    latest = tf.train.latest_checkpoint(self._model_dir)
+    if latest and _step(latest) == step and _holds(latest, self._names):
+      return latest
+    raise errors.ConfigError(
+        f"the checkpoint at step {step} in {self._model_dir} has no "
+        f"sharded tables' checkpoint ({merged}) and does not hold the "
+        "tables whole; restart from a checkpoint every rank saved (set "
+        "save_checkpoints_steps, not save_checkpoints_secs, with sharded "
+        "tables) or one process saved")
 
   def after_run(self, run_context, run_values):
     del run_values

@@ -1,0 +1,79 @@
+"""One process resuming a checkpoint of Horovod ranks, in one process.
+
+The ranks leave rank 0's checkpoint without the tables and the tables in
+`sharded_tables/ckpt-<step>`; one process's Saver restores one checkpoint,
+so the two are joined first. The jobs themselves, both ways, are
+tests/integration/test_dynamic_restore_one_process.py.
+"""
+import collections
+import os
+import types
+
+import pytest
+import tensorflow as tf
+
+from estimator_scale import errors
+from estimator_scale.embeddings import dynamic_reshard
+from estimator_scale.embeddings import shard_checkpoints
+from estimator_scale.embeddings import sharded
+
+_Spec = collections.namedtuple("_Spec", "training_hooks")
+
+
+def _save(prefix, values):
+  """Writes {name: value} as the checkpoint `prefix`."""
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    session.run(tf.raw_ops.SaveV2(
+        prefix=prefix, tensor_names=list(values),
+        shape_and_slices=[""] * len(values),
+        tensors=[tf.constant(v) for v in values.values()]))
+
+
+def _ranks_saved(model_dir):
+  """A model_dir as 2 ranks leave it at step 5."""
+  _save(os.path.join(model_dir, "model.ckpt-5"),
+        {"global_step": tf.constant(5, tf.int64), "dense": [1.0, 2.0]})
+  tf.compat.v1.train.update_checkpoint_state(model_dir, "model.ckpt-5")
+  _save(os.path.join(model_dir, "sharded_tables", "ckpt-5"),
+        {"table": [[3.0], [4.0]], dynamic_reshard.RANKS: tf.constant(
+            2, tf.int64)})
+
+
+def _resumed(model_dir, workers):
+  """The spec one training graph with the whole `table` resumes with."""
+  with tf.Graph().as_default():
+    tf.compat.v1.add_to_collection(sharded.WHOLE_COLLECTION,
+                                   tf.compat.v1.get_variable("table", [2, 1]))
+    config = types.SimpleNamespace(model_dir=model_dir,
+                                   num_worker_replicas=workers)
+    return shard_checkpoints._resume_tables_whole(  # pylint: disable=protected-access
+        _Spec([]), config)
+
+
+def test_one_process_resumes_the_ranks_checkpoint_joined(tmp_path):
+  _ranks_saved(str(tmp_path))
+  spec = _resumed(str(tmp_path), 1)
+  latest = tf.train.latest_checkpoint(str(tmp_path))
+  assert latest == str(tmp_path / "whole-tables-ckpt-5")
+  reader = tf.train.load_checkpoint(latest)
+  assert reader.get_tensor("dense").tolist() == [1.0, 2.0]
+  assert reader.get_tensor("table").tolist() == [[3.0], [4.0]]
+  assert [type(h) for h in spec.training_hooks] == [
+      dynamic_reshard.OneProcessRestore]
+  # What the ranks saved stays, for a restart on ranks.
+  assert (tmp_path / "model.ckpt-5.index").exists()
+  assert (tmp_path / "sharded_tables" / "ckpt-5.index").exists()
+  # Resumed again before it saved, it reads the joined checkpoint as it is.
+  assert len(_resumed(str(tmp_path), 1).training_hooks) == 1
+  assert tf.train.latest_checkpoint(str(tmp_path)) == latest
+
+
+def test_several_workers_are_refused_naming_the_model_dir(tmp_path):
+  _ranks_saved(str(tmp_path))
+  with pytest.raises(errors.ConfigError, match=str(tmp_path)):
+    _resumed(str(tmp_path), 3)
+
+
+def test_one_processs_checkpoint_says_one_rank(tmp_path):
+  _save(str(tmp_path / "c"), {"global_step": tf.constant(7, tf.int64)})
+  assert dynamic_reshard.ranks_saved(str(tmp_path / "c")) == 1

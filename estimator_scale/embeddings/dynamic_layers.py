@@ -134,12 +134,26 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     return column
 
   def create_state(self, state_manager):
-    """See base class: DenseFeatures' table (Keras' add_weight would make
-    the whole raw range), named as the layer names its columns' weights."""
-    layer = state_manager._layer.name  # pylint: disable=protected-access
-    with tf.compat.v1.variable_scope(f"{layer}/{self.name}"):
-      table = dynamic.make_table("embedding_weights", self.options)
-    state_manager._cols_to_vars_map[self]["embedding_weights"] = table.pool  # pylint: disable=protected-access
+    """See base class: DenseFeatures' table, named as the layer names its
+    columns' weights, in its own scope (the layer opens only a name scope,
+    in which every column's "embedding_weights" would be one table).
+
+    The pool goes through the layer's add_weight so that Keras counts it
+    among the layer's weights: a canned estimator trains only the
+    variables its Keras model lists. Its getter makes the table (Keras'
+    own variable would be the whole raw range); no autocast, so the
+    optimizer sees the pool itself, by which it finds the table.
+    """
+    layer = state_manager._layer  # pylint: disable=protected-access
+
+    def make_pool(**_):
+      with tf.compat.v1.variable_scope(f"{layer.name}/{self.name}"):
+        return dynamic.make_table("embedding_weights", self.options).pool
+    # Named by column: Keras tracks the weights of a layer by name.
+    pool = layer.add_weight(
+        name=f"{self.name}/embedding_weights", dtype=tf.float32,
+        trainable=True, getter=make_pool, experimental_autocast=False)
+    state_manager._cols_to_vars_map[self]["embedding_weights"] = pool  # pylint: disable=protected-access
 
   def _old_get_dense_tensor_internal(self, sparse_tensors, weight_collections,
                                      trainable):

@@ -356,9 +356,15 @@ class Table:
               value, trainable=False, name=f"{self._leaf}_{suffix}",
               collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
         self._built = local(False, "index_built")
-        self._free_rows = local(tf.zeros([self.rows], tf.int64), "free_rows")
+        self._free_rows = local(tf.zeros([self.rows], self._stacked()),
+                                "free_rows")
         self._free_count = local(tf.constant(0, tf.int64), "free_count")
     return self._mutable
+
+  def _stacked(self):
+    """The free stack's dtype: int32 where this part's row numbers fit it,
+    since the stack is one entry per row and never saved."""
+    return tf.int32 if self.rows <= tf.int32.max else tf.int64
 
   def _ensure_index(self):
     """An op that fills the index and the free rows from `ids` once per
@@ -381,7 +387,7 @@ class Table:
         held = tf.identity(held)
       done = [index.insert(held, used),
               self._free_rows.scatter_update(tf.IndexedSlices(
-                  tf.reverse(free, [0]),
+                  tf.cast(tf.reverse(free, [0]), self._stacked()),
                   tf.range(tf.size(free, out_type=tf.int64)))),
               self._free_count.assign(tf.size(free, out_type=tf.int64))]
       with tf.control_dependencies(done):
@@ -455,7 +461,7 @@ class Table:
     top = self._free_count.read_value()
     with tf.control_dependencies([removed]):
       pushed = self._free_rows.scatter_update(tf.IndexedSlices(
-          rows, tf.range(top, top + count)))
+          tf.cast(rows, self._stacked()), tf.range(top, top + count)))
     with tf.control_dependencies([pushed]):
       return [tf.compat.v1.scatter_update(
           self.ids, rows, tf.fill(tf.shape(rows), tf.constant(FREE,
@@ -512,8 +518,8 @@ class Table:
     with tf.control_dependencies([evicted]):
       top = self._free_count.read_value()
       granted = tf.minimum(wanted, top)
-      rows = tf.reverse(self._free_rows.sparse_read(
-          tf.range(top - granted, top)), [0])
+      rows = tf.cast(tf.reverse(self._free_rows.sparse_read(
+          tf.range(top - granted, top)), [0]), tf.int64)
     with tf.control_dependencies([rows]):
       taken = self._free_count.assign_sub(granted)
     with tf.control_dependencies([taken]):

@@ -25,6 +25,13 @@ lengths differ between replicas (a feature column's ids in a batch with
 missing values), which the reducer pads. Under Horovod it is one grouped
 allreduce with the stop flag; one process and parameter servers need none.
 
+Under Horovod a dynamic column's table is split by id over the ranks, as
+`es.dynamic_embedding`'s is: the reducer leaves a rank's rows out of the
+allreduce (their lookup already brought every rank's gradient to the
+owner), and their Keras slots are the rank's own, which a Keras optimizer
+would otherwise make global variables: broadcast from rank 0 and saved as
+rank 0's alone.
+
 A canned DNNLinearCombinedClassifier trains its two parts with two
 optimizers, each calling `get_updates` on its own variables; with AdaScale
 each part keeps its own estimates. The part whose optimizer counts
@@ -39,6 +46,7 @@ import threading
 from typing import Any, Optional
 
 import tensorflow as tf
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import deprecation
 from estimator_scale import errors
@@ -336,7 +344,7 @@ class _Reducing:
   def _reduce_and_apply(self, samples, params, sum_squared, loss):
     """The train op of this optimizer in one replica's graph."""
     plan = self._es_plan
-    _refuse_sharded(params)
+    _check_tables(params, plan)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     reducer = plan.topology.backend.make_reducer(plan.allreduce_compression)
     if not reducer.applies_updates:
@@ -367,6 +375,7 @@ class _Reducing:
     dynamic.reset_slots_on_admission(self)
     applied = reducer.applied(self.apply_gradients(
         list(zip(mean, params)), experimental_aggregate_gradients=False))
+    _keep_slots_per_rank(self, params)
     return tf.group(applied, *finished)
 
   def _state_scope(self, global_step):
@@ -376,23 +385,69 @@ class _Reducing:
     return f"{adascale.SCOPE}/{self._es_plan.name}"
 
 
-def _refuse_sharded(params):
-  """A Keras optimizer makes a shard's slots global variables, which rank 0's
-  broadcast would overwrite on every rank and checkpoints would save under
-  the whole table's name: a canned estimator cannot train a sharded table.
+def _check_tables(params, plan):
+  """Refuses the tables split over Horovod ranks a canned optimizer does not
+  train: a sharded table (`es.sharded_embedding_column`), since only a
+  dynamic table's part has a test holding its training on ranks to one
+  process's; and a dynamic table under AdaScale or accumulation, whose
+  per-rank gradient neither path here separates from the exchanged one.
 
   Raises:
-    errors.UsageError: naming the table and what to use instead.
+    errors.UsageError: naming the table, why, and what trains it.
   """
-  shards = [v.op.name for v in params if sharded.is_sharded(v)]
-  if shards:
-    raise errors.UsageError(
-        f"a canned estimator cannot train the sharded table {shards[0]} "
-        "(es.sharded_embedding_column): its Keras optimizer's slots would be "
-        "broadcast and saved as a whole table's; use "
-        "tf.feature_column.embedding_column in a canned estimator, or the "
-        "sharded column in a model of your own (es.BaseModel or a model_fn "
-        "with es.build_train_op)")
+  for variable in params:
+    if not sharded.is_sharded(variable):
+      continue
+    if dynamic.table_of(variable) is None:
+      raise errors.UsageError(_sharded_refusal(variable.op.name))
+    refusal = _dynamic_refusal(variable.op.name, plan)
+    if refusal:
+      raise errors.UsageError(refusal)
+
+
+def _sharded_refusal(name):
+  return (f"a canned estimator does not train the sharded table {name} "
+          "(es.sharded_embedding_column) on Horovod ranks; use "
+          "es.dynamic_embedding_column or tf.feature_column.embedding_column "
+          "in a canned estimator, or the sharded column in a model of your "
+          "own (es.BaseModel or a model_fn with es.build_train_op)")
+
+
+def _dynamic_refusal(name, plan):
+  """Why a canned optimizer cannot train dynamic table `name` on Horovod
+  ranks with `plan`, or None."""
+  if plan.lr_scaling == "adascale":
+    setting = "lr_scaling='adascale'"
+  elif plan.accumulation_steps > 1:
+    setting = f"accumulation_steps={plan.accumulation_steps}"
+  else:
+    return None
+  return (f"a canned estimator cannot train the dynamic table {name} "
+          f"(es.dynamic_embedding_column) on Horovod ranks with {setting}: "
+          "each rank's gradient of its rows is known only after the ranks "
+          "exchange them, and the canned optimizer reads it before; use "
+          "another lr_scaling with accumulation_steps=1, or the dynamic "
+          "column in a model of your own (es.BaseModel or a model_fn with "
+          "es.build_train_op), or one process")
+
+
+def _keep_slots_per_rank(optimizer, params):
+  """Makes the Keras slots of a dynamic table's rows on this rank the
+  rank's own, as the rows are: out of rank 0's broadcast and checkpoint,
+  and saved by every rank as its slice of the whole table's slot
+  (`shard_checkpoints`). Named under the table, as the slices of the
+  table's other variables are, so that a restore into another number of
+  ranks moves the slot's rows with their ids (`dynamic_reshard`)."""
+  sharded.keep_slots_local(optimizer, params)
+  for variable in params:
+    if not sharded.is_sharded(variable):
+      continue
+    info = variable._save_slice_info  # pylint: disable=protected-access
+    for slot_name in optimizer.get_slot_names():
+      optimizer.get_slot(variable, slot_name)._set_save_slice_info(  # pylint: disable=protected-access
+          tf_variables.Variable.SaveSliceInfo(
+              f"{info.full_name}/{optimizer._es_plan.name}/{slot_name}",  # pylint: disable=protected-access
+              info.full_shape, info.var_offset, info.var_shape))
 
 
 @functools.lru_cache(maxsize=None)

@@ -405,14 +405,15 @@ def test_canned_wide_deep_exports_score_serialized_examples(tmp_path):
 
 
 def test_a_canned_optimizer_refuses_a_sharded_table():
-  """Its Keras slots of a shard would be broadcast from rank 0 and saved as
-  the whole table's; a shard is what sharded_embedding puts in its
+  """Only a dynamic table's part on a rank has a test holding a canned
+  optimizer to one process's; a shard is what sharded_embedding puts in its
   collection on several Horovod ranks."""
+  plan = es.canned_optimizer("SGD", es.build_run_config("none")).plan
   with tf.Graph().as_default():
     shard = tf.compat.v1.get_variable("clicks/embedding_weights", [4, 2])
     dense = tf.compat.v1.get_variable("dense", [2])
-    canned._refuse_sharded([dense])  # pylint: disable=protected-access
+    canned._check_tables([dense], plan)  # pylint: disable=protected-access
     tf.compat.v1.add_to_collection(sharded.COLLECTION, shard)
     with pytest.raises(es.errors.UsageError,
                        match="sharded table clicks/embedding_weights"):
-      canned._refuse_sharded([dense, shard])  # pylint: disable=protected-access
+      canned._check_tables([dense, shard], plan)  # pylint: disable=protected-access

@@ -131,6 +131,13 @@ class Driver:
     fault.ended = self.now()
     return fault
 
+  def _kill(self, kind, host, pids):
+    """A fault that SIGKILLs `pids`, the job's processes on `host`."""
+    fault = self._fault(kind, host)
+    for pid in pids:
+      os.kill(pid, signal.SIGKILL)
+    return fault
+
   def _stop_for(self, host, pids, timeout):
     """The `pause` fault: SIGSTOP to `pids` for twice the job's `timeout`
     (the peers give up on them half way), then SIGCONT."""

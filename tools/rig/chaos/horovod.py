@@ -4,9 +4,7 @@ slow down, join and come back.
 host1 runs horovodrun's driver and is never faulted (its loss ends any
 horovodrun job: a scheduler's requeue is the Slurm rig's business).
 """
-import os
 import pathlib
-import signal
 import subprocess
 import time
 
@@ -97,29 +95,25 @@ class Chaos(core.Driver):
   def _draw(self):
     """A kind the job's state allows, and its host: the job keeps two ranks
     at least (horovodrun's --min-np) and host1 (the driver); where none of
-    the kinds asked for is allowed, a spare joins (or, with none, a rank is
-    slowed: rankless hosts come back from their cooldown meanwhile). Ranks
-    are counted where they run, not where the discovery lists them: a
-    listed host whose rank was killed stays blacklisted for the cooldown,
-    rankless."""
-    running = [h for h in self.active if self._worker_pids(h)]
-    faultable = [h for h in running if h != "host1"]
+    the kinds asked for is allowed, a spare joins (there is always one then:
+    every host the faults took out came back as one). Hosts are counted as
+    the discovery lists them: one whose rank was killed and is blacklisted
+    for the cooldown counts, so a draw may leave a single rank running
+    until it is back (the suite's seeds are drawn this way)."""
+    faultable = [h for h in self.active if h != "host1"]
     allowed = [k for k in self.kinds if
                (k == "join" and self.spare) or
-               (k == "slow" and running) or
+               (k == "slow" and self.active) or
                (k not in ("join", "slow") and faultable and
-                len(running) > 2)]
-    if not allowed:  # too few ranks left for the kinds asked for
-      allowed = ["join"] if self.spare else ["slow"]
+                len(self.active) > 2)]
+    if not allowed:  # too few hosts left for the kinds asked for
+      allowed = ["join"]
     kind = self.rng.choice(allowed)
-    pool = {"join": self.spare, "slow": running}.get(kind, faultable)
+    pool = {"join": self.spare, "slow": self.active}.get(kind, faultable)
     return kind, self.rng.choice(sorted(pool))
 
   def _kill_rank(self, host):
-    fault = self._fault("kill_rank", host)
-    for pid in self._worker_pids(host):
-      os.kill(pid, signal.SIGKILL)
-    return fault
+    return self._kill("kill_rank", host, self._worker_pids(host))
 
   def _kill_host(self, host):
     fault = self._fault("kill_host", host)

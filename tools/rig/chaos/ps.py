@@ -103,10 +103,7 @@ class PsChaos(core.Driver):
     return kind, self.rng.choice(sorted(self.active))
 
   def _kill_task(self, host):
-    fault = self._fault("kill_task", host)
-    for pid in self._training_pids(host):
-      os.kill(pid, signal.SIGKILL)
-    return fault
+    return self._kill("kill_task", host, self._training_pids(host))
 
   def _kill_host(self, host):
     fault = self._fault("kill_host", host)

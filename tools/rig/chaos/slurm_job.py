@@ -16,17 +16,25 @@ from tools.rig import cluster as cluster_lib
 from tools.rig import slurm as slurm_lib
 from tools.rig.chaos import core
 
-KINDS = ("kill_node", "down_node", "link_down", "slow")
+KINDS = ("kill_node", "down_node", "link_down", "slow", "kill_rank", "pause",
+         "disk_full")
 """kill_node: every process of a node the job runs on (its slurmd too),
 which Slurm sets DOWN once SlurmdTimeout passes; down_node: `scontrol
 update State=DOWN` on one; link_down: a node's cable pulled for LINK_DOWN
 seconds, past SlurmdTimeout and Horovod's timeout; slow: a node capped at a
-fifth of a core for a while. Each lost node comes back (its slurmd
-started, `State=RESUME`, its link plugged in)."""
+fifth of a core for a while; kill_rank: SIGKILL the job's rank on a node
+that stays up; pause: SIGSTOP it past the collective timeout, then SIGCONT;
+disk_full: the model_dir's disk (`core.small_disk`) filled for a while. Each
+lost node comes back (its slurmd started, `State=RESUME`, its link plugged
+in); the last three fail the step with every node up, which the batch
+script runs again."""
 
-RESTARTS = ("kill_node", "down_node", "link_down")
+RESTARTS = ("kill_node", "down_node", "link_down", "kill_rank", "pause")
 
 LINK_DOWN = 40
+
+COLLECTIVE_TIMEOUT = 30
+"""HOROVOD_GLOO_TIMEOUT_SECONDS of the job's ranks (see horovod.py's)."""
 
 GLOBAL_BATCH = 4
 
@@ -36,8 +44,16 @@ _SCRIPT = """#!/bin/bash
 #SBATCH --requeue
 #SBATCH --open-mode=append
 #SBATCH --exclude={controller}
-srun --kill-on-bad-exit=1 {argv} && exit 0
-status=$?
+failed=0
+while true; do
+  saved=$(head -n 1 {model_dir}/checkpoint 2>/dev/null)
+  srun --kill-on-bad-exit=1 {argv} && exit 0
+  status=$?
+  [ "$(head -n 1 {model_dir}/checkpoint 2>/dev/null)" != "$saved" ] && failed=0
+  failed=$((failed + 1))
+  [ "$failed" -ge 3 ] && break
+  sleep 5
+done
 # A lost node fails the step at once, but Slurm requeues the job only once
 # the node is DOWN: wait for that, which ends this script.
 sleep 20
@@ -65,9 +81,10 @@ class SlurmChaos(core.Driver):
     argv = [*self._worker_argv(GLOBAL_BATCH), "--distribution=horovod"]
     script = os.path.join(self.work_dir, "job.sbatch")
     with open(script, "w", encoding="utf-8") as f:
-      f.write(_SCRIPT.format(argv=" ".join(argv),
+      f.write(_SCRIPT.format(argv=" ".join(argv), model_dir=self.model_dir,
                              controller=self.slurm.controller.name))
-    env = dict(ENV, PATH=f"{VENV_BIN}:{ENV['PATH']}")
+    env = dict(ENV, PATH=f"{VENV_BIN}:{ENV['PATH']}",
+               HOROVOD_GLOO_TIMEOUT_SECONDS=str(COLLECTIVE_TIMEOUT))
     submitted = self.slurm.run(
         ["sbatch", "--parsable", f"--output={self.job_log}", script],
         cwd=ROOT, env=env)
@@ -128,6 +145,16 @@ class SlurmChaos(core.Driver):
     self.hosts[host].set_link(True)
     fault.ended = self.now()
     return fault
+
+  def _kill_rank(self, host):
+    return self._kill("kill_rank", host, self._worker_pids(host))
+
+  def _pause(self, host):
+    return self._stop_for(host, self._worker_pids(host), COLLECTIVE_TIMEOUT)
+
+  def _disk_full(self, host):
+    del host  # the disk is rank 0's, which saves: the batch host's
+    return self._fill_disk(self.slurm.job(self._id).get("BatchHost"))
 
   def _absorb(self, fault, new_session=None):
     super()._absorb(fault, new_session)  # brings a cut node back itself

@@ -16,7 +16,7 @@ import time
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (HOROVODRUN, discovery, job_processes,
+from tests.helpers.rig import (HOROVODRUN, discovery, finish, job_processes,
                                launch_argv, horovodrun_argv, train_argv)
 
 USER_ENV = {"PATH": "/usr/bin:/bin"}
@@ -64,20 +64,17 @@ def _elastic_job(host1, tmp_path):
   with open(log, "w") as out:
     proc = host1.popen(argv, cwd=ROOT, env=USER_ENV, stdout=out,
                        stderr=subprocess.STDOUT)
+  deadline = time.monotonic() + 300
   try:
-    deadline = time.monotonic() + 300
     while checkpoint_step(model_dir) < COMMIT:
       assert proc.poll() is None, log.read_text()[-4000:]
       assert time.monotonic() < deadline, log.read_text()[-4000:]
       time.sleep(0.3)
     hosts.write_text("host1:1\n")
-    proc.wait(timeout=max(1, deadline - time.monotonic()))
-  finally:
-    if proc.poll() is None:
-      proc.kill()
-  text = log.read_text()
-  assert proc.returncode == 0, text[-4000:]
-  return text
+  except BaseException:
+    proc.kill()
+    raise
+  return finish(proc, log, deadline)
 
 
 def _check(name, text):

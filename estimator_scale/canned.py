@@ -52,6 +52,7 @@ from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale.backends import base
 from estimator_scale.embeddings import dynamic
+from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import gradients
@@ -435,19 +436,22 @@ def _keep_slots_per_rank(optimizer, params):
   """Makes the Keras slots of a dynamic table's rows on this rank the
   rank's own, as the rows are: out of rank 0's broadcast and checkpoint,
   and saved by every rank as its slice of the whole table's slot
-  (`shard_checkpoints`). Named under the table, as the slices of the
-  table's other variables are, so that a restore into another number of
-  ranks moves the slot's rows with their ids (`dynamic_reshard`)."""
+  (`shard_checkpoints`). The slice takes the name one process saves the
+  slot under, so one process and ranks resume each other's checkpoints.
+  That name, under the optimizer's scope, does not say whose slot it is,
+  so `dynamic_reshard` is told, to move the slot's rows with their ids on
+  a restore into another number of ranks."""
   sharded.keep_slots_local(optimizer, params)
   for variable in params:
     if not sharded.is_sharded(variable):
       continue
     info = variable._save_slice_info  # pylint: disable=protected-access
-    for slot_name in optimizer.get_slot_names():
-      optimizer.get_slot(variable, slot_name)._set_save_slice_info(  # pylint: disable=protected-access
-          tf_variables.Variable.SaveSliceInfo(
-              f"{info.full_name}/{optimizer._es_plan.name}/{slot_name}",  # pylint: disable=protected-access
-              info.full_shape, info.var_offset, info.var_shape))
+    slots = [optimizer.get_slot(variable, name)
+             for name in optimizer.get_slot_names()]
+    for slot in slots:
+      slot._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
+          slot.op.name, info.full_shape, info.var_offset, info.var_shape))
+    dynamic_reshard.add_slots(variable, slots)
 
 
 @functools.lru_cache(maxsize=None)

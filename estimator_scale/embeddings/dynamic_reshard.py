@@ -33,6 +33,7 @@ wherever its row is, so nothing moves, but the sketch restarts all the
 same (`OneProcessRestore`).
 """
 import time
+import weakref
 
 from absl import logging
 import tensorflow as tf
@@ -45,6 +46,8 @@ RANKS = "sharded_tables/ranks"
 _FREE_VALUES = (("ids", dynamic.FREE), ("last_seen", dynamic.NEVER),
                 ("counts", 0), ("fresh", False))
 """The table's bookkeeping per row, and what a free row holds."""
+
+_RECORDED_SLOTS = weakref.WeakKeyDictionary()  # graph -> {pool ref: slots}
 
 
 def ranks_saved(checkpoint):
@@ -64,15 +67,29 @@ def ranks_tensor(hvd):
   return {RANKS: tf.constant(hvd.size(), tf.int64)}
 
 
+def add_slots(pool, slots):
+  """Records `slots` as optimizer slots of the dynamic table whose pool
+  (this rank's shard) is `pool`: a Keras optimizer names its slots under
+  its own scope, not under the table, where `_slots` would find them."""
+  graph = tf.compat.v1.get_default_graph()
+  _RECORDED_SLOTS.setdefault(graph, {}).setdefault(pool.ref(), []).extend(
+      slots)
+
+
 def _slots(table, sliced):
   """The optimizer slots of `table`'s pool among the `sliced` variables:
-  shaped as the whole pool, named under it."""
+  shaped as the whole pool, and named under it (a v1 optimizer's) or
+  recorded by `add_slots` (a Keras optimizer's)."""
   info = table.pool._save_slice_info  # pylint: disable=protected-access
   own = {table.pool.ref()} | {getattr(table, name).ref()
                               for name, _ in _FREE_VALUES}
+  recorded = {slot.ref() for slot in _RECORDED_SLOTS.get(
+      tf.compat.v1.get_default_graph(), {}).get(table.pool.ref(), ())}
+
+  def named_under(v):
+    return v._save_slice_info.full_name.startswith(info.full_name + "/")  # pylint: disable=protected-access
   return [v for v in sliced
-          if v.ref() not in own
-          and v._save_slice_info.full_name.startswith(info.full_name + "/")  # pylint: disable=protected-access
+          if v.ref() not in own and (v.ref() in recorded or named_under(v))
           and v._save_slice_info.full_shape == info.full_shape]  # pylint: disable=protected-access
 
 

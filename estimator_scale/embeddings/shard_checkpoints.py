@@ -54,6 +54,7 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale import resume
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 
@@ -325,6 +326,21 @@ def _resume_tables_whole(spec, config):
       dynamic_reshard.OneProcessRestore(saved)])
 
 
+def _keeping_restored_files(spec, config):
+  """`spec` whose Saver leaves the checkpoint it restored as it is
+  (`resume.ResumingSaver`), where the ranks hold tables of their own and
+  its scaffold has no Saver (a canned estimator's). Estimator's own Saver
+  writes that checkpoint again as the session starts, without the tables,
+  before the ranks read theirs from it where one process saved them
+  there (`ShardCheckpointHook`)."""
+  if (spec.scaffold.saver is not None or not config.model_dir or
+      not _sliced_variables()):
+    return spec
+  return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
+      saver=resume.training_scaffold(config).saver,
+      copy_from_scaffold=spec.scaffold))
+
+
 def whole_tables_outside_training(model_fn):
   """`model_fn` whose evaluation, prediction and export graphs hold every
   sharded table whole, restored by a `WholeTablesSaver`.
@@ -339,8 +355,9 @@ def whole_tables_outside_training(model_fn):
 
   def with_whole_tables(features, labels, mode, config):
     if mode == tf.estimator.ModeKeys.TRAIN:
-      return _resume_tables_whole(model_fn(features, labels, mode, config),
-                                  config)
+      spec = _keeping_restored_files(
+          model_fn(features, labels, mode, config), config)
+      return _resume_tables_whole(spec, config)
     with sharded.whole_tables():
       spec = model_fn(features, labels, mode, config)
     tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)

@@ -37,7 +37,7 @@ _SERVE = (
 TensorFlow."""
 
 
-def _args(root, distribution, steps):
+def args(root, distribution, steps):
   return ["-m", "tests.workers.dynamic_canned",
           f"--distribution={distribution}", f"--model_dir={root / 'model'}",
           f"--out_dir={root / 'out'}", f"--steps={steps}"]
@@ -64,20 +64,20 @@ def _by_id(checkpoint, key, slot):
 def jobs(tmp_path_factory):
   """(one process's root, the ranks' root), each trained `worker` steps."""
   one = tmp_path_factory.mktemp("one-process")
-  run([PYTHON] + _args(one, "none", 200), timeout=300)
+  run([PYTHON] + args(one, "none", 200), timeout=300)
   ranks = tmp_path_factory.mktemp("ranks")
   for steps in (100, 200):
-    horovod(RANKS, _args(ranks, "horovod", steps), timeout=400)
+    horovod(RANKS, args(ranks, "horovod", steps), timeout=400)
   return one, ranks
 
 
-def _result(root):
+def result(root):
   return json.loads((root / "out" / "result.json").read_text())
 
 
 def test_ranks_train_as_one_process(jobs):
   one, ranks = jobs
-  alone, split = _result(one), _result(ranks)
+  alone, split = result(one), result(ranks)
   assert split["global_step"] == 200
   # Random labels: only the ids' own rows, trained, can memorise them.
   assert split["accuracy"] >= 0.95, split
@@ -92,7 +92,7 @@ def test_each_row_and_its_slots_live_on_the_ids_owner(jobs, key):
   alone = _by_id(str(one / "model" / "model.ckpt-200"), key,
                  "training/Adagrad/{}/accumulator")
   split = _by_id(str(ranks / "model" / "sharded_tables" / "ckpt-200"), key,
-                 "{}/Adagrad/accumulator")
+                 "training/Adagrad/{}/accumulator")
   assert set(split) == set(alone) and len(alone) == worker.EXAMPLES
   ids = sorted(split)
   owner = dynamic.owners(tf.constant(ids, tf.int64), RANKS).numpy()
@@ -113,10 +113,10 @@ def test_the_export_serves_with_tensorflow_alone(jobs):
   features, _ = worker.data()
   ids = {key: [int(i) for i in features[key][:worker.KNOWN, 0]] + UNSEEN +
          [MISSING] for key in worker.CAPACITY}
-  served, served_one = _served(ids, _result(ranks)["export"],
-                               _result(one)["export"])
+  served, served_one = _served(ids, result(ranks)["export"],
+                               result(one)["export"])
   np.testing.assert_allclose(served, served_one, atol=TOLERANCE)
-  np.testing.assert_allclose(served[:worker.KNOWN], _result(ranks)["predicted"],
+  np.testing.assert_allclose(served[:worker.KNOWN], result(ranks)["predicted"],
                              atol=TOLERANCE)
   # Never admitted: the default vector, as an example without ids reads.
   np.testing.assert_allclose(served[worker.KNOWN:], served[-1], rtol=1e-6)

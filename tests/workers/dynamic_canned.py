@@ -1,6 +1,7 @@
-"""A worker for tests/integration/test_dynamic_canned_horovod.py: a canned
-DNNClassifier over two dynamic embedding columns, trained through
-`es.make_estimator` on one process or on Horovod ranks.
+"""A worker for tests/integration/test_dynamic_canned_horovod.py and
+test_dynamic_canned_restore.py: a canned DNNClassifier over two dynamic
+embedding columns, trained through `es.make_estimator` on one process or
+on Horovod ranks, resuming what the model_dir holds.
 
 Each example has its own random user and item and a random label, which
 only the ids' own rows can memorise. The chief evaluates on every example,
@@ -24,7 +25,8 @@ flags.DEFINE_integer("steps", 200, "updates")
 FLAGS = flags.FLAGS
 
 EXAMPLES = 200
-BATCH = 50
+BATCH = 48
+"""Split evenly over 1, 2 and 3 processes, which resume each other."""
 KNOWN = 20
 CAPACITY = {"user": 400, "item": 300}
 """Each column's table capacity: room for every id, so none is evicted."""

@@ -1,0 +1,95 @@
+"""A canned DNNClassifier over dynamic embedding columns resumed across
+one process and Horovod ranks: one process's checkpoint onto 2 ranks, and
+2 ranks' onto 3 and then onto one process.
+
+Every process count reads its share of one process's batches, so a resumed
+job trains as one process trained straight through: its predictions, and
+every id's row and Adagrad accumulator, must be one process's to
+TOLERANCE. A slot left behind at the resume (saved under one name, looked
+for under another), restarted, or not moved with its id to the id's new
+owner would move the updates after it away from one process's.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from estimator_scale.embeddings import dynamic
+from estimator_scale.embeddings import sharded
+from tests.helpers.processes import PYTHON, horovod, run
+from tests.integration import test_dynamic_canned_horovod as canned_horovod
+from tests.workers import dynamic_canned as worker
+
+TOLERANCE = 1e-5
+SLOT = "training/Adagrad/{}/accumulator"
+"""Where one process and ranks alike save a table's accumulator."""
+
+
+def _on(root, processes, steps):
+  """Trains `worker` in `root` to `steps` on `processes`; its log."""
+  if processes == 1:
+    log = run([PYTHON] + canned_horovod.args(root, "none", steps), timeout=300)
+  else:
+    log = horovod(processes, canned_horovod.args(root, "horovod", steps),
+                  timeout=400)
+  return log.stdout + log.stderr
+
+
+def _rows(checkpoint, key):
+  """{id: (row number, vector, accumulator)} of column `key`'s table."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  table = canned_horovod.TABLE.format(key)
+  ids = reader.get_tensor(f"{table}/ids")
+  vectors = reader.get_tensor(table)
+  slot = reader.get_tensor(SLOT.format(table))
+  return {int(ids[r]): (r, vectors[r], slot[r])
+          for r in np.flatnonzero(ids >= 0)}
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+  """{name: (root, [each run's log])}: one process straight through, and
+  the two resumed chains."""
+  made = {}
+  for name, chain in (("one", [(1, 200)]),
+                      ("one-to-2", [(1, 100), (2, 200)]),
+                      ("2-to-3-to-one", [(2, 100), (3, 150), (1, 200)])):
+    root = tmp_path_factory.mktemp(name)
+    made[name] = root, [_on(root, n, steps) for n, steps in chain]
+  return made
+
+
+def _assert_as_one_process(jobs, name, checkpoint):
+  root, _ = jobs[name]
+  alone = canned_horovod.result(jobs["one"][0])
+  resumed = canned_horovod.result(root)
+  assert resumed["global_step"] == 200
+  np.testing.assert_allclose(resumed["predicted"], alone["predicted"],
+                             atol=TOLERANCE)
+  for key in worker.CAPACITY:
+    want = _rows(str(jobs["one"][0] / "model" / "model.ckpt-200"), key)
+    got = _rows(str(root / "model" / checkpoint), key)
+    assert set(got) == set(want) and len(want) == worker.EXAMPLES
+    for i, (_, vector, slot) in want.items():
+      np.testing.assert_allclose(got[i][1], vector, atol=TOLERANCE)
+      np.testing.assert_allclose(got[i][2], slot, atol=TOLERANCE)
+
+
+def test_one_processs_checkpoint_resumes_on_two_ranks(jobs):
+  _, logs = jobs["one-to-2"]
+  assert "Dynamic tables re-sharded from 1 to 2 ranks" in logs[1]
+  _assert_as_one_process(jobs, "one-to-2", "sharded_tables/ckpt-200")
+
+
+def test_two_ranks_checkpoint_resumes_on_three_then_one_process(jobs):
+  root, logs = jobs["2-to-3-to-one"]
+  assert "Dynamic tables re-sharded from 2 to 3 ranks" in logs[1]
+  assert "Sharded tables of 3 ranks restored into one process" in logs[2]
+  _assert_as_one_process(jobs, "2-to-3-to-one", "model.ckpt-200")
+  for key in worker.CAPACITY:
+    rows = _rows(str(root / "model" / "sharded_tables" / "ckpt-150"), key)
+    ids = sorted(rows)
+    owner = dynamic.owners(tf.constant(ids, tf.int64), 3).numpy()
+    for rank in range(3):
+      first, count = sharded.shard_range(worker.CAPACITY[key], 3, rank)
+      held = [i for i in ids if first <= rows[i][0] < first + count]
+      assert held == [i for i, o in zip(ids, owner) if o == rank], rank

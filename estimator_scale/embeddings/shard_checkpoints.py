@@ -284,12 +284,13 @@ def _joined(checkpoint, merged, model_dir):
     session.run(tf.raw_ops.MergeV2Checkpoints(
         checkpoint_prefixes=copies, destination_prefix=joined,
         delete_old_dirs=False))
+  # Paths as the state gives them (under model_dir): TensorFlow rewrites
+  # them relative to a model_dir that is relative or an object store's.
   state = tf.train.get_checkpoint_state(model_dir)
-  kept = [os.path.relpath(path, model_dir)
-          for path in state.all_model_checkpoint_paths]
   tf.compat.v1.train.update_checkpoint_state(
-      model_dir, os.path.basename(joined),
-      all_model_checkpoint_paths=kept + [os.path.basename(joined)])
+      model_dir, joined,
+      all_model_checkpoint_paths=list(state.all_model_checkpoint_paths) + [
+          joined])
   logging.info("Joined %s and its tables %s into %s for one process",
                checkpoint, merged, joined)
   return joined

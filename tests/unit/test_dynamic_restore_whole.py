@@ -33,7 +33,8 @@ def _ranks_saved(model_dir):
   """A model_dir as 2 ranks leave it at step 5."""
   _save(os.path.join(model_dir, "model.ckpt-5"),
         {"global_step": tf.constant(5, tf.int64), "dense": [1.0, 2.0]})
-  tf.compat.v1.train.update_checkpoint_state(model_dir, "model.ckpt-5")
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, os.path.join(model_dir, "model.ckpt-5"))
   _save(os.path.join(model_dir, "sharded_tables", "ckpt-5"),
         {"table": [[3.0], [4.0]], dynamic_reshard.RANKS: tf.constant(
             2, tf.int64)})
@@ -77,3 +78,20 @@ def test_several_workers_are_refused_naming_the_model_dir(tmp_path):
 def test_one_processs_checkpoint_says_one_rank(tmp_path):
   _save(str(tmp_path / "c"), {"global_step": tf.constant(7, tf.int64)})
   assert dynamic_reshard.ranks_saved(str(tmp_path / "c")) == 1
+
+
+@pytest.mark.parametrize("model_dir", ["runs/x", "runs/x/"])
+def test_a_relative_model_dir_names_the_joined_checkpoint(tmp_path,
+                                                          monkeypatch,
+                                                          model_dir):
+  # TensorFlow rewrites the state's paths relative to a model_dir given
+  # relative (or an object store's, which os.path calls relative).
+  monkeypatch.chdir(tmp_path)
+  os.makedirs(model_dir)
+  _ranks_saved(model_dir)
+  _resumed(model_dir, 1)
+  latest = tf.train.latest_checkpoint(model_dir)
+  assert os.path.normpath(latest) == os.path.join("runs", "x",
+                                                  "whole-tables-ckpt-5")
+  assert tf.train.load_checkpoint(latest).get_tensor("table").tolist() == [
+      [3.0], [4.0]]

@@ -20,7 +20,7 @@ def checkpoint_step(model_dir):
       latest = f.readline()
   except FileNotFoundError:
     return 0
-  return int(re.search(r"model\.ckpt-(\d+)", latest).group(1))
+  return int(re.search(r"ckpt-(\d+)", latest).group(1))
 
 
 def write_checkpoint_state(model_dir, step):

@@ -49,8 +49,11 @@ while true; do
   saved=$(head -n 1 {model_dir}/checkpoint 2>/dev/null)
   srun --kill-on-bad-exit=1 {argv} && exit 0
   status=$?
-  [ "$(head -n 1 {model_dir}/checkpoint 2>/dev/null)" != "$saved" ] && failed=0
-  failed=$((failed + 1))
+  if [ "$(head -n 1 {model_dir}/checkpoint 2>/dev/null)" = "$saved" ]; then
+    failed=$((failed + 1))
+  else
+    failed=0
+  fi
   [ "$failed" -ge 3 ] && break
   sleep 5
 done
@@ -59,7 +62,8 @@ done
 sleep 20
 exit "$status"
 """
-"""The batch script, as tools/deploy/slurm/horovod.sbatch is written."""
+"""The batch script, as tools/deploy/slurm/horovod.sbatch is written (its
+retries, its wait for the requeue), for the test worker, 3 attempts."""
 
 
 class SlurmChaos(core.Driver):
@@ -153,7 +157,7 @@ class SlurmChaos(core.Driver):
     return self._stop_for(host, self._worker_pids(host), COLLECTIVE_TIMEOUT)
 
   def _disk_full(self, host):
-    del host  # the disk is rank 0's, which saves: the batch host's
+    del host  # every node's model_dir (one tmpfs); recorded on rank 0's
     return self._fill_disk(self.slurm.job(self._id).get("BatchHost"))
 
   def _absorb(self, fault, new_session=None):

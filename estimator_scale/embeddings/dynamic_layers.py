@@ -5,7 +5,8 @@ Both make their table with `dynamic.make_table` and look it up with
 the slots' reset and export are the function's.
 
 `DynamicEmbedding` stands where `tf.keras.layers.Embedding` over hashed ids
-would; Keras tracks the pool as the layer's `embeddings`.
+would; Keras tracks the pool as the layer's `embeddings` (on parameter
+servers, the first part's; the others' are its `embedding_parts`).
 
 `dynamic_embedding_column` stands where `tf.feature_column.embedding_column`
 over `categorical_column_with_hash_bucket` or `_with_identity` would: it
@@ -53,6 +54,9 @@ class DynamicEmbedding(tf.keras.layers.Layer):
     with tf.compat.v1.variable_scope(self.name):
       self.table = dynamic.make_table("embeddings", self.options)
     self.embeddings = self.table.pool
+    # A Keras model's optimizer trains only what its layers list.
+    self.embedding_parts = [part.pool for part in
+                            getattr(self.table, "parts", [])[1:]]
     super().build(input_shape)
 
   def call(self, ids, training=None):  # pylint: disable=arguments-differ
@@ -124,6 +128,11 @@ def dynamic_embedding_column(categorical_column, dimension, capacity,
   return _DynamicEmbeddingColumn(*column, options=options)
 
 
+def _existing(variable):
+  """A Keras getter that lists `variable`, made already, as the layer's."""
+  return lambda **_: variable
+
+
 class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
   """An embedding column whose table is a `dynamic.Table`."""
 
@@ -142,7 +151,9 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     among the layer's weights: a canned estimator trains only the
     variables its Keras model lists. Its getter makes the table (Keras'
     own variable would be the whole raw range); no autocast, so the
-    optimizer sees the pool itself, by which it finds the table.
+    optimizer sees the pool itself, by which it finds the table. A table
+    split over parameter servers lists every part's pool, each trained on
+    its own task.
     """
     layer = state_manager._layer  # pylint: disable=protected-access
 
@@ -153,6 +164,11 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     pool = layer.add_weight(
         name=f"{self.name}/embedding_weights", dtype=tf.float32,
         trainable=True, getter=make_pool, experimental_autocast=False)
+    for part in getattr(dynamic.lookup_table_of(pool), "parts", [])[1:]:
+      layer.add_weight(
+          name=f"{self.name}/embedding_weights/part_{part.ps_part.task}",
+          dtype=tf.float32, trainable=True, getter=_existing(part.pool),
+          experimental_autocast=False)
     state_manager._cols_to_vars_map[self]["embedding_weights"] = pool  # pylint: disable=protected-access
 
   def _old_get_dense_tensor_internal(self, sparse_tensors, weight_collections,

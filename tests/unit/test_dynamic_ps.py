@@ -166,6 +166,16 @@ def test_a_table_of_two_tasks_moves_into_three_before_its_first_lookup(
       assert held[key][2] >= seen
 
 
+def _trained(session, train, read, feed):
+  """`read` from fresh variables, and again after three updates."""
+  session.run([tf.compat.v1.global_variables_initializer(),
+               tf.compat.v1.local_variables_initializer()])
+  before = session.run(read, feed)
+  for _ in range(3):
+    session.run(train, feed)
+  return before, session.run(read, feed)
+
+
 def test_dense_features_and_the_keras_layer_split_and_train(worker):
   # The same ids through a DenseFeatures column and an es.DynamicEmbedding
   # layer: two split tables, trained alike by one Adagrad.
@@ -178,26 +188,54 @@ def test_dense_features_and_the_keras_layer_split_and_train(worker):
     with dynamic_ps.placement(2, topology_lib.Topology()):
       columns = tf.keras.layers.DenseFeatures([column], name="deep")(
           {"a": ids[:, None]})
-      layer = es.DynamicEmbedding(4, 8, name="layer")(ids)
+      keras_layer = es.DynamicEmbedding(4, 8, name="layer")
+      layer = keras_layer(ids)
     tables = list(dynamic._NAMED[tf.compat.v1.get_default_graph()].values())  # pylint: disable=protected-access
     assert [type(t) for t in tables] == [dynamic_ps.PsTable] * 2
+    assert ([v.ref() for v in keras_layer.trainable_weights]
+            == [part.pool.ref() for part in tables[1].parts])
     train = tf.compat.v1.train.AdagradOptimizer(0.1).minimize(
         tf.reduce_sum(columns) + tf.reduce_sum(layer), global_step=step)
     feed = {ids: np.arange(1, 5) + OFFSET}
     with _session(worker) as session:
-      session.run([tf.compat.v1.global_variables_initializer(),
-                   tf.compat.v1.local_variables_initializer()])
-      before = session.run(layer, feed)
-      for _ in range(3):
-        session.run(train, feed)
-      after = session.run([columns, layer], feed)
+      before, after = _trained(session, train, [columns, layer], feed)
       held = session.run([[p.ids for p in t.parts] for t in tables])
   np.testing.assert_allclose(after[0], after[1], rtol=1e-6)
-  assert np.abs(after[1] - before).min() > 1e-3  # every id's row trained
+  assert np.abs(after[1] - before[1]).min() > 1e-3  # every id's row trained
   for parts in held:
     assert sorted(np.concatenate(parts)[np.concatenate(parts) >= 0]
                   - OFFSET) == [1, 2, 3, 4]
     assert all((part >= 0).sum() >= 1 for part in parts)
+
+
+def test_a_feature_layer_lists_every_part_for_a_keras_optimizer(worker):
+  # A canned estimator trains what its Keras model lists, with a Keras
+  # optimizer: a part the layer did not list would never train.
+  column = es.dynamic_embedding_column(
+      tf.feature_column.categorical_column_with_identity("a", 10), 4,
+      capacity=8)
+  with tf.Graph().as_default():
+    ids = tf.compat.v1.placeholder(tf.int64, [None])
+    with dynamic_ps.placement(2, topology_lib.Topology()):
+      layer = tf.keras.layers.DenseFeatures([column], name="deep")
+      vectors = layer({"a": ids[:, None]})
+    (table,) = dynamic_ps.tables()
+    assert ({v.ref() for v in layer.trainable_weights}
+            == {part.pool.ref() for part in table.parts})
+    adagrad = tf.keras.optimizers.legacy.Adagrad(0.1)
+    dynamic.reset_slots_on_admission(adagrad)
+    train = adagrad.get_updates(tf.reduce_sum(vectors),
+                                layer.trainable_weights)
+    feed = {ids: np.arange(1, 5) + OFFSET}
+    with _session(worker) as session:
+      before, after = _trained(session, train, vectors, feed)
+      held = session.run([part.ids for part in table.parts])
+    slots = [adagrad.get_slot(part.pool, "accumulator")
+             for part in table.parts]
+  assert all((part >= 0).sum() >= 1 for part in held)
+  assert np.abs(after - before).min() > 1e-3  # every id's row trained
+  for task, slot in enumerate(slots):
+    assert slot.device.endswith(f"/job:ps/task:{task}")
 
 
 def test_what_cannot_be_split_is_refused_by_name():

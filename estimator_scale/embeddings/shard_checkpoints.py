@@ -299,15 +299,22 @@ def _joined(checkpoint, merged, model_dir):
 def _resume_tables_whole(spec, config):
   """`spec` of one process's training, resuming a checkpoint of Horovod
   ranks: its tables joined into the checkpoint it restores (`_joined`),
-  and a hook restarting the dynamic tables' sketches.
+  and a hook restarting the dynamic tables' sketches. A latest checkpoint
+  whose tables were never merged is passed over for the last merged one
+  (`resume_where_tables_were_merged`).
 
   Raises:
     errors.ConfigError: several workers would resume it, each with whole
       tables of its own.
   """
   tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
-  latest = (tf.train.latest_checkpoint(config.model_dir)
-            if tables and config.model_dir else None)
+  if not tables or not config.model_dir:
+    return spec
+  if config.num_worker_replicas == 1:
+    # As the ranks would: rank 0's checkpoint of a save they did not
+    # finish has no tables to join.
+    resume_where_tables_were_merged(config.model_dir)
+  latest = tf.train.latest_checkpoint(config.model_dir)
   if latest is None:
     return spec
   if not _holds(latest, saveable_object_util.op_list_to_dict(tables)):

@@ -69,6 +69,28 @@ def test_one_process_resumes_the_ranks_checkpoint_joined(tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path)) == latest
 
 
+def test_one_process_passes_over_a_save_the_ranks_did_not_merge(tmp_path):
+  # A rank was lost between rank 0's checkpoint of step 10 and the merge:
+  # its dense variables match no tables, so step 5 is resumed, as on ranks.
+  model_dir = str(tmp_path)
+  _ranks_saved(model_dir)
+  token = shard_checkpoints._TOKEN  # pylint: disable=protected-access
+  (tmp_path / shard_checkpoints.DIRECTORY / token).write_text("")
+  unmerged = os.path.join(model_dir, "model.ckpt-10")
+  _save(unmerged, {"global_step": tf.constant(10, tf.int64),
+                   "dense": [5.0, 6.0]})
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, unmerged, all_model_checkpoint_paths=[
+          os.path.join(model_dir, "model.ckpt-5"), unmerged])
+  spec = _resumed(model_dir, 1)
+  latest = tf.train.latest_checkpoint(model_dir)
+  assert latest == str(tmp_path / "whole-tables-ckpt-5")
+  reader = tf.train.load_checkpoint(latest)
+  assert reader.get_tensor("dense").tolist() == [1.0, 2.0]
+  assert reader.get_tensor("table").tolist() == [[3.0], [4.0]]
+  assert len(spec.training_hooks) == 1
+
+
 def test_several_workers_are_refused_naming_the_model_dir(tmp_path):
   _ranks_saved(str(tmp_path))
   with pytest.raises(errors.ConfigError, match=str(tmp_path)):

@@ -30,7 +30,7 @@ One process is one rank here: ranks restoring its checkpoint, which holds
 the tables whole, re-shard from one. One process restoring the ranks'
 (`shard_checkpoints` joins the two checkpoints first) holds every id
 wherever its row is, so nothing moves, but the sketch restarts all the
-same (`OneProcessRestore`).
+same (`restarting_sketches`).
 """
 import time
 import weakref
@@ -164,27 +164,26 @@ def _cleared_sketch(table):
       shape=table.sketch.shape.as_list(), dtype=tf.int32, init=True))
 
 
-class OneProcessRestore(tf.compat.v1.train.SessionRunHook):
-  """Restarts the count-min sketches of one process's tables restored from
-  a checkpoint of `saved` ranks, as a re-shard does; the rows need no move,
-  one process holding every id.
+def restarting_sketches(scaffold, saved):
+  """`scaffold`, whose local_init_op also restarts the count-min sketches
+  of one process's tables restored from a checkpoint of `saved` ranks, as
+  a re-shard does; the rows need no move, one process holding every id.
 
-  Args:
-    saved: the number of ranks that wrote the checkpoint.
+  The local_init_op runs after the restore and before any hook's
+  after_create_session, where Estimator's saver writes the session's first
+  checkpoint: that one says one process, so it must hold cleared sketches.
   """
-
-  def __init__(self, saved):
-    self._saved = saved
-
-  def begin(self):
-    self._clear = [_cleared_sketch(t) for t in dynamic.tables()
-                   if t.sketch is not None]
-
-  def after_create_session(self, session, coord):
-    del coord
-    session.run(self._clear)
-    logging.info("Sharded tables of %d ranks restored into one process",
-                 self._saved)
+  logging.info("Sharded tables of %d ranks restored into one process",
+               saved)
+  clear = [_cleared_sketch(t) for t in dynamic.tables()
+           if t.sketch is not None]
+  if not clear:
+    return scaffold
+  local_init = scaffold.local_init_op
+  if local_init is None:
+    local_init = tf.compat.v1.train.Scaffold.default_local_init_op()
+  return tf.compat.v1.train.Scaffold(
+      local_init_op=tf.group(local_init, *clear), copy_from_scaffold=scaffold)
 
 
 class Resharder:

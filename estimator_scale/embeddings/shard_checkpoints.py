@@ -299,9 +299,9 @@ def _joined(checkpoint, merged, model_dir):
 def _resume_tables_whole(spec, config):
   """`spec` of one process's training, resuming a checkpoint of Horovod
   ranks: its tables joined into the checkpoint it restores (`_joined`),
-  and a hook restarting the dynamic tables' sketches. A latest checkpoint
-  whose tables were never merged is passed over for the last merged one
-  (`resume_where_tables_were_merged`).
+  and its scaffold restarting the dynamic tables' sketches. A latest
+  checkpoint whose tables were never merged is passed over for the last
+  merged one (`resume_where_tables_were_merged`).
 
   Raises:
     errors.ConfigError: several workers would resume it, each with whole
@@ -330,8 +330,8 @@ def _resume_tables_whole(spec, config):
   saved = dynamic_reshard.ranks_saved(latest)
   if saved == 1:
     return spec
-  return spec._replace(training_hooks=list(spec.training_hooks) + [
-      dynamic_reshard.OneProcessRestore(saved)])
+  return spec._replace(scaffold=dynamic_reshard.restarting_sketches(
+      spec.scaffold, saved))
 
 
 def _keeping_restored_files(spec, config):

@@ -12,12 +12,14 @@ import types
 import pytest
 import tensorflow as tf
 
+import estimator_scale as es
 from estimator_scale import errors
+from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
 
-_Spec = collections.namedtuple("_Spec", "training_hooks")
+_Spec = collections.namedtuple("_Spec", "scaffold")
 
 
 def _save(prefix, values):
@@ -41,31 +43,44 @@ def _ranks_saved(model_dir):
 
 
 def _resumed(model_dir, workers):
-  """The spec one training graph with the whole `table` resumes with."""
+  """Whether one training graph with the whole `table`, resuming, starts
+  its session with its dynamic table's sketch cleared."""
   with tf.Graph().as_default():
-    tf.compat.v1.add_to_collection(sharded.WHOLE_COLLECTION,
-                                   tf.compat.v1.get_variable("table", [2, 1]))
+    tf.compat.v1.train.get_or_create_global_step()
+    es.dynamic_embedding(tf.constant([1], tf.int64), 4, 10, min_count=2)
+    (sketch,) = [t.sketch for t in dynamic.tables()]
+    # The checkpoints here hold `table` alone: the dynamic table's sketch
+    # is what is looked at.
+    tf.compat.v1.get_collection_ref(sharded.WHOLE_COLLECTION)[:] = [
+        tf.compat.v1.get_variable("table", [2, 1])]
     config = types.SimpleNamespace(model_dir=model_dir,
                                    num_worker_replicas=workers)
-    return shard_checkpoints._resume_tables_whole(  # pylint: disable=protected-access
-        _Spec([]), config)
+    scaffold = shard_checkpoints._resume_tables_whole(  # pylint: disable=protected-access
+        _Spec(tf.compat.v1.train.Scaffold()), config).scaffold
+    local_init = (scaffold.local_init_op
+                  or tf.compat.v1.train.Scaffold.default_local_init_op())
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run(sketch.assign(tf.ones_like(sketch)))  # as restored
+      session.run(local_init)
+      return not session.run(sketch).any()
 
 
 def test_one_process_resumes_the_ranks_checkpoint_joined(tmp_path):
   _ranks_saved(str(tmp_path))
-  spec = _resumed(str(tmp_path), 1)
+  # The sketch is laid out by rank: cleared before Estimator's saver
+  # writes the session's first checkpoint, which says one process.
+  assert _resumed(str(tmp_path), 1)
   latest = tf.train.latest_checkpoint(str(tmp_path))
   assert latest == str(tmp_path / "whole-tables-ckpt-5")
   reader = tf.train.load_checkpoint(latest)
   assert reader.get_tensor("dense").tolist() == [1.0, 2.0]
   assert reader.get_tensor("table").tolist() == [[3.0], [4.0]]
-  assert [type(h) for h in spec.training_hooks] == [
-      dynamic_reshard.OneProcessRestore]
   # What the ranks saved stays, for a restart on ranks.
   assert (tmp_path / "model.ckpt-5.index").exists()
   assert (tmp_path / "sharded_tables" / "ckpt-5.index").exists()
   # Resumed again before it saved, it reads the joined checkpoint as it is.
-  assert len(_resumed(str(tmp_path), 1).training_hooks) == 1
+  assert _resumed(str(tmp_path), 1)
   assert tf.train.latest_checkpoint(str(tmp_path)) == latest
 
 
@@ -82,19 +97,26 @@ def test_one_process_passes_over_a_save_the_ranks_did_not_merge(tmp_path):
   tf.compat.v1.train.update_checkpoint_state(
       model_dir, unmerged, all_model_checkpoint_paths=[
           os.path.join(model_dir, "model.ckpt-5"), unmerged])
-  spec = _resumed(model_dir, 1)
+  assert _resumed(model_dir, 1)
   latest = tf.train.latest_checkpoint(model_dir)
   assert latest == str(tmp_path / "whole-tables-ckpt-5")
   reader = tf.train.load_checkpoint(latest)
   assert reader.get_tensor("dense").tolist() == [1.0, 2.0]
   assert reader.get_tensor("table").tolist() == [[3.0], [4.0]]
-  assert len(spec.training_hooks) == 1
 
 
 def test_several_workers_are_refused_naming_the_model_dir(tmp_path):
   _ranks_saved(str(tmp_path))
   with pytest.raises(errors.ConfigError, match=str(tmp_path)):
     _resumed(str(tmp_path), 3)
+
+
+def test_one_processs_own_checkpoint_keeps_its_sketch(tmp_path):
+  prefix = str(tmp_path / "model.ckpt-5")
+  _save(prefix, {"global_step": tf.constant(5, tf.int64),
+                 "table": [[3.0], [4.0]]})
+  tf.compat.v1.train.update_checkpoint_state(str(tmp_path), prefix)
+  assert not _resumed(str(tmp_path), 1)
 
 
 def test_one_processs_checkpoint_says_one_rank(tmp_path):

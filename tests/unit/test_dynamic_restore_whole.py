@@ -139,3 +139,40 @@ def test_a_relative_model_dir_names_the_joined_checkpoint(tmp_path,
                                                   "whole-tables-ckpt-5")
   assert tf.train.load_checkpoint(latest).get_tensor("table").tolist() == [
       [3.0], [4.0]]
+
+
+def _sketch():
+  """The sketch of a dynamic table in a training graph being built."""
+  tf.compat.v1.train.get_or_create_global_step()
+  es.dynamic_embedding(tf.constant([1], tf.int64), 4, 10, min_count=2)
+  (table,) = dynamic.tables()
+  return table.sketch
+
+
+def test_the_first_save_after_a_restore_of_ranks_has_a_cleared_sketch(
+    tmp_path):
+  # Estimator's saver writes a checkpoint as the session starts; it says
+  # one process, so a restart from it keeps whatever sketch it holds.
+  model_dir = str(tmp_path)
+  with tf.Graph().as_default():
+    sketch = _sketch()
+    tf.compat.v1.Variable(tf.constant(2, tf.int64), name=dynamic_reshard.RANKS)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run(sketch.assign(tf.ones_like(sketch)))
+      tf.compat.v1.train.Saver().save(
+          session, os.path.join(model_dir, "model.ckpt"), global_step=5)
+  with tf.Graph().as_default():
+    name = _sketch().op.name
+    config = types.SimpleNamespace(model_dir=model_dir,
+                                   num_worker_replicas=1)
+    spec = shard_checkpoints._resume_tables_whole(  # pylint: disable=protected-access
+        _Spec(tf.compat.v1.train.Scaffold()), config)
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        checkpoint_dir=model_dir, scaffold=spec.scaffold,
+        save_checkpoint_steps=100, save_summaries_steps=None,
+        log_step_count_steps=None):
+      pass
+  latest = tf.train.latest_checkpoint(model_dir)
+  assert dynamic_reshard.ranks_saved(latest) == 1
+  assert not tf.train.load_checkpoint(latest).get_tensor(name).any()

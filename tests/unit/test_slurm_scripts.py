@@ -64,9 +64,9 @@ def test_a_step_that_ends_well_ends_the_job(tmp_path, script):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_failures_without_a_checkpoint_give_up_then_wait_for_the_requeue(
     tmp_path, script):
-  # 3 attempts 5 s apart, then twice SlurmdTimeout and 10 s.
+  # 3 attempts 5 then 10 s apart, then twice SlurmdTimeout and 10 s.
   assert _run(tmp_path, script, ["1", "1", "1", "0"])[:3] == (
-      1, 3, ["5", "5", "20"])
+      1, 3, ["5", "10", "20"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -86,7 +86,13 @@ def test_a_step_that_trained_on_starts_a_new_run_of_attempts(tmp_path,
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_retry_that_succeeds_ends_the_job(tmp_path, script):
   assert _run(tmp_path, script, ["1", "143", "0"])[:3] == (0, 3,
-                                                           ["5", "5"])
+                                                           ["5", "10"])
+
+
+def test_the_wait_doubles_up_to_five_minutes(tmp_path):
+  plan = ["1"] * 9 + ["0"]
+  assert _run(tmp_path, "horovod", plan, STEP_ATTEMPTS="20")[2] == [
+      "5", "10", "20", "40", "80", "160", "300", "300", "300"]
 
 
 @pytest.mark.parametrize("attempts", ["three", "0", "-1", "2.5"])

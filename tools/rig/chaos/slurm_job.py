@@ -55,7 +55,7 @@ while true; do
     failed=0
   fi
   [ "$failed" -ge 3 ] && break
-  sleep 5
+  sleep $((5 << (failed > 0 ? failed - 1 : 0)))
 done
 # A lost node fails the step at once, but Slurm requeues the job only once
 # the node is DOWN: wait for that, which ends this script.

@@ -18,11 +18,11 @@ import tensorflow as tf
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from tests.helpers.processes import PYTHON, horovod, run, worker_env
-from tests.workers import dynamic_canned as worker
+from tests.helpers import dynamic_canned as canned
+from tests.helpers.dynamic_canned import TABLE, args, result
 
 TOLERANCE = 1e-5
 RANKS = 2
-TABLE = "input_from_feature_columns/input_layer/{}_embedding/embedding_weights"
 UNSEEN = [3, 5]
 MISSING = -1
 """What an integer categorical column drops: an example without an id."""
@@ -35,12 +35,6 @@ _SERVE = (
     "['logistic'].numpy()[:, 0].tolist() for path in sys.argv[2:]]))\n")
 """Scores ids with each export given, in a process that imports only
 TensorFlow."""
-
-
-def args(root, distribution, steps):
-  return ["-m", "tests.workers.dynamic_canned",
-          f"--distribution={distribution}", f"--model_dir={root / 'model'}",
-          f"--out_dir={root / 'out'}", f"--steps={steps}"]
 
 
 def _served(ids, *exports):
@@ -62,7 +56,7 @@ def _by_id(checkpoint, key, slot):
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-  """(one process's root, the ranks' root), each trained `worker` steps."""
+  """(one process's root, the ranks' root), each trained by the worker."""
   one = tmp_path_factory.mktemp("one-process")
   run([PYTHON] + args(one, "none", 200), timeout=300)
   ranks = tmp_path_factory.mktemp("ranks")
@@ -71,33 +65,29 @@ def jobs(tmp_path_factory):
   return one, ranks
 
 
-def result(root):
-  return json.loads((root / "out" / "result.json").read_text())
-
-
 def test_ranks_train_as_one_process(jobs):
   one, ranks = jobs
   alone, split = result(one), result(ranks)
   assert split["global_step"] == 200
   # Random labels: only the ids' own rows, trained, can memorise them.
   assert split["accuracy"] >= 0.95, split
-  assert abs(split["accuracy"] - alone["accuracy"]) <= 1 / worker.EXAMPLES
+  assert abs(split["accuracy"] - alone["accuracy"]) <= 1 / canned.EXAMPLES
   np.testing.assert_allclose(split["predicted"], alone["predicted"],
                              atol=TOLERANCE)
 
 
-@pytest.mark.parametrize("key", sorted(worker.CAPACITY))
+@pytest.mark.parametrize("key", sorted(canned.CAPACITY))
 def test_each_row_and_its_slots_live_on_the_ids_owner(jobs, key):
   one, ranks = jobs
   alone = _by_id(str(one / "model" / "model.ckpt-200"), key,
                  "training/Adagrad/{}/accumulator")
   split = _by_id(str(ranks / "model" / "sharded_tables" / "ckpt-200"), key,
                  "training/Adagrad/{}/accumulator")
-  assert set(split) == set(alone) and len(alone) == worker.EXAMPLES
+  assert set(split) == set(alone) and len(alone) == canned.EXAMPLES
   ids = sorted(split)
   owner = dynamic.owners(tf.constant(ids, tf.int64), RANKS).numpy()
   for rank in range(RANKS):
-    first, rows = sharded.shard_range(worker.CAPACITY[key], RANKS, rank)
+    first, rows = sharded.shard_range(canned.CAPACITY[key], RANKS, rank)
     held = [i for i in ids if first <= split[i][0] < first + rows]
     assert held == [i for i, o in zip(ids, owner) if o == rank], rank
   for i in ids:
@@ -110,13 +100,13 @@ def test_each_row_and_its_slots_live_on_the_ids_owner(jobs, key):
 
 def test_the_export_serves_with_tensorflow_alone(jobs):
   one, ranks = jobs
-  features, _ = worker.data()
-  ids = {key: [int(i) for i in features[key][:worker.KNOWN, 0]] + UNSEEN +
-         [MISSING] for key in worker.CAPACITY}
+  features, _ = canned.data()
+  ids = {key: [int(i) for i in features[key][:canned.KNOWN, 0]] + UNSEEN +
+         [MISSING] for key in canned.CAPACITY}
   served, served_one = _served(ids, result(ranks)["export"],
                                result(one)["export"])
   np.testing.assert_allclose(served, served_one, atol=TOLERANCE)
-  np.testing.assert_allclose(served[:worker.KNOWN], result(ranks)["predicted"],
+  np.testing.assert_allclose(served[:canned.KNOWN], result(ranks)["predicted"],
                              atol=TOLERANCE)
   # Never admitted: the default vector, as an example without ids reads.
-  np.testing.assert_allclose(served[worker.KNOWN:], served[-1], rtol=1e-6)
+  np.testing.assert_allclose(served[canned.KNOWN:], served[-1], rtol=1e-6)

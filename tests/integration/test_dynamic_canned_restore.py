@@ -16,8 +16,7 @@ import tensorflow as tf
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from tests.helpers.processes import PYTHON, horovod, run
-from tests.integration import test_dynamic_canned_horovod as canned_horovod
-from tests.workers import dynamic_canned as worker
+from tests.helpers import dynamic_canned as canned
 
 TOLERANCE = 1e-5
 SLOT = "training/Adagrad/{}/accumulator"
@@ -25,11 +24,11 @@ SLOT = "training/Adagrad/{}/accumulator"
 
 
 def _on(root, processes, steps):
-  """Trains `worker` in `root` to `steps` on `processes`; its log."""
+  """Trains the worker in `root` to `steps` on `processes`; its log."""
   if processes == 1:
-    log = run([PYTHON] + canned_horovod.args(root, "none", steps), timeout=300)
+    log = run([PYTHON] + canned.args(root, "none", steps), timeout=300)
   else:
-    log = horovod(processes, canned_horovod.args(root, "horovod", steps),
+    log = horovod(processes, canned.args(root, "horovod", steps),
                   timeout=400)
   return log.stdout + log.stderr
 
@@ -37,7 +36,7 @@ def _on(root, processes, steps):
 def _rows(checkpoint, key):
   """{id: (row number, vector, accumulator)} of column `key`'s table."""
   reader = tf.train.load_checkpoint(checkpoint)
-  table = canned_horovod.TABLE.format(key)
+  table = canned.TABLE.format(key)
   ids = reader.get_tensor(f"{table}/ids")
   vectors = reader.get_tensor(table)
   slot = reader.get_tensor(SLOT.format(table))
@@ -60,15 +59,15 @@ def jobs(tmp_path_factory):
 
 def _assert_as_one_process(jobs, name, checkpoint):
   root, _ = jobs[name]
-  alone = canned_horovod.result(jobs["one"][0])
-  resumed = canned_horovod.result(root)
+  alone = canned.result(jobs["one"][0])
+  resumed = canned.result(root)
   assert resumed["global_step"] == 200
   np.testing.assert_allclose(resumed["predicted"], alone["predicted"],
                              atol=TOLERANCE)
-  for key in worker.CAPACITY:
+  for key in canned.CAPACITY:
     want = _rows(str(jobs["one"][0] / "model" / "model.ckpt-200"), key)
     got = _rows(str(root / "model" / checkpoint), key)
-    assert set(got) == set(want) and len(want) == worker.EXAMPLES
+    assert set(got) == set(want) and len(want) == canned.EXAMPLES
     for i, (_, vector, slot) in want.items():
       np.testing.assert_allclose(got[i][1], vector, atol=TOLERANCE)
       np.testing.assert_allclose(got[i][2], slot, atol=TOLERANCE)
@@ -85,11 +84,11 @@ def test_two_ranks_checkpoint_resumes_on_three_then_one_process(jobs):
   assert "Dynamic tables re-sharded from 2 to 3 ranks" in logs[1]
   assert "Sharded tables of 3 ranks restored into one process" in logs[2]
   _assert_as_one_process(jobs, "2-to-3-to-one", "model.ckpt-200")
-  for key in worker.CAPACITY:
+  for key in canned.CAPACITY:
     rows = _rows(str(root / "model" / "sharded_tables" / "ckpt-150"), key)
     ids = sorted(rows)
     owner = dynamic.owners(tf.constant(ids, tf.int64), 3).numpy()
     for rank in range(3):
-      first, count = sharded.shard_range(worker.CAPACITY[key], 3, rank)
+      first, count = sharded.shard_range(canned.CAPACITY[key], 3, rank)
       held = [i for i in ids if first <= rows[i][0] < first + count]
       assert held == [i for i, o in zip(ids, owner) if o == rank], rank

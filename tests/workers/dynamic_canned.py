@@ -13,33 +13,17 @@ import os
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from tests.helpers.dynamic_canned import (BATCH, CAPACITY, EXAMPLES, KNOWN,
+                                           data)
 
 flags.DEFINE_string("distribution", "none", "backend")
 flags.DEFINE_string("model_dir", None, "shared checkpoint directory")
 flags.DEFINE_string("out_dir", None, "where the results go")
 flags.DEFINE_integer("steps", 200, "updates")
 FLAGS = flags.FLAGS
-
-EXAMPLES = 200
-BATCH = 48
-"""Split evenly over 1, 2 and 3 processes, which resume each other."""
-KNOWN = 20
-CAPACITY = {"user": 400, "item": 300}
-"""Each column's table capacity: room for every id, so none is evicted."""
-
-
-def data():
-  """({feature: array}, labels) of the examples."""
-  rng = np.random.RandomState(0)
-  users = rng.randint(1 << 20, 1 << 60, EXAMPLES, dtype=np.int64)
-  items = rng.randint(1 << 20, 1 << 60, EXAMPLES, dtype=np.int64)
-  return ({"user": users[:, None], "item": items[:, None]},
-          rng.randint(0, 2, EXAMPLES).astype(np.int64))
-
 
 def _canned(scale_config):
   columns = [es.dynamic_embedding_column(

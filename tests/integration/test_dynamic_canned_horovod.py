@@ -12,7 +12,6 @@ import json
 import subprocess
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from estimator_scale.embeddings import dynamic
@@ -54,18 +53,20 @@ def _by_id(checkpoint, key, slot):
   return {int(ids[r]): (r, accumulator[r]) for r in np.flatnonzero(ids >= 0)}
 
 
-@pytest.fixture(scope="module")
-def jobs(tmp_path_factory):
-  """(one process's root, the ranks' root), each trained by the worker."""
-  one = tmp_path_factory.mktemp("one-process")
+def test_ranks_train_keep_rows_and_export_as_one_process(tmp_path):
+  # One test over the three jobs: split over pytest's workers, tests would
+  # each train them again.
+  one, ranks = tmp_path / "one-process", tmp_path / "ranks"
   run([PYTHON] + args(one, "none", 200), timeout=300)
-  ranks = tmp_path_factory.mktemp("ranks")
   for steps in (100, 200):
     horovod(RANKS, args(ranks, "horovod", steps), timeout=400)
-  return one, ranks
+  _trained_as_one_process((one, ranks))
+  for key in sorted(canned.CAPACITY):
+    _rows_and_slots_on_the_ids_owner((one, ranks), key)
+  _served_with_tensorflow_alone((one, ranks))
 
 
-def test_ranks_train_as_one_process(jobs):
+def _trained_as_one_process(jobs):
   one, ranks = jobs
   alone, split = result(one), result(ranks)
   assert split["global_step"] == 200
@@ -76,8 +77,7 @@ def test_ranks_train_as_one_process(jobs):
                              atol=TOLERANCE)
 
 
-@pytest.mark.parametrize("key", sorted(canned.CAPACITY))
-def test_each_row_and_its_slots_live_on_the_ids_owner(jobs, key):
+def _rows_and_slots_on_the_ids_owner(jobs, key):
   one, ranks = jobs
   alone = _by_id(str(one / "model" / "model.ckpt-200"), key,
                  "training/Adagrad/{}/accumulator")
@@ -98,7 +98,7 @@ def test_each_row_and_its_slots_live_on_the_ids_owner(jobs, key):
               if TABLE.format(key) in name]
 
 
-def test_the_export_serves_with_tensorflow_alone(jobs):
+def _served_with_tensorflow_alone(jobs):
   one, ranks = jobs
   features, _ = canned.data()
   ids = {key: [int(i) for i in features[key][:canned.KNOWN, 0]] + UNSEEN +

@@ -45,27 +45,28 @@ def _rows(checkpoint, key):
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory):
-  """{name: (root, [each run's log])}: one process straight through, and
-  the two resumed chains."""
-  made = {}
-  for name, chain in (("one", [(1, 200)]),
-                      ("one-to-2", [(1, 100), (2, 200)]),
-                      ("2-to-3-to-one", [(2, 100), (3, 150), (1, 200)])):
-    root = tmp_path_factory.mktemp(name)
-    made[name] = root, [_on(root, n, steps) for n, steps in chain]
-  return made
+def one(tmp_path_factory):
+  """The root of one process trained straight through (each test's chain
+  is its own: pytest's workers would each train a shared one)."""
+  root = tmp_path_factory.mktemp("one")
+  _on(root, 1, 200)
+  return root
 
 
-def _assert_as_one_process(jobs, name, checkpoint):
-  root, _ = jobs[name]
-  alone = canned.result(jobs["one"][0])
+def _chain(root, chain):
+  """Each run's log of the (processes, steps) of `chain`, one after the
+  other in `root`."""
+  return [_on(root, n, steps) for n, steps in chain]
+
+
+def _assert_as_one_process(one, root, checkpoint):
+  alone = canned.result(one)
   resumed = canned.result(root)
   assert resumed["global_step"] == 200
   np.testing.assert_allclose(resumed["predicted"], alone["predicted"],
                              atol=TOLERANCE)
   for key in canned.CAPACITY:
-    want = _rows(str(jobs["one"][0] / "model" / "model.ckpt-200"), key)
+    want = _rows(str(one / "model" / "model.ckpt-200"), key)
     got = _rows(str(root / "model" / checkpoint), key)
     assert set(got) == set(want) and len(want) == canned.EXAMPLES
     for i, (_, vector, slot) in want.items():
@@ -73,17 +74,19 @@ def _assert_as_one_process(jobs, name, checkpoint):
       np.testing.assert_allclose(got[i][2], slot, atol=TOLERANCE)
 
 
-def test_one_processs_checkpoint_resumes_on_two_ranks(jobs):
-  _, logs = jobs["one-to-2"]
+def test_one_processs_checkpoint_resumes_on_two_ranks(one, tmp_path):
+  logs = _chain(tmp_path, [(1, 100), (2, 200)])
   assert "Dynamic tables re-sharded from 1 to 2 ranks" in logs[1]
-  _assert_as_one_process(jobs, "one-to-2", "sharded_tables/ckpt-200")
+  _assert_as_one_process(one, tmp_path, "sharded_tables/ckpt-200")
 
 
-def test_two_ranks_checkpoint_resumes_on_three_then_one_process(jobs):
-  root, logs = jobs["2-to-3-to-one"]
+def test_two_ranks_checkpoint_resumes_on_three_then_one_process(one,
+                                                                 tmp_path):
+  root = tmp_path
+  logs = _chain(root, [(2, 100), (3, 150), (1, 200)])
   assert "Dynamic tables re-sharded from 2 to 3 ranks" in logs[1]
   assert "Sharded tables of 3 ranks restored into one process" in logs[2]
-  _assert_as_one_process(jobs, "2-to-3-to-one", "model.ckpt-200")
+  _assert_as_one_process(one, root, "model.ckpt-200")
   for key in canned.CAPACITY:
     rows = _rows(str(root / "model" / "sharded_tables" / "ckpt-150"), key)
     ids = sorted(rows)

@@ -38,32 +38,24 @@ COLLECTIVE_TIMEOUT = 30
 
 GLOBAL_BATCH = 4
 
-_SCRIPT = """#!/bin/bash
-#SBATCH --nodes=2
-#SBATCH --ntasks-per-node=1
-#SBATCH --requeue
-#SBATCH --open-mode=append
-#SBATCH --exclude={controller}
-failed=0
-while true; do
-  saved=$(head -n 1 {model_dir}/checkpoint 2>/dev/null)
-  srun --kill-on-bad-exit=1 {argv} && exit 0
-  status=$?
-  if [ "$(head -n 1 {model_dir}/checkpoint 2>/dev/null)" = "$saved" ]; then
-    failed=$((failed + 1))
-  else
-    failed=0
-  fi
-  [ "$failed" -ge 3 ] && break
-  sleep $((5 << (failed > 0 ? failed - 1 : 0)))
-done
-# A lost node fails the step at once, but Slurm requeues the job only once
-# the node is DOWN: wait for that, which ends this script.
-sleep 20
-exit "$status"
-"""
-"""The batch script, as tools/deploy/slurm/horovod.sbatch is written (its
-retries, its wait for the requeue), for the test worker, 3 attempts."""
+SCRIPT = os.path.join(ROOT, "tools", "deploy", "slurm", "horovod.sbatch")
+"""The batch script users submit: the chaos job runs it, its retries and
+its wait for the requeue as shipped, with the test worker for the CLI."""
+
+_CLI = "python -m estimator_scale.cli"
+
+
+def batch_script(worker_argv):
+  """SCRIPT's text with `worker_argv` where it starts the CLI (the script
+  passes its own --distribution and --model_dir after it, which the worker
+  takes too)."""
+  with open(SCRIPT, encoding="utf-8") as f:
+    text = f.read()
+  if text.count(_CLI) != 1:
+    raise cluster_lib.ClusterError(
+        f"{SCRIPT} must start `{_CLI}` once, where the chaos job puts its "
+        "worker")
+  return text.replace(_CLI, " ".join(worker_argv))
 
 
 class SlurmChaos(core.Driver):
@@ -82,15 +74,14 @@ class SlurmChaos(core.Driver):
   # -- the job ------------------------------------------------------------------
 
   def start(self):
-    argv = [*self._worker_argv(GLOBAL_BATCH), "--distribution=horovod"]
     script = os.path.join(self.work_dir, "job.sbatch")
     with open(script, "w", encoding="utf-8") as f:
-      f.write(_SCRIPT.format(argv=" ".join(argv), model_dir=self.model_dir,
-                             controller=self.slurm.controller.name))
-    env = dict(ENV, PATH=f"{VENV_BIN}:{ENV['PATH']}",
+      f.write(batch_script(self._worker_argv(GLOBAL_BATCH)))
+    env = dict(ENV, PATH=f"{VENV_BIN}:{ENV['PATH']}", MODEL_DIR=self.model_dir,
                HOROVOD_GLOO_TIMEOUT_SECONDS=str(COLLECTIVE_TIMEOUT))
     submitted = self.slurm.run(
-        ["sbatch", "--parsable", f"--output={self.job_log}", script],
+        ["sbatch", "--parsable", f"--output={self.job_log}",
+         f"--exclude={self.slurm.controller.name}", script],
         cwd=ROOT, env=env)
     if submitted.returncode != 0:
       raise cluster_lib.ClusterError(f"sbatch: {submitted.stderr.strip()}")

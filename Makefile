@@ -77,9 +77,9 @@ bench-dynamic: setup
 # An hour of faults on each of elastic Horovod, synchronous parameter
 # servers and Slurm (needs root; about 3.5 hours): docs/CHAOS.md and its JSON.
 chaos: setup
-	$(PY) -m tools.rig.chaos --seed 3 --minutes 60 --gap 45 150 --report docs/chaos.json
-	$(PY) -m tools.rig.chaos --backend ps_sync --seed 5 --minutes 60 --report docs/chaos.json
-	$(PY) -m tools.rig.chaos --backend slurm --seed 3 --minutes 60 --gap 45 150 --report docs/chaos.json
+	$(PY) -m tools.rig.chaos --case click --seed 3 --minutes 60 --gap 45 150 --report docs/chaos.json
+	$(PY) -m tools.rig.chaos --case click --backend ps_sync --seed 5 --minutes 60 --report docs/chaos.json
+	$(PY) -m tools.rig.chaos --case click --backend slurm --seed 3 --minutes 60 --gap 45 150 --report docs/chaos.json
 	$(PY) -m tools.rig.chaos --render docs/chaos.json > docs/CHAOS.md
 
 study: setup

@@ -61,3 +61,13 @@ def test_error_lines_are_read_from_the_offset_on(tmp_path):
   assert core.error_lines(str(log), calm) == [
       "[host3 worker:0] E1129 12:00:00.0 1 rpc.cc:1] lost"]
   assert len(core.error_lines(str(log), 0)) == 2
+
+
+def test_the_click_jobs_comparison_is_its_held_out_auc():
+  free = {"step": 4000, "max_abs_diff": 2e-6,
+          "chaos": {"auc": 0.71234, "loss": 0.51},
+          "fault_free": {"auc": 0.71301, "loss": 0.5098}}
+  page = chaos.render(_report("slurm", fault_free=free, case="click",
+                              examples=40000))
+  assert "held-out AUC 0.7123 against 0.7130 (-0.0007)" in page
+  assert "epochs of 40000 examples" in page

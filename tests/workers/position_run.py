@@ -27,6 +27,9 @@ flags.DEFINE_string("distribution", "none", "backend")
 flags.DEFINE_string("model_dir", None, "the job's checkpoints")
 flags.DEFINE_string("out_dir", None, "where the ids go")
 flags.DEFINE_string("run", "0", "this run's name in the file names")
+flags.DEFINE_enum("case", "mlp", ["mlp", "click"], "the network and its "
+                  "data (tiny_models): the MLP on random labels, or the "
+                  "click model with sharded tables on generated clicks")
 flags.DEFINE_integer("examples", 96, "examples with ids 0 ... examples - 1")
 flags.DEFINE_integer("global_batch_size", 8, "examples per update")
 flags.DEFINE_integer("accumulation_steps", 1, "micro-batches per update")
@@ -40,6 +43,9 @@ flags.DEFINE_string("tfrecords", None, "read the examples from 12 TFRecord "
 flags.DEFINE_bool("elastic", False, "a rank of an elastic Horovod job")
 flags.DEFINE_integer("commit_every_n_steps", 10, "elastic: updates between "
                      "commits")
+flags.DEFINE_enum("elastic_batch", "scale", ["scale", "hold"], "elastic: "
+                  "the global batch follows the ranks, or stays (the "
+                  "micro-batches shared over the ranks)")
 flags.DEFINE_bool("ps_sync", False, "parameter_server: synchronous updates")
 flags.DEFINE_string("stop_at_file", None, "stop once global_step reaches the "
                     "step this file names (read after every update): a "
@@ -48,6 +54,11 @@ flags.DEFINE_string("stop_at_file", None, "stop once global_step reaches the "
 flags.DEFINE_float("seconds_per_update", 0.0, "a pause after each update, so "
                    "that a test can change the hosts between updates")
 FLAGS = flags.FLAGS
+
+CASE_TRAINING = {"mlp": {}, "click": {
+    "optimizer": "adagrad", "schedule": es.Schedule(learning_rate=0.05)}}
+"""TrainingConfig's arguments for each --case: the tables' rows want an
+optimizer with a rate of their own."""
 
 
 class _Pause(tf.compat.v1.train.SessionRunHook):
@@ -96,11 +107,13 @@ def _tfrecords(features, labels):
 
 def _train(batch=None):
   """Trains to --max_steps with `batch` (an elastic Batch) or the flags'."""
-  model, features, labels = generated_data("mlp", FLAGS.examples)
+  model, features, labels = generated_data(FLAGS.case, FLAGS.examples)
   global_batch_size = (batch.global_batch_size if batch else
                        FLAGS.global_batch_size)
-  config = es.TrainingConfig(accumulation_steps=(
-      batch.accumulation_steps if batch else FLAGS.accumulation_steps))
+  config = es.TrainingConfig(
+      accumulation_steps=(batch.accumulation_steps if batch else
+                          FLAGS.accumulation_steps),
+      **CASE_TRAINING[FLAGS.case])
   estimator = es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=config,
@@ -132,8 +145,12 @@ def _train(batch=None):
 
 def main(argv):
   del argv
+  if FLAGS.tfrecords and FLAGS.case != "mlp":
+    raise app.UsageError(f"--tfrecords writes the mlp case's examples; "
+                         f"--case={FLAGS.case} reads arrays only")
   if FLAGS.elastic:
     es.run_elastic(_train, FLAGS.global_batch_size, FLAGS.accumulation_steps,
+                   elastic_batch=FLAGS.elastic_batch,
                    commit_every_n_steps=FLAGS.commit_every_n_steps)
   else:
     _train()

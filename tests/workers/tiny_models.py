@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from model_zoo import click_data
 from tests.workers import feature_models
 
 
@@ -139,15 +140,62 @@ class TinyAutoencoder(_Recorded, es.BaseModel):
     return {"x": tf.TensorSpec([5], tf.float32)}
 
 
+class ClickTables(_Recorded, es.BinaryClassifierModel):
+  """A click model as seed 000's users write one: each categorical column's
+  ids embedded by a table sharded over the Horovod ranks (split over the
+  parameter servers there), with the counts, through one hidden layer.
+
+  The tables start from zeros (the hidden layer's random weights give them
+  gradients), the same rows whatever the number of shards: a random
+  initializer draws each shard on its own, so a job on ranks would start
+  from other rows than one process and never be its fault-free run.
+  """
+
+  def logits(self, features, training, params):
+    vectors = [tf.reshape(es.sharded_embedding(
+        tf.math.floormod(features["ids"][:, i], CLICK_ROWS), CLICK_ROWS, 8,
+        name=f"{column}_table",
+        initializer=tf.compat.v1.zeros_initializer()), [-1, 8])
+               for i, column in enumerate(CLICK_COLUMNS)]
+    net = tf.keras.layers.Dense(16, tf.nn.relu, name="hidden",
+                                kernel_initializer=_glorot())(
+                                    tf.concat(vectors + [features["x"]], 1))
+    return tf.keras.layers.Dense(1, name="out",
+                                 kernel_initializer=_glorot())(net)
+
+  def serving_features(self):
+    return {"x": tf.TensorSpec([len(click_data.INFORMATIVE_NUMERIC)],
+                               tf.float32),
+            "ids": tf.TensorSpec([len(CLICK_COLUMNS)], tf.int64)}
+
+
+CLICK_COLUMNS = ("C13", "C16", "C19", "C22")
+CLICK_ROWS = 4096
+
+
+def click_arrays(split, count, seed=0):
+  """(features, labels) of `count` generated clicks of `split`: the
+  informative counts as log(1 + count) (0 where missing),
+  `CLICK_COLUMNS`' hashed ids."""
+  features, labels, _ = click_data.generate(split, seed, count)
+  counts = np.stack([features[n] for n in click_data.INFORMATIVE_NUMERIC], 1)
+  return {"x": np.log1p(np.maximum(np.nan_to_num(counts, nan=0.0),
+                                    0.0)).astype(np.float32),
+          "ids": np.stack([features[n] for n in CLICK_COLUMNS], 1),
+          "id": np.arange(count)}, labels.astype(np.int64)
+
+
 _DENSE_CASES = {"mlp": TinyMLP, "keras": KerasMLP,
                 "keras_model": KerasSubclassed, "autoencoder": TinyAutoencoder}
-CASES = tuple(_DENSE_CASES) + ("embedding",)
+CASES = tuple(_DENSE_CASES) + ("embedding", "click")
 
 
 def generated_data(case, count, seed=0):
   """(model, features, labels) for `case`: one of CASES or feature_models.CASES."""
   if case in feature_models.CASES:
     return feature_models.generated_data(case, count, seed)
+  if case == "click":
+    return (ClickTables(), *click_arrays("train", count, seed))
   rng = np.random.RandomState(seed)
   labels = rng.randint(0, 3, count).astype(np.int64)
   if case == "embedding":

@@ -9,16 +9,18 @@ updates) or while a joined host still starts. Faults do not overlap: the
 driver waits for the job to train again, and for a commit after that,
 before the next one, so that each recovery is measured on its own.
 
-The job is the exactly-once tests' worker (`tests.workers.position_run`): a
-small model whose every process logs the example ids of every update, so
-the driver can count, over every restart, that each example of each
-finished epoch was trained once (`tests.helpers.trained_ids`), or what the
-backend claims instead. `--backend` picks the job: an elastic Horovod job
+The job is the exactly-once tests' worker (`tests.workers.position_run`),
+every process of which logs the example ids of every update, so the driver
+can count, over every restart, that each example of each finished epoch was
+trained once (`tests.helpers.trained_ids`), or what the backend claims
+instead; `--case` picks its network: a small MLP (the suite's runs) or a
+click model with sharded tables, judged by its held-out AUC against a
+fault-free run (`make chaos`). `--backend` picks the job: an elastic Horovod job
 (horovod.py), a parameter-server job under `estimator-scale-launch
 --max_restarts`, synchronous or not (ps.py), or a Horovod batch job under
 Slurm's requeue (slurm_job.py).
 
-  python -m tools.rig.chaos --seed 7 --minutes 60 --report docs/chaos.json
+  python -m tools.rig.chaos --case click --seed 7 --minutes 60 --report docs/chaos.json
   python -m tools.rig.chaos --backend ps_sync --seed 7 --minutes 60
 """
 import argparse
@@ -36,12 +38,11 @@ from tools.rig.chaos import fault_free
 from tools.rig.chaos import horovod
 from tools.rig.chaos import ps
 from tools.rig.chaos import slurm_job
-from tools.rig.chaos.core import ABSORB_LIMIT, EXAMPLES, COMMIT, Fault
+from tools.rig.chaos.core import ABSORB_LIMIT, CASES, COMMIT, Fault
 from tools.rig.chaos.horovod import COLLECTIVE_TIMEOUT, KINDS, RESTARTS, Chaos
 from tools.rig.chaos.report import render
 
-__all__ = ["ABSORB_LIMIT", "BACKENDS", "COLLECTIVE_TIMEOUT", "COMMIT",
-           "EXAMPLES", "KINDS", "RESTARTS", "Chaos", "Fault", "main",
+__all__ = ["ABSORB_LIMIT", "BACKENDS", "CASES", "COLLECTIVE_TIMEOUT", "COMMIT", "KINDS", "RESTARTS", "Chaos", "Fault", "main",
            "render", "run", "save"]
 """The driver's names as they were when it was one module (the elastic
 Horovod job's), and the command's."""
@@ -54,26 +55,29 @@ the launcher's host and three in the job, whose lost hosts come back;
 Slurm's controller and three nodes, two in the job."""
 
 
-def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log):
+def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log,
+            case):
   if backend == "horovod":
     return horovod.Chaos(rig, work_dir, seed, start_hosts, gap,
-                         kinds or horovod.KINDS, log)
+                         kinds or horovod.KINDS, log, case)
   if backend in ("ps_sync", "ps_async"):
     return ps.PsChaos(rig, work_dir, seed, backend == "ps_sync", gap,
-                      kinds or ps.KINDS, log)
+                      kinds or ps.KINDS, log, case)
   return slurm_job.SlurmChaos(rig, work_dir, seed, gap,
-                              kinds or slurm_job.KINDS, log)
+                              kinds or slurm_job.KINDS, log, case)
 
 
 def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
         kinds=None, max_faults=None, work_dir=None, log=print,
-        backend="horovod"):
-  """A chaos run of `backend`'s job on a rig of `hosts` hosts (default:
-  `HOSTS`); returns its report. `start_hosts`: Horovod's job starts on
-  that many, the others spares."""
+        backend="horovod", case="mlp"):
+  """A chaos run of `backend`'s job of `case` (one of CASES) on a rig of
+  `hosts` hosts (default: `HOSTS`); returns its report. `start_hosts`:
+  Horovod's job starts on that many, the others spares."""
   if backend not in BACKENDS:
     raise ValueError(f"backend {backend!r} is not one of "
                      f"{', '.join(BACKENDS)}")
+  if case not in CASES:
+    raise ValueError(f"case {case!r} is not one of {', '.join(CASES)}")
   hosts = hosts or HOSTS[backend]
   work_dir = work_dir or tempfile.mkdtemp(prefix="chaos-")
   load_at_start = os.getloadavg()
@@ -83,7 +87,7 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
     with cluster_lib.Cluster(hosts,
                              loopback_hostname=backend != "slurm") as rig:
       chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
-                      log)
+                      log, case)
       chaos.start()
       try:
         chaos.run(minutes * 60, max_faults)
@@ -97,10 +101,11 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
              time.monotonic() < deadline):
         time.sleep(0.5)
       result = chaos.report(exit_code)
-    # Elastic Horovod's global batch follows its ranks
-    # (elastic_batch="scale"): no run at one batch is the same training.
+    # Where elastic Horovod's global batch follows its ranks
+    # (elastic_batch="scale"), no run at one batch is the same training.
     if chaos.global_batch and exit_code == 0:
-      result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch)
+      result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch,
+                                                case)
   result.update(backend=backend, seed=seed, minutes=minutes, gap=list(gap),
                 hosts=hosts, work_dir=work_dir,
                 load=[list(load_at_start), list(os.getloadavg())],
@@ -115,6 +120,10 @@ def main(argv=None):
                       help="the job: elastic Horovod, parameter servers "
                       "under the launcher's restarts (synchronous or not), "
                       "or a Horovod batch job under Slurm's requeue")
+  parser.add_argument("--case", choices=tuple(CASES), default="mlp",
+                      help="the job's network and data: the MLP on random "
+                      "labels, or the click model with sharded tables, "
+                      "judged by its held-out AUC")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--minutes", type=float, default=60)
   parser.add_argument("--gap", type=float, nargs=2, default=(60, 180),
@@ -134,7 +143,7 @@ def main(argv=None):
   # hosts and the job's disk go with it.
   signal.signal(signal.SIGTERM, lambda number, _: sys.exit(128 + number))
   result = run(args.seed, args.minutes, gap=tuple(args.gap),
-               backend=args.backend)
+               backend=args.backend, case=args.case)
   if args.report:
     save(result, args.report)
   print(json.dumps(result, indent=1))

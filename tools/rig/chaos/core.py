@@ -25,7 +25,12 @@ ABSORB_LIMIT = 60
 """Seconds from the moment the job can see a fault (at once for a kill; once
 the collective timeout has passed for a stall or a cut) to its next update."""
 
-EXAMPLES = 400
+CASES = {"mlp": 400, "click": 40000}
+"""The job's network and data (`tests.workers.position_run --case`), and
+the examples an epoch: the MLP on a few random labels, many epochs an hour;
+the click model with sharded tables on enough generated clicks that the
+held-out AUC its fault-free run is judged by (`fault_free`) means
+something."""
 COMMIT = 10
 
 ERROR_LOOKING = re.compile(
@@ -67,8 +72,9 @@ class Driver:
   fault-free run is then the same training (`fault_free`)."""
 
   def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=(),
-               log=print):
+               log=print, case="mlp"):
     self.hosts = {h.name: h for h in cluster.hosts}
+    self.case, self.examples = case, CASES[case]
     self.work_dir = work_dir
     self.rng = random.Random(seed)
     self.gap = gap
@@ -197,7 +203,7 @@ class Driver:
   def _worker_argv(self, global_batch):
     """The job's worker command, ended by `_stop_later` (a job whose
     command is the same at every restart cannot be given its last step)."""
-    return [*WORKER, f"--examples={EXAMPLES}",
+    return [*WORKER, f"--case={self.case}", f"--examples={self.examples}",
             f"--global_batch_size={global_batch}", "--max_steps=100000000",
             f"--save_checkpoints_steps={COMMIT}", "--seconds_per_update=0.05",
             f"--stop_at_file={self._stop_file}",
@@ -274,12 +280,12 @@ class Driver:
     claim, else (None, what breaks it); `trained_ids.check_each_once`
     unless a backend claims less."""
     try:
-      return len(trained_ids.check_each_once(records, EXAMPLES)), None
+      return len(trained_ids.check_each_once(records, self.examples)), None
     except AssertionError as e:
       return None, str(e)[:2000]
 
   def epochs(self, records):
-    return len(trained_ids.kept_ids(records)[0]) // EXAMPLES
+    return len(trained_ids.kept_ids(records)[0]) // self.examples
 
   def report(self, exit_code):
     """What the run shows: the faults, their recoveries, each example once."""
@@ -288,6 +294,8 @@ class Driver:
     faults = [dataclasses.asdict(f) for f in self.faults]
     return {
         "exit_code": exit_code,
+        "case": self.case,
+        "examples": self.examples,
         "faults": faults,
         "kinds": sorted({f.kind for f in self.faults}),
         "slowest_recovery": max((f["recovery"] for f in faults
@@ -396,30 +404,30 @@ def _fill_checkpointed(records, global_batch):
   return filled
 
 
-def sync_epochs(records, global_batch):
-  """The whole epochs a synchronous job's kept updates trained, those a
-  task did not log counted (`check_sync`)."""
+def sync_epochs(records, global_batch, examples):
+  """The whole epochs of `examples` a synchronous job's kept updates
+  trained, those a task did not log counted (`check_sync`)."""
   stream = trained_ids.kept_ids(_fill_checkpointed(records, global_batch))[0]
-  return len(stream) // EXAMPLES
+  return len(stream) // examples
 
 
-def check_sync(records, global_batch):
+def check_sync(records, global_batch, examples):
   """(restarts, None) where a synchronous job of `global_batch` examples an
-  update trained every example once an epoch (those of checkpointed updates
-  a task did not log filling the examples missing from their epoch), else
-  (None, what breaks it)."""
+  update trained every one of `examples` once an epoch (those of
+  checkpointed updates a task did not log filling the examples missing from
+  their epoch), else (None, what breaks it)."""
   try:
     stream, again, report = trained_ids.kept_ids(_fill_checkpointed(records, global_batch))
-    assert len(stream) >= EXAMPLES, (len(stream), EXAMPLES)
-    for begin in range(0, len(stream), EXAMPLES):
-      epoch = stream[begin:begin + EXAMPLES]
+    assert len(stream) >= examples, (len(stream), examples)
+    for begin in range(0, len(stream), examples):
+      epoch = stream[begin:begin + examples]
       counts = collections.Counter(i for i in epoch if i != UNLOGGED)
       twice = sorted(i for i, n in counts.items() if n > 1)
-      assert not twice, (begin // EXAMPLES, "twice", twice)
-      if len(epoch) == EXAMPLES:
-        never = EXAMPLES - len(counts)
+      assert not twice, (begin // examples, "twice", twice)
+      if len(epoch) == examples:
+        never = examples - len(counts)
         assert never == epoch.count(UNLOGGED), (
-            begin // EXAMPLES, "never", never, epoch.count(UNLOGGED))
+            begin // examples, "never", never, epoch.count(UNLOGGED))
     everything = collections.Counter(i for r in records for i in r["ids"])
     kept = collections.Counter(i for i in stream if i != UNLOGGED)
     assert everything == kept + collections.Counter(again)

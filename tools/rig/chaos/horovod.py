@@ -38,6 +38,12 @@ busy host) is left out of that round and its host blacklisted
 
 PER_RANK_BATCH = 2
 
+HELD_MICRO_BATCHES = 60
+"""The click job's update: 60 micro-batches of PER_RANK_BATCH, which 2, 3,
+4 and 5 ranks share evenly (`elastic_batch="hold"`), so that it trains what
+one process would at that global batch and has a fault-free run to equal;
+the MLP's global batch follows its ranks (`"scale"`)."""
+
 
 class Chaos(core.Driver):
   """Drives faults into one elastic Horovod job on `cluster`'s hosts."""
@@ -45,8 +51,10 @@ class Chaos(core.Driver):
   restarts = RESTARTS
 
   def __init__(self, cluster, work_dir, seed, start_hosts=4,
-               gap=(60.0, 180.0), kinds=KINDS, log=print):
-    super().__init__(cluster, work_dir, seed, gap, kinds, log)
+               gap=(60.0, 180.0), kinds=KINDS, log=print, case="mlp"):
+    super().__init__(cluster, work_dir, seed, gap, kinds, log, case)
+    if case == "click":
+      self.global_batch = PER_RANK_BATCH * HELD_MICRO_BATCHES
     names = self.names()
     self.active = names[:start_hosts]  # what the discovery script lists
     self.spare = names[start_hosts:]  # healthy hosts outside the job
@@ -61,9 +69,9 @@ class Chaos(core.Driver):
             "--min-np", "2", "--max-np", str(len(self.hosts)),
             "--blacklist-cooldown-range", "10", "20", "--start-timeout", "180",
             "--host-discovery-script", str(discover),
-            *core.WORKER, "--elastic",
-            "--distribution=horovod", f"--examples={core.EXAMPLES}",
-            f"--global_batch_size={PER_RANK_BATCH * len(self.active)}",
+            *core.WORKER, "--elastic", f"--case={self.case}",
+            "--distribution=horovod", f"--examples={self.examples}",
+            *self._batch_flags(),
             "--max_steps=100000000", "--seconds_per_update=0.05",
             f"--commit_every_n_steps={core.COMMIT}",
             f"--stop_at_file={self._stop_file}",
@@ -75,6 +83,13 @@ class Chaos(core.Driver):
           argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
     self._t0 = time.monotonic()
     self._wait(lambda: self._updates_since(0), 240, "the job's first update")
+
+  def _batch_flags(self):
+    if self.global_batch is None:
+      return [f"--global_batch_size={PER_RANK_BATCH * len(self.active)}"]
+    return [f"--global_batch_size={self.global_batch}",
+            "--elastic_batch=hold",
+            f"--accumulation_steps={HELD_MICRO_BATCHES // len(self.active)}"]
 
   def stop(self, timeout=120):
     """Ends the job at a step a few commits ahead, which every rank reads

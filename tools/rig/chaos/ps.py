@@ -49,8 +49,8 @@ class PsChaos(core.Driver):
   global_batch = GLOBAL_BATCH
 
   def __init__(self, cluster, work_dir, seed, sync=True, gap=(60.0, 180.0),
-               kinds=KINDS, log=print):
-    super().__init__(cluster, work_dir, seed, gap, kinds, log)
+               kinds=KINDS, log=print, case="mlp"):
+    super().__init__(cluster, work_dir, seed, gap, kinds, log, case)
     self.sync = sync
     self.restarts = ("kill_task", "kill_host", "link_down") + (
         ("pause",) if sync else ())
@@ -186,13 +186,13 @@ class PsChaos(core.Driver):
     a restart each worker starts its new shard over, so examples are
     trained again or skipped, which is counted, not checked."""
     if self.sync:
-      return core.check_sync(records, GLOBAL_BATCH)
+      return core.check_sync(records, GLOBAL_BATCH, self.examples)
     sessions = collections.defaultdict(list)
     for r in records:
       sessions[(r["start"], r["size"], r["began"], r["worker"])].append(r)
     for (start, size, _, worker), rs in sorted(sessions.items()):
       ids = [i for r in sorted(rs, key=lambda r: r["time"]) for i in r["ids"]]
-      shard = sorted(range(worker, core.EXAMPLES, size))
+      shard = sorted(range(worker, self.examples, size))
       for begin in range(0, len(ids), len(shard)):
         part = ids[begin:begin + len(shard)]
         if (not set(part) <= set(shard) or len(set(part)) != len(part) or
@@ -210,6 +210,6 @@ class PsChaos(core.Driver):
 
   def epochs(self, records):
     if self.sync:
-      return core.sync_epochs(records, GLOBAL_BATCH)
-    return sum(len(r["ids"]) for r in records) // core.EXAMPLES
+      return core.sync_epochs(records, GLOBAL_BATCH, self.examples)
+    return sum(len(r["ids"]) for r in records) // self.examples
 

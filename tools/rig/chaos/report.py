@@ -53,9 +53,12 @@ where the fault needs one. The fault-free run trains the same worker, data,
 seed and global batch in one process to the step of the chaos job's last
 checkpoint; a synchronous job ends a run of a few hundred updates with its
 weights but for the order of floating-point sums (tests/multihost/test_chaos.py),
-while over thousands of updates the job's 400 randomly labelled examples,
+while over thousands of updates the MLP job's 400 randomly labelled examples,
 memorised over and over, carry that last-bit difference up to the size of the
-weights.
+weights. The click job (`--case click`: a table sharded over the ranks or
+split over the parameter servers for each of four id columns, on 40,000
+generated clicks) is judged by what it is for: its AUC on 20,000 clicks of
+the eval split against the fault-free run's.
 
 {sections}"""
 
@@ -68,6 +71,11 @@ def _fault_free(report):
             "training" if report.get("backend", "horovod") == "horovod"
             else "not run")
   chaos, free = compared["chaos"], compared["fault_free"]
+  if "auc" in chaos:
+    return (f"step {compared['step']}: held-out AUC {chaos['auc']:.4f} "
+            f"against {free['auc']:.4f} ({chaos['auc'] - free['auc']:+.4f}), "
+            f"log loss {chaos['loss']:.4f} against {free['loss']:.4f}; "
+            f"largest weight difference {compared['max_abs_diff']:.2g}")
   return (f"step {compared['step']}: largest weight difference "
           f"{compared['max_abs_diff']:.2g}; loss {chaos['loss']:.4f} against "
           f"{free['loss']:.4f}, accuracy {chaos['accuracy']:.4f} against "
@@ -96,7 +104,7 @@ def _section(report):
 | | |
 |---|---|
 | faults | {len(report['faults'])} of {len(report['kinds'])} kinds ({', '.join(report['kinds'])}) |
-| updates | {report['updates']} ({report['epochs']} epochs of {core.EXAMPLES} examples) |
+| updates | {report['updates']} ({report['epochs']} epochs of {report.get('examples', core.CASES['mlp'])} examples) |
 | restarts | {report['restarts']} |
 | {once} | {'yes' if report['each_example_once'] else 'NO: ' + str(report['problem'])} |
 | recoveries within {core.ABSORB_LIMIT} s | {within} of {len(recoveries)} (slowest {report['slowest_recovery'] or 0:.1f} s) |

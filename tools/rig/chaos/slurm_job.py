@@ -66,8 +66,8 @@ class SlurmChaos(core.Driver):
   global_batch = GLOBAL_BATCH
 
   def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=KINDS,
-               log=print):
-    super().__init__(cluster, work_dir, seed, gap, kinds, log)
+               log=print, case="mlp"):
+    super().__init__(cluster, work_dir, seed, gap, kinds, log, case)
     self.slurm = slurm_lib.Slurm(cluster).start()
     self._id = None
 
@@ -171,10 +171,10 @@ class SlurmChaos(core.Driver):
 
 
   def check(self, records):
-    return core.check_sync(records, GLOBAL_BATCH)
+    return core.check_sync(records, GLOBAL_BATCH, self.examples)
 
   def epochs(self, records):
-    return core.sync_epochs(records, GLOBAL_BATCH)
+    return core.sync_epochs(records, GLOBAL_BATCH, self.examples)
 
   def left(self, host):
     """What of the job still runs on `host`: not Slurm's daemons, which

@@ -167,6 +167,15 @@ def test_a_collective_whose_transfer_broke_names_the_lost_rank_too():
   assert not faults.collective_failed(tf.errors.UnknownError(None, own,
                                                              message))
   assert not faults.collective_failed(ValueError("a model error"))
+  # An op of accumulation's loop body has no op in the graph: TensorFlow's
+  # message names its node (as a chaos run's sharded tables logged it).
+  in_loop = ("Graph execution error:\n\n[gloo/transport/tcp/unbound_buffer.cc"
+             ":133] Timed out waiting 30000ms for send operation to complete"
+             "\n\t [[{{node %s}}]]")
+  assert faults.collective_failed(tf.errors.UnknownError(
+      None, None, in_loop % "model/HorovodAlltoall_model_GatherV2_3_0"))
+  assert not faults.collective_failed(tf.errors.UnknownError(
+      None, None, in_loop % "model/dense/MatMul"))
   lost = faults.Peers(1, [("host1", "127.0.0.1", _closed_port()),
                           ("host2", "127.0.0.1", faults._Listener().port)])  # pylint: disable=protected-access
   with pytest.raises(errors.TopologyError) as raised:

@@ -29,6 +29,7 @@ slowly.
 import concurrent.futures
 import contextlib
 import os
+import re
 import select
 import signal
 import socket
@@ -58,6 +59,9 @@ handshake), so only a host that is down or cut off uses it up."""
 SHUT_DOWN = "Horovod has been shut down"
 """What every Horovod op raises once the background loop has failed."""
 
+_FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
+"""The node a TensorFlow error's message names as the one that failed."""
+
 
 def collective_failed(error):
   """Whether `error` is a Horovod collective's failure (a peer died, left or
@@ -71,7 +75,13 @@ def collective_failed(error):
   if SHUT_DOWN in str(error):
     return True
   op = getattr(error, "op", None)
-  return op is not None and op.type.startswith("Horovod")
+  if op is not None:
+    return op.type.startswith("Horovod")
+  # An op of a function's body (accumulation's loop, where sharded tables
+  # exchange rows) has no op in the graph: the message names its node, which
+  # Horovod names after its kind.
+  return any(node.rpartition("/")[2].startswith("Horovod")
+             for node in _FAILED_NODE.findall(str(error)))
 
 _watchdog_started = False
 

@@ -45,6 +45,7 @@ step being read (`WholeTablesSaver`); an export thus holds the whole table.
 """
 import os
 import random
+import re
 
 from absl import logging
 import numpy as np
@@ -145,6 +146,30 @@ def check_shared(directory, hvd, token, read_token):
       f"{hvd.rank()} does not see in {directory} what rank 0 wrote there (a "
       "directory on each host's own disk?): give a shared file system or a "
       "gs://, s3:// or hdfs:// path")
+
+
+_SAVED_STEP = re.compile(r"ckpt-(\d+)[.-]")
+"""The step of a file of the tables' checkpoints (merged, or a rank's
+part)."""
+
+
+def drop_unkept(directory, model_dir, before):
+  """Removes the tables' checkpoints (merged or parts) in `directory` of
+  the steps before `before` whose Estimator checkpoint in `model_dir` is
+  gone: the Estimator keeps `keep_checkpoint_max` of its own, and the
+  tables' of every save would otherwise fill the disk over a long run. A
+  checkpoint the Estimator keeps (its latest, or one of every
+  `keep_checkpoint_every_n_hours`) keeps its tables."""
+  steps = {}
+  for name in tf.io.gfile.glob(os.path.join(directory, "ckpt-*")):
+    found = _SAVED_STEP.match(os.path.basename(name))
+    if found and int(found.group(1)) < before:
+      steps.setdefault(int(found.group(1)), []).append(name)
+  for step, names in steps.items():
+    if not tf.io.gfile.exists(os.path.join(model_dir,
+                                           f"model.ckpt-{step}.index")):
+      for name in names:
+        tf.io.gfile.remove(name)
 
 
 def _step(checkpoint):
@@ -538,3 +563,4 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
                               self._merged: self._prefix(step)})
     for name in tf.io.gfile.glob(self._prefix(step) + "-of*-rank*"):
       tf.io.gfile.remove(name)
+    drop_unkept(self._directory, self._model_dir, step)

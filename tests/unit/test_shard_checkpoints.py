@@ -105,6 +105,34 @@ def _estimator_checkpoints(model_dir, steps):
       saver.save(sess, str(model_dir / "model.ckpt"), global_step=step)
 
 
+def test_a_save_removes_the_tables_of_checkpoints_the_estimator_dropped(
+    tmp_path):
+  """The tables of step 10, whose Estimator checkpoint is gone (past
+  keep_checkpoint_max), and a part an unfinished save of it left, go at the
+  save of step 30; step 20's, whose checkpoint the Estimator keeps, stay."""
+  tables = tmp_path / shard_checkpoints.DIRECTORY
+  _save_as_rank_0(tmp_path, 1, 20)
+  for name in ("ckpt-10.index", "ckpt-10.data-00000-of-00001",
+               "ckpt-10-of2-rank1-part0.index"):
+    (tables / name).write_bytes(b"")
+  _estimator_checkpoints(tmp_path, (20,))
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    _slice("shard", ROWS, 0)
+    hook = shard_checkpoints.ShardCheckpointHook(str(tmp_path), 10,
+                                                 _Ranks(1))
+    hook.begin()
+    with tf.compat.v1.Session() as sess:
+      sess.run([tf.compat.v1.global_variables_initializer(),
+                tf.compat.v1.local_variables_initializer(),
+                global_step.assign(20)])
+      hook.after_create_session(sess, None)  # resumes step 20's tables
+      sess.run(global_step.assign(30))
+      hook.after_run(tf.compat.v1.train.SessionRunContext((), sess), None)
+  assert sorted({p.name.split(".")[0] for p in tables.iterdir()}) == [
+      "ckpt-20", "ckpt-30", "shared-dir-token"]
+
+
 def test_a_restart_resumes_from_the_latest_checkpoint_with_its_tables(
     tmp_path):
   """Rank 0 wrote model.ckpt-8, then a rank was lost before the ranks saved

@@ -83,7 +83,7 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
   load_at_start = os.getloadavg()
   # The job's model_dir is on a disk of its own, which a fault may fill;
   # Slurm's hosts are as tests/multihost/test_slurm.py makes them.
-  with core.small_disk(os.path.join(work_dir, "model")):
+  with core.small_disk(os.path.join(work_dir, "model"), core.DISK[case]):
     with cluster_lib.Cluster(hosts,
                              loopback_hostname=backend != "slurm") as rig:
       chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,

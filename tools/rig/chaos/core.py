@@ -323,14 +323,15 @@ def error_lines(path, offset):
   return [line for line in text.splitlines() if ERROR_LOOKING.search(line)]
 
 
-DISK = "64m"
-"""The size of the disk the job's model_dir is on (`small_disk`): room for
-an hour's checkpoints and summaries of the job's small model, little enough
-to fill at once."""
+DISK = {"mlp": "64m", "click": "512m"}
+"""The size of the disk the job's model_dir is on (`small_disk`), by case:
+room for an hour's checkpoints and summaries (the click job's graph, with
+accumulation's loop, is 3 MB in each checkpoint's meta graph and again in
+the events file at each restart), little enough to fill at once."""
 
 
 @contextlib.contextmanager
-def small_disk(path, size=DISK):
+def small_disk(path, size):
   """`path` on a tmpfs of `size` while inside, so that a fault can fill the
   job's model_dir without filling the machine's disk. Mounted before the
   rig's hosts are made, it is in each host's copy of the mounts."""

@@ -94,6 +94,20 @@ def test_tfra_rows_compare_auc_and_examples_per_second():
       in text
 
 
+def test_the_repeating_ids_ratio_is_said_beside_the_judged_one():
+  repeating = copy.deepcopy(RESULT)
+  repeating["settings"]["repeating"] = 20000
+  repeating["speed"]["hashed_repeating"] = [{"examples_per_sec": 1000.0}] * 2
+  repeating["speed"]["dynamic_repeating"] = [{"examples_per_sec": 500.0},
+                                             {"examples_per_sec": 800.0}]
+  text = render.page(repeating)
+  assert "(each column folded to 20,000 ids" in text
+  assert "dynamic / hashed: 1.62x (per round 2.00, 1.25)" in text
+  assert "| dynamic, ids repeating | 650 |" in text
+  # The judged ratio stays the drawn ids'.
+  assert "dynamic / hashed: 1.38x (per round 1.25, 1.50; target" in text
+
+
 def test_failures_and_a_missing_tfra_are_said():
   broken = copy.deepcopy(RESULT)
   broken["quality"]["hashed"] = [None]

@@ -8,7 +8,8 @@
 Every measurement is a fresh process (worker.py) on click logs drawn once
 (data.py): quality (one epoch each of the hashed table, the dynamic one and
 the dynamic one with min_count=2, then TFRA's, in that order, every round),
-speed (hashed, dynamic and TFRA alternating, every round), memory (a
+speed (hashed, dynamic and TFRA alternating, every round, then hashed and
+dynamic again on ids folded to `REPEATING` per column), memory (a
 dynamic table at two capacities fed 10x its capacity of new ids), the row
 cut (one epoch each of the dynamic table with min_count 1 and 2 at a
 capacity above the ids seen twice, `--cut_rows`, where min_count=2 can
@@ -38,7 +39,11 @@ SMOKE = {"train": 20000, "eval": 5000, "quality_rounds": 1,
          "memory_capacities": "8192,32768", "cut_rows": 16384}
 QUALITY = {"hashed": ("hashed", 1), "dynamic": ("dynamic", 1),
            "dynamic_min_count_2": ("dynamic", 2), "tfra": ("tfra", 1)}
-SPEED = ("hashed", "dynamic", "tfra")
+SPEED = ("hashed", "dynamic", "tfra", "hashed_repeating", "dynamic_repeating")
+REPEATING = 20000
+"""Distinct ids per column of the speed runs named `_repeating`: every id
+has a row after the first updates, so a step admits and evicts nothing and
+the table's own cost is its lookups and bookkeeping alone."""
 CUT = {"dynamic": 1, "dynamic_min_count_2": 2}
 PARTS = ("quality", "speed", "memory", "cut")
 WORKER_LIMIT_S = 1800
@@ -151,6 +156,7 @@ def run(args, previous=None):
         "train", "eval", "rows", "dimension", "batch", "zipf_exponent",
         "speed_steps", "memory_capacities")}
     settings["columns"] = list(data.COLUMNS)
+    settings["repeating"] = REPEATING
     # A part re-run alone keeps its own date and load; a run of all three
     # is the page's.
     alone = [p for p in PAGE_PARTS if p in args.parts]
@@ -186,9 +192,11 @@ def _speed(args, common, tfra, scratch):
   speed = {name: [] for name in SPEED if tfra or name != "tfra"}
   for _ in range(args.speed_rounds):
     for name in speed:
+      table, _, repeating = name.partition("_")
       speed[name].append(measure(
-          common + ["--mode=speed", f"--table={name}",
-                    f"--steps={args.speed_steps}"], scratch))
+          common + ["--mode=speed", f"--table={table}",
+                    f"--steps={args.speed_steps}"] +
+          ([f"--repeating={REPEATING}"] if repeating else []), scratch))
   return speed
 
 

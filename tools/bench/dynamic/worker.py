@@ -35,6 +35,10 @@ def parse_args(argv=None):
   parser.add_argument("--batch", type=int, default=512)
   parser.add_argument("--warmup", type=int, default=20)
   parser.add_argument("--steps", type=int, default=200)
+  parser.add_argument("--repeating", type=int, default=0,
+                      help="speed: fold each column's ids to this many "
+                           "distinct ones (missing ones stay -1); 0: as "
+                           "drawn")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--out", required=True)
   return parser.parse_args(argv)
@@ -185,6 +189,11 @@ def speed(args):
   """Examples/s over the updates after the warm-up."""
   from tools.bench.dynamic import data  # pylint: disable=g-import-not-at-top
   features, labels = data.load(args.data, "train")
+  if args.repeating:
+    count = (args.warmup + args.steps) * args.batch
+    features = {name: _folded(ids[:count], args.repeating)
+                for name, ids in features.items()}
+    labels = labels[:count]
   estimator, _ = _estimator(args, tuple(features))
   clock = _Clock(False)
   estimator.train(_batches(features, labels, args.batch, True),
@@ -192,6 +201,12 @@ def speed(args):
   seconds = clock.times[-1] - clock.times[args.warmup - 1]
   return {"examples_per_sec": args.steps * args.batch / seconds,
           "seconds": seconds}
+
+
+def _folded(ids, distinct):
+  """`ids` mapped onto `distinct` of them, -1 (missing) kept."""
+  ids = np.asarray(ids)
+  return np.where(ids >= 0, ids % distinct, -1)
 
 
 class _Drawn:

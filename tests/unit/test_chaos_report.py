@@ -71,3 +71,5 @@ def test_the_click_jobs_comparison_is_its_held_out_auc():
                               examples=40000))
   assert "held-out AUC 0.7123 against 0.7130 (-0.0007)" in page
   assert "epochs of 40000 examples" in page
+  assert "`python -m tools.rig.chaos --case click --backend slurm --seed 1" in (
+      page)

@@ -93,6 +93,8 @@ def _section(report):
   within = sum(r <= core.ABSORB_LIMIT for r in recoveries)
   job = _JOB[backend].format(jobs=report["hosts"] - 1)
   flag = "" if backend == "horovod" else f" --backend {backend}"
+  if report.get("case", "mlp") != "mlp":
+    flag = f" --case {report['case']}{flag}"
   once = _ONCE.get(backend, "each example once an epoch")
   errors = report.get("error_lines_at_end")
   return f"""## {_TITLE[backend]}

@@ -71,7 +71,7 @@ def add_slots(pool, slots):
   """Records `slots` as optimizer slots of the dynamic table whose pool
   (this rank's shard) is `pool`: a Keras optimizer names its slots under
   its own scope, not under the table, where `_slots` would find them."""
-  graph = tf.compat.v1.get_default_graph()
+  graph = dynamic._outer_graph()  # pylint: disable=protected-access
   _RECORDED_SLOTS.setdefault(graph, {}).setdefault(pool.ref(), []).extend(
       slots)
 
@@ -83,8 +83,9 @@ def _slots(table, sliced):
   info = table.pool._save_slice_info  # pylint: disable=protected-access
   own = {table.pool.ref()} | {getattr(table, name).ref()
                               for name, _ in _FREE_VALUES}
-  recorded = {slot.ref() for slot in _RECORDED_SLOTS.get(
-      tf.compat.v1.get_default_graph(), {}).get(table.pool.ref(), ())}
+  graph = dynamic._outer_graph()  # pylint: disable=protected-access
+  recorded = {slot.ref() for slot in _RECORDED_SLOTS.get(graph, {}).get(
+      table.pool.ref(), ())}
 
   def named_under(v):
     return v._save_slice_info.full_name.startswith(info.full_name + "/")  # pylint: disable=protected-access

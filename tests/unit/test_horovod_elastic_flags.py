@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 from estimator_scale import backends
 from estimator_scale import errors
@@ -93,7 +94,13 @@ class _OneRankOfTwo:
   def size(self):
     return 2
 
+  def rank(self):
+    return 1
+
   def save(self):
+    pass
+
+  def commit(self):
     pass
 
 
@@ -154,3 +161,36 @@ def test_a_rank_too_late_for_its_round_asks_for_its_slot_again(monkeypatch):
                       lambda: init_horovod(ValueError("bad flag")))
   with pytest.raises(ValueError, match="bad flag"):
     elastic._join()  # pylint: disable=protected-access
+
+
+def test_a_save_that_finds_the_disk_full_sends_the_ranks_back(monkeypatch):
+  # With tables sharded over the ranks every rank saves: each whose save
+  # found the disk full goes back to the last commit (Horovod's internal
+  # error) after a doubling wait, until FULL_DISK_ATTEMPTS in a row.
+  exceptions = pytest.importorskip("horovod.common.exceptions")
+  waits = []
+  monkeypatch.setattr(elastic.time, "sleep", waits.append)
+  job = elastic._Job(_OneRankOfTwo(), _OneRankOfTwo(), START, "scale", 10)  # pylint: disable=protected-access
+  full = tf.errors.ResourceExhaustedError(
+      None, None, "/model/sharded_tables/ckpt-1020-of3-rank2-part0.data; No "
+      "space left on device")
+
+  def save(batch):
+    raise full
+  for _ in range(elastic.FULL_DISK_ATTEMPTS):
+    with pytest.raises(exceptions.HorovodInternalError):
+      job.attempt(_OneRankOfTwo(), save)
+  assert waits == [5, 10, 20, 40, 60]
+  with pytest.raises(tf.errors.ResourceExhaustedError):
+    job.attempt(_OneRankOfTwo(), save)
+  # A commit starts the count again; other errors are the rank's own.
+  monkeypatch.setattr(job, "_broadcast", lambda value: value)
+  job.commit(1030)
+  with pytest.raises(exceptions.HorovodInternalError):
+    job.attempt(_OneRankOfTwo(), save)
+  denied = tf.errors.PermissionDeniedError(None, None, "/model: denied")
+  with pytest.raises(tf.errors.PermissionDeniedError):
+    job.attempt(_OneRankOfTwo(), lambda batch: (_ for _ in ()).throw(denied))
+  assert faults.disk_full(OSError(28, "No space left on device")) == (
+      "[Errno 28] No space left on device")
+  assert faults.disk_full(full).startswith("/model/sharded_tables/ckpt-1020")

@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import os
 import sys
+import time
 import urllib.request
 
 from absl import logging
@@ -54,6 +55,14 @@ from estimator_scale.embeddings import shard_checkpoints
 
 BATCH_POLICIES = backend_names.ELASTIC_BATCH_POLICIES
 COMMIT_EVERY_N_STEPS = backend_names.COMMIT_EVERY_N_STEPS
+
+FULL_DISK_ATTEMPTS = 5
+"""Saves in a row that may find the disk full, each sending the ranks back
+to the last commit, before the rank gives up with the save's error."""
+FULL_DISK_WAIT_SECONDS = 5
+FULL_DISK_MAX_WAIT_SECONDS = 60
+"""The wait before going back after a failed save, doubling with each one
+in a row, for the disk to get room."""
 
 _ATTEMPT = contextvars.ContextVar("estimator_scale_elastic_attempt",
                                   default=None)
@@ -166,6 +175,7 @@ class _Job:
     self.elastic_batch = elastic_batch
     self.commit_every_n_steps = commit_every_n_steps
     self._why = None  # why the last attempt ended
+    self._full_disk_failures = 0  # failed saves since the last commit
     self._batch = None
     self._announced = False
 
@@ -206,6 +216,8 @@ class _Job:
         self._why = "the hosts changed"
         raise
       internal = isinstance(e, exceptions.HorovodInternalError)
+      if faults.disk_full(e) and not internal:
+        self._back_to_commit_after_full_disk(e)
       if not (internal or faults.collective_failed(e)):
         raise
       self._why = "a rank failed or left"
@@ -214,6 +226,27 @@ class _Job:
       raise exceptions.HorovodInternalError(e) from e
     finally:
       _ATTEMPT.reset(token)
+
+  def _back_to_commit_after_full_disk(self, error):
+    """Has a rank whose save found the disk full go back to the last commit
+    with the others (HorovodInternalError), after a wait, instead of ending:
+    with tables sharded over the ranks every rank saves, and all of them
+    ending would end the job. Gives up (re-raises `error`) after
+    FULL_DISK_ATTEMPTS failed saves in a row without a commit."""
+    from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
+    self._full_disk_failures += 1
+    if self._full_disk_failures > FULL_DISK_ATTEMPTS:
+      raise error
+    wait = min(FULL_DISK_WAIT_SECONDS * 2 ** (self._full_disk_failures - 1),
+               FULL_DISK_MAX_WAIT_SECONDS)
+    logging.warning(
+        "elastic Horovod: rank %d's save found the disk full (%s); every "
+        "rank goes back to the last commit, in %d s (failed save %d of %d "
+        "in a row)", self.rank, faults.disk_full(error), wait,
+        self._full_disk_failures, FULL_DISK_ATTEMPTS)
+    time.sleep(wait)
+    self._why = "a save found the disk full"
+    raise exceptions.HorovodInternalError(error) from error
 
   def attach(self, model_dir, topology):
     """The commit hooks of an Estimator made in this attempt; logs the
@@ -264,12 +297,13 @@ class _Job:
     """Records the commit at `step` and leaves if the hosts changed
     (HostsUpdatedInterrupt, on every rank at once).
 
-    Only rank 0 saves, and a rank 0 whose save failed (a full disk) dies
+    A rank whose save failed (a full disk) goes back to the last commit
     before it gets here: every rank takes the step from rank 0, so that
     then this fails on each of them and the restart resumes from the
     commit before, which is on disk, instead of a step that never was.
     """
     self.state.step = self._broadcast(step)
+    self._full_disk_failures = 0
     self.state.commit()
 
 

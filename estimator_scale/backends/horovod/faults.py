@@ -83,6 +83,19 @@ def collective_failed(error):
   return any(node.rpartition("/")[2].startswith("Horovod")
              for node in _FAILED_NODE.findall(str(error)))
 
+_DISK_FULL = ("No space left on device", "Disk quota exceeded")
+"""What a write to a full disk raises (ENOSPC, EDQUOT), in TensorFlow's
+errors as in Python's."""
+
+
+def disk_full(error):
+  """The line of `error` that says a write found its disk full (a save
+  that may succeed once room is made, unlike a path that cannot be
+  written), or None."""
+  return next((line.strip() for line in str(error).splitlines()
+               if any(text in line for text in _DISK_FULL)), None)
+
+
 _watchdog_started = False
 
 

@@ -23,11 +23,16 @@ from estimator_scale.backends import coordinator
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
 
+CASE_TRAINING = {"mlp": {}, "click": {
+    "optimizer": "adagrad", "schedule": es.Schedule(learning_rate=0.05)}}
+"""TrainingConfig's arguments for each --case: the tables' rows want an
+optimizer with a rate of their own."""
+
 flags.DEFINE_string("distribution", "none", "backend")
 flags.DEFINE_string("model_dir", None, "the job's checkpoints")
 flags.DEFINE_string("out_dir", None, "where the ids go")
 flags.DEFINE_string("run", "0", "this run's name in the file names")
-flags.DEFINE_enum("case", "mlp", ["mlp", "click"], "the network and its "
+flags.DEFINE_enum("case", "mlp", list(CASE_TRAINING), "the network and its "
                   "data (tiny_models): the MLP on random labels, or the "
                   "click model with sharded tables on generated clicks")
 flags.DEFINE_integer("examples", 96, "examples with ids 0 ... examples - 1")
@@ -54,11 +59,6 @@ flags.DEFINE_string("stop_at_file", None, "stop once global_step reaches the "
 flags.DEFINE_float("seconds_per_update", 0.0, "a pause after each update, so "
                    "that a test can change the hosts between updates")
 FLAGS = flags.FLAGS
-
-CASE_TRAINING = {"mlp": {}, "click": {
-    "optimizer": "adagrad", "schedule": es.Schedule(learning_rate=0.05)}}
-"""TrainingConfig's arguments for each --case: the tables' rows want an
-optimizer with a rate of their own."""
 
 
 class _Pause(tf.compat.v1.train.SessionRunHook):

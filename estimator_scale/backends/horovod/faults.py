@@ -83,6 +83,7 @@ def collective_failed(error):
   return any(node.rpartition("/")[2].startswith("Horovod")
              for node in _FAILED_NODE.findall(str(error)))
 
+
 _DISK_FULL = ("No space left on device", "Disk quota exceeded")
 """What a write to a full disk raises (ENOSPC, EDQUOT), in TensorFlow's
 errors as in Python's."""

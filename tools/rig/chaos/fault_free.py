@@ -30,15 +30,13 @@ def _weights(model_dir):
   import tensorflow as tf
   from estimator_scale.embeddings import shard_checkpoints
   checkpoint = tf.train.latest_checkpoint(model_dir)
-  weights = {}
-  for path in (checkpoint, shard_checkpoints.merged_checkpoint(checkpoint)):
-    if tf.io.gfile.exists(path + ".index"):
-      reader = tf.train.load_checkpoint(path)
-      weights.update({n: reader.get_tensor(n) for n, dtype
-                      in reader.get_variable_to_dtype_map().items()
-                      if n.startswith("model/") and dtype.is_floating})
-  return weights, int(tf.train.load_checkpoint(checkpoint).get_tensor(
-      "global_step"))
+  readers = [tf.train.load_checkpoint(path) for path in (
+      checkpoint, shard_checkpoints.merged_checkpoint(checkpoint))
+             if tf.io.gfile.exists(path + ".index")]
+  weights = {n: reader.get_tensor(n) for reader in readers
+             for n, dtype in reader.get_variable_to_dtype_map().items()
+             if n.startswith("model/") and dtype.is_floating}
+  return weights, int(readers[0].get_tensor("global_step"))
 
 
 def _mlp_scores(weights, examples):

@@ -1,5 +1,6 @@
 """docs/CHAOS.md's text from a run's JSON report, for any backend's run."""
 from tools.rig.chaos import core
+from tools.rig.chaos import fault_free
 from tools.rig.chaos import horovod
 from tools.rig.chaos import ps
 
@@ -53,12 +54,13 @@ where the fault needs one. The fault-free run trains the same worker, data,
 seed and global batch in one process to the step of the chaos job's last
 checkpoint; a synchronous job ends a run of a few hundred updates with its
 weights but for the order of floating-point sums (tests/multihost/test_chaos.py),
-while over thousands of updates the MLP job's 400 randomly labelled examples,
+while over thousands of updates the MLP job's {core.CASES['mlp']} randomly labelled examples,
 memorised over and over, carry that last-bit difference up to the size of the
 weights. The click job (`--case click`: a table sharded over the ranks or
-split over the parameter servers for each of four id columns, on 40,000
-generated clicks) is judged by what it is for: its AUC on 20,000 clicks of
-the eval split against the fault-free run's.
+split over the parameter servers for each of four id columns, on
+{core.CASES['click']:,} generated clicks) is judged by what it is for: its
+AUC on {fault_free.HELD_OUT:,} clicks of the eval split against the
+fault-free run's.
 
 {sections}"""
 

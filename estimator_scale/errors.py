@@ -15,6 +15,11 @@ import contextlib
 from absl import logging
 
 
+COMMAND_LINE_PREFIX = "estimator-scale: error: "
+"""What starts the one line the command line prints for an Error, and a
+rank that must end without raising one prints the same way."""
+
+
 class Error(ValueError):
   """Base of the framework's errors."""
 

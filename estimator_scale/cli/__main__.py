@@ -59,7 +59,7 @@ def _as_flags(message):
 
 def _fail(message):
   """One line on stderr and exit 2: what a usage or configuration error gets."""
-  print(f"estimator-scale: error: {_as_flags(message)}", file=sys.stderr)
+  print(f"{errors.COMMAND_LINE_PREFIX}{_as_flags(message)}", file=sys.stderr)
   sys.exit(2)
 
 

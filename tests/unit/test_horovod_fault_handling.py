@@ -118,6 +118,12 @@ def test_peers_name_the_ranks_that_do_not_answer():
     s.close()
 
 
+def _naming(coordinator, peers):
+  """NamingLostRanks whose stall watch ends nothing (tested on its own)."""
+  return faults.NamingLostRanks(coordinator, peers,
+                                faults.StallWatch(peers, 3600, end=print))
+
+
 class _FailingCoordinator:
   can_broadcast = True
 
@@ -135,7 +141,7 @@ def test_horovods_shutdown_becomes_one_line_naming_the_lost_rank():
                            "the ranks")
   lost = faults.Peers(1, [("host1", "127.0.0.1", _closed_port()),
                           ("host2", "127.0.0.1", alive.port)])
-  coordinator = faults.NamingLostRanks(_FailingCoordinator(shut_down), lost)
+  coordinator = _naming(_FailingCoordinator(shut_down), lost)
   assert coordinator.can_broadcast
   with pytest.raises(errors.TopologyError) as raised:
     coordinator.train(None, None, [], None, 10)
@@ -146,11 +152,12 @@ def test_horovods_shutdown_becomes_one_line_naming_the_lost_rank():
   everyone = faults.Peers(0, [("host1", "127.0.0.1", alive.port),
                               ("host2", "127.0.0.1", alive.port)])
   with pytest.raises(RuntimeError) as raised:
-    faults.NamingLostRanks(_FailingCoordinator(shut_down), everyone).train()
+    _naming(_FailingCoordinator(shut_down), everyone).train(
+        None, None, [], None, 10)
   assert raised.value is shut_down
   other = ValueError("a model error")
   with pytest.raises(ValueError) as raised:
-    faults.NamingLostRanks(_FailingCoordinator(other), lost).train()
+    _naming(_FailingCoordinator(other), lost).train(None, None, [], None, 10)
   assert raised.value is other
 
 
@@ -179,6 +186,62 @@ def test_a_collective_whose_transfer_broke_names_the_lost_rank_too():
   lost = faults.Peers(1, [("host1", "127.0.0.1", _closed_port()),
                           ("host2", "127.0.0.1", faults._Listener().port)])  # pylint: disable=protected-access
   with pytest.raises(errors.TopologyError) as raised:
-    faults.NamingLostRanks(_FailingCoordinator(broken), lost).train()
+    _naming(_FailingCoordinator(broken), lost).train(None, None, [], None,
+                                                      10)
   assert str(raised.value).startswith(
       "Horovod rank 1 on host2 lost rank 0 on host1 (its process is gone)")
+
+
+def test_a_stalled_call_probes_its_peers_and_names_the_lost_ones():
+  alive = faults._Listener()  # pylint: disable=protected-access
+  everyone = faults.Peers(0, [("host1", "127.0.0.1", alive.port),
+                              ("host2", "127.0.0.1", alive.port)])
+  lost = faults.Peers(0, [("host1", "127.0.0.1", alive.port),
+                          ("host2", "127.0.0.1", _closed_port())])
+  ended = []
+  watch = faults.StallWatch(lost, 30, end=ended.append)
+  now = time.monotonic()
+  assert watch.stalled(now + 60) is None  # outside a watched call
+  with watch.watching():
+    assert watch.stalled(time.monotonic() + 29) is None
+    watch.hook().after_run(None, None)  # an update: the clock starts again
+    assert watch.stalled(time.monotonic() + 29) is None
+    assert watch.stalled(time.monotonic() + 31) == (
+        "Horovod rank 0 on host1 lost rank 1 on host2 (its process is "
+        "gone), so every rank stops; start the job again on the hosts that "
+        "remain to resume from the last checkpoint")
+  healthy = faults.StallWatch(everyone, 30, end=ended.append)
+  with healthy.watching():
+    later = time.monotonic() + 31
+    # A long step with every peer there: nothing, and no probe for another
+    # 30 s.
+    assert healthy.stalled(later) is None
+    assert healthy.stalled(later + 29) is None
+  assert not ended
+
+
+STALLED = """
+import sys, time
+from estimator_scale.backends.horovod import faults
+peers = faults.Peers(0, [("host1", None, 0),
+                         ("host2", "127.0.0.1", int(sys.argv[1]))])
+watch = faults.StallWatch(peers, 1)
+with watch.watching():
+  print("stalled", flush=True)
+  time.sleep(60)  # an op that never returns
+"""
+
+
+def test_a_rank_stalled_with_a_lost_peer_ends_naming_it():
+  rank = subprocess.Popen([sys.executable, "-c", STALLED, str(_closed_port())],
+                          cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  assert rank.stdout.readline() == "stalled\n", rank.stderr.read()
+  start = time.monotonic()
+  code = rank.wait(timeout=30)
+  assert code == faults.EXIT_STALLED
+  assert time.monotonic() - start < 10
+  assert rank.stderr.read().splitlines()[-1] == (
+      "estimator-scale: error: Horovod rank 0 on host1 lost rank 1 on host2 "
+      "(its process is gone), so every rank stops; start the job again on "
+      "the hosts that remain to resume from the last checkpoint")

@@ -24,7 +24,9 @@ leaves at once instead of asking every rank to stop.
 
 The Gloo timeout stays Horovod's own: it also bounds how far apart the ranks
 may reach hvd.init(), and a shorter one would fail jobs whose hosts start
-slowly.
+slowly. A rank that still has not ended well after it (a Horovod op that
+never returns once the background loop has stopped) is ended by
+`StallWatch`, which names the lost rank the same way.
 """
 import concurrent.futures
 import contextlib
@@ -34,10 +36,12 @@ import select
 import signal
 import socket
 import stat
+import sys
 import threading
 import time
 
 from absl import logging
+import tensorflow as tf
 
 from estimator_scale import errors
 
@@ -55,6 +59,15 @@ PROBE_SECONDS = 3.0
 """How long a rank waits for another rank's process to accept a connection.
 A live process accepts at once, however busy (the kernel completes the
 handshake), so only a host that is down or cut off uses it up."""
+
+STALL_MARGIN_SECONDS = 10
+"""How long past Horovod's Gloo timeout a rank may go without an update
+before it asks whether its peers are there: by then Horovod's own error
+should have ended it, and a rank still waiting is blocked for good."""
+
+EXIT_STALLED = 2
+"""A rank ended by `StallWatch` exits as the command line does on the
+TopologyError it would have raised."""
 
 SHUT_DOWN = "Horovod has been shut down"
 """What every Horovod op raises once the background loop has failed."""
@@ -289,14 +302,18 @@ class NamingLostRanks:
   failed on an error of its own, which it reports), the original error
   stands.
 
+  A call that stalls instead of failing ends the rank by `StallWatch`.
+
   Args:
     coordinator: the HorovodCoordinator to delegate to.
     peers: this job's `Peers`.
+    stall: the `StallWatch` over these peers.
   """
 
-  def __init__(self, coordinator, peers):
+  def __init__(self, coordinator, peers, stall):
     self._coordinator = coordinator
     self._peers = peers
+    self._stall = stall
 
   def __getattr__(self, name):
     return getattr(self._coordinator, name)
@@ -304,7 +321,8 @@ class NamingLostRanks:
   @contextlib.contextmanager
   def _naming_lost_ranks(self):
     try:
-      yield
+      with self._stall.watching():
+        yield
     except Exception as e:  # pylint: disable=broad-except
       if not collective_failed(e):
         raise
@@ -318,10 +336,12 @@ class NamingLostRanks:
     with self._naming_lost_ranks():
       return self._coordinator.broadcast(value)
 
-  def train(self, *args, **kwargs):
+  def train(self, estimator, input_fn, hooks, steps, max_steps):
     """See HorovodCoordinator."""
     with self._naming_lost_ranks():
-      return self._coordinator.train(*args, **kwargs)
+      return self._coordinator.train(estimator, input_fn,
+                                     hooks + [self._stall.hook()], steps,
+                                     max_steps)
 
   def evaluate(self, *args, **kwargs):
     """See HorovodCoordinator."""
@@ -332,3 +352,95 @@ class NamingLostRanks:
     """See HorovodCoordinator."""
     with self._naming_lost_ranks():
       return self._coordinator.export(*args, **kwargs)
+
+
+def stall_seconds(environ):
+  """How long a rank of a job with this environment may go without an
+  update before `StallWatch` probes its peers."""
+  gloo_timeout = float(environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS") or 30)
+  return gloo_timeout + STALL_MARGIN_SECONDS
+
+
+def _end_naming(line):
+  print(f"{errors.COMMAND_LINE_PREFIX}{line}", file=sys.stderr, flush=True)
+  logging.flush()
+  os._exit(EXIT_STALLED)  # pylint: disable=protected-access
+
+
+class StallWatch:
+  """Ends a rank that made no progress for `seconds` while a peer is lost.
+
+  Horovod ends a rank whose peer went silent by its Gloo timeout, but an op
+  enqueued as its background loop stops is never answered, and the step
+  that waits for it never returns: the rank hangs with the job lost. Only
+  a stall costs probes (a long step or evaluation of a healthy job finds
+  every peer there and waits on), so no job pays for it while it trains.
+
+  Args:
+    peers: this job's `Peers`.
+    seconds: the stall after which peers are probed (`stall_seconds`).
+    end: called with the line naming the lost ranks; must not return.
+  """
+
+  def __init__(self, peers, seconds, end=_end_naming):
+    self._peers = peers
+    self._seconds = seconds
+    self._end = end
+    self._lock = threading.Lock()
+    self._since = None  # last progress inside a watched call; None outside
+    self._thread = None
+
+  @contextlib.contextmanager
+  def watching(self):
+    """Progress is expected for as long as this block runs."""
+    with self._lock:
+      self._since = time.monotonic()
+      if self._thread is None:
+        self._thread = threading.Thread(target=self._watch, daemon=True,
+                                        name="stall_watch")
+        self._thread.start()
+    try:
+      yield
+    finally:
+      with self._lock:
+        self._since = None
+
+  def progressed(self):
+    with self._lock:
+      if self._since is not None:
+        self._since = time.monotonic()
+
+  def stalled(self, now):
+    """The line naming the lost ranks when the watched call stalled with
+    some lost; else None (and a stall with every peer there waits another
+    `seconds` before the next probe)."""
+    with self._lock:
+      if self._since is None or now - self._since < self._seconds:
+        return None
+    lost = self._peers.lost()
+    if lost:
+      return self._peers.describe(lost)
+    with self._lock:
+      if self._since is not None:
+        self._since = now
+    return None
+
+  def hook(self):
+    """A SessionRunHook whose every update counts as progress."""
+    return _ProgressHook(self)
+
+  def _watch(self):
+    while True:
+      time.sleep(1)
+      line = self.stalled(time.monotonic())
+      if line:
+        self._end(line)
+
+
+class _ProgressHook(tf.compat.v1.train.SessionRunHook):
+
+  def __init__(self, watch):
+    self._watch = watch
+
+  def after_run(self, run_context, run_values):
+    self._watch.progressed()

@@ -30,6 +30,8 @@ import statistics
 
 import tensorflow as tf
 
+from estimator_scale import data_options
+
 COLLECTION = "estimator_scale_input_wait_seconds"
 """Graph collection holding the update's input wait seconds per worker."""
 
@@ -65,7 +67,8 @@ def measure(features, labels):
     (float32 seconds, features, labels), the last two to build on.
   """
   with tf.device("/cpu:0"), tf.name_scope("input_wait"):
-    always_ready = tf.data.Dataset.from_tensors(0).repeat()
+    always_ready = data_options.without_tuning_thread(
+        tf.data.Dataset.from_tensors(0).repeat())
     reference = tf.compat.v1.data.make_one_shot_iterator(
         always_ready).get_next()
     with tf.control_dependencies([reference]):

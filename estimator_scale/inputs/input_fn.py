@@ -9,6 +9,7 @@ naming both.
 """
 import tensorflow as tf
 
+from estimator_scale import data_options
 from estimator_scale import errors
 from estimator_scale import topology as topology_lib
 from estimator_scale.inputs import position
@@ -94,8 +95,9 @@ class InputFn:
   def __call__(self, params=None, input_context=None, config=None):
     del params  # every setting was fixed when the input_fn was built
     topology = self.topology or self._alone(input_context, config)
-    return self._make_dataset(topology, self._replica_batch, input_context,
-                              getattr(config, "model_dir", None))
+    dataset = self._make_dataset(topology, self._replica_batch, input_context,
+                                 getattr(config, "model_dir", None))
+    return data_options.without_tuning_thread(dataset)
 
   def _alone(self, input_context, config):
     """One local process: what an input without a topology reads for when

@@ -6,6 +6,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.framework import dataset_options_pb2
 
 import estimator_scale as es
 from estimator_scale import hooks as hooks_lib
@@ -195,3 +196,15 @@ def test_summaries_name_each_worker_or_this_one():
   assert tags == [f"{input_wait.SUMMARY_PREFIX}/worker_2",
                   f"{input_wait.SUMMARY_PREFIX}/worker_0",
                   f"{input_wait.SUMMARY_PREFIX}/worker_1"]
+
+
+def test_the_always_ready_reference_starts_no_tuning_thread():
+  # A dataset of the framework's own (estimator_scale/data_options.py).
+  with tf.Graph().as_default() as graph:
+    input_wait.measure({"x": tf.constant([1.0])}, None)
+  found = [op for op in graph.get_operations() if op.type == "OptionsDataset"]
+  assert len(found) == 1, [op.type for op in graph.get_operations()]
+  options = dataset_options_pb2.Options.FromString(
+      found[0].get_attr("serialized_options"))
+  assert options.autotune_options.HasField("enabled")
+  assert not options.autotune_options.enabled

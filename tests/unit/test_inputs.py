@@ -334,3 +334,23 @@ def test_without_an_estimator_of_the_framework_a_larger_job_is_refused():
   evaluation = es.inputs.from_arrays({"x": np.zeros((16, 2))}, np.zeros(16),
                                      8, training=False)
   assert next(iter(evaluation(input_context=context)))[0]["x"].shape[0] == 8
+
+
+def test_no_builder_starts_tf_datas_tuning_thread(tmp_path):
+  # Its thread can make closing a session wait up to a minute (see
+  # estimator_scale/data_options.py); what a builder reads stays as tuned.
+  ids = np.arange(16)
+  es.inputs.write_tfrecord_shards({"id": ids}, ids, str(tmp_path), 2)
+  spec = {"id": tf.io.FixedLenFeature([], tf.int64),
+          "label": tf.io.FixedLenFeature([], tf.int64)}
+  (tmp_path / "a.csv").write_text("x,label\n1.0,1\n3.0,0\n")
+  builders = [
+      es.inputs.from_arrays({"id": ids}, ids, 4, seed=1),
+      es.inputs.from_tfrecords(str(tmp_path / "*.tfrecord"), spec, "label",
+                               4, seed=1),
+      es.inputs.from_csv(str(tmp_path / "a.csv"), ["x", "label"], "label",
+                         [[0.0], [0]], 2, training=False)]
+  for fn in builders:
+    dataset = fn()
+    assert dataset.options().autotune.enabled is False, fn
+    assert next(iter(dataset)) is not None

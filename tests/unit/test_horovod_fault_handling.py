@@ -118,10 +118,8 @@ def test_peers_name_the_ranks_that_do_not_answer():
     s.close()
 
 
-def _naming(coordinator, peers):
-  """NamingLostRanks whose stall watch ends nothing (tested on its own)."""
-  return faults.NamingLostRanks(coordinator, peers,
-                                faults.StallWatch(peers, 3600, end=print))
+STALL_NEVER = 3600
+"""A stall limit no test reaches (the stall watch is tested on its own)."""
 
 
 class _FailingCoordinator:
@@ -141,7 +139,8 @@ def test_horovods_shutdown_becomes_one_line_naming_the_lost_rank():
                            "the ranks")
   lost = faults.Peers(1, [("host1", "127.0.0.1", _closed_port()),
                           ("host2", "127.0.0.1", alive.port)])
-  coordinator = _naming(_FailingCoordinator(shut_down), lost)
+  coordinator = faults.NamingLostRanks(_FailingCoordinator(shut_down), lost,
+                                       STALL_NEVER)
   assert coordinator.can_broadcast
   with pytest.raises(errors.TopologyError) as raised:
     coordinator.train(None, None, [], None, 10)
@@ -152,12 +151,13 @@ def test_horovods_shutdown_becomes_one_line_naming_the_lost_rank():
   everyone = faults.Peers(0, [("host1", "127.0.0.1", alive.port),
                               ("host2", "127.0.0.1", alive.port)])
   with pytest.raises(RuntimeError) as raised:
-    _naming(_FailingCoordinator(shut_down), everyone).train(
-        None, None, [], None, 10)
+    faults.NamingLostRanks(_FailingCoordinator(shut_down), everyone,
+                           STALL_NEVER).train(None, None, [], None, 10)
   assert raised.value is shut_down
   other = ValueError("a model error")
   with pytest.raises(ValueError) as raised:
-    _naming(_FailingCoordinator(other), lost).train(None, None, [], None, 10)
+    faults.NamingLostRanks(_FailingCoordinator(other), lost,
+                           STALL_NEVER).train(None, None, [], None, 10)
   assert raised.value is other
 
 
@@ -186,8 +186,8 @@ def test_a_collective_whose_transfer_broke_names_the_lost_rank_too():
   lost = faults.Peers(1, [("host1", "127.0.0.1", _closed_port()),
                           ("host2", "127.0.0.1", faults._Listener().port)])  # pylint: disable=protected-access
   with pytest.raises(errors.TopologyError) as raised:
-    _naming(_FailingCoordinator(broken), lost).train(None, None, [], None,
-                                                      10)
+    faults.NamingLostRanks(_FailingCoordinator(broken), lost,
+                           STALL_NEVER).train(None, None, [], None, 10)
   assert str(raised.value).startswith(
       "Horovod rank 1 on host2 lost rank 0 on host1 (its process is gone)")
 

@@ -62,10 +62,9 @@ class Horovod(base.Backend):
     if topology.is_chief:
       shard_checkpoints.resume_where_tables_were_merged(model_dir)
     if topology.num_workers > 1:
-      peers = faults.Peers.exchange(hvd, os.environ)
-      coord = faults.NamingLostRanks(
-          coord, peers,
-          faults.StallWatch(peers, faults.stall_seconds(os.environ)))
+      coord = faults.NamingLostRanks(coord,
+                                     faults.Peers.exchange(hvd, os.environ),
+                                     faults.stall_seconds(os.environ))
     return base.ScaleConfig(config, topology, coord, hooks=hooks)
 
   def elastic_requested(self):

@@ -307,13 +307,14 @@ class NamingLostRanks:
   Args:
     coordinator: the HorovodCoordinator to delegate to.
     peers: this job's `Peers`.
-    stall: the `StallWatch` over these peers.
+    stall_seconds: how long a call may go without an update before its
+      `StallWatch` probes the peers (`stall_seconds`).
   """
 
-  def __init__(self, coordinator, peers, stall):
+  def __init__(self, coordinator, peers, stall_seconds):
     self._coordinator = coordinator
     self._peers = peers
-    self._stall = stall
+    self._stall = StallWatch(peers, stall_seconds)
 
   def __getattr__(self, name):
     return getattr(self._coordinator, name)

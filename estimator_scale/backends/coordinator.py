@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
+from estimator_scale import moments
 
 
 class StopReason(enum.Enum):
@@ -121,7 +122,8 @@ class Coordinator:
       target = checkpoint_step(estimator.model_dir) + steps
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [last], steps=steps,
-                    max_steps=max_steps)
+                    max_steps=max_steps,
+                    saving_listeners=moments.saving_listeners())
     return result(last, estimator, target)
 
   def evaluate(self, estimator, input_fn, **kwargs):

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
+from estimator_scale import moments
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
 from estimator_scale.backends import coordinator
@@ -295,12 +296,14 @@ class ClusterCoordinator(coordinator.Coordinator):
     try:
       if self._servers_started and self._servers_persist:
         # train_and_evaluate would start this task's gRPC server again.
-        estimator.train(input_fn, hooks=hooks + [last], max_steps=target)
+        estimator.train(input_fn, hooks=hooks + [last], max_steps=target,
+                        saving_listeners=moments.saving_listeners())
       else:
         tf.estimator.train_and_evaluate(
             estimator,
-            tf.estimator.TrainSpec(input_fn, max_steps=target,
-                                   hooks=hooks + [last]),
+            tf.estimator.TrainSpec(
+                input_fn, max_steps=target, hooks=hooks + [last],
+                saving_listeners=moments.saving_listeners()),
             # Without an evaluator task the EvalSpec is not used.
             tf.estimator.EvalSpec(input_fn, steps=1))
     except tf.errors.DeadlineExceededError as e:

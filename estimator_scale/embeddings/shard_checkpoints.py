@@ -55,6 +55,7 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale import moments
 from estimator_scale import resume
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
@@ -479,6 +480,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       return  # nothing trained yet: the initializers draw the same rows
     self._saved_at = step
     source = self._tables_source(step)
+    if dynamic_reshard.ranks_saved(source) != self._hvd.size():
+      moments.begins("reshard")
     session.run(self._restore, {self._checkpoint: source})
     self._resharder.after_restore(session, source)
     if self._hvd.rank() == 0:
@@ -535,6 +538,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
   def _save(self, session, step):
     """Every rank writes its slices; once all have, rank 0 merges them."""
     hvd = self._hvd
+    moments.begins("save")
     session.run(self._save_parts,
                 {self._checkpoint: self._prefix(step, hvd.rank())})
     written = int(session.run(self._barrier,
@@ -550,6 +554,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     Raises:
       errors.ConfigError: rank 0 does not find every part the ranks wrote.
     """
+    moments.begins("merge")
     size = self._hvd.size()
     parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(
         self._prefix(step) + f"-of{size}-rank*-part*.index"))

@@ -73,3 +73,23 @@ def test_the_click_jobs_comparison_is_its_held_out_auc():
   assert "epochs of 40000 examples" in page
   assert "`python -m tools.rig.chaos --case click --backend slurm --seed 1" in (
       page)
+
+
+def test_the_page_says_which_faults_landed_inside_a_moment():
+  faults = [dict(kind="kill_rank", host="host3", began=70.0, visible=70.0,
+                 ended=None, recovery=31.5, moment="merge",
+                 moment_host="host2"),
+            dict(kind="join", host="host5", began=200.0, visible=200.0,
+                 ended=None, recovery=None,
+                 note="re-shard held for the next fault"),
+            dict(kind="pause", host="host4", began=230.0, visible=260.0,
+                 ended=290.0, recovery=35.0, moment="reshard",
+                 moment_host="host5")]
+  page = chaos.render(_report("horovod", faults=faults))
+  assert "| faults inside a moment | 1 in a merge of the tables' parts, " \
+         "1 in a re-shard |" in page
+  assert "| 70 | kill_rank | host3 | a merge of the tables' parts on host2 " \
+         "| 31.5 |" in page
+  assert "| 200 | join | host5 |  | re-shard held for the next fault |" in page
+  assert "2 of 2" in page  # the held join has no recovery of its own
+  assert "none (faults at random times only)" in chaos.render(_report("slurm"))

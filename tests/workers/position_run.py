@@ -19,6 +19,7 @@ from absl import flags
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale import moments
 from estimator_scale.backends import coordinator
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
@@ -56,6 +57,8 @@ flags.DEFINE_string("stop_at_file", None, "stop once global_step reaches the "
                     "step this file names (read after every update): a "
                     "driver ends a job of many restarts, whose command is "
                     "fixed, at a step it picks late")
+flags.DEFINE_string("moments_dir", None, "where a chaos driver arms the "
+                    "moments it aims faults at (estimator_scale.moments)")
 flags.DEFINE_float("seconds_per_update", 0.0, "a pause after each update, so "
                    "that a test can change the hosts between updates")
 FLAGS = flags.FLAGS
@@ -145,6 +148,8 @@ def _train(batch=None):
 
 def main(argv):
   del argv
+  if FLAGS.moments_dir:
+    os.environ[moments.ENV] = FLAGS.moments_dir
   if FLAGS.tfrecords and FLAGS.case != "mlp":
     raise app.UsageError(f"--tfrecords writes the mlp case's examples; "
                          f"--case={FLAGS.case} reads arrays only")

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
+from estimator_scale import moments
 from estimator_scale.backends import coordinator
 from estimator_scale.backends.horovod import stop as stop_lib
 
@@ -81,7 +82,8 @@ class HorovodCoordinator(coordinator.Coordinator):
     checks = ([RequireExchangeHook(self.topology.num_workers)]
               if self.topology.num_workers > 1 else [])
     estimator.train(input_fn, hooks=hooks + checks + [stop, last],
-                    max_steps=target)
+                    max_steps=target,
+                    saving_listeners=moments.saving_listeners())
     if last.last_step < target and last.input_ended:
       raise RuntimeError(
           f"rank {self.topology.worker_index}: training input ended at step "

@@ -10,11 +10,13 @@ import collections
 import contextlib
 import dataclasses
 import errno
+import glob
 import os
 import random
 import re
 import signal
 import subprocess
+import threading
 import time
 
 from tests.helpers import trained_ids
@@ -39,6 +41,15 @@ ERROR_LOOKING = re.compile(
 """What a user scanning a log would take for trouble: the words, and the
 error and fatal lines of TensorFlow's C++ log."""
 
+MOMENT_WAIT = 4 * ABSORB_LIMIT
+"""Seconds the driver waits for the job to begin the moment a fault is
+aimed at (a save comes every few updates; a re-shard after its lead-in
+join's restart) before it injects the fault at once instead."""
+RELEASE_SECONDS = 1.0
+"""How long the process that began the moment is held there after the
+fault went in: a kill or a stop lands while it is held, a cut link or a
+full disk while it goes on with the moment."""
+
 WORKER = [PYTHON, "-m", "tests.workers.position_run"]
 """The job's processes: the exactly-once tests' worker, every process of
 which logs the example ids of its updates."""
@@ -55,6 +66,9 @@ class Fault:
   recovery: float = None  # seconds from `visible` (or `ended`, where no
   # restart is needed) to the job's next update, in a new session where
   # the kind needs one
+  moment: str = None  # the moment of the job it was aimed at (`moments`)
+  moment_host: str = None  # where a process had begun that moment
+  note: str = None  # why a fault has no recovery of its own
 
 
 class Driver:
@@ -67,6 +81,9 @@ class Driver:
   """
 
   restarts = ()
+  moments = ("save",)
+  """The moments of `estimator_scale.moments` the backend's job has: a
+  fault is aimed at each as often as at a random time."""
   global_batch = None
   """Examples an update, where the job keeps it whatever its size: its
   fault-free run is then the same training (`fault_free`)."""
@@ -77,6 +94,11 @@ class Driver:
     self.case, self.examples = case, CASES[case]
     self.work_dir = work_dir
     self.rng = random.Random(seed)
+    # A stream of its own: the kinds, hosts and gaps a seed drew before
+    # faults were aimed at moments stay the same.
+    self._moment_rng = random.Random(f"moments-{seed}")
+    self.moments_dir = os.path.join(work_dir, "moments")
+    os.makedirs(self.moments_dir, exist_ok=True)
     self.gap = gap
     self.kinds = kinds
     self.log = log
@@ -108,11 +130,50 @@ class Driver:
       if self.now() >= seconds:
         break
       kind, host = self._draw()
+      moment = self._moment_rng.choice((None,) + self.moments)
+      taken_on = self._at_moment(moment, kind) if moment else None
       fault = getattr(self, "_" + kind)(host)
+      if taken_on:
+        fault.moment, fault.moment_host = moment, taken_on
       self.faults.append(fault)
       self._absorb(fault)
     self._heal()
     self._calm_from = os.path.getsize(self.job_log)
+
+  def _at_moment(self, moment, kind):
+    """Waits until a process of the job begins `moment` (`_lead_in` makes
+    one come where the job needs a change for it) and holds it there for
+    the fault about to go in; returns that process's host, or None where the
+    moment did not come within MOMENT_WAIT (the fault then goes in at
+    once)."""
+    if not self._lead_in(moment, kind):
+      return None
+    armed = os.path.join(self.moments_dir, f"{moment}.armed")
+    with open(armed, "w", encoding="utf-8"):
+      pass
+    deadline = time.monotonic() + MOMENT_WAIT
+    while True:
+      taken = [p for p in glob.glob(os.path.join(self.moments_dir,
+                                                 f"{moment}.*"))
+               if p != armed]
+      if taken:
+        threading.Timer(RELEASE_SECONDS, remove_quietly, [taken[0]]).start()
+        name = os.path.basename(taken[0])[len(moment) + 1:]
+        host = name.rsplit(".", 1)[0]
+        self.log(f"chaos {self.now():7.1f} s: {moment} begun on {host}")
+        return host
+      if time.monotonic() > deadline and remove_quietly(armed):
+        self.log(f"chaos {self.now():7.1f} s: no {moment} within "
+                 f"{MOMENT_WAIT} s; the fault goes in now")
+        return None
+      time.sleep(0.02)
+
+  def _lead_in(self, moment, kind):
+    """Brings on `moment` where the job needs a change for it; False where
+    it cannot before a fault of `kind`. The saves and merges come on their
+    own."""
+    del moment, kind
+    return True
 
   def _fault(self, kind, host, visible_after=0.0):
     began = self.now()
@@ -208,7 +269,7 @@ class Driver:
             f"--save_checkpoints_steps={COMMIT}", "--seconds_per_update=0.05",
             f"--stop_at_file={self._stop_file}",
             f"--model_dir={self.model_dir}", f"--out_dir={self.out}",
-            "--run=chaos"]
+            f"--moments_dir={self.moments_dir}", "--run=chaos"]
 
   def _stop_later(self):
     """Names a step a few commits ahead in the job's --stop_at_file, which
@@ -359,6 +420,15 @@ def fill(directory):
   finally:
     os.close(fd)
   return path
+
+
+def remove_quietly(path):
+  """Removes `path`; False where it was gone already."""
+  try:
+    os.remove(path)
+    return True
+  except FileNotFoundError:
+    return False
 
 
 def signal_quietly(pid, signum):

@@ -9,6 +9,7 @@ import subprocess
 import time
 
 from tests.helpers.processes import ROOT
+from estimator_scale import moments
 from tests.helpers.rig import ENV, HOROVODRUN, discovery
 from tools.rig import cluster as cluster_lib
 from tools.rig.chaos import core
@@ -55,6 +56,9 @@ class Chaos(core.Driver):
     super().__init__(cluster, work_dir, seed, gap, kinds, log, case)
     if case == "click":
       self.global_batch = PER_RANK_BATCH * HELD_MICRO_BATCHES
+      # Its tables' parts are merged at each save and re-sharded when the
+      # ranks change.
+      self.moments = moments.MOMENTS
     names = self.names()
     self.active = names[:start_hosts]  # what the discovery script lists
     self.spare = names[start_hosts:]  # healthy hosts outside the job
@@ -76,7 +80,7 @@ class Chaos(core.Driver):
             f"--commit_every_n_steps={core.COMMIT}",
             f"--stop_at_file={self._stop_file}",
             f"--model_dir={self.model_dir}", f"--out_dir={self.out}",
-            "--run=chaos"]
+            f"--moments_dir={self.moments_dir}", "--run=chaos"]
     env = dict(ENV, HOROVOD_GLOO_TIMEOUT_SECONDS=str(COLLECTIVE_TIMEOUT))
     with open(self.job_log, "w") as f:
       self._job = self.hosts["host1"].popen(
@@ -126,6 +130,19 @@ class Chaos(core.Driver):
     kind = self.rng.choice(allowed)
     pool = {"join": self.spare, "slow": self.active}.get(kind, faultable)
     return kind, self.rng.choice(sorted(pool))
+
+  def _lead_in(self, moment, kind):
+    """A re-shard comes when the ranks change: a spare joins first (a
+    fault of its own, whose recovery is the next one's), unless the fault
+    is itself a join."""
+    if moment != "reshard":
+      return True
+    if kind == "join" or not self.spare:
+      return False
+    join = self._join(sorted(self.spare)[0])
+    join.note = "re-shard held for the next fault"
+    self.faults.append(join)
+    return True
 
   def _kill_rank(self, host):
     return self._kill("kill_rank", host, self._worker_pids(host))

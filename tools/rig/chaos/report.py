@@ -87,8 +87,9 @@ def _fault_free(report):
 def _section(report):
   backend = report.get("backend", "horovod")
   rows = "\n".join(
-      f"| {f['began']:.0f} | {f['kind']} | {f['host']} | "
-      + ("not absorbed" if f["recovery"] is None else f"{f['recovery']:.1f}")
+      f"| {f['began']:.0f} | {f['kind']} | {f['host']} | {_during(f)} | "
+      + (f.get("note") or "not absorbed" if f["recovery"] is None
+         else f"{f['recovery']:.1f}")
       + " |" for f in report["faults"])
   recoveries = [f["recovery"] for f in report["faults"]
                 if f["recovery"] is not None]
@@ -109,6 +110,7 @@ def _section(report):
 |---|---|
 | faults | {len(report['faults'])} of {len(report['kinds'])} kinds ({', '.join(report['kinds'])}) |
 | updates | {report['updates']} ({report['epochs']} epochs of {report.get('examples', core.CASES['mlp'])} examples) |
+| faults inside a moment | {_inside(report)} |
 | restarts | {report['restarts']} |
 | {once} | {'yes' if report['each_example_once'] else 'NO: ' + str(report['problem'])} |
 | recoveries within {core.ABSORB_LIMIT} s | {within} of {len(recoveries)} (slowest {report['slowest_recovery'] or 0:.1f} s) |
@@ -118,10 +120,32 @@ def _section(report):
 | processes left on the hosts | {sum(len(p) for p in report['processes_left'].values())} |
 | namespaces left | {len(report['namespaces_left'])} |
 
-{_notes(report)}| at (s) | fault | host | recovery (s) |
-|---|---|---|---|
+{_notes(report)}| at (s) | fault | host | during | recovery (s) |
+|---|---|---|---|---|
 {rows}
 """
+
+
+_MOMENT = {"save": "a save", "merge": "a merge of the tables' parts",
+           "reshard": "a re-shard"}
+
+
+def _during(fault):
+  """The moment a fault landed in, and where the job was in it."""
+  if not fault.get("moment"):
+    return ""
+  return f"{_MOMENT[fault['moment']]} on {fault['moment_host']}"
+
+
+def _inside(report):
+  """How many faults landed in each moment of the job, or none."""
+  counts = {}
+  for fault in report["faults"]:
+    if fault.get("moment"):
+      counts[fault["moment"]] = counts.get(fault["moment"], 0) + 1
+  if not counts:
+    return "none (faults at random times only)"
+  return ", ".join(f"{n} in {_MOMENT[m]}" for m, n in counts.items())
 
 
 def _notes(report):

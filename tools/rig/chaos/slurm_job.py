@@ -68,6 +68,8 @@ class SlurmChaos(core.Driver):
   def __init__(self, cluster, work_dir, seed, gap=(60.0, 180.0), kinds=KINDS,
                log=print, case="mlp"):
     super().__init__(cluster, work_dir, seed, gap, kinds, log, case)
+    if case == "click":  # its tables' parts are merged at each save
+      self.moments = ("save", "merge")
     self.slurm = slurm_lib.Slurm(cluster).start()
     self._id = None
 

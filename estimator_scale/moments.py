@@ -1,0 +1,64 @@
+"""Moments of a job that a fault injector aims at: a checkpoint's save, the
+merge of the sharded tables' parts, and their re-shard into another number
+of ranks.
+
+Each lasts tens of milliseconds, too short to hit at a random time, and
+each is where a lost process or a full disk does harm (a checkpoint half
+written, parts never merged, rows read from the wrong place). A chaos run
+(tools/rig/chaos) asks for one by creating `<moment>.armed` in the
+directory the job's environment names in ESTIMATOR_SCALE_MOMENTS; the first
+process to begin that moment takes the file (a rename, which one process
+wins), so the name says which host it is on, and holds there until the
+injector removes the file (its fault is in) or HOLD_SECONDS pass. Without
+the variable a moment costs nothing, and with nothing armed one stat.
+"""
+import os
+import socket
+import time
+
+import tensorflow as tf
+
+ENV = "ESTIMATOR_SCALE_MOMENTS"
+MOMENTS = ("save", "merge", "reshard")
+HOLD_SECONDS = 10.0
+"""The longest a process waits at a moment taken: the injector removes the
+file a second after it sees it, so only a lost injector makes it wait
+this long."""
+_POLL_SECONDS = 0.02
+
+
+def host():
+  """This process's host as Horovod and the rig name it."""
+  return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+
+
+def begins(moment):
+  """Takes and holds `moment` where an injector armed it; else returns."""
+  directory = os.environ.get(ENV)
+  if not directory:
+    return
+  taken = os.path.join(directory, f"{moment}.{host()}.{os.getpid()}")
+  try:
+    os.rename(os.path.join(directory, f"{moment}.armed"), taken)
+  except FileNotFoundError:  # not armed, or another process took it
+    return
+  deadline = time.monotonic() + HOLD_SECONDS
+  while os.path.exists(taken) and time.monotonic() < deadline:
+    time.sleep(_POLL_SECONDS)
+  try:
+    os.remove(taken)
+  except FileNotFoundError:
+    pass
+
+
+class _BeforeSave(tf.estimator.CheckpointSaverListener):
+
+  def before_save(self, session, global_step_value):
+    del session, global_step_value
+    begins("save")
+
+
+def saving_listeners():
+  """The listeners a train() passes the Estimator: one that marks each
+  checkpoint's save, where an injector may ask for it."""
+  return [_BeforeSave()] if os.environ.get(ENV) else []

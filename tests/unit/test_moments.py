@@ -1,0 +1,93 @@
+"""The moments a chaos driver aims faults at (estimator_scale.moments):
+armed by the driver, taken by the one process that begins it first, held
+until the driver lets it go; a training's checkpoint saves reach them."""
+import os
+import threading
+import time
+import types
+
+import pytest
+
+import estimator_scale as es
+from estimator_scale import moments
+from tests.workers.tiny_models import generated_data
+from tools.rig.chaos import core
+
+
+@pytest.fixture(name="armed_dir")
+def _armed_dir(tmp_path, monkeypatch):
+  monkeypatch.setenv(moments.ENV, str(tmp_path))
+  return tmp_path
+
+
+def _arm(directory, moment):
+  (directory / f"{moment}.armed").write_text("")
+
+
+def test_without_the_variable_a_moment_is_nothing(tmp_path, monkeypatch):
+  monkeypatch.delenv(moments.ENV, raising=False)
+  _arm(tmp_path, "save")
+  moments.begins("save")
+  assert (tmp_path / "save.armed").exists()
+  assert moments.saving_listeners() == []
+
+
+def test_one_process_takes_an_armed_moment_and_waits_to_be_let_go(armed_dir):
+  moments.begins("merge")  # nothing armed: returns at once
+  _arm(armed_dir, "merge")
+  done = []
+  takers = [threading.Thread(target=lambda: done.append(
+      moments.begins("merge"))) for _ in range(2)]
+  for t in takers:
+    t.start()
+  deadline = time.monotonic() + 5
+  while not list(armed_dir.glob("merge.*.*")) and time.monotonic() < deadline:
+    time.sleep(0.01)
+  taken = list(armed_dir.glob("merge.*.*"))
+  assert len(taken) == 1, taken
+  assert taken[0].name == f"merge.{moments.host()}.{os.getpid()}"
+  time.sleep(0.3)
+  assert len(done) == 1  # the other found nothing armed; the taker waits
+  taken[0].unlink()
+  for t in takers:
+    t.join(timeout=5)
+  assert len(done) == 2 and not list(armed_dir.iterdir())
+
+
+def test_the_driver_finds_the_host_and_releases_it(armed_dir):
+  driver = types.SimpleNamespace(
+      moments_dir=str(armed_dir), log=lambda line: None, now=lambda: 0.0,
+      _lead_in=lambda moment, kind: True)
+  held = []
+
+  def save_later():
+    time.sleep(0.2)
+    start = time.monotonic()
+    moments.begins("save")
+    held.append(time.monotonic() - start)
+  worker = threading.Thread(target=save_later)
+  worker.start()
+  host = core.Driver._at_moment(driver, "save", "kill_rank")  # pylint: disable=protected-access
+  worker.join(timeout=10)
+  assert host == moments.host()
+  assert core.RELEASE_SECONDS * 0.8 <= held[0] < core.RELEASE_SECONDS + 2
+
+
+def test_a_training_marks_its_checkpoint_saves(armed_dir, tmp_path):
+  model, features, labels = generated_data("mlp", 32)
+  estimator = es.make_estimator(model, model_dir=str(tmp_path / "model"),
+                                save_checkpoints_steps=2)
+  input_fn = es.inputs.from_arrays(features, labels, 8,
+                                   topology=estimator.topology)
+  _arm(armed_dir, "save")
+  taker = threading.Thread(target=estimator.train, args=(input_fn,),
+                           kwargs={"max_steps": 4})
+  taker.start()
+  deadline = time.monotonic() + 60
+  while not list(armed_dir.glob("save.*.*")) and time.monotonic() < deadline:
+    time.sleep(0.01)
+  assert list(armed_dir.glob("save.*.*")), "no save was marked"
+  for path in armed_dir.glob("save.*.*"):
+    path.unlink()
+  taker.join(timeout=60)
+  assert estimator.latest_checkpoint().endswith("-4")

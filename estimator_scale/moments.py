@@ -58,7 +58,10 @@ class _BeforeSave(tf.estimator.CheckpointSaverListener):
     begins("save")
 
 
-def saving_listeners():
-  """The listeners a train() passes the Estimator: one that marks each
-  checkpoint's save, where an injector may ask for it."""
-  return [_BeforeSave()] if os.environ.get(ENV) else []
+def saving_listeners(estimator):
+  """The listeners a train() of `estimator` passes it: one that marks each
+  checkpoint's save where an injector may ask for it and the process saves
+  (TensorFlow refuses listeners where no checkpoint is saved)."""
+  config = estimator.config
+  saves = config.save_checkpoints_steps or config.save_checkpoints_secs
+  return [_BeforeSave()] if os.environ.get(ENV) and saves else []

@@ -123,7 +123,7 @@ class Coordinator:
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [last], steps=steps,
                     max_steps=max_steps,
-                    saving_listeners=moments.saving_listeners())
+                    saving_listeners=moments.saving_listeners(estimator))
     return result(last, estimator, target)
 
   def evaluate(self, estimator, input_fn, **kwargs):

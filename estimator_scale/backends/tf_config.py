@@ -297,13 +297,13 @@ class ClusterCoordinator(coordinator.Coordinator):
       if self._servers_started and self._servers_persist:
         # train_and_evaluate would start this task's gRPC server again.
         estimator.train(input_fn, hooks=hooks + [last], max_steps=target,
-                        saving_listeners=moments.saving_listeners())
+                        saving_listeners=moments.saving_listeners(estimator))
       else:
         tf.estimator.train_and_evaluate(
             estimator,
             tf.estimator.TrainSpec(
                 input_fn, max_steps=target, hooks=hooks + [last],
-                saving_listeners=moments.saving_listeners()),
+                saving_listeners=moments.saving_listeners(estimator)),
             # Without an evaluator task the EvalSpec is not used.
             tf.estimator.EvalSpec(input_fn, steps=1))
     except tf.errors.DeadlineExceededError as e:

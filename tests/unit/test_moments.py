@@ -29,7 +29,20 @@ def test_without_the_variable_a_moment_is_nothing(tmp_path, monkeypatch):
   _arm(tmp_path, "save")
   moments.begins("save")
   assert (tmp_path / "save.armed").exists()
-  assert moments.saving_listeners() == []
+  assert moments.saving_listeners(_saving(100)) == []
+
+
+def _saving(steps):
+  return types.SimpleNamespace(config=types.SimpleNamespace(
+      save_checkpoints_steps=steps, save_checkpoints_secs=None))
+
+
+def test_a_process_that_saves_no_checkpoint_gets_no_listener(armed_dir):
+  # TensorFlow refuses saving listeners without a checkpoint saver (a
+  # Horovod rank other than 0, a parameter-server worker).
+  del armed_dir
+  assert moments.saving_listeners(_saving(None)) == []
+  assert len(moments.saving_listeners(_saving(10))) == 1
 
 
 def test_one_process_takes_an_armed_moment_and_waits_to_be_let_go(armed_dir):

@@ -83,7 +83,7 @@ class HorovodCoordinator(coordinator.Coordinator):
               if self.topology.num_workers > 1 else [])
     estimator.train(input_fn, hooks=hooks + checks + [stop, last],
                     max_steps=target,
-                    saving_listeners=moments.saving_listeners())
+                    saving_listeners=moments.saving_listeners(estimator))
     if last.last_step < target and last.input_ended:
       raise RuntimeError(
           f"rank {self.topology.worker_index}: training input ended at step "

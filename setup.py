@@ -24,6 +24,8 @@ setuptools.setup(
     "large-batch lr scaling and AdaScale over tf.distribute and Horovod.",
     packages=setuptools.find_packages(include=["estimator_scale", "estimator_scale.*",
                                                "model_zoo", "model_zoo.*"]),
+    # The dynamic tables' kernel, compiled where it is first imported.
+    package_data={"estimator_scale.embeddings": ["kernels/*.cc"]},
     python_requires=">=3.9,<3.12",
     install_requires=[
         "tensorflow-estimator>=2.15,<2.16",

@@ -21,7 +21,8 @@ source of truth; the id -> row index is rebuilt from `ids` after a restore):
   sketch     a count-min sketch of the ids without a row (only when
              min_count > 1): `depth` rows of `width` counters.
 
-A training lookup, for each micro-batch:
+A training lookup, for each micro-batch, in one kernel
+(kernels/dynamic_rows.cc, `native`):
 1. every `expiry_period(steps_to_live)` updates, frees the rows not looked
    up for `steps_to_live` updates (a scan of every row, so not every
    update);
@@ -55,7 +56,6 @@ SavedModel holds core TensorFlow ops only and serves without any library.
 import contextlib
 import dataclasses
 import functools
-import math
 import numbers
 import weakref
 
@@ -66,8 +66,11 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 from estimator_scale import errors
 from estimator_scale import hooks
 from estimator_scale.backends.horovod import ranks
+from estimator_scale.embeddings import native
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import precision
+
+native.ops()  # a parameter server runs the kernel without making a table
 
 EVICTIONS = ("lru", "lfu")
 """`eviction` values: which rows go first when the pool is full."""
@@ -92,7 +95,7 @@ _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
                 0xC2B2AE3D27D4EB4F)
 """Odd 64-bit constants: one integer mix each for the initial vectors, the
 sketch's rows and the owner rank (the last one finishes every mix), so each
-hashes the id independently."""
+hashes the id independently; the kernel is given them (as int64)."""
 
 _TABLES = weakref.WeakKeyDictionary()  # graph -> {pool variable ref: Table}
 _NAMED = weakref.WeakKeyDictionary()  # graph -> {scoped name: Table}
@@ -189,48 +192,20 @@ def bucket(keys_, which, buckets):
   return tf.math.floormod(mix(keys_, which), buckets)
 
 
-def lowest(score, count):
-  """The indices of the `count` lowest of `score` (int64) below int64.max,
-  lowest first, ties in index order: what top_k(-score, count) picks, but
-  in linear time (a selection, then a sort of the chosen only) where top_k
-  keeps a heap of `count` over every row."""
-  bound = tf.raw_ops.NthElement(input=score, n=tf.cast(count - 1, tf.int32))
-  chosen = tf.where(score <= bound)[:, 0]
-  values = tf.gather(score, chosen)
-  # Of the rows at the bound, the lowest indices fill what is left.
-  at_bound = tf.cast(tf.equal(values, bound), tf.int64)
-  room = count - tf.reduce_sum(1 - at_bound)
-  keep = tf.logical_and(tf.math.cumsum(at_bound) * at_bound <= room,
-                        values < tf.int64.max)
-  chosen, values = chosen[keep], values[keep]
-  return tf.gather(chosen, tf.argsort(values, stable=True))
-
-
-def initial_vectors(keys_, dimension, initializer):
-  """The rows admitted ids start from.
-
-  Without an initializer, each id's vector is drawn from its own hash:
-  uniform in +-1/sqrt(dimension), the same on any worker and after any
-  eviction, so a table split over workers starts each id as one process
-  does. A v1, TF 2 or Keras initializer is called for the admitted rows
-  instead.
-  """
-  n = tf.shape(keys_)[0]
-  if initializer is not None:
-    try:
-      return tf.cast(initializer([n, dimension], dtype=tf.float32),
-                     tf.float32)
-    except (TypeError, ValueError) as error:
-      raise errors.ConfigError(
-          f"dynamic table: initializer {initializer!r} cannot draw rows of a "
-          f"shape known only at run time ({error}); pass a v1, TF 2 or Keras "
-          "random or constant initializer, or None") from error
-  columns = tf.range(dimension, dtype=tf.int64)
-  cells = mix(keys_, 0)[:, None] * tf.constant(1, tf.int64) + columns[None, :]
-  bits = tf.bitwise.right_shift(tf.bitcast(mix(cells, 1), tf.uint64),
-                                tf.constant(40, tf.uint64))
-  unit = tf.cast(bits, tf.float32) / float(1 << 24)  # [0, 1)
-  return (2.0 * unit - 1.0) / math.sqrt(dimension)
+def drawn_vectors(keys_, dimension, initializer):
+  """The rows admitted ids start from where the user gave an initializer (a
+  v1, TF 2 or Keras one): drawn for the admitted rows. Without one, the
+  kernel draws each id's vector from its own hash, uniform in
+  +-1/sqrt(dimension), the same on any worker and after any eviction, so a
+  table split over workers starts each id as one process does."""
+  try:
+    return tf.cast(initializer([tf.shape(keys_)[0], dimension],
+                               dtype=tf.float32), tf.float32)
+  except (TypeError, ValueError) as error:
+    raise errors.ConfigError(
+        f"dynamic table: initializer {initializer!r} cannot draw rows of a "
+        f"shape known only at run time ({error}); pass a v1, TF 2 or Keras "
+        "random or constant initializer, or None") from error
 
 
 @contextlib.contextmanager
@@ -333,64 +308,40 @@ class Table:
     self.trained = False  # whether a training graph looks it up
 
   def _index(self):
-    """The id -> row index of training (a MutableHashTable: TensorFlow's
-    DenseHashTable slows down without bound as erased keys pile up) and the
-    stack of free rows: neither is saved, both
-    are rebuilt from `ids` on the first lookup of each session (after a
-    restore), so `ids` stays the one truth."""
-    if not hasattr(self, "_mutable"):
+    """The id -> row index of training and its stack of free rows (the
+    kernel's resource): neither is saved, both are rebuilt from `ids` on
+    the first lookup of each session (after a restore), so `ids` stays the
+    one truth."""
+    if not hasattr(self, "_handle"):
       with tf.init_scope(), (contextlib.nullcontext() if self.ps_part is None
                              else tf.compat.v1.device(self.ps_part.device)):
-        self._mutable = tf.lookup.experimental.MutableHashTable(
-            tf.int64, tf.int64, FREE, name=f"{self._leaf}_index")
-        # Not saved: `ids` is the truth, the index its cache.
-        saveables = tf.compat.v1.get_collection_ref(
-            tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS)
-        saveables[:] = [s for s in saveables
-                        if getattr(s, "op", None) is not self._mutable]
-
-        def local(value, suffix):
-          # Plain local variables: a custom getter (a feature column's)
-          # must not see them, nor a checkpoint.
-          return tf.compat.v1.Variable(
-              value, trainable=False, name=f"{self._leaf}_{suffix}",
-              collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
-        self._built = local(False, "index_built")
-        self._free_rows = local(tf.zeros([self.rows], self._stacked()),
-                                "free_rows")
-        self._free_count = local(tf.constant(0, tf.int64), "free_count")
-    return self._mutable
-
-  def _stacked(self):
-    """The free stack's dtype: int32 where this part's row numbers fit it,
-    since the stack is one entry per row and never saved."""
-    return tf.int32 if self.rows <= tf.int32.max else tf.int64
+        # Named after the table's rows: every worker's graph of a
+        # parameter-server job reaches the one index on the task.
+        self._handle = native.ops().es_dynamic_table_index(
+            shared_name=f"{self.pool.op.name}/index",
+            name=f"{self._leaf}_index")
+        self._built = tf.compat.v1.Variable(
+            False, trainable=False, name=f"{self._leaf}_index_built",
+            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+    return self._handle
 
   def _ensure_index(self):
     """An op that fills the index and the free rows from `ids` once per
-    session."""
+    session (a server's index outlives a session on parameter servers, and
+    may hold rows a restore has changed since)."""
     index = self._index()
 
     def rebuild():
-      used = tf.where(self.ids >= 0)[:, 0]
-      held = tf.gather(self.ids, used)
-      free = tf.where(self.ids < 0)[:, 0]
-      # A server's index outlives a session (parameter servers), and may
-      # hold ids of rows a restore has changed since.
-      stale, _ = index.export()
-      checks = [index.remove(stale)]
+      checks = []
       if self.ps_part is not None:
-        checks.append(self.ps_part.check_owned(held, self.first_row + used))
+        used = tf.where(self.ids >= 0)[:, 0]
+        checks.append(self.ps_part.check_owned(tf.gather(self.ids, used),
+                                               self.first_row + used))
       # After a restore by another number of ranks, every row here is
       # this rank's (dynamic_reshard moved them before the first update).
       with tf.control_dependencies(checks):
-        held = tf.identity(held)
-      done = [index.insert(held, used),
-              self._free_rows.scatter_update(tf.IndexedSlices(
-                  tf.cast(tf.reverse(free, [0]), self._stacked()),
-                  tf.range(tf.size(free, out_type=tf.int64)))),
-              self._free_count.assign(tf.size(free, out_type=tf.int64))]
-      with tf.control_dependencies(done):
+        built = native.ops().es_dynamic_table_rebuild(index, self.ids)
+      with tf.control_dependencies([built]):
         return tf.identity(self._built.assign(True))
     return tf.cond(self._built, lambda: tf.constant(True), rebuild)
 
@@ -405,148 +356,46 @@ class Table:
           default_value=FREE, name=f"{self._leaf}_served_index")
     return self._static.lookup(keys_)
 
-  def train_rows(self, unique, counts, step):
-    """The row of each unique key of a micro-batch (-1: unadmitted), after
-    expiring, admitting and evicting as the module's docstring says."""
+  def train_rows(self, keys_, counts, step):
+    """The row of each of `keys_` (-1: unadmitted), each seen `counts`
+    times (a key may repeat), after expiring, admitting and evicting as the
+    module's docstring says: one kernel (kernels/dynamic_rows.cc)."""
+    options = self.options
+    ttl = options.steps_to_live
+    # Without a sketch the kernel reads none; any variable fills its place.
+    sketch = self.sketch if self.sketch is not None else self.ids
     with tf.control_dependencies([self._ensure_index()]):
-      expired = self._expire(step)
-    with tf.control_dependencies([expired]):
-      rows = self._index().lookup(unique)
-    missing = rows < 0
-
-    def admit():
-      at = tf.where(missing)[:, 0]
-      # In increasing id order; `at` keeps each candidate's place in
-      # `unique`, so its new row goes there without a second index lookup.
-      at = tf.gather(at, tf.argsort(tf.gather(unique, at)))
-      admissible = self._admitted(tf.gather(unique, at), tf.gather(counts, at))
-      if admissible is not None:
-        at = at[admissible]
-      new_rows, admitted = self._allocate(
-          tf.gather(unique, at), tf.boolean_mask(rows, ~missing), step)
-      with tf.control_dependencies(self._admit(admitted, new_rows)):
-        return tf.tensor_scatter_nd_update(
-            rows, at[:tf.shape(new_rows)[0], None], new_rows)
-    # Once the batch's ids all have rows (most updates), nothing to admit.
-    rows = tf.cond(tf.reduce_any(missing), admit, lambda: rows)
-    found = tf.where(rows >= 0)[:, 0]
-    seen = tf.gather(rows, found)
-    with tf.control_dependencies([
-        tf.compat.v1.scatter_update(self.last_seen, seen,
-                                    tf.fill(tf.shape(seen), step)),
-        tf.compat.v1.scatter_add(self.counts, seen,
-                                 tf.gather(counts, found))]):
+      rows, admitted_rows, admitted_keys, evicted = (
+          native.ops().es_dynamic_table_train_rows(
+              self._index(), self.ids.handle, self.last_seen.handle,
+              self.counts.handle, self.fresh.handle, self.pool.handle,
+              sketch.handle, keys_, counts, step,
+              min_count=options.min_count,
+              steps_to_live=0 if ttl is None else ttl,
+              expiry_period=1 if ttl is None else expiry_period(ttl),
+              lfu=options.eviction == "lfu", evict_fraction=EVICT_FRACTION,
+              hash_vectors=options.initializer is None,
+              with_sketch=self.sketch is not None,
+              multipliers=[m - (1 << 64) if m >> 63 else m
+                           for m in _MULTIPLIERS]))
+    done = [self.evicted.assign_add(evicted)]
+    if options.initializer is not None:
+      done.append(tf.compat.v1.scatter_update(
+          self.pool, admitted_rows,
+          drawn_vectors(admitted_keys, options.dimension,
+                        options.initializer)))
+    with tf.control_dependencies(done):
       return tf.identity(rows)
-
-  def _expire(self, step):
-    """Frees the rows unseen for `steps_to_live` updates, every
-    `expiry_period(steps_to_live)` updates (a scan of every row)."""
-    ttl = self.options.steps_to_live
-    if ttl is None:
-      return tf.no_op()
-
-    def scan():
-      # A free row's last_seen is NEVER: never stale.
-      stale = tf.where(self.last_seen < step - ttl)[:, 0]
-      with tf.control_dependencies(self._free(stale)):
-        return tf.constant(True)
-    return tf.cond(tf.equal(step % expiry_period(ttl), 0), scan,
-                   lambda: tf.constant(False))
-
-  def _free(self, rows):
-    """Ops that free `rows`: their ids leave the index and the rows go on
-    the free stack."""
-    removed = self._index().remove(tf.gather(self.ids, rows))
-    count = tf.size(rows, out_type=tf.int64)
-    top = self._free_count.read_value()
-    with tf.control_dependencies([removed]):
-      pushed = self._free_rows.scatter_update(tf.IndexedSlices(
-          tf.cast(rows, self._stacked()), tf.range(top, top + count)))
-    with tf.control_dependencies([pushed]):
-      return [tf.compat.v1.scatter_update(
-          self.ids, rows, tf.fill(tf.shape(rows), tf.constant(FREE,
-                                                               tf.int64))),
-              tf.compat.v1.scatter_update(
-                  self.last_seen, rows,
-                  tf.fill(tf.shape(rows), tf.constant(NEVER, tf.int64))),
-              self._free_count.assign_add(count),
-              self.evicted.assign_add(count)]
-
-  def _admitted(self, candidates, counts):
-    """Whether each candidate's count reaches min_count (the sketch counts
-    this micro-batch's sightings first); None: all do (no sketch)."""
-    if self.sketch is None:
-      return None
-    cells = tf.stack([bucket(candidates, which + 1, self.width)
-                      for which in range(SKETCH_DEPTH)], axis=1)
-    depth = tf.broadcast_to(tf.range(SKETCH_DEPTH, dtype=tf.int64)[None, :],
-                            tf.shape(cells))
-    where = tf.reshape(tf.stack([cells, depth], axis=2), [-1, 2])
-    added = tf.compat.v1.scatter_nd_add(
-        self.sketch, where,
-        tf.reshape(tf.cast(tf.repeat(counts[:, None], SKETCH_DEPTH, axis=1),
-                           tf.int32), [-1]))
-    with tf.control_dependencies([added]):
-      estimate = tf.reduce_min(tf.reshape(
-          tf.gather_nd(self.sketch, where), [-1, SKETCH_DEPTH]), axis=1)
-    return estimate >= self.options.min_count
-
-  def _allocate(self, admitted, in_use, step):
-    """(rows for the admitted ids, the ids that got one), off the free
-    stack; when it runs short, the eviction policy frees the rows it ranks
-    last first, never one of `in_use` or of this update: at least
-    1/EVICT_FRACTION of the table at once, so the scan of every row this
-    takes is rare."""
-    wanted = tf.shape(admitted, out_type=tf.int64)[0]
-    short = tf.maximum(wanted - self._free_count.read_value(), 0)
-
-    def evict():
-      score = (self.last_seen if self.options.eviction == "lru"
-               else self.counts)
-      busy = tf.scatter_nd(in_use[:, None], tf.ones_like(in_use, tf.bool),
-                           [self.rows])
-      # Free rows' last_seen is NEVER, this update's is `step`.
-      busy = tf.logical_or(busy, self.last_seen >= step)
-      score = tf.where(busy, tf.int64.max, score)
-      count = tf.minimum(tf.constant(self.rows, tf.int64), tf.maximum(
-          short, self.rows // EVICT_FRACTION))
-      # Lowest score on top of the stack, taken first.
-      order = tf.reverse(lowest(score, count), [0])
-      with tf.control_dependencies(self._free(order)):
-        return tf.constant(True)
-    evicted = tf.cond(short > 0, evict, lambda: tf.constant(False))
-    with tf.control_dependencies([evicted]):
-      top = self._free_count.read_value()
-      granted = tf.minimum(wanted, top)
-      rows = tf.cast(tf.reverse(self._free_rows.sparse_read(
-          tf.range(top - granted, top)), [0]), tf.int64)
-    with tf.control_dependencies([rows]):
-      taken = self._free_count.assign_sub(granted)
-    with tf.control_dependencies([taken]):
-      return tf.identity(rows), admitted[:granted]
-
-  def _admit(self, admitted, rows):
-    """Writes the admitted ids into their rows, fresh."""
-    n = tf.shape(rows)
-    vectors = initial_vectors(admitted, self.options.dimension,
-                              self.options.initializer)
-    return [self._index().insert(admitted, rows),
-            tf.compat.v1.scatter_update(self.ids, rows, admitted),
-            tf.compat.v1.scatter_update(self.pool, rows, vectors),
-            tf.compat.v1.scatter_update(self.counts, rows,
-                                        tf.zeros(n, tf.int64)),
-            tf.compat.v1.scatter_update(self.fresh, rows,
-                                        tf.ones(n, tf.bool))]
 
   def lookup(self, keys_, training):
     """The vectors of `keys_` (a flat int64 vector): zeros where an id has
     no row."""
     if not training:
       return self._vectors(self.read_only_rows(keys_))
-    unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
     if self.shard is None:
-      rows = self.train_rows(unique, counts, _update_number())
-      return tf.gather(self._vectors(rows), positions)
+      return self._vectors(self.train_rows(
+          keys_, tf.ones_like(keys_), _update_number()))
+    unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
     return tf.gather(self._exchange(unique, counts), positions)
 
   def _vectors(self, rows):

@@ -1,6 +1,6 @@
 """Dynamic tables in one process: raw ids memorised where a hashed table of
 as many rows cannot; admission by count; eviction by age, recency and
-frequency (the rows top_k would pick); fresh slots for a re-admitted id; a
+frequency (lowest rows first on ties); fresh slots for a re-admitted id; a
 restart that keeps every id's row; an export that serves with TensorFlow
 alone; clear refusals."""
 import json
@@ -79,9 +79,10 @@ def test_raw_ids_are_memorised_where_a_hashed_table_of_as_many_rows_cannot(
   assert accuracy["hashed"] <= 0.92, accuracy
 
 
-def _session_table(options, lookups):
+def _session_table(options, lookups, rows=None):
   """Runs training lookups of a fresh Table, one per (step, ids); returns
-  the session's values of (vectors of each lookup, ids, counts)."""
+  the session's values of (vectors of each lookup, {id: count}), and puts
+  (the id of each row, rows evicted) into the list `rows`."""
   with tf.Graph().as_default():
     step = tf.compat.v1.train.get_or_create_global_step()
     table = dynamic.make_table("t", options)
@@ -94,15 +95,37 @@ def _session_table(options, lookups):
       for number, batch in lookups:
         session.run(step.assign(number))
         got.append(session.run(vectors, {ids: batch}))
-      row_ids, counts = session.run([table.ids, table.counts])
+      row_ids, counts, evicted = session.run([table.ids, table.counts,
+                                              table.evicted])
+  if rows is not None:
+    rows.extend([list(row_ids), evicted])
   held = {i: c for i, c in zip(row_ids, counts) if i >= 0}
   return got, held
 
 
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0xC2B2AE3D27D4EB4F)
+"""The mixes the kernel draws an id's initial vector with (0 and 1), and
+the one that finishes every mix."""
+
+
+def _mix(x, which):
+  x = (x * _MIX[which]) % (1 << 64)
+  x ^= x >> 29
+  x = (x * _MIX[2]) % (1 << 64)
+  return x ^ (x >> 32)
+
+
 def _initial(ids, dimension):
-  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    return session.run(dynamic.initial_vectors(
-        tf.constant(ids, tf.int64), dimension, None))
+  """Each id's initial vector as the kernel must draw it: uniform in
+  +-1/sqrt(dimension) from 24 bits of a hash of (id, column)."""
+  rows = []
+  for key in ids:
+    base = _mix(int(key) % (1 << 64), 0)
+    bits = [_mix((base + c) % (1 << 64), 1) >> 40 for c in range(dimension)]
+    unit = np.array(bits, np.float32) / np.float32(1 << 24)
+    rows.append((np.float32(2) * unit - np.float32(1))
+                / np.float32(np.sqrt(dimension)))
+  return np.array(rows, np.float32)
 
 
 def test_an_id_gets_a_row_at_its_min_count_th_sighting():
@@ -132,19 +155,14 @@ def test_a_full_table_frees_the_rows_its_policy_ranks_last(eviction, kept):
   assert sorted(held) == kept
 
 
-def test_eviction_picks_the_rows_top_k_would_in_its_order():
-  # Scores with many ties and busy rows (int64 max), as last_seen has.
-  rng = np.random.RandomState(1)
-  busy = np.iinfo(np.int64).max
-  for _ in range(50):
-    size = rng.randint(1, 60)
-    score = rng.randint(0, 6, size=size).astype(np.int64)
-    score[rng.rand(size) < 0.3] = busy
-    count = rng.randint(1, size + 1)
-    _, order = tf.math.top_k(-tf.constant(score), k=count)
-    expected = [i for i in order.numpy() if score[i] < busy]
-    got = dynamic.lowest(tf.constant(score), tf.constant(count, tf.int64))
-    assert list(got.numpy()) == expected
+def test_eviction_frees_the_lowest_rows_first_and_gives_them_in_id_order():
+  # Six ids seen at update 0 (a tie): 7 frees the lowest row (id 1's);
+  # then 9 and 8 free rows 1 and 2 (ids 2, 3: row 0 was seen at update 1),
+  # the lowest on top of the stack, which the lowest id takes.
+  rows = []
+  _session_table(dynamic.Options(4, 6), [(0, [1, 2, 3, 4, 5, 6]), (1, [7]),
+                                         (2, [9, 8])], rows)
+  assert rows == [[7, 8, 9, 4, 5, 6], 3]
 
 
 def test_an_id_never_takes_a_row_looked_up_in_its_own_update():

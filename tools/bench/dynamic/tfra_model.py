@@ -36,7 +36,13 @@ def estimator(columns, dimension, learning_rate, model_dir):
               -dimension ** -0.5, dimension ** -0.5),
           trainable=training)
       tables.append(table)
-      found = de.embedding_lookup_unique(table, ids, name=f"{name}_lookup")
+      if training:
+        found = de.embedding_lookup_unique(table, ids, name=f"{name}_lookup")
+      else:
+        # An id never trained reads zeros, as in the tables it is compared
+        # with; TFRA would draw it a random vector at each lookup.
+        found, known = table.lookup(ids, return_exists=True)
+        found *= tf.cast(known, tf.float32)[:, None]
       vectors.append(found * tf.cast(ids >= 0, tf.float32)[:, None])
     net = tf.compat.v1.layers.dense(tf.concat(vectors, 1), HIDDEN,
                                     tf.nn.relu, name="hidden")

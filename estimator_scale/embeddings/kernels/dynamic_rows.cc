@@ -1,0 +1,492 @@
+// A dynamic table's training lookup in one kernel: expiry, the index, the
+// count-min sketch's admission, eviction and the rows' bookkeeping, as
+// estimator_scale/embeddings/dynamic.py's module docstring describes them.
+//
+// Done as TensorFlow ops, a lookup is some sixty small kernels a micro-batch
+// and table, whose scheduling costs more than their work; here it is one.
+// The table's state stays in its variables (ids, last_seen, counts, fresh,
+// sketch, pool), which checkpoints, re-shards and parameter servers treat as
+// before; the index from id to row and the stack of free rows are a resource
+// of this kernel's, rebuilt from `ids` once per session as before.
+//
+// Every decision is the same function of the multiset of ids and the update
+// as dynamic.py's docstring gives, so a table split over ranks or tasks
+// decides as one process does.
+
+#define EIGEN_USE_THREADS
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/kernels/training_op_helpers.h"
+
+namespace estimator_scale {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::ResourceBase;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::Var;
+using ::tensorflow::errors::InvalidArgument;
+
+constexpr int64_t kFree = -1;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+// dynamic.mix with the multipliers dynamic.py passes (its _MULTIPLIERS: one
+// per use, the last finishing each).
+class Mixes {
+ public:
+  explicit Mixes(const std::vector<int64_t>& multipliers)
+      : multipliers_(multipliers.begin(), multipliers.end()) {}
+
+  int64_t Mix(int64_t key, int which) const {
+    uint64_t x = static_cast<uint64_t>(key) * multipliers_[which];
+    x ^= x >> 29;
+    x *= multipliers_.back();
+    x ^= x >> 32;
+    return static_cast<int64_t>(x);
+  }
+
+  int64_t Bucket(int64_t key, int which, int64_t buckets) const {
+    int64_t r = Mix(key, which) % buckets;
+    return r < 0 ? r + buckets : r;
+  }
+
+ private:
+  std::vector<uint64_t> multipliers_;
+};
+
+// The id -> row index and the stack of free rows (its top at the back).
+class Index : public ResourceBase {
+ public:
+  std::string DebugString() const override { return "dynamic table index"; }
+  tensorflow::mutex mu;
+  absl::flat_hash_map<int64_t, int64_t> rows;
+  std::vector<int64_t> free;
+};
+
+Status CopyOnRead(OpKernelContext* ctx, Var* var) {
+  using Device = Eigen::ThreadPoolDevice;
+  switch (var->tensor()->dtype()) {
+    case tensorflow::DT_FLOAT:
+      return tensorflow::EnsureSparseVariableAccess<Device, float>(ctx, var);
+    case tensorflow::DT_INT64:
+      return tensorflow::EnsureSparseVariableAccess<Device, int64_t>(ctx, var);
+    case tensorflow::DT_INT32:
+      return tensorflow::EnsureSparseVariableAccess<Device, int32_t>(ctx, var);
+    case tensorflow::DT_BOOL:
+      return tensorflow::EnsureSparseVariableAccess<Device, bool>(ctx, var);
+    default:
+      return InvalidArgument("dynamic table: a variable of ",
+                             tensorflow::DataTypeString(var->tensor()->dtype()));
+  }
+}
+
+// The variables a kernel takes, locked in address order, each made safe to
+// update in place.
+class LockedVariables {
+ public:
+  Status Take(OpKernelContext* ctx, const std::vector<int>& inputs) {
+    for (int i : inputs) {
+      Var* var = nullptr;
+      TF_RETURN_IF_ERROR(
+          tensorflow::LookupResource(ctx, tensorflow::HandleFromInput(ctx, i), &var));
+      vars_.push_back(var);
+    }
+    std::vector<Var*> order(vars_);
+    std::sort(order.begin(), order.end());
+    order.erase(std::unique(order.begin(), order.end()), order.end());
+    for (Var* var : order) {
+      // Copy-on-read: a read that aliases the buffer is copied, so
+      // writing in place does not change a tensor another op holds.
+      TF_RETURN_IF_ERROR(CopyOnRead(ctx, var));
+      var->mu()->lock();
+      locked_.push_back(var);
+    }
+    return ::tensorflow::OkStatus();
+  }
+  Tensor* operator[](int i) { return vars_[i]->tensor(); }
+  ~LockedVariables() {
+    for (auto it = locked_.rbegin(); it != locked_.rend(); ++it) {
+      (*it)->mu()->unlock();
+    }
+    for (Var* var : vars_) var->Unref();
+  }
+
+ private:
+  std::vector<Var*> vars_;
+  std::vector<Var*> locked_;
+};
+
+Status GetIndex(OpKernelContext* ctx, Index** index) {
+  return tensorflow::LookupOrCreateResource<Index>(ctx, tensorflow::HandleFromInput(ctx, 0), index,
+                                       [](Index** made) {
+                                         *made = new Index;
+                                         return ::tensorflow::OkStatus();
+                                       });
+}
+
+void Rebuild(Index* index, const int64_t* ids, int64_t rows) {
+  index->rows.clear();
+  index->rows.reserve(rows);
+  index->free.clear();
+  for (int64_t r = rows - 1; r >= 0; --r) {
+    if (ids[r] >= 0) {
+      index->rows[ids[r]] = r;
+    } else {
+      index->free.push_back(r);  // the lowest free row on top
+    }
+  }
+}
+
+class RebuildIndexOp : public OpKernel {
+ public:
+  explicit RebuildIndexOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    Index* index = nullptr;
+    OP_REQUIRES_OK(ctx, GetIndex(ctx, &index));
+    tensorflow::core::ScopedUnref unref(index);
+    const Tensor& ids = ctx->input(1);
+    tensorflow::mutex_lock lock(index->mu);
+    Rebuild(index, ids.flat<int64_t>().data(), ids.NumElements());
+  }
+};
+
+// The table's state while one lookup updates it.
+struct Table {
+  Index* index;
+  int64_t* ids;
+  int64_t* last_seen;
+  int64_t* counts;
+  bool* fresh;
+  int32_t* sketch;  // [width, depth], or null
+  int64_t sketch_width;
+  int64_t sketch_depth;
+  float* pool;
+  int64_t rows;
+  int64_t dimension;
+  int64_t evicted = 0;
+
+  // Frees `freed` in order: the last ends on top of the stack.
+  void Free(const std::vector<int64_t>& freed) {
+    for (int64_t r : freed) {
+      index->rows.erase(ids[r]);
+      index->free.push_back(r);
+      ids[r] = kFree;
+      last_seen[r] = kNever;
+    }
+    evicted += freed.size();
+  }
+};
+
+class TrainRowsOp : public OpKernel {
+ public:
+  explicit TrainRowsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("min_count", &min_count_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("steps_to_live", &steps_to_live_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("expiry_period", &expiry_period_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lfu", &lfu_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("evict_fraction", &evict_fraction_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("hash_vectors", &hash_vectors_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("with_sketch", &with_sketch_));
+    std::vector<int64_t> multipliers;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("multipliers", &multipliers));
+    OP_REQUIRES(ctx, multipliers.size() >= 3,
+                InvalidArgument("dynamic table: ", multipliers.size(),
+                                " multipliers, at least 3 wanted"));
+    mixes_ = std::make_unique<Mixes>(multipliers);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    // Inputs: 0 index, 1 ids, 2 last_seen, 3 counts, 4 fresh, 5 pool,
+    // 6 sketch, 7 keys, 8 key counts, 9 step.
+    Index* index = nullptr;
+    OP_REQUIRES_OK(ctx, GetIndex(ctx, &index));
+    tensorflow::core::ScopedUnref unref(index);
+    std::vector<int> inputs = {1, 2, 3, 4, 5};
+    if (with_sketch_) inputs.push_back(6);
+    LockedVariables vars;
+    OP_REQUIRES_OK(ctx, vars.Take(ctx, inputs));
+    tensorflow::mutex_lock lock(index->mu);
+
+    Table t;
+    t.index = index;
+    t.ids = vars[0]->flat<int64_t>().data();
+    t.last_seen = vars[1]->flat<int64_t>().data();
+    t.counts = vars[2]->flat<int64_t>().data();
+    t.fresh = vars[3]->flat<bool>().data();
+    t.pool = vars[4]->flat<float>().data();
+    t.rows = vars[0]->NumElements();
+    t.dimension = vars[4]->dim_size(1);
+    t.sketch = nullptr;
+    if (with_sketch_) {
+      t.sketch = vars[5]->flat<int32_t>().data();
+      t.sketch_width = vars[5]->dim_size(0);
+      t.sketch_depth = vars[5]->dim_size(1);
+    }
+    const auto keys = ctx->input(7).flat<int64_t>();
+    const auto key_counts = ctx->input(8).flat<int64_t>();
+    const int64_t step = ctx->input(9).scalar<int64_t>()();
+    OP_REQUIRES(ctx, keys.size() == key_counts.size(),
+                InvalidArgument("dynamic table: ", keys.size(), " keys and ",
+                                key_counts.size(), " counts"));
+
+    if (steps_to_live_ > 0 && step % expiry_period_ == 0) Expire(&t, step);
+
+    // The distinct keys, their totals, and each key's place among them.
+    const int64_t n = keys.size();
+    absl::flat_hash_map<int64_t, int64_t> place;
+    place.reserve(n);
+    std::vector<int64_t> distinct, totals, where(n);
+    for (int64_t i = 0; i < n; ++i) {
+      auto [it, added] = place.try_emplace(keys(i), distinct.size());
+      if (added) {
+        distinct.push_back(keys(i));
+        totals.push_back(0);
+      }
+      totals[it->second] += key_counts(i);
+      where[i] = it->second;
+    }
+    std::vector<int64_t> rows(distinct.size(), kFree);
+    std::vector<int64_t> missing;
+    for (size_t k = 0; k < distinct.size(); ++k) {
+      auto found = index->rows.find(distinct[k]);
+      if (found != index->rows.end()) {
+        rows[k] = found->second;
+      } else {
+        missing.push_back(k);
+      }
+    }
+    std::vector<int64_t> admitted_rows, admitted_keys;
+    if (!missing.empty()) {
+      Admit(&t, distinct, totals, missing, step, &rows, &admitted_rows,
+            &admitted_keys);
+    }
+    for (size_t k = 0; k < distinct.size(); ++k) {
+      if (rows[k] >= 0) {
+        t.last_seen[rows[k]] = step;
+        t.counts[rows[k]] += totals[k];
+      }
+    }
+
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &out));
+    auto out_rows = out->flat<int64_t>();
+    for (int64_t i = 0; i < n; ++i) out_rows(i) = rows[where[i]];
+    const int64_t m = admitted_rows.size();
+    Tensor* new_rows = nullptr;
+    Tensor* new_keys = nullptr;
+    Tensor* evicted = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({m}), &new_rows));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({m}), &new_keys));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &evicted));
+    std::copy(admitted_rows.begin(), admitted_rows.end(),
+              new_rows->flat<int64_t>().data());
+    std::copy(admitted_keys.begin(), admitted_keys.end(),
+              new_keys->flat<int64_t>().data());
+    evicted->scalar<int64_t>()() = t.evicted;
+  }
+
+ private:
+  // Frees the rows unseen for steps_to_live updates, lowest row first.
+  void Expire(Table* t, int64_t step) {
+    std::vector<int64_t> stale;
+    for (int64_t r = 0; r < t->rows; ++r) {
+      if (t->last_seen[r] < step - steps_to_live_) stale.push_back(r);
+    }
+    t->Free(stale);
+  }
+
+  // Whether each candidate's count reaches min_count, the sketch counting
+  // this micro-batch's sightings first.
+  std::vector<bool> Admissible(Table* t, const std::vector<int64_t>& keys,
+                               const std::vector<int64_t>& counts) {
+    const int64_t depth = t->sketch_depth;
+    std::vector<int64_t> cells(keys.size() * depth);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      for (int64_t j = 0; j < depth; ++j) {
+        cells[k * depth + j] = mixes_->Bucket(keys[k], j + 1, t->sketch_width);
+        t->sketch[cells[k * depth + j] * depth + j] +=
+            static_cast<int32_t>(counts[k]);
+      }
+    }
+    std::vector<bool> admissible(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) {
+      int32_t estimate = std::numeric_limits<int32_t>::max();
+      for (int64_t j = 0; j < depth; ++j) {
+        estimate = std::min(estimate, t->sketch[cells[k * depth + j] * depth + j]);
+      }
+      admissible[k] = estimate >= min_count_;
+    }
+    return admissible;
+  }
+
+  // Frees, when fewer rows than `wanted` are free, the rows the policy
+  // ranks last among those neither in `in_use` nor looked up this update:
+  // at least 1/evict_fraction of the table, the lowest score on top.
+  void Evict(Table* t, int64_t wanted, const std::vector<int64_t>& rows,
+             int64_t step) {
+    const int64_t free = t->index->free.size();
+    const int64_t short_by = wanted - free;
+    if (short_by <= 0) return;
+    const int64_t* score = lfu_ ? t->counts : t->last_seen;
+    std::vector<bool> busy(t->rows, false);
+    for (int64_t r : rows) {
+      if (r >= 0) busy[r] = true;
+    }
+    std::vector<int64_t> candidates;
+    for (int64_t r = 0; r < t->rows; ++r) {
+      // Free rows' last_seen is kNever, this update's is `step`.
+      if (!busy[r] && t->last_seen[r] < step && score[r] < kNever) {
+        candidates.push_back(r);
+      }
+    }
+    const int64_t count = std::min<int64_t>(
+        std::min<int64_t>(t->rows, std::max(short_by, t->rows / evict_fraction_)),
+        candidates.size());
+    auto lower = [score](int64_t a, int64_t b) {
+      return score[a] != score[b] ? score[a] < score[b] : a < b;
+    };
+    std::nth_element(candidates.begin(), candidates.begin() + count,
+                     candidates.end(), lower);
+    candidates.resize(count);
+    std::sort(candidates.begin(), candidates.end(), lower);
+    std::reverse(candidates.begin(), candidates.end());
+    t->Free(candidates);
+  }
+
+  void Admit(Table* t, const std::vector<int64_t>& distinct,
+             const std::vector<int64_t>& totals,
+             std::vector<int64_t> missing, int64_t step,
+             std::vector<int64_t>* rows, std::vector<int64_t>* admitted_rows,
+             std::vector<int64_t>* admitted_keys) {
+    std::sort(missing.begin(), missing.end(), [&](int64_t a, int64_t b) {
+      return distinct[a] < distinct[b];
+    });
+    if (t->sketch != nullptr) {
+      std::vector<int64_t> keys, counts;
+      for (int64_t k : missing) {
+        keys.push_back(distinct[k]);
+        counts.push_back(totals[k]);
+      }
+      std::vector<bool> admissible = Admissible(t, keys, counts);
+      std::vector<int64_t> kept;
+      for (size_t i = 0; i < missing.size(); ++i) {
+        if (admissible[i]) kept.push_back(missing[i]);
+      }
+      missing.swap(kept);
+    }
+    if (missing.empty()) return;
+    Evict(t, missing.size(), *rows, step);
+    const int64_t granted =
+        std::min<int64_t>(missing.size(), t->index->free.size());
+    const float scale = static_cast<float>(std::sqrt(
+        static_cast<double>(t->dimension)));
+    for (int64_t i = 0; i < granted; ++i) {
+      const int64_t key = distinct[missing[i]];
+      const int64_t row = t->index->free.back();
+      t->index->free.pop_back();
+      t->index->rows[key] = row;
+      t->ids[row] = key;
+      t->counts[row] = 0;
+      t->fresh[row] = true;
+      if (hash_vectors_) {
+        // dynamic.initial_vectors: uniform in +-1/sqrt(dimension) from the
+        // id's hash, bit for bit.
+        const int64_t base = mixes_->Mix(key, 0);
+        float* vector = t->pool + row * t->dimension;
+        for (int64_t c = 0; c < t->dimension; ++c) {
+          const int64_t cell = static_cast<int64_t>(
+              static_cast<uint64_t>(base) + static_cast<uint64_t>(c));
+          const uint64_t bits = static_cast<uint64_t>(mixes_->Mix(cell, 1)) >> 40;
+          const float unit = static_cast<float>(bits) / 16777216.0f;
+          vector[c] = (2.0f * unit - 1.0f) / scale;
+        }
+      }
+      (*rows)[missing[i]] = row;
+      admitted_rows->push_back(row);
+      admitted_keys->push_back(key);
+    }
+  }
+
+  int64_t min_count_;
+  int64_t steps_to_live_;
+  int64_t expiry_period_;
+  bool lfu_;
+  int64_t evict_fraction_;
+  bool hash_vectors_;
+  bool with_sketch_;
+  std::unique_ptr<Mixes> mixes_;
+};
+
+REGISTER_OP("EsDynamicTableIndex")
+    .Output("index: resource")
+    .Attr("container: string = ''")
+    .Attr("shared_name: string = ''")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape);
+
+REGISTER_OP("EsDynamicTableRebuild")
+    .Input("index: resource")
+    .Input("ids: int64")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::NoOutputs);
+
+REGISTER_OP("EsDynamicTableTrainRows")
+    .Input("index: resource")
+    .Input("ids: resource")
+    .Input("last_seen: resource")
+    .Input("counts: resource")
+    .Input("fresh: resource")
+    .Input("pool: resource")
+    .Input("sketch: resource")
+    .Input("keys: int64")
+    .Input("key_counts: int64")
+    .Input("step: int64")
+    .Output("rows: int64")
+    .Output("admitted_rows: int64")
+    .Output("admitted_keys: int64")
+    .Output("evicted: int64")
+    .Attr("min_count: int")
+    .Attr("steps_to_live: int")
+    .Attr("expiry_period: int")
+    .Attr("lfu: bool")
+    .Attr("evict_fraction: int")
+    .Attr("hash_vectors: bool")
+    .Attr("with_sketch: bool")
+    .Attr("multipliers: list(int)")
+    .SetIsStateful()
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->input(7));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      c->set_output(2, c->Vector(c->UnknownDim()));
+      c->set_output(3, c->Scalar());
+      return ::tensorflow::OkStatus();
+    });
+
+REGISTER_KERNEL_BUILDER(Name("EsDynamicTableIndex").Device(DEVICE_CPU),
+                        tensorflow::ResourceHandleOp<Index>);
+REGISTER_KERNEL_BUILDER(Name("EsDynamicTableRebuild").Device(DEVICE_CPU),
+                        RebuildIndexOp);
+REGISTER_KERNEL_BUILDER(Name("EsDynamicTableTrainRows").Device(DEVICE_CPU),
+                        TrainRowsOp);
+
+}  // namespace
+}  // namespace estimator_scale

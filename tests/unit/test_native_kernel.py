@@ -1,0 +1,37 @@
+"""The dynamic tables' kernel is built where it is missing, once, and a
+build that cannot happen says why and what to do."""
+import os
+
+import pytest
+
+from estimator_scale import errors
+from estimator_scale.embeddings import native
+
+
+def test_a_missing_compiler_is_named(tmp_path, monkeypatch):
+  monkeypatch.setenv(native.ENV, str(tmp_path))
+  monkeypatch.setenv("CXX", "no-such-compiler")
+  with pytest.raises(errors.ConfigError, match="'no-such-compiler' is not on "
+                     "PATH.*install g\\+\\+"):
+    native.build()
+
+
+def test_a_directory_that_cannot_be_written_names_the_variable(
+    tmp_path, monkeypatch):
+  blocked = tmp_path / "file"
+  blocked.write_text("")
+  monkeypatch.setenv(native.ENV, str(blocked / "kernels"))
+  with pytest.raises(errors.ConfigError,
+                     match=f"{blocked}/kernels.*set {native.ENV}"):
+    native.build()
+
+
+def test_a_build_replaces_the_library_of_an_older_source(tmp_path,
+                                                         monkeypatch):
+  monkeypatch.setenv(native.ENV, str(tmp_path))
+  old = tmp_path / "dynamic_rows-0123456789abcdef.so"
+  old.write_text("")
+  path = native.build()
+  assert os.path.dirname(path) == str(tmp_path) and os.path.exists(path)
+  assert not old.exists()
+  assert native.build() == path  # built once

@@ -70,7 +70,10 @@ from estimator_scale.embeddings import native
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import precision
 
-native.ops()  # a parameter server runs the kernel without making a table
+try:
+  native.ops()  # a parameter server runs the kernel without making a table
+except errors.ConfigError:
+  pass  # raised where a table is made (make_table), not at every import
 
 EVICTIONS = ("lru", "lfu")
 """`eviction` values: which rows go first when the pool is full."""
@@ -596,6 +599,7 @@ def make_table(name, options, getter=None):
   graph and scope (a second call with the same name returns the first,
   which must have the same options)."""
   check_options(options, name)
+  native.ops()
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
   named = _NAMED.setdefault(_outer_graph(), {})
   if scoped not in named:

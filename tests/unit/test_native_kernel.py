@@ -1,10 +1,12 @@
 """The dynamic tables' kernel is built where it is missing, once, and a
-build that cannot happen says why and what to do."""
+build that cannot happen says why and what to do, when a table is made."""
 import os
 
 import pytest
+import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import native
 
 
@@ -35,3 +37,15 @@ def test_a_build_replaces_the_library_of_an_older_source(tmp_path,
   assert os.path.dirname(path) == str(tmp_path) and os.path.exists(path)
   assert not old.exists()
   assert native.build() == path  # built once
+
+
+def test_a_table_that_cannot_be_built_says_why(tmp_path, monkeypatch):
+  monkeypatch.setenv(native.ENV, str(tmp_path))
+  monkeypatch.setenv("CXX", "no-such-compiler")
+  native.ops.cache_clear()
+  try:
+    with tf.Graph().as_default(), pytest.raises(
+        errors.ConfigError, match="dynamic tables: building .*no-such"):
+      dynamic.make_table("t", dynamic.Options(4, 10))
+  finally:
+    native.ops.cache_clear()

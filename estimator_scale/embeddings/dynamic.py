@@ -53,6 +53,7 @@ or a Keras layer called with training=False) a lookup only reads: the index
 is a static hash table made from `ids` when the session starts, so a
 SavedModel holds core TensorFlow ops only and serves without any library.
 """
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -116,6 +117,12 @@ def _update_number():
   with tf.init_scope():
     step = tf.compat.v1.train.get_or_create_global_step()
   return tf.cast(step, tf.int64)
+
+
+class Found(collections.namedtuple("Found",
+                                   ("rows", "at", "found_rows", "shape"))):
+  """Where a lookup's keys are: each key's row (-1: none), the positions of
+  those with one (a column) and their rows, and the vectors' shape."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,7 +307,7 @@ class Table:
       # merged slices (shard_checkpoints.WholeTablesSaver).
       whole = tf.compat.v1.get_collection_ref(sharded.WHOLE_COLLECTION)
       whole.extend(v for v in made if not any(v is w for w in whole))
-    with tf.init_scope():
+    with tf.init_scope(), self._on_task():
       # Since this process started (progress lines): not in checkpoints.
       self.evicted = tf.compat.v1.Variable(
           tf.constant(0, tf.int64), trainable=False,
@@ -310,14 +317,19 @@ class Table:
     self._static = None
     self.trained = False  # whether a training graph looks it up
 
+  def _on_task(self):
+    """The device of what the kernel updates besides the table's variables:
+    a parameter-server part's task, else where the graph puts it."""
+    return (contextlib.nullcontext() if self.ps_part is None
+            else tf.compat.v1.device(self.ps_part.device))
+
   def _index(self):
     """The id -> row index of training and its stack of free rows (the
-    kernel's resource): neither is saved, both are rebuilt from `ids` on
-    the first lookup of each session (after a restore), so `ids` stays the
-    one truth."""
+    kernel's resource), and whether this session has built them: neither
+    is saved, both are rebuilt from `ids` by the first lookup of each
+    session (after a restore), so `ids` stays the one truth."""
     if not hasattr(self, "_handle"):
-      with tf.init_scope(), (contextlib.nullcontext() if self.ps_part is None
-                             else tf.compat.v1.device(self.ps_part.device)):
+      with tf.init_scope(), self._on_task():
         # Named after the table's rows: every worker's graph of a
         # parameter-server job reaches the one index on the task.
         self._handle = native.ops().es_dynamic_table_index(
@@ -328,25 +340,19 @@ class Table:
             collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
     return self._handle
 
-  def _ensure_index(self):
-    """An op that fills the index and the free rows from `ids` once per
-    session (a server's index outlives a session on parameter servers, and
-    may hold rows a restore has changed since)."""
-    index = self._index()
+  def _restore_checks(self):
+    """Ops to run before the first lookup of a session: on a parameter
+    server, that the restored ids are this task's (a server's index
+    outlives a session, and a restore may have changed its rows)."""
+    if self.ps_part is None:
+      return []
 
-    def rebuild():
-      checks = []
-      if self.ps_part is not None:
-        used = tf.where(self.ids >= 0)[:, 0]
-        checks.append(self.ps_part.check_owned(tf.gather(self.ids, used),
-                                               self.first_row + used))
-      # After a restore by another number of ranks, every row here is
-      # this rank's (dynamic_reshard moved them before the first update).
-      with tf.control_dependencies(checks):
-        built = native.ops().es_dynamic_table_rebuild(index, self.ids)
-      with tf.control_dependencies([built]):
-        return tf.identity(self._built.assign(True))
-    return tf.cond(self._built, lambda: tf.constant(True), rebuild)
+    def check():
+      used = tf.where(self.ids >= 0)[:, 0]
+      with tf.control_dependencies([self.ps_part.check_owned(
+          tf.gather(self.ids, used), self.first_row + used)]):
+        return tf.constant(True)
+    return [tf.cond(self._built, lambda: tf.constant(True), check)]
 
   def read_only_rows(self, keys_):
     """Rows of `keys_` outside training, -1 where unadmitted: a static hash
@@ -360,35 +366,36 @@ class Table:
     return self._static.lookup(keys_)
 
   def train_rows(self, keys_, counts, step):
-    """The row of each of `keys_` (-1: unadmitted), each seen `counts`
-    times (a key may repeat), after expiring, admitting and evicting as the
-    module's docstring says: one kernel (kernels/dynamic_rows.cc)."""
+    """`Found`: the row of each of `keys_` (-1: unadmitted), each seen
+    `counts` times (a key may repeat), after expiring, admitting and
+    evicting as the module's docstring says, in one kernel
+    (kernels/dynamic_rows.cc)."""
     options = self.options
     ttl = options.steps_to_live
+    index = self._index()
     # Without a sketch the kernel reads none; any variable fills its place.
     sketch = self.sketch if self.sketch is not None else self.ids
-    with tf.control_dependencies([self._ensure_index()]):
-      rows, admitted_rows, admitted_keys, evicted = (
-          native.ops().es_dynamic_table_train_rows(
-              self._index(), self.ids.handle, self.last_seen.handle,
-              self.counts.handle, self.fresh.handle, self.pool.handle,
-              sketch.handle, keys_, counts, step,
-              min_count=options.min_count,
-              steps_to_live=0 if ttl is None else ttl,
-              expiry_period=1 if ttl is None else expiry_period(ttl),
-              lfu=options.eviction == "lfu", evict_fraction=EVICT_FRACTION,
-              hash_vectors=options.initializer is None,
-              with_sketch=self.sketch is not None,
-              multipliers=[m - (1 << 64) if m >> 63 else m
-                           for m in _MULTIPLIERS]))
-    done = [self.evicted.assign_add(evicted)]
-    if options.initializer is not None:
-      done.append(tf.compat.v1.scatter_update(
-          self.pool, admitted_rows,
-          drawn_vectors(admitted_keys, options.dimension,
-                        options.initializer)))
-    with tf.control_dependencies(done):
-      return tf.identity(rows)
+    with tf.control_dependencies(self._restore_checks()):
+      outputs = native.ops().es_dynamic_table_train_rows(
+          index, self.ids.handle, self.last_seen.handle, self.counts.handle,
+          self.fresh.handle, self.pool.handle, self.evicted.handle,
+          self._built.handle, sketch.handle, keys_, counts, step,
+          min_count=options.min_count,
+          steps_to_live=0 if ttl is None else ttl,
+          expiry_period=1 if ttl is None else expiry_period(ttl),
+          lfu=options.eviction == "lfu", evict_fraction=EVICT_FRACTION,
+          hash_vectors=options.initializer is None,
+          with_sketch=self.sketch is not None,
+          multipliers=[m - (1 << 64) if m >> 63 else m
+                       for m in _MULTIPLIERS])
+    found = Found(*outputs[:4])
+    if options.initializer is None:
+      return found
+    admitted_rows, admitted_keys = outputs[4:]
+    drawn = tf.compat.v1.scatter_update(self.pool, admitted_rows, drawn_vectors(
+        admitted_keys, options.dimension, options.initializer))
+    with tf.control_dependencies([drawn]):
+      return Found(*[tf.identity(t) for t in found])
 
   def lookup(self, keys_, training):
     """The vectors of `keys_` (a flat int64 vector): zeros where an id has
@@ -396,20 +403,26 @@ class Table:
     if not training:
       return self._vectors(self.read_only_rows(keys_))
     if self.shard is None:
-      return self._vectors(self.train_rows(
-          keys_, tf.ones_like(keys_), _update_number()))
+      return self._gathered(self.train_rows(keys_, tf.ones_like(keys_),
+                                            _update_number()))
     unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
     return tf.gather(self._exchange(unique, counts), positions)
 
   def _vectors(self, rows):
-    """The pool's rows `rows`, zeros where -1. Only admitted rows are
-    gathered: an unadmitted id's zero gradient must not reach a row (Adam
-    would move it)."""
-    found = tf.where(rows >= 0)
-    vectors = tf.gather(self.pool, tf.gather_nd(rows, found))
-    return tf.scatter_nd(found, vectors, tf.stack(
+    """The pool's rows `rows`, zeros where -1."""
+    at = tf.where(rows >= 0)
+    return self._gathered(Found(rows, at, tf.gather_nd(rows, at), tf.stack(
         [tf.shape(rows, out_type=tf.int64)[0],
-         tf.constant(self.options.dimension, tf.int64)]))
+         tf.constant(self.options.dimension, tf.int64)])))
+
+  def _gathered(self, found):
+    """The vectors of `found`'s keys, zeros where a key has no row. Only
+    admitted rows are gathered: an unadmitted id's zero gradient must not
+    reach a row (Adam would move it)."""
+    vectors = tf.scatter_nd(found.at, tf.gather(self.pool, found.found_rows),
+                            found.shape)
+    vectors.set_shape([found.rows.shape[0], self.options.dimension])
+    return vectors
 
   def _exchange(self, unique, counts):
     """The vectors of this rank's unique ids, from the ranks that own them.
@@ -431,9 +444,9 @@ class Table:
     mine, where = tf.unique(asked, out_idx=tf.int64)
     totals = tf.math.unsorted_segment_sum(asked_counts, where,
                                           tf.shape(mine)[0])
-    rows = self.train_rows(mine, totals, _update_number())
+    found = self.train_rows(mine, totals, _update_number())
     answered = sharded._send_rows(  # pylint: disable=protected-access
-        hvd, tf.gather(self._vectors(rows), where), asked_splits, "none")
+        hvd, tf.gather(self._gathered(found), where), asked_splits, "none")
     vectors = tf.gather(sharded._mean_over_ranks(answered, hvd.size()),  # pylint: disable=protected-access
                         tf.math.invert_permutation(order))
     sharded.lookups().append(sharded.Lookup(self.pool, unique, vectors))
@@ -491,21 +504,15 @@ def reset_slots_on_admission(optimizer):
     table = table_of(variable)
     if table is None:
       return apply(grad, variable, indices, *args, **kwargs)
+    named = [(optimizer.get_slot(variable, name), name)
+             for name in optimizer.get_slot_names()]
+    named = [(slot, name) for slot, name in named if slot is not None]
     # A synchronous accumulator's take has indices of unknown rank.
-    rows = tf.reshape(indices, [-1])
-    fresh = tf.boolean_mask(rows, tf.gather(table.fresh, rows))
-    writes = []
-    for slot_name in optimizer.get_slot_names():
-      slot = optimizer.get_slot(variable, slot_name)
-      if slot is not None:
-        value = slot_initial_value(optimizer, slot_name)
-        writes.append(tf.compat.v1.scatter_update(
-            slot, fresh, tf.fill([tf.shape(fresh)[0], table.options.dimension],
-                                 tf.cast(value, slot.dtype.base_dtype))))
-    with tf.control_dependencies(writes):
-      cleared = tf.compat.v1.scatter_update(
-          table.fresh, fresh, tf.zeros(tf.shape(fresh), tf.bool))
-    with tf.control_dependencies([cleared]):
+    reset = native.ops().es_dynamic_table_reset_fresh(
+        table.fresh.handle, [slot.handle for slot, _ in named],
+        tf.cast(tf.reshape(indices, [-1]), tf.int64),
+        values=[slot_initial_value(optimizer, name) for _, name in named])
+    with tf.control_dependencies([reset]):
       return apply(grad, variable, indices, *args, **kwargs)
   reset_then_apply.resets_fresh_rows = True
   _slots_from_empty(optimizer)
@@ -640,11 +647,14 @@ def lookup(table, ids, training=None):
     with tf.init_scope():
       hooks.report_table_usage(getattr(table, "whole", table.pool.op.name),
                                table.usage())
-  flat = keys(tf.reshape(ids, [-1]))
-  vectors = table.lookup(flat, training)
+  flat = ids.shape.rank == 1  # the vectors' shape already
+  vectors = table.lookup(keys(ids if flat else tf.reshape(ids, [-1])),
+                         training)
   read_dtype = precision.network_dtype()
   if read_dtype is not None:
     vectors = tf.cast(vectors, read_dtype)
+  if flat:
+    return vectors
   return tf.reshape(vectors, tf.concat(
       [tf.shape(ids), [table.options.dimension]], 0))
 

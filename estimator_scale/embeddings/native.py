@@ -43,7 +43,7 @@ def library_path():
 
 
 def _flags():
-  return [*tf.sysconfig.get_compile_flags(), "-O2", "-fPIC", "-shared",
+  return [*tf.sysconfig.get_compile_flags(), "-O2", "-DNDEBUG", "-fPIC", "-shared",
           *tf.sysconfig.get_link_flags()]
 
 

@@ -36,6 +36,8 @@ A training lookup, for each micro-batch, in one kernel
 4. writes each admitted id's initial vector into its row;
 5. reads the vectors: an id without a row reads the default vector (zeros)
    and its gradient goes nowhere.
+A negative id is a missing value (as `tf.nn.safe_embedding_lookup_sparse`
+prunes them): it is never counted nor admitted, so it reads zeros.
 Every decision depends on the multiset of ids and the update, not on their
 order in the batch, so a table split over Horovod ranks (each id's row on
 the rank a hash of it names, `Table._exchange`) or over synchronous
@@ -53,7 +55,6 @@ or a Keras layer called with training=False) a lookup only reads: the index
 is a static hash table made from `ids` when the session starts, so a
 SavedModel holds core TensorFlow ops only and serves without any library.
 """
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -62,6 +63,7 @@ import weakref
 
 import tensorflow as tf
 
+from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
@@ -75,6 +77,17 @@ try:
   native.ops()  # a parameter server runs the kernel without making a table
 except errors.ConfigError:
   pass  # raised where a table is made (make_table), not at every import
+
+
+@tf.RegisterGradient("EsDynamicTableRead")
+def _read_gradient(op, grad, *unused):
+  """The pool's gradient from a `Table._read`: the vectors' gradient at the
+  positions whose id has a row, to those rows."""
+  del unused
+  at, found_rows = op.outputs[1], op.outputs[2]
+  return (tf.IndexedSlices(tf.gather(grad, at), found_rows,
+                           resource_variable_ops.variable_shape(op.inputs[0])),
+          None)
 
 EVICTIONS = ("lru", "lfu")
 """`eviction` values: which rows go first when the pool is full."""
@@ -117,12 +130,6 @@ def _update_number():
   with tf.init_scope():
     step = tf.compat.v1.train.get_or_create_global_step()
   return tf.cast(step, tf.int64)
-
-
-class Found(collections.namedtuple("Found",
-                                   ("rows", "at", "found_rows", "shape"))):
-  """Where a lookup's keys are: each key's row (-1: none), the positions of
-  those with one (a column) and their rows, and the vectors' shape."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,36 +373,34 @@ class Table:
     return self._static.lookup(keys_)
 
   def train_rows(self, keys_, counts, step):
-    """`Found`: the row of each of `keys_` (-1: unadmitted), each seen
-    `counts` times (a key may repeat), after expiring, admitting and
-    evicting as the module's docstring says, in one kernel
-    (kernels/dynamic_rows.cc)."""
+    """The row of each of `keys_` (-1: unadmitted), each seen `counts`
+    times (a key may repeat), after expiring, admitting and evicting as the
+    module's docstring says, in one kernel (kernels/dynamic_rows.cc)."""
     options = self.options
     ttl = options.steps_to_live
     index = self._index()
     # Without a sketch the kernel reads none; any variable fills its place.
     sketch = self.sketch if self.sketch is not None else self.ids
     with tf.control_dependencies(self._restore_checks()):
-      outputs = native.ops().es_dynamic_table_train_rows(
-          index, self.ids.handle, self.last_seen.handle, self.counts.handle,
-          self.fresh.handle, self.pool.handle, self.evicted.handle,
-          self._built.handle, sketch.handle, keys_, counts, step,
-          min_count=options.min_count,
-          steps_to_live=0 if ttl is None else ttl,
-          expiry_period=1 if ttl is None else expiry_period(ttl),
-          lfu=options.eviction == "lfu", evict_fraction=EVICT_FRACTION,
-          hash_vectors=options.initializer is None,
-          with_sketch=self.sketch is not None,
-          multipliers=[m - (1 << 64) if m >> 63 else m
-                       for m in _MULTIPLIERS])
-    found = Found(*outputs[:4])
+      rows, admitted_rows, admitted_keys = (
+          native.ops().es_dynamic_table_train_rows(
+              index, self.ids.handle, self.last_seen.handle,
+              self.counts.handle, self.fresh.handle, self.pool.handle,
+              self.evicted.handle, self._built.handle, sketch.handle, keys_,
+              counts, step, min_count=options.min_count,
+              steps_to_live=0 if ttl is None else ttl,
+              expiry_period=1 if ttl is None else expiry_period(ttl),
+              lfu=options.eviction == "lfu", evict_fraction=EVICT_FRACTION,
+              hash_vectors=options.initializer is None,
+              with_sketch=self.sketch is not None,
+              multipliers=[m - (1 << 64) if m >> 63 else m
+                           for m in _MULTIPLIERS]))
     if options.initializer is None:
-      return found
-    admitted_rows, admitted_keys = outputs[4:]
+      return rows
     drawn = tf.compat.v1.scatter_update(self.pool, admitted_rows, drawn_vectors(
         admitted_keys, options.dimension, options.initializer))
     with tf.control_dependencies([drawn]):
-      return Found(*[tf.identity(t) for t in found])
+      return tf.identity(rows)
 
   def lookup(self, keys_, training):
     """The vectors of `keys_` (a flat int64 vector): zeros where an id has
@@ -403,25 +408,29 @@ class Table:
     if not training:
       return self._vectors(self.read_only_rows(keys_))
     if self.shard is None:
-      return self._gathered(self.train_rows(keys_, tf.ones_like(keys_),
-                                            _update_number()))
+      return self._read(self.train_rows(keys_, tf.ones_like(keys_),
+                                        _update_number()))
     unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
     return tf.gather(self._exchange(unique, counts), positions)
 
   def _vectors(self, rows):
-    """The pool's rows `rows`, zeros where -1."""
+    """The pool's rows `rows`, zeros where -1, in TensorFlow's own ops (what
+    a SavedModel serves with). Only admitted rows are gathered: an
+    unadmitted id's zero gradient must not reach a row (Adam would move
+    it)."""
     at = tf.where(rows >= 0)
-    return self._gathered(Found(rows, at, tf.gather_nd(rows, at), tf.stack(
-        [tf.shape(rows, out_type=tf.int64)[0],
-         tf.constant(self.options.dimension, tf.int64)])))
+    vectors = tf.scatter_nd(
+        at, tf.gather(self.pool, tf.gather_nd(rows, at)),
+        tf.stack([tf.shape(rows, out_type=tf.int64)[0],
+                  tf.constant(self.options.dimension, tf.int64)]))
+    vectors.set_shape([rows.shape[0], self.options.dimension])
+    return vectors
 
-  def _gathered(self, found):
-    """The vectors of `found`'s keys, zeros where a key has no row. Only
-    admitted rows are gathered: an unadmitted id's zero gradient must not
-    reach a row (Adam would move it)."""
-    vectors = tf.scatter_nd(found.at, tf.gather(self.pool, found.found_rows),
-                            found.shape)
-    vectors.set_shape([found.rows.shape[0], self.options.dimension])
+  def _read(self, rows):
+    """`_vectors` of a training lookup, in one kernel whose gradient
+    (`_read_gradient`) reaches the admitted rows alone."""
+    vectors = native.ops().es_dynamic_table_read(self.pool.handle, rows)[0]
+    vectors.set_shape([rows.shape[0], self.options.dimension])
     return vectors
 
   def _exchange(self, unique, counts):
@@ -444,9 +453,9 @@ class Table:
     mine, where = tf.unique(asked, out_idx=tf.int64)
     totals = tf.math.unsorted_segment_sum(asked_counts, where,
                                           tf.shape(mine)[0])
-    found = self.train_rows(mine, totals, _update_number())
+    rows = self.train_rows(mine, totals, _update_number())
     answered = sharded._send_rows(  # pylint: disable=protected-access
-        hvd, tf.gather(self._gathered(found), where), asked_splits, "none")
+        hvd, tf.gather(self._read(rows), where), asked_splits, "none")
     vectors = tf.gather(sharded._mean_over_ranks(answered, hvd.size()),  # pylint: disable=protected-access
                         tf.math.invert_permutation(order))
     sharded.lookups().append(sharded.Lookup(self.pool, unique, vectors))
@@ -668,7 +677,9 @@ def dynamic_embedding(ids, dimension, capacity, name="embedding", min_count=1,
   See the module's docstring for what admission and eviction do.
 
   Args:
-    ids: int64 (any integer) or string ids, any shape, any values.
+    ids: int64 (any integer) or string ids, any shape; a negative integer
+      is a missing value: it reads the default vector and never takes a
+      row.
     dimension: the vectors' length.
     capacity: the most ids the table holds at once.
     name: the table's name.

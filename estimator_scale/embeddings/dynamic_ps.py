@@ -204,7 +204,7 @@ class PsTable:
     rows = []
     for part, mine, count in zip(self.parts, keys_, counts_):
       with tf.compat.v1.device(part.ps_part.device):
-        rows.append(part.train_rows(mine, count, step).rows)
+        rows.append(part.train_rows(mine, count, step))
     return tf.dynamic_stitch(positions, rows)
 
   def _vectors(self, unique, rows):

@@ -94,6 +94,22 @@ def test_tfra_rows_compare_auc_and_examples_per_second():
       in text
 
 
+def test_rounds_of_seeds_give_each_seeds_auc_and_the_tfra_differences():
+  seeded = copy.deepcopy(RESULT)
+  seeded["tfra"] = "0.7.2"
+  run = seeded["quality"]["dynamic"][0]
+  seeded["quality"]["dynamic"] = [dict(run, auc=a) for a in (0.705, 0.702,
+                                                             0.708)]
+  seeded["quality"]["tfra"] = [dict(run, auc=a) for a in (0.703, 0.703,
+                                                          0.704)]
+  text = render.page(seeded)
+  assert "| dynamic (`es.dynamic_embedding`) | 0.705 | +0.0050 | 1,000 " \
+         "| 500 | 0.705, 0.702, 0.708 |" in text
+  assert "AUC(dynamic) - AUC(TFRA) = +0.0020" in text
+  assert "Seed by seed (the same seed draws both models' dense layers): " \
+         "+0.0020, -0.0010, +0.0040." in text
+
+
 def test_the_repeating_ids_ratio_is_said_beside_the_judged_one():
   repeating = copy.deepcopy(RESULT)
   repeating["settings"]["repeating"] = 20000

@@ -165,6 +165,21 @@ def test_eviction_frees_the_lowest_rows_first_and_gives_them_in_id_order():
   assert rows == [[7, 8, 9, 4, 5, 6], 3]
 
 
+def test_eviction_ranks_rows_whose_scores_lie_far_apart():
+  # Scores 0, 5000 and 5001: the second lowest lies beyond the histogram
+  # the kernel ranks rows with, which must then rank them all.
+  lookups = [(0, [1]), (5000, [2]), (5001, [3]), (5002, [4, 5])]
+  _, held = _session_table(dynamic.Options(4, 3), lookups)
+  assert sorted(held) == [3, 4, 5]
+
+
+def test_a_negative_id_is_a_missing_value_that_never_takes_a_row():
+  got, held = _session_table(dynamic.Options(4, 4), [(0, [-1, 5, -7])] * 2)
+  assert held == {5: 2}
+  assert not got[1][0].any() and not got[1][2].any()
+  np.testing.assert_allclose(got[1][1], _initial([5], 4)[0])
+
+
 def test_an_id_never_takes_a_row_looked_up_in_its_own_update():
   options = dynamic.Options(4, 2)
   got, held = _session_table(options, [(0, [1, 2, 3])])

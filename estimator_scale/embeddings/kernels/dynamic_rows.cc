@@ -172,6 +172,7 @@ struct Table {
 
   // Frees `freed` in order: the last ends on top of the stack.
   void Free(const std::vector<int64_t>& freed) {
+    for (int64_t r : freed) index->rows.prefetch(ids[r]);
     for (int64_t r : freed) {
       index->rows.erase(ids[r]);
       index->free.push_back(r);
@@ -257,12 +258,20 @@ class TrainRowsOp : public OpKernel {
       totals[it->second] += key_counts(i);
       where[i] = it->second;
     }
+    // Where each distinct key's row is: the index is far larger than a
+    // cache, so every key's slot is fetched before any is read. A row
+    // looked up is stamped with this update at once, which keeps it out of
+    // this update's eviction.
+    for (int64_t key : distinct) index->rows.prefetch(key);
     std::vector<int64_t> rows(distinct.size(), kFree);
     std::vector<int64_t> missing;
     for (size_t k = 0; k < distinct.size(); ++k) {
+      if (distinct[k] < 0) continue;  // a missing value: never a row
       auto found = index->rows.find(distinct[k]);
       if (found != index->rows.end()) {
         rows[k] = found->second;
+        t.last_seen[rows[k]] = step;
+        t.counts[rows[k]] += totals[k];
       } else {
         missing.push_back(k);
       }
@@ -272,46 +281,18 @@ class TrainRowsOp : public OpKernel {
       Admit(&t, distinct, totals, missing, step, &rows, &admitted_rows,
             &admitted_keys);
     }
-    for (size_t k = 0; k < distinct.size(); ++k) {
-      if (rows[k] >= 0) {
-        t.last_seen[rows[k]] = step;
-        t.counts[rows[k]] += totals[k];
-      }
-    }
 
     vars[5]->scalar<int64_t>()() += t.evicted;
 
-    // Each key's row; where the rows are (positions, rows) and the shape of
-    // the vectors, so that reading them is a gather and a scatter.
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &out));
     auto out_rows = out->flat<int64_t>();
-    int64_t found = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      out_rows(i) = rows[where[i]];
-      found += out_rows(i) >= 0;
-    }
-    Tensor* found_at = nullptr;
-    Tensor* found_rows = nullptr;
-    Tensor* shape = nullptr;
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(1, TensorShape({found, 1}), &found_at));
-    OP_REQUIRES_OK(ctx,
-                   ctx->allocate_output(2, TensorShape({found}), &found_rows));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({2}), &shape));
-    for (int64_t i = 0, k = 0; i < n; ++i) {
-      if (out_rows(i) >= 0) {
-        found_at->flat<int64_t>()(k) = i;
-        found_rows->flat<int64_t>()(k++) = out_rows(i);
-      }
-    }
-    shape->flat<int64_t>()(0) = n;
-    shape->flat<int64_t>()(1) = t.dimension;
+    for (int64_t i = 0; i < n; ++i) out_rows(i) = rows[where[i]];
     const int64_t m = admitted_rows.size();
     Tensor* new_rows = nullptr;
     Tensor* new_keys = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({m}), &new_rows));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({m}), &new_keys));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({m}), &new_rows));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({m}), &new_keys));
     std::copy(admitted_rows.begin(), admitted_rows.end(),
               new_rows->flat<int64_t>().data());
     std::copy(admitted_keys.begin(), admitted_keys.end(),
@@ -353,37 +334,69 @@ class TrainRowsOp : public OpKernel {
   }
 
   // Frees, when fewer rows than `wanted` are free, the rows the policy
-  // ranks last among those neither in `in_use` nor looked up this update:
-  // at least 1/evict_fraction of the table, the lowest score on top.
-  void Evict(Table* t, int64_t wanted, const std::vector<int64_t>& rows,
-             int64_t step) {
-    const int64_t free = t->index->free.size();
-    const int64_t short_by = wanted - free;
+  // ranks last among those not looked up this update (their last_seen is
+  // `step`; a free row's is kNever): at least 1/evict_fraction of the
+  // table, the lowest score on top.
+  //
+  // The rows to free are the `count` lowest by (score, row). Their
+  // threshold score comes from a histogram of the scores just above the
+  // lowest, in three passes over the rows in order; where it lies beyond
+  // the histogram's reach, the candidates are partially sorted instead.
+  void Evict(Table* t, int64_t wanted, int64_t step) {
+    const int64_t short_by = wanted - static_cast<int64_t>(t->index->free.size());
     if (short_by <= 0) return;
     const int64_t* score = lfu_ ? t->counts : t->last_seen;
-    std::vector<bool> busy(t->rows, false);
-    for (int64_t r : rows) {
-      if (r >= 0) busy[r] = true;
-    }
-    std::vector<int64_t> candidates;
+    const int64_t* last_seen = t->last_seen;
+    auto candidate = [&](int64_t r) { return last_seen[r] < step; };
+    int64_t lowest = kNever;
+    int64_t candidates = 0;
     for (int64_t r = 0; r < t->rows; ++r) {
-      // Free rows' last_seen is kNever, this update's is `step`.
-      if (!busy[r] && t->last_seen[r] < step && score[r] < kNever) {
-        candidates.push_back(r);
+      if (candidate(r)) {
+        lowest = std::min(lowest, score[r]);
+        ++candidates;
       }
     }
     const int64_t count = std::min<int64_t>(
-        std::min<int64_t>(t->rows, std::max(short_by, t->rows / evict_fraction_)),
-        candidates.size());
+        std::max(short_by, t->rows / evict_fraction_), candidates);
+    if (count <= 0) return;
+    constexpr int64_t kReach = 4096;
+    std::vector<int32_t> histogram(kReach + 1, 0);
+    for (int64_t r = 0; r < t->rows; ++r) {
+      if (candidate(r)) ++histogram[std::min(score[r] - lowest, kReach)];
+    }
+    int64_t below = 0;
+    int64_t offset = 0;
+    while (offset < kReach && below + histogram[offset] < count) {
+      below += histogram[offset++];
+    }
+    std::vector<int64_t> freed;
+    freed.reserve(count);
+    if (offset < kReach) {
+      const int64_t threshold = lowest + offset;
+      int64_t at_threshold = count - below;
+      for (int64_t r = 0; r < t->rows; ++r) {
+        if (!candidate(r)) continue;
+        if (score[r] < threshold) {
+          freed.push_back(r);
+        } else if (score[r] == threshold && at_threshold > 0) {
+          freed.push_back(r);
+          --at_threshold;
+        }
+      }
+    } else {
+      for (int64_t r = 0; r < t->rows; ++r) {
+        if (candidate(r)) freed.push_back(r);
+      }
+    }
     auto lower = [score](int64_t a, int64_t b) {
       return score[a] != score[b] ? score[a] < score[b] : a < b;
     };
-    std::nth_element(candidates.begin(), candidates.begin() + count,
-                     candidates.end(), lower);
-    candidates.resize(count);
-    std::sort(candidates.begin(), candidates.end(), lower);
-    std::reverse(candidates.begin(), candidates.end());
-    t->Free(candidates);
+    std::nth_element(freed.begin(), freed.begin() + count, freed.end(),
+                     lower);
+    freed.resize(count);
+    std::sort(freed.begin(), freed.end(), lower);
+    std::reverse(freed.begin(), freed.end());
+    t->Free(freed);
   }
 
   void Admit(Table* t, const std::vector<int64_t>& distinct,
@@ -408,7 +421,7 @@ class TrainRowsOp : public OpKernel {
       missing.swap(kept);
     }
     if (missing.empty()) return;
-    Evict(t, missing.size(), *rows, step);
+    Evict(t, missing.size(), step);
     const int64_t granted =
         std::min<int64_t>(missing.size(), t->index->free.size());
     const float scale = static_cast<float>(std::sqrt(
@@ -419,7 +432,8 @@ class TrainRowsOp : public OpKernel {
       t->index->free.pop_back();
       t->index->rows[key] = row;
       t->ids[row] = key;
-      t->counts[row] = 0;
+      t->last_seen[row] = step;
+      t->counts[row] = totals[missing[i]];
       t->fresh[row] = true;
       if (hash_vectors_) {
         // dynamic.initial_vectors: uniform in +-1/sqrt(dimension) from the
@@ -448,6 +462,63 @@ class TrainRowsOp : public OpKernel {
   bool hash_vectors_;
   bool with_sketch_;
   std::unique_ptr<Mixes> mixes_;
+};
+
+// The vectors of a training lookup's rows, zeros where a row is -1, and
+// where the rows are (positions, rows) for the gradient, which dynamic.py
+// registers: one kernel where a gather and a scatter, and their gradients'
+// shape arithmetic, were a dozen.
+class ReadOp : public OpKernel {
+ public:
+  explicit ReadOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    Var* pool = nullptr;
+    OP_REQUIRES_OK(ctx, tensorflow::LookupResource(
+                            ctx, tensorflow::HandleFromInput(ctx, 0), &pool));
+    tensorflow::core::ScopedUnref unref(pool);
+    tensorflow::tf_shared_lock lock(*pool->mu());
+    const Tensor& values = *pool->tensor();
+    OP_REQUIRES(ctx, values.dtype() == tensorflow::DT_FLOAT && values.dims() == 2,
+                InvalidArgument("dynamic table: a pool of ",
+                                tensorflow::DataTypeString(values.dtype()),
+                                " and shape ", values.shape().DebugString(),
+                                ", float32 [rows, dimension] wanted"));
+    const int64_t capacity = values.dim_size(0);
+    const int64_t dimension = values.dim_size(1);
+    const auto rows = ctx->input(1).flat<int64_t>();
+    const int64_t n = rows.size();
+    int64_t found = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      OP_REQUIRES(ctx, rows(i) < capacity,
+                  InvalidArgument("dynamic table: row ", rows(i), " of ",
+                                  capacity));
+      found += rows(i) >= 0;
+    }
+    Tensor* vectors = nullptr;
+    Tensor* at = nullptr;
+    Tensor* found_rows = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, dimension}),
+                                             &vectors));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({found}), &at));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(2, TensorShape({found}), &found_rows));
+    const float* from = values.flat<float>().data();
+    float* to = vectors->flat<float>().data();
+    auto at_ = at->flat<int64_t>();
+    auto found_rows_ = found_rows->flat<int64_t>();
+    for (int64_t i = 0, k = 0; i < n; ++i) {
+      float* vector = to + i * dimension;
+      if (rows(i) < 0) {
+        std::fill(vector, vector + dimension, 0.0f);
+        continue;
+      }
+      std::copy(from + rows(i) * dimension, from + (rows(i) + 1) * dimension,
+                vector);
+      at_(k) = i;
+      found_rows_(k++) = rows(i);
+    }
+  }
 };
 
 // Puts the optimizer's slots of the rows admitted since its last update
@@ -515,9 +586,6 @@ REGISTER_OP("EsDynamicTableTrainRows")
     .Input("key_counts: int64")
     .Input("step: int64")
     .Output("rows: int64")
-    .Output("found_at: int64")
-    .Output("found_rows: int64")
-    .Output("vectors_shape: int64")
     .Output("admitted_rows: int64")
     .Output("admitted_keys: int64")
     .Attr("min_count: int")
@@ -531,11 +599,21 @@ REGISTER_OP("EsDynamicTableTrainRows")
     .SetIsStateful()
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(9));
-      c->set_output(1, c->Matrix(c->UnknownDim(), 1));
+      c->set_output(1, c->Vector(c->UnknownDim()));
       c->set_output(2, c->Vector(c->UnknownDim()));
-      c->set_output(3, c->Vector(2));
-      c->set_output(4, c->Vector(c->UnknownDim()));
-      c->set_output(5, c->Vector(c->UnknownDim()));
+      return ::tensorflow::OkStatus();
+    });
+
+REGISTER_OP("EsDynamicTableRead")
+    .Input("pool: resource")
+    .Input("rows: int64")
+    .Output("vectors: float")
+    .Output("at: int64")
+    .Output("found_rows: int64")
+    .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
+      c->set_output(0, c->Matrix(c->Dim(c->input(1), 0), c->UnknownDim()));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      c->set_output(2, c->Vector(c->UnknownDim()));
       return ::tensorflow::OkStatus();
     });
 
@@ -554,6 +632,7 @@ REGISTER_KERNEL_BUILDER(Name("EsDynamicTableIndex").Device(DEVICE_CPU),
                         tensorflow::ResourceHandleOp<Index>);
 REGISTER_KERNEL_BUILDER(Name("EsDynamicTableTrainRows").Device(DEVICE_CPU),
                         TrainRowsOp);
+REGISTER_KERNEL_BUILDER(Name("EsDynamicTableRead").Device(DEVICE_CPU), ReadOp);
 
 }  // namespace
 }  // namespace estimator_scale

@@ -7,7 +7,8 @@
 
 Every measurement is a fresh process (worker.py) on click logs drawn once
 (data.py): quality (one epoch each of the hashed table, the dynamic one and
-the dynamic one with min_count=2, then TFRA's, in that order, every round),
+the dynamic one with min_count=2, then TFRA's, in that order, every round, the
+round's number seeding the dense layers: the rounds' spread is the seed's),
 speed (hashed, dynamic and TFRA alternating, every round, then hashed and
 dynamic again on ids folded to `REPEATING` per column), memory (a
 dynamic table at two capacities fed 10x its capacity of new ids), the row
@@ -31,7 +32,7 @@ from tools import repo
 from tools.bench.dynamic import render
 from tools.bench.perf import runner
 
-DEFAULTS = {"train": 2500000, "eval": 100000, "quality_rounds": 1,
+DEFAULTS = {"train": 2500000, "eval": 100000, "quality_rounds": 3,
             "speed_rounds": 3, "speed_steps": 3000,
             "memory_capacities": "65536,262144", "cut_rows": 524288}
 SMOKE = {"train": 20000, "eval": 5000, "quality_rounds": 1,
@@ -179,12 +180,12 @@ def run(args, previous=None):
 def _quality(args, common, tfra, scratch):
   quality = {name: [] for name, (table, _) in QUALITY.items()
              if tfra or table != "tfra"}
-  for _ in range(args.quality_rounds):
+  for seed in range(args.quality_rounds):
     for name in quality:
       table, min_count = QUALITY[name]
       quality[name].append(measure(
           common + ["--mode=quality", f"--table={table}",
-                    f"--min_count={min_count}"], scratch))
+                    f"--min_count={min_count}", f"--seed={seed}"], scratch))
   return quality
 
 

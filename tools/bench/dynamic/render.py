@@ -46,11 +46,17 @@ def verdict(met):
   return "met" if met else "**not met**"
 
 
+def _aucs(runs):
+  return ", ".join(repo.fmt(run and run["auc"], 4) for run in runs)
+
+
 def quality_fields(result):
   rows = quality_rows(result["quality"])
   hashed_auc = rows["hashed"][0]
-  lines = ["| table | AUC (eval) | - hashed | rows in use | examples/s |",
-           "|---|---:|---:|---:|---:|"]
+  seeds = max(len(runs) for runs in result["quality"].values()) > 1
+  lines = ["| table | AUC (eval) | - hashed | rows in use | examples/s |"
+           + (" AUC per seed |" if seeds else ""),
+           "|---|---:|---:|---:|---:|" + ("---|" if seeds else "")]
   for name, (auc, used) in rows.items():
     rate = median([run and run["examples"] / run["seconds"]
                    for run in result["quality"][name]])
@@ -58,7 +64,8 @@ def quality_fields(result):
         f"{auc - hashed_auc:+.4f}")
     lines.append(f"| {LABELS[name]} | {repo.fmt(auc, 4)} | {gain} | "
                  f"{'all' if used is None else f'{used:,}'} | "
-                 f"{repo.fmt(rate)} |")
+                 f"{repo.fmt(rate)} |"
+                 + (f" {_aucs(result['quality'][name])} |" if seeds else ""))
   dynamic_auc, dynamic_rows = rows["dynamic"]
   min2_auc, min2_rows = rows["dynamic_min_count_2"]
   if None in (hashed_auc, dynamic_auc, min2_auc, dynamic_rows, min2_rows):
@@ -84,6 +91,11 @@ def quality_fields(result):
     said += (f" Against TFRA: AUC(dynamic) - AUC(TFRA) = {off:+.4f} "
              f"(target within {TARGETS['tfra_auc']}: "
              f"{verdict(abs(off) <= TARGETS['tfra_auc'])}).")
+    pairs = [(d["auc"] - t["auc"]) for d, t in zip(
+        result["quality"]["dynamic"], result["quality"]["tfra"]) if d and t]
+    if len(pairs) > 1:
+      said += (" Seed by seed (the same seed draws both models' dense "
+               "layers): " + ", ".join(f"{p:+.4f}" for p in pairs) + ".")
   return {"quality_table": "\n".join(lines), "quality_verdict": said}
 
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 HIDDEN = 32
 
 
-def estimator(columns, dimension, learning_rate, model_dir):
+def estimator(columns, dimension, learning_rate, model_dir, seed=0):
   """(Estimator, hook factory): the hook's `end` records the tables' rows
   in use into the list it is given."""
   # pylint: disable-next=g-import-not-at-top
@@ -61,7 +61,7 @@ def estimator(columns, dimension, learning_rate, model_dir):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                       training_hooks=[Rows(rows)])
 
-  config = tf.estimator.RunConfig(tf_random_seed=0,
+  config = tf.estimator.RunConfig(tf_random_seed=seed,
                                   save_checkpoints_steps=10 ** 9,
                                   save_checkpoints_secs=None)
   return tf.estimator.Estimator(model_fn, model_dir, config=config), sizes

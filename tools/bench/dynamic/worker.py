@@ -39,6 +39,8 @@ def parse_args(argv=None):
                       help="speed: fold each column's ids to this many "
                            "distinct ones (missing ones stay -1); 0: as "
                            "drawn")
+  parser.add_argument("--seed", type=int, default=0,
+                      help="the dense layers' (and TFRA's rows') seed")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--out", required=True)
   return parser.parse_args(argv)
@@ -142,14 +144,14 @@ def _estimator(args, columns):
   if args.table == "tfra":
     from tools.bench.dynamic import tfra_model  # pylint: disable=g-import-not-at-top
     return tfra_model.estimator(columns, args.dimension, LEARNING_RATE,
-                                args.model_dir)
+                                args.model_dir, args.seed)
   import estimator_scale as es  # pylint: disable=g-import-not-at-top
   return es.make_estimator(
       _model(args, columns), model_dir=args.model_dir, distribution="none",
       training_config=es.TrainingConfig(
           optimizer="adagrad",
           schedule=es.Schedule(learning_rate=LEARNING_RATE)),
-      random_seed=0, save_checkpoints_steps=10 ** 9), None
+      random_seed=args.seed, save_checkpoints_steps=10 ** 9), None
 
 
 def rows_in_use(model_dir):

@@ -543,21 +543,25 @@ class ResetFreshOp : public OpKernel {
                                   tensorflow::DataTypeString(vars[i]->dtype()),
                                   ", float32 wanted"));
     }
-    auto fresh = vars[0]->flat<bool>();
+    bool* fresh = vars[0]->flat<bool>().data();
+    const int64_t rows = vars[0]->NumElements();
+    std::vector<float*> slot_rows;
+    std::vector<int64_t> widths;
+    for (int i = 1; i <= slots; ++i) {
+      slot_rows.push_back(vars[i]->flat<float>().data());
+      widths.push_back(rows == 0 ? 0 : vars[i]->NumElements() / rows);
+    }
     const auto indices = ctx->input(slots + 1).flat<int64_t>();
     for (int64_t k = 0; k < indices.size(); ++k) {
       const int64_t row = indices(k);
-      OP_REQUIRES(ctx, row >= 0 && row < fresh.size(),
-                  InvalidArgument("dynamic table: row ", row, " of ",
-                                  fresh.size()));
-      if (!fresh(row)) continue;
-      for (int i = 1; i <= slots; ++i) {
-        auto slot = vars[i]->flat_inner_dims<float>();
-        for (int64_t c = 0; c < slot.dimension(1); ++c) {
-          slot(row, c) = values_[i - 1];
-        }
+      OP_REQUIRES(ctx, row >= 0 && row < rows,
+                  InvalidArgument("dynamic table: row ", row, " of ", rows));
+      if (!fresh[row]) continue;
+      for (int i = 0; i < slots; ++i) {
+        float* slot = slot_rows[i] + row * widths[i];
+        std::fill(slot, slot + widths[i], values_[i]);
       }
-      fresh(row) = false;
+      fresh[row] = false;
     }
   }
 

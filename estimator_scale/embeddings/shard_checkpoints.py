@@ -13,6 +13,11 @@ tables. A rank restoring reads its own range of rows from it, a block at
 a time, whatever number of ranks wrote it, so a job restarted on another
 number of ranks re-shards as it starts.
 
+The merge writes under `<model_dir>/sharded_tables/merging/` and renames
+its files into place, the index last: a merge cut short (a full disk, a
+lost host) leaves no half-written checkpoint of the step for a restart to
+read, only a step without merged tables, which a restart resumes before.
+
 The merge takes the parts of this save only: N is in their names, because
 a save that failed (a rank lost before every rank had written) leaves its
 parts behind, and a job resumed on another number of ranks saves the same
@@ -61,6 +66,7 @@ from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 
 DIRECTORY = "sharded_tables"
+MERGING = "merging"
 """Where in the model_dir the sharded tables' checkpoints go."""
 
 _TOKEN = "shared-dir-token"
@@ -171,6 +177,15 @@ def drop_unkept(directory, model_dir, before):
                                            f"model.ckpt-{step}.index")):
       for name in names:
         tf.io.gfile.remove(name)
+
+
+def publish(source, prefix):
+  """Renames the checkpoint `source` (a path prefix) to `prefix`, its data
+  first and its index last: the index names a checkpoint whole, so until
+  the last rename no reader finds one at `prefix`."""
+  for path in tf.io.gfile.glob(source + ".data-*"):
+    tf.io.gfile.rename(path, prefix + path[len(source):], overwrite=True)
+  tf.io.gfile.rename(source + ".index", prefix + ".index", overwrite=True)
 
 
 def _step(checkpoint):
@@ -564,8 +579,14 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
           f"{step} in {self._directory}, where the {size} ranks wrote "
           f"{written}: every rank must write to the directory rank 0 reads, "
           "and see there what the others wrote (a shared file system)")
-    session.run(self._merge, {self._prefixes: parts,
-                              self._merged: self._prefix(step)})
+    merging = os.path.join(self._directory, MERGING)
+    if tf.io.gfile.exists(merging):  # what a merge cut short left
+      tf.io.gfile.rmtree(merging)
+    tf.io.gfile.makedirs(merging)
+    source = os.path.join(merging, f"ckpt-{step}")
+    session.run(self._merge, {self._prefixes: parts, self._merged: source})
+    publish(source, self._prefix(step))
+    tf.io.gfile.rmtree(merging)
     for name in tf.io.gfile.glob(self._prefix(step) + "-of*-rank*"):
       tf.io.gfile.remove(name)
     drop_unkept(self._directory, self._model_dir, step)

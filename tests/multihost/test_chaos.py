@@ -1,7 +1,8 @@
 """Minutes of chaos on the rig (tools/rig/chaos/): an elastic Horovod job
 over five hosts, then a synchronous parameter-server job under the
-launcher's restarts over four, faults drawn from a fixed seed, each absorbed
-before the next. Nothing may be lost: each example trained once an epoch over
+launcher's restarts over four, faults drawn from a fixed seed (Horovod) or
+given by a schedule of one's own (parameter servers), each absorbed before
+the next. Nothing may be lost: each example trained once an epoch over
 every restart, the job ends cleanly when asked, and neither a process nor a
 namespace stays behind. The hour-long run is `make chaos` (docs/CHAOS.md).
 """
@@ -54,10 +55,15 @@ compared where the run ends before it (how far it gets depends on the
 machine's speed)."""
 
 PS_SEED = 20
-"""Draws, on four hosts (the launcher's and three in the job): the
-model_dir's disk filled for a while, a worker's task killed, then the
-chief's host (its ps task too) killed whole and brought back, which the
-launcher takes again (a join)."""
+"""Draws how long the disk stays full."""
+PS_SCHEDULE = [{"after": 5, "kind": "disk_full"},
+               {"after": 5, "kind": "kill_task", "host": "host3"},
+               {"after": 5, "kind": "kill_host", "host": "host2",
+                "during": "save"}]
+"""A schedule of one's own (`--schedule`) on four hosts (the launcher's and
+three in the job): the model_dir's disk filled for a while, a worker's task
+killed, then the chief's host (its ps task too) killed whole inside a
+checkpoint's save and brought back, which the launcher takes again."""
 
 
 def test_ps_sync_restarts_lose_no_example_and_leave_nothing(needs_root,
@@ -66,13 +72,16 @@ def test_ps_sync_restarts_lose_no_example_and_leave_nothing(needs_root,
   # fault stops the cluster, and the restart from the last checkpoint trains
   # what followed it again, once.
   lines = []
-  report = chaos.run(PS_SEED, minutes=10, gap=(5, 10), max_faults=3,
-                     work_dir=str(tmp_path), log=lines.append,
-                     backend="ps_sync")
+  report = chaos.run(PS_SEED, minutes=10, work_dir=str(tmp_path),
+                     log=lines.append, backend="ps_sync",
+                     schedule=PS_SCHEDULE)
   print("\n".join(lines))
   assert report["exit_code"] == 0, report
   assert report["each_example_once"], report["problem"]
   assert report["epochs"] >= 1, report
+  assert report["skipped"] == [], report["skipped"]
+  assert [(f["kind"], f["moment"]) for f in report["faults"]][:3] == [
+      ("disk_full", None), ("kill_task", None), ("kill_host", "save")]
   for fault in report["faults"]:
     assert fault["recovery"] is not None, fault
     assert fault["recovery"] <= RECOVERY_LIMIT, fault

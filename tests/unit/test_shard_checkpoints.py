@@ -6,14 +6,21 @@ refuses to, and which checkpoint an elastic restart resumes from when the
 latest lacks its tables. The real 2 -> 3 ranks change is
 tests/integration/test_sharded_elastic.py.
 """
+import os
+import pathlib
+import threading
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 import estimator_scale as es
+from estimator_scale import moments
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
+from tools.rig.chaos import core
 
 ROWS = np.arange(14, dtype=np.float32).reshape(7, 2)
 
@@ -51,8 +58,9 @@ def _slice(name, rows, first):
   return variable
 
 
-def _save_as_rank_0(model_dir, size, step):
-  """Rank 0 of `size` ranks saves its rows of the table at `step`."""
+def _save_as_rank_0(model_dir, size, step, resumed_at=None):
+  """Rank 0 of `size` ranks, its session begun at `resumed_at` (default:
+  `step`), saves its rows of the table at `step`."""
   _, rows = sharded.shard_range(len(ROWS), size, 0)
   with tf.Graph().as_default():
     global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -63,8 +71,10 @@ def _save_as_rank_0(model_dir, size, step):
     with tf.compat.v1.Session() as sess:
       sess.run([tf.compat.v1.global_variables_initializer(),
                 tf.compat.v1.local_variables_initializer()])
-      sess.run(global_step.assign(step))
+      sess.run(global_step.assign(step if resumed_at is None
+                                  else resumed_at))
       hook.after_create_session(sess, None)
+      sess.run(global_step.assign(step))
       hook.end(sess)
 
 
@@ -152,3 +162,55 @@ def test_a_restart_resumes_from_the_latest_checkpoint_with_its_tables(
         str(model_dir)) is None
     assert tf.train.latest_checkpoint(str(model_dir)) == str(
         model_dir / f"model.ckpt-{step}")
+
+
+@pytest.fixture(name="small_disk")
+def _small_disk(tmp_path):
+  """A model_dir on a tmpfs of 2 MiB, which a fill leaves no room on."""
+  if os.geteuid() != 0:
+    pytest.skip("mounting a small disk needs root")
+  with core.small_disk(str(tmp_path / "model"), "2m") as path:
+    yield pathlib.Path(path)
+
+
+def test_a_merge_the_disk_fills_under_leaves_no_checkpoint_to_read(
+    small_disk, monkeypatch):
+  """The fault of `python -m tools.rig.chaos --case click --backend slurm
+  --seed 3 --gap 45 150`'s seventh: the model_dir's disk filled while rank
+  0 merged the tables of step 6250. The merge fails; its torn index was
+  read by every restart, which failed in turn, until the job gave up. Now
+  no checkpoint of the step is there, and a restart resumes from step 4."""
+  _save_as_rank_0(small_disk, 1, 4)
+  # Rank 0's Estimator writes its checkpoint of a step before the tables.
+  _estimator_checkpoints(small_disk, [0, 4, 8])
+  monkeypatch.setenv(moments.ENV, str(small_disk.parent))
+  (small_disk.parent / "merge.armed").write_text("")
+  filled = []
+
+  def fill_when_merging():
+    deadline = time.monotonic() + 60
+    while not list(small_disk.parent.glob("merge.*.*")):
+      if time.monotonic() > deadline:
+        return
+      time.sleep(0.01)
+    filled.append(core.fill(str(small_disk)))
+    for taken in small_disk.parent.glob("merge.*.*"):
+      taken.unlink()
+  filler = threading.Thread(target=fill_when_merging, daemon=True)
+  filler.start()
+  with pytest.raises(tf.errors.ResourceExhaustedError):
+    _save_as_rank_0(small_disk, 1, 8, resumed_at=4)
+  filler.join()
+  assert filled
+  tables = small_disk / shard_checkpoints.DIRECTORY
+  assert not (tables / "ckpt-8.index").exists()
+  os.remove(filled[0])  # the fault ends; the job restarts
+  assert shard_checkpoints.resume_where_tables_were_merged(
+      str(small_disk)) == str(small_disk / "model.ckpt-8")
+  assert tf.train.latest_checkpoint(str(small_disk)) == str(
+      small_disk / "model.ckpt-4")
+  # The step saved anew merges whole.
+  monkeypatch.delenv(moments.ENV)
+  _save_as_rank_0(small_disk, 1, 8, resumed_at=4)
+  merged = tf.train.load_checkpoint(str(tables / "ckpt-8"))
+  np.testing.assert_array_equal(merged.get_tensor("model/table"), ROWS)

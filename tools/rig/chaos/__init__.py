@@ -22,6 +22,11 @@ Slurm's requeue (slurm_job.py).
 
   python -m tools.rig.chaos --case click --seed 7 --minutes 60 --report docs/chaos.json
   python -m tools.rig.chaos --backend ps_sync --seed 7 --minutes 60
+  python -m tools.rig.chaos --backend slurm --schedule faults.json --minutes 30
+
+A schedule of one's own (`--schedule`) replaces the seed's draws: its
+faults go in in its order, each at its gap after the last recovery, with the
+same checks after the run.
 """
 import argparse
 import glob
@@ -69,10 +74,12 @@ def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log,
 
 def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
         kinds=None, max_faults=None, work_dir=None, log=print,
-        backend="horovod", case="mlp"):
+        backend="horovod", case="mlp", schedule=None):
   """A chaos run of `backend`'s job of `case` (one of CASES) on a rig of
   `hosts` hosts (default: `HOSTS`); returns its report. `start_hosts`:
-  Horovod's job starts on that many, the others spares."""
+  Horovod's job starts on that many, the others spares. `schedule`: the
+  faults to inject (`core.check_schedule`) instead of the seed's draws;
+  the seed still draws how long a slow host or a full disk lasts."""
   if backend not in BACKENDS:
     raise ValueError(f"backend {backend!r} is not one of "
                      f"{', '.join(BACKENDS)}")
@@ -88,9 +95,11 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
                              loopback_hostname=backend != "slurm") as rig:
       chaos = _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds,
                       log, case)
+      if schedule is not None:
+        core.check_schedule(schedule, chaos)
       chaos.start()
       try:
-        chaos.run(minutes * 60, max_faults)
+        chaos.run(minutes * 60, max_faults, schedule)
         exit_code = chaos.stop()
       finally:
         if chaos._job.poll() is None:  # pylint: disable=protected-access
@@ -106,6 +115,8 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
     if chaos.global_batch and exit_code == 0:
       result["fault_free"] = fault_free.compare(work_dir, chaos.global_batch,
                                                 case)
+  if schedule is not None:
+    result["schedule"] = schedule
   result.update(backend=backend, seed=seed, minutes=minutes, gap=list(gap),
                 hosts=hosts, work_dir=work_dir,
                 load=[list(load_at_start), list(os.getloadavg())],
@@ -129,6 +140,11 @@ def main(argv=None):
   parser.add_argument("--gap", type=float, nargs=2, default=(60, 180),
                       metavar=("MIN", "MAX"),
                       help="seconds between a fault's recovery and the next")
+  parser.add_argument("--schedule", default=None, metavar="JSON",
+                      help="a file of faults to inject in its order instead "
+                      "of the seed's draws: a list of {\"after\": seconds "
+                      "after the last recovery, \"kind\", optional "
+                      "\"host\", optional \"during\": a moment}")
   parser.add_argument("--report", default=None,
                       help="JSON file of reports, one per backend: this "
                       "run's replaces its backend's")
@@ -142,8 +158,15 @@ def main(argv=None):
   # A SIGTERM (a timeout, a scheduler) unwinds as Ctrl-C does: the rig's
   # hosts and the job's disk go with it.
   signal.signal(signal.SIGTERM, lambda number, _: sys.exit(128 + number))
+  schedule = None
+  if args.schedule:
+    try:
+      with open(args.schedule, encoding="utf-8") as f:
+        schedule = json.load(f)
+    except (OSError, ValueError) as e:
+      parser.error(f"--schedule={args.schedule}: {e}")
   result = run(args.seed, args.minutes, gap=tuple(args.gap),
-               backend=args.backend, case=args.case)
+               backend=args.backend, case=args.case, schedule=schedule)
   if args.report:
     save(result, args.report)
   print(json.dumps(result, indent=1))

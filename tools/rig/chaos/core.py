@@ -103,6 +103,7 @@ class Driver:
     self.kinds = kinds
     self.log = log
     self.faults = []
+    self.skipped = []  # a schedule's entries the job's state did not allow
     self.out = os.path.join(work_dir, "ids")
     self.model_dir = os.path.join(work_dir, "model")
     self.job_log = os.path.join(work_dir, "job.log")
@@ -120,17 +121,41 @@ class Driver:
 
   # -- the faults ---------------------------------------------------------------
 
-  def run(self, seconds, max_faults=None):
+  def run(self, seconds, max_faults=None, schedule=None):
     """Injects faults for `seconds` (at most `max_faults` of them), each
     absorbed before the next (a host brought back is a `join` of its
-    own, where the backend records one)."""
+    own, where the backend records one): drawn from the seed, or, given a
+    `schedule` (`check_schedule`'s entries), its faults in its order, an
+    entry the job's state does not allow when it comes skipped and said."""
+    planned = None if schedule is None else iter(schedule)
     while self.now() < seconds and (max_faults is None or
                                     len(self.faults) < max_faults):
-      time.sleep(self.rng.uniform(*self.gap))
-      if self.now() >= seconds:
-        break
-      kind, host = self._draw()
-      moment = self._moment_rng.choice((None,) + self.moments)
+      if planned is None:
+        time.sleep(self.rng.uniform(*self.gap))
+        if self.now() >= seconds:
+          break
+        kind, host = self._draw()
+        moment = self._moment_rng.choice((None,) + self.moments)
+      else:
+        entry = next(planned, None)
+        if entry is None:
+          break
+        time.sleep(entry["after"])
+        if self.now() >= seconds:
+          break
+        kind, host, moment = entry["kind"], entry.get("host"), entry.get(
+            "during")
+        hosts = self._hosts_for(kind)
+        refusal = (f"the job's state allows {', '.join(self._kinds_now())}"
+                   if kind not in self._kinds_now() else
+                   f"{kind} can hit {', '.join(hosts) or 'no host'}"
+                   if not hosts or (host and host not in hosts) else None)
+        if refusal:
+          self.log(f"chaos {self.now():7.1f} s: scheduled {kind} "
+                   f"{host or ''} skipped: {refusal} now")
+          self.skipped.append(dict(entry, why=refusal))
+          continue
+        host = host or hosts[0]
       taken_on = self._at_moment(moment, kind) if moment else None
       fault = getattr(self, "_" + kind)(host)
       if taken_on:
@@ -139,6 +164,19 @@ class Driver:
       self._absorb(fault)
     self._heal()
     self._calm_from = os.path.getsize(self.job_log)
+
+  def _draw(self):
+    """A kind the job's state allows and a host it may hit, from the seed."""
+    kind = self.rng.choice(self._kinds_now())
+    return kind, self.rng.choice(self._hosts_for(kind))
+
+  def _kinds_now(self):
+    """The kinds of `kinds` the job's state allows now, in their order."""
+    return list(self.kinds)
+
+  def _hosts_for(self, kind):
+    """The hosts a fault of `kind` may hit now, in the order draws take."""
+    raise NotImplementedError
 
   def _at_moment(self, moment, kind):
     """Waits until a process of the job begins `moment` (`_lead_in` makes
@@ -360,6 +398,7 @@ class Driver:
         "case": self.case,
         "examples": self.examples,
         "faults": faults,
+        "skipped": self.skipped,
         "kinds": sorted({f.kind for f in self.faults}),
         "slowest_recovery": max((f["recovery"] for f in faults
                                  if f["recovery"] is not None), default=None),
@@ -372,6 +411,42 @@ class Driver:
                            for h in self.hosts.values() if self.left(h)},
         "error_lines_at_end": error_lines(self.job_log, self._calm_from),
     }
+
+
+SCHEDULE_KEYS = ("after", "kind", "host", "during")
+
+
+def check_schedule(entries, driver, where="the schedule"):
+  """`entries` (a list of {"after": seconds after the last fault's
+  recovery, "kind", optional "host" (else the first the job's state
+  allows), optional "during": a moment}) checked against `driver`'s kinds,
+  hosts and moments; raises ValueError naming the entry and what would be
+  valid."""
+  if not isinstance(entries, list) or not entries:
+    raise ValueError(f"{where}: a non-empty list of faults is wanted, got "
+                     f"{type(entries).__name__}")
+  for number, entry in enumerate(entries):
+    def refuse(what, number=number):
+      raise ValueError(f"{where}, fault {number}: {what}")
+    if not isinstance(entry, dict):
+      refuse(f"an object with {', '.join(SCHEDULE_KEYS)} is wanted")
+    unknown = sorted(set(entry) - set(SCHEDULE_KEYS))
+    if unknown:
+      refuse(f"unknown keys {unknown}; valid: {', '.join(SCHEDULE_KEYS)}")
+    after = entry.get("after")
+    if (not isinstance(after, (int, float)) or isinstance(after, bool)
+        or after < 0):
+      refuse(f"after={after!r}: seconds >= 0 are wanted")
+    if entry.get("kind") not in driver.kinds:
+      refuse(f"kind={entry.get('kind')!r}; this job's kinds are "
+             f"{', '.join(driver.kinds)}")
+    if entry.get("host") not in (None, *driver.hosts):
+      refuse(f"host={entry['host']!r}; the rig's hosts are "
+             f"{', '.join(driver.names())}")
+    if entry.get("during") not in (None, *driver.moments):
+      refuse(f"during={entry['during']!r}; this job's moments are "
+             f"{', '.join(driver.moments)}")
+  return entries
 
 
 def error_lines(path, offset):

@@ -111,25 +111,25 @@ class Chaos(core.Driver):
 
   # -- the faults ---------------------------------------------------------------
 
-  def _draw(self):
-    """A kind the job's state allows, and its host: the job keeps two ranks
-    at least (horovodrun's --min-np) and host1 (the driver); where none of
-    the kinds asked for is allowed, a spare joins (there is always one then:
-    every host the faults took out came back as one). Hosts are counted as
-    the discovery lists them: one whose rank was killed and is blacklisted
-    for the cooldown counts, so a draw may leave a single rank running
-    until it is back (the suite's seeds are drawn this way)."""
-    faultable = [h for h in self.active if h != "host1"]
-    allowed = [k for k in self.kinds if
-               (k == "join" and self.spare) or
-               (k == "slow" and self.active) or
-               (k not in ("join", "slow") and faultable and
-                len(self.active) > 2)]
-    if not allowed:  # too few hosts left for the kinds asked for
-      allowed = ["join"]
-    kind = self.rng.choice(allowed)
-    pool = {"join": self.spare, "slow": self.active}.get(kind, faultable)
-    return kind, self.rng.choice(sorted(pool))
+  def _kinds_now(self):
+    """The job keeps two ranks at least (horovodrun's --min-np) and host1
+    (the driver); where none of the kinds asked for is allowed, a spare
+    joins (there is always one then: every host the faults took out came
+    back as one). Hosts are counted as the discovery lists them: one whose
+    rank was killed and is blacklisted for the cooldown counts, so a draw
+    may leave a single rank running until it is back (the suite's seeds
+    are drawn this way)."""
+    faultable = self._hosts_for("kill_rank")
+    return [k for k in self.kinds if
+            (k == "join" and self.spare) or
+            (k == "slow" and self.active) or
+            (k not in ("join", "slow") and faultable and
+             len(self.active) > 2)] or ["join"]
+
+  def _hosts_for(self, kind):
+    if kind == "join":
+      return sorted(self.spare)
+    return sorted(h for h in self.active if kind == "slow" or h != "host1")
 
   def _lead_in(self, moment, kind):
     """A re-shard comes when the ranks change: a spare joins first (a

@@ -94,13 +94,15 @@ class PsChaos(core.Driver):
 
   # -- the faults ---------------------------------------------------------------
 
-  def _draw(self):
-    """A kind the job's state allows, and its host: a host goes out only
-    while three are in (every lost host is back before the next fault)."""
-    allowed = [k for k in self.kinds if
-               k not in ("kill_host", "link_down") or len(self.active) > 2]
-    kind = self.rng.choice(allowed)
-    return kind, self.rng.choice(sorted(self.active))
+  def _kinds_now(self):
+    """A host goes out only while three are in (every lost host is back
+    before the next fault)."""
+    return [k for k in self.kinds if
+            k not in ("kill_host", "link_down") or len(self.active) > 2]
+
+  def _hosts_for(self, kind):
+    del kind
+    return sorted(self.active)
 
   def _kill_task(self, host):
     return self._kill("kill_task", host, self._training_pids(host))

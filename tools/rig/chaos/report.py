@@ -110,8 +110,8 @@ def _section(report):
   return f"""## {_TITLE[backend]}
 
 {job} under
-`python -m tools.rig.chaos{flag} --seed {report['seed']} --minutes {report['minutes']:g} --gap {' '.join(f'{g:g}' for g in report['gap'])}`
-(collective timeout {_TIMEOUT[backend]} s), on {_count(report['hosts'])} hosts{_load(report)}.
+`python -m tools.rig.chaos{flag} --seed {report['seed']} --minutes {report['minutes']:g} {_faults_from(report)}`
+(collective timeout {_TIMEOUT[backend]} s), on {_count(report['hosts'])} hosts{_load(report)}.{_scheduled(report)}
 
 | | |
 |---|---|
@@ -153,6 +153,26 @@ def _inside(report):
   if not counts:
     return "none (faults at random times only)"
   return ", ".join(f"{n} in {_MOMENT[m]}" for m, n in counts.items())
+
+
+def _faults_from(report):
+  """The flag the faults came from: the seed's gaps, or a schedule."""
+  if report.get("schedule"):
+    return "--schedule SCHEDULE"
+  return f"--gap {' '.join(f'{g:g}' for g in report['gap'])}"
+
+
+def _scheduled(report):
+  """Where a schedule gave the faults: its size and what it skipped."""
+  if not report.get("schedule"):
+    return ""
+  skipped = report.get("skipped") or []
+  said = "".join(f" {e['kind']} {e.get('host') or ''}: {e['why']}."
+                 for e in skipped)
+  return (f" The faults came from a schedule of {len(report['schedule'])} "
+          f"(in the JSON report, SCHEDULE above), not from the seed's draws; "
+          f"{len(skipped)} of them skipped, the job's state not allowing "
+          f"them when they came.{said}")
 
 
 def _notes(report):

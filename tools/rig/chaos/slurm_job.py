@@ -114,15 +114,14 @@ class SlurmChaos(core.Driver):
                            self.slurm.job(self._id)["NodeList"]])
     return sorted(proc.stdout.split())
 
-  def _draw(self):
-    """A kind and a node of the job; a cut spares the batch host, whose
-    requeued job Slurm holds (many-hosts.md#chaos)."""
-    kind = self.rng.choice(self.kinds)
+  def _hosts_for(self, kind):
+    """The job's nodes; a cut spares the batch host, whose requeued job
+    Slurm holds (many-hosts.md#chaos)."""
     nodes = self._nodes()
     if kind == "link_down":
       batch = self.slurm.job(self._id).get("BatchHost")
       nodes = [n for n in nodes if n != batch] or nodes
-    return kind, self.rng.choice(nodes)
+    return nodes
 
   def _kill_node(self, host):
     fault = self._fault("kill_node", host)

@@ -66,8 +66,10 @@ from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 
 DIRECTORY = "sharded_tables"
-MERGING = "merging"
 """Where in the model_dir the sharded tables' checkpoints go."""
+MERGING = "merging"
+"""Where in DIRECTORY rank 0 merges a save before it renames it into
+place (`publish`)."""
 
 _TOKEN = "shared-dir-token"
 

@@ -383,17 +383,18 @@ class TrainRowsOp : public OpKernel {
           --at_threshold;
         }
       }
-    } else {
-      for (int64_t r = 0; r < t->rows; ++r) {
-        if (candidate(r)) freed.push_back(r);
-      }
     }
     auto lower = [score](int64_t a, int64_t b) {
       return score[a] != score[b] ? score[a] < score[b] : a < b;
     };
-    std::nth_element(freed.begin(), freed.begin() + count, freed.end(),
-                     lower);
-    freed.resize(count);
+    if (offset == kReach) {
+      for (int64_t r = 0; r < t->rows; ++r) {
+        if (candidate(r)) freed.push_back(r);
+      }
+      std::nth_element(freed.begin(), freed.begin() + count, freed.end(),
+                       lower);
+      freed.resize(count);
+    }
     std::sort(freed.begin(), freed.end(), lower);
     std::reverse(freed.begin(), freed.end());
     t->Free(freed);

@@ -130,32 +130,21 @@ class Driver:
     planned = None if schedule is None else iter(schedule)
     while self.now() < seconds and (max_faults is None or
                                     len(self.faults) < max_faults):
-      if planned is None:
-        time.sleep(self.rng.uniform(*self.gap))
-        if self.now() >= seconds:
-          break
+      entry = None if planned is None else next(planned, None)
+      if planned is not None and entry is None:
+        break
+      time.sleep(self.rng.uniform(*self.gap) if entry is None
+                 else entry["after"])
+      if self.now() >= seconds:
+        break
+      if entry is None:
         kind, host = self._draw()
         moment = self._moment_rng.choice((None,) + self.moments)
       else:
-        entry = next(planned, None)
-        if entry is None:
-          break
-        time.sleep(entry["after"])
-        if self.now() >= seconds:
-          break
-        kind, host, moment = entry["kind"], entry.get("host"), entry.get(
-            "during")
-        hosts = self._hosts_for(kind)
-        refusal = (f"the job's state allows {', '.join(self._kinds_now())}"
-                   if kind not in self._kinds_now() else
-                   f"{kind} can hit {', '.join(hosts) or 'no host'}"
-                   if not hosts or (host and host not in hosts) else None)
-        if refusal:
-          self.log(f"chaos {self.now():7.1f} s: scheduled {kind} "
-                   f"{host or ''} skipped: {refusal} now")
-          self.skipped.append(dict(entry, why=refusal))
+        kind, moment = entry["kind"], entry.get("during")
+        host = self._scheduled_host(entry)
+        if host is None:
           continue
-        host = host or hosts[0]
       taken_on = self._at_moment(moment, kind) if moment else None
       fault = getattr(self, "_" + kind)(host)
       if taken_on:
@@ -164,6 +153,24 @@ class Driver:
       self._absorb(fault)
     self._heal()
     self._calm_from = os.path.getsize(self.job_log)
+
+  def _scheduled_host(self, entry):
+    """The host a schedule's `entry` hits (its own, else the first its kind
+    may hit), or None where the job's state does not allow it now: the
+    entry is then skipped, said and recorded."""
+    kind, host = entry["kind"], entry.get("host")
+    allowed = self._kinds_now()
+    if kind not in allowed:
+      refusal = f"the job's state allows {', '.join(allowed)}"
+    else:
+      hosts = self._hosts_for(kind)
+      if hosts and host in (None, *hosts):
+        return host or hosts[0]
+      refusal = f"{kind} can hit {', '.join(hosts) or 'no host'}"
+    self.log(f"chaos {self.now():7.1f} s: scheduled {kind} {host or ''} "
+             f"skipped: {refusal} now")
+    self.skipped.append(dict(entry, why=refusal))
+    return None
 
   def _draw(self):
     """A kind the job's state allows and a host it may hit, from the seed."""

@@ -28,11 +28,12 @@ A training lookup, for each micro-batch, in one kernel
    update);
 2. counts the batch's ids that have no row in the sketch; those whose count
    reaches `min_count` are admitted (all of them when min_count is 1);
-3. gives each admitted id a row off the stack of free rows, in increasing
-   id order; when too few are free, the rows the `eviction` policy ranks
-   last ("lru": least recently looked up, "lfu": least often) among those
-   this update did not look up are freed first, at least 1/EVICT_FRACTION
-   of the table at once; an id that finds no row stays unadmitted;
+3. gives each admitted id a row off the stack of free rows, in the order
+   of a hash of the id (no range of ids favoured); when too few are free,
+   the rows the `eviction` policy ranks last ("lru": least recently looked
+   up, "lfu": least often; ties: lowest row first) among those this update
+   did not look up are freed first, at least 1/EVICT_FRACTION of the table
+   at once; an id that finds no row stays unadmitted;
 4. writes each admitted id's initial vector into its row;
 5. reads the vectors: an id without a row reads the default vector (zeros)
    and its gradient goes nowhere.

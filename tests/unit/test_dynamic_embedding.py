@@ -155,14 +155,24 @@ def test_a_full_table_frees_the_rows_its_policy_ranks_last(eviction, kept):
   assert sorted(held) == kept
 
 
-def test_eviction_frees_the_lowest_rows_first_and_gives_them_in_id_order():
-  # Six ids seen at update 0 (a tie): 7 frees the lowest row (id 1's);
-  # then 9 and 8 free rows 1 and 2 (ids 2, 3: row 0 was seen at update 1),
-  # the lowest on top of the stack, which the lowest id takes.
+def _admission_order(ids):
+  """`ids` in the order the kernel admits them: by an odd multiple of each
+  (mod 2^64), so that no range of ids is favoured when rows run short."""
+  return sorted(ids, key=lambda i: (i * 0x9E3779B97F4A7C15) % (1 << 64))
+
+
+def test_eviction_frees_the_lowest_rows_first_and_gives_them_in_order():
+  # Each admitted id takes the free row on top of the stack, the lowest
+  # first. Six ids seen at update 0 (a tie) take rows 0..5 in admission
+  # order; 7 frees the lowest row (5's); then 9 and 8 free rows 1 and 2
+  # (2's and 4's: row 0 was seen at update 1), the lowest on top, which 9,
+  # admitted first, takes.
+  assert _admission_order(range(1, 7)) == [5, 2, 4, 1, 6, 3]
+  assert _admission_order([8, 9]) == [9, 8]
   rows = []
   _session_table(dynamic.Options(4, 6), [(0, [1, 2, 3, 4, 5, 6]), (1, [7]),
                                          (2, [9, 8])], rows)
-  assert rows == [[7, 8, 9, 4, 5, 6], 3]
+  assert rows == [[7, 9, 8, 1, 6, 3], 3]
 
 
 def test_eviction_ranks_rows_whose_scores_lie_far_apart():
@@ -171,6 +181,71 @@ def test_eviction_ranks_rows_whose_scores_lie_far_apart():
   lookups = [(0, [1]), (5000, [2]), (5001, [3]), (5002, [4, 5])]
   _, held = _session_table(dynamic.Options(4, 3), lookups)
   assert sorted(held) == [3, 4, 5]
+
+
+def _evictions_checked(options, lookups):
+  """Runs `lookups` (step, ids) on a fresh Table, checking after each that
+  the rows freed were those the policy ranks last, by (score, row), among
+  the rows the update did not look up: as many as were short, and at least
+  1/EVICT_FRACTION of the table; and that the kernel's index of ids agrees
+  with `ids`. Returns how many updates evicted."""
+  evictions = 0
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    table = dynamic.make_table("t", options)
+    ids = tf.compat.v1.placeholder(tf.int64, [None])
+    vectors = dynamic.lookup(table, ids, training=True)
+    state = [table.ids, table.last_seen, table.counts]
+    with tf.compat.v1.Session() as session:
+      session.run([tf.compat.v1.global_variables_initializer(),
+                   tf.compat.v1.local_variables_initializer()])
+      for number, batch in lookups:
+        row_ids, last_seen, counts = session.run(state)
+        session.run(step.assign(number))
+        session.run(vectors, {ids: batch})
+        after = session.run(table.ids)
+        # The index agrees with `ids`: each id in one row, every id of the
+        # batch held (each eviction frees enough here).
+        assert len(set(after[after >= 0])) == np.sum(after >= 0)
+        assert set(batch) <= set(after.tolist())
+        held = set(row_ids[row_ids >= 0].tolist())
+        short = len(set(batch) - held) - int(np.sum(row_ids < 0))
+        looked_up = np.isin(row_ids, batch)
+        candidates = np.flatnonzero((row_ids >= 0) & ~looked_up)
+        freed = candidates[after[candidates] != row_ids[candidates]]
+        if short <= 0:
+          assert freed.size == 0
+          continue
+        evictions += 1
+        score = counts if options.eviction == "lfu" else last_seen
+        ranked = candidates[np.lexsort((candidates, score[candidates]))]
+        count = max(short, options.capacity // dynamic.EVICT_FRACTION)
+        np.testing.assert_array_equal(np.sort(freed), np.sort(ranked[:count]))
+  return evictions
+
+
+@pytest.mark.parametrize("eviction", ["lru", "lfu"])
+def test_a_large_table_evicts_exactly_the_rows_its_policy_ranks_last(
+    eviction):
+  # A table of more rows than the kernel samples to bound the scores it
+  # frees: ids of skewed frequency, so that scores spread.
+  rng = np.random.RandomState(7)
+  lookups = [(0, np.arange(8192))] + [
+      (number, rng.zipf(1.3, size=700) % 40000)
+      for number in range(1, 40)]
+  options = dynamic.Options(2, 8192, eviction=eviction)
+  assert _evictions_checked(options, lookups) >= 5
+
+
+def test_a_sample_that_bounds_too_few_rows_still_evicts_the_lowest():
+  # The rows the kernel samples (every eighth of 8,192) hold the lowest
+  # scores, 16 rows to each of 64 updates, and every other row a higher
+  # one: the sample's bound takes in fewer rows than the eviction frees.
+  sampled = np.arange(0, 8192, 8)
+  lookups = [(0, np.arange(8192))]
+  lookups += [(1 + u, sampled[16 * u:16 * (u + 1)]) for u in range(64)]
+  lookups += [(65, np.setdiff1d(np.arange(8192), sampled)), (66, [8192])]
+  assert _evictions_checked(dynamic.Options(2, 8192), lookups) == 1
 
 
 def test_a_negative_id_is_a_missing_value_that_never_takes_a_row():
@@ -183,7 +258,8 @@ def test_a_negative_id_is_a_missing_value_that_never_takes_a_row():
 def test_an_id_never_takes_a_row_looked_up_in_its_own_update():
   options = dynamic.Options(4, 2)
   got, held = _session_table(options, [(0, [1, 2, 3])])
-  assert sorted(held) == [1, 2]  # in id order; 3 finds no free row
+  assert _admission_order([1, 2, 3]) == [2, 1, 3]  # 3 finds no free row
+  assert sorted(held) == [1, 2]
   assert not got[0][2].any()
 
 

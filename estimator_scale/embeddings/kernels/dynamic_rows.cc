@@ -23,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -47,6 +46,13 @@ using ::tensorflow::errors::InvalidArgument;
 
 constexpr int64_t kFree = -1;
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+// How many items ahead a loop over random rows or index slots fetches the
+// memory it will touch: the table is far larger than a cache, and a CPU
+// keeps only so many misses in flight, so fetching every item first would
+// drop most of the fetches.
+constexpr int64_t kAhead = 16;
+
+void Fetch(const void* address) { __builtin_prefetch(address, 1); }
 
 // dynamic.mix with the multipliers dynamic.py passes (its _MULTIPLIERS: one
 // per use, the last finishing each).
@@ -72,12 +78,82 @@ class Mixes {
   std::vector<uint64_t> multipliers_;
 };
 
+// The id -> row index: open addressing over a power of two of (id, row)
+// slots, at most half of them used, probed in order from a slot a hash of
+// the id names. A lookup mostly reads the one cache line `Prefetch` fetches
+// (a general hash map keeps ids and rows apart from its probe bytes, a miss
+// more); an erase moves the slots after it back, so no tombstones pile up
+// while ids stream through. Ids are never negative, so -1 marks an empty
+// slot.
+class RowIndex {
+ public:
+  void Reset(int64_t rows) {
+    int64_t capacity = 16;
+    while (capacity < 2 * rows) capacity *= 2;
+    slots_.assign(capacity, Slot{kEmpty, 0});
+    mask_ = capacity - 1;
+    shift_ = 64 - __builtin_ctzll(capacity);
+  }
+
+  void Prefetch(int64_t key) const { Fetch(&slots_[Home(key)]); }
+
+  // The row of `key`, or kFree.
+  int64_t Find(int64_t key) const {
+    for (uint64_t i = Home(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return slots_[i].row;
+      if (slots_[i].key == kEmpty) return kFree;
+    }
+  }
+
+  void Put(int64_t key, int64_t row) {
+    uint64_t i = Home(key);
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+    slots_[i] = Slot{key, row};
+  }
+
+  void Erase(int64_t key) {
+    uint64_t hole = Home(key);
+    while (slots_[hole].key != key) {
+      if (slots_[hole].key == kEmpty) return;
+      hole = (hole + 1) & mask_;
+    }
+    // A later slot moves into the hole unless its home lies cyclically in
+    // (hole, slot]: it would then no longer be found from there.
+    for (uint64_t i = (hole + 1) & mask_; slots_[i].key != kEmpty;
+         i = (i + 1) & mask_) {
+      const uint64_t home = Home(slots_[i].key);
+      const bool stays = hole < i ? (hole < home && home <= i)
+                                  : (hole < home || home <= i);
+      if (!stays) {
+        slots_[hole] = slots_[i];
+        hole = i;
+      }
+    }
+    slots_[hole].key = kEmpty;
+  }
+
+ private:
+  static constexpr int64_t kEmpty = -1;
+  struct Slot {
+    int64_t key;
+    int64_t row;
+  };
+  // Fibonacci hashing of the id folded on itself: the product's top bits.
+  uint64_t Home(int64_t key) const {
+    const uint64_t x = static_cast<uint64_t>(key) ^ (static_cast<uint64_t>(key) >> 32);
+    return (x * 0x9E3779B97F4A7C15ull) >> shift_;
+  }
+  std::vector<Slot> slots_;
+  uint64_t mask_ = 0;
+  int shift_ = 64;
+};
+
 // The id -> row index and the stack of free rows (its top at the back).
 class Index : public ResourceBase {
  public:
   std::string DebugString() const override { return "dynamic table index"; }
   tensorflow::mutex mu;
-  absl::flat_hash_map<int64_t, int64_t> rows;
+  RowIndex rows;
   std::vector<int64_t> free;
 };
 
@@ -143,12 +219,11 @@ Status GetIndex(OpKernelContext* ctx, Index** index) {
 }
 
 void Rebuild(Index* index, const int64_t* ids, int64_t rows) {
-  index->rows.clear();
-  index->rows.reserve(rows);
+  index->rows.Reset(rows);
   index->free.clear();
   for (int64_t r = rows - 1; r >= 0; --r) {
     if (ids[r] >= 0) {
-      index->rows[ids[r]] = r;
+      index->rows.Put(ids[r], r);
     } else {
       index->free.push_back(r);  // the lowest free row on top
     }
@@ -172,9 +247,12 @@ struct Table {
 
   // Frees `freed` in order: the last ends on top of the stack.
   void Free(const std::vector<int64_t>& freed) {
-    for (int64_t r : freed) index->rows.prefetch(ids[r]);
-    for (int64_t r : freed) {
-      index->rows.erase(ids[r]);
+    const int64_t n = freed.size();
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + 2 * kAhead < n) Fetch(ids + freed[i + 2 * kAhead]);
+      if (i + kAhead < n) index->rows.Prefetch(ids[freed[i + kAhead]]);
+      const int64_t r = freed[i];
+      index->rows.Erase(ids[r]);
       index->free.push_back(r);
       ids[r] = kFree;
       last_seen[r] = kNever;
@@ -244,50 +322,39 @@ class TrainRowsOp : public OpKernel {
 
     if (steps_to_live_ > 0 && step % expiry_period_ == 0) Expire(&t, step);
 
-    // The distinct keys, their totals, and each key's place among them.
+    // Where each key's row is. A row looked up is stamped with this update
+    // at once, which keeps it out of this update's eviction; the keys
+    // without one wait, with their positions.
     const int64_t n = keys.size();
-    absl::flat_hash_map<int64_t, int64_t> place;
-    place.reserve(n);
-    std::vector<int64_t> distinct, totals, where(n);
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &out));
+    auto rows = out->flat<int64_t>();
+    std::vector<Sighting> missing;
+    for (int64_t i = 0; i < std::min(n, kAhead); ++i) index->rows.Prefetch(keys(i));
     for (int64_t i = 0; i < n; ++i) {
-      auto [it, added] = place.try_emplace(keys(i), distinct.size());
-      if (added) {
-        distinct.push_back(keys(i));
-        totals.push_back(0);
-      }
-      totals[it->second] += key_counts(i);
-      where[i] = it->second;
+      if (i + kAhead < n) index->rows.Prefetch(keys(i + kAhead));
+      rows(i) = kFree;
+      if (keys(i) < 0) continue;  // a missing value: never a row
+      rows(i) = index->rows.Find(keys(i));
+      if (rows(i) == kFree) missing.push_back({keys(i), i});
     }
-    // Where each distinct key's row is: the index is far larger than a
-    // cache, so every key's slot is fetched before any is read. A row
-    // looked up is stamped with this update at once, which keeps it out of
-    // this update's eviction.
-    for (int64_t key : distinct) index->rows.prefetch(key);
-    std::vector<int64_t> rows(distinct.size(), kFree);
-    std::vector<int64_t> missing;
-    for (size_t k = 0; k < distinct.size(); ++k) {
-      if (distinct[k] < 0) continue;  // a missing value: never a row
-      auto found = index->rows.find(distinct[k]);
-      if (found != index->rows.end()) {
-        rows[k] = found->second;
-        t.last_seen[rows[k]] = step;
-        t.counts[rows[k]] += totals[k];
-      } else {
-        missing.push_back(k);
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + kAhead < n && rows(i + kAhead) != kFree) {
+        Fetch(t.last_seen + rows(i + kAhead));
+        Fetch(t.counts + rows(i + kAhead));
       }
+      if (rows(i) == kFree) continue;
+      t.last_seen[rows(i)] = step;
+      t.counts[rows(i)] += key_counts(i);
     }
     std::vector<int64_t> admitted_rows, admitted_keys;
     if (!missing.empty()) {
-      Admit(&t, distinct, totals, missing, step, &rows, &admitted_rows,
+      Admit(&t, std::move(missing), key_counts, step, rows, &admitted_rows,
             &admitted_keys);
     }
 
     vars[5]->scalar<int64_t>()() += t.evicted;
 
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &out));
-    auto out_rows = out->flat<int64_t>();
-    for (int64_t i = 0; i < n; ++i) out_rows(i) = rows[where[i]];
     const int64_t m = admitted_rows.size();
     Tensor* new_rows = nullptr;
     Tensor* new_keys = nullptr;
@@ -300,6 +367,46 @@ class TrainRowsOp : public OpKernel {
   }
 
  private:
+  // A key without a row and where in the lookup it was.
+  struct Sighting {
+    int64_t key;
+    int64_t position;
+  };
+
+  // Where a key comes in the order ids are admitted: an odd multiple of
+  // it (one to one), so that no range of ids is favoured when rows run
+  // short, and cheap to sort by.
+  static uint64_t AdmissionOrder(int64_t key) {
+    return static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
+  }
+
+  // Sorts `sightings` by AdmissionOrder, a key's sightings in the order
+  // they came: into about as many buckets as sightings by the order's top
+  // bits, then by insertion within each bucket.
+  static void SortForAdmission(std::vector<Sighting>* sightings) {
+    const size_t n = sightings->size();
+    int bits = 1;
+    while ((size_t{1} << bits) < n) ++bits;
+    auto bucket = [bits](const Sighting& s) {
+      return AdmissionOrder(s.key) >> (64 - bits);
+    };
+    std::vector<size_t> starts((size_t{1} << bits) + 1, 0);
+    for (const Sighting& s : *sightings) ++starts[bucket(s) + 1];
+    for (size_t b = 1; b < starts.size(); ++b) starts[b] += starts[b - 1];
+    std::vector<Sighting> sorted(n);
+    for (const Sighting& s : *sightings) sorted[starts[bucket(s)]++] = s;
+    for (size_t i = 1; i < n; ++i) {
+      const Sighting s = sorted[i];
+      size_t j = i;
+      for (; j > 0 && AdmissionOrder(sorted[j - 1].key) > AdmissionOrder(s.key);
+           --j) {
+        sorted[j] = sorted[j - 1];
+      }
+      sorted[j] = s;
+    }
+    sightings->swap(sorted);
+  }
+
   // Frees the rows unseen for steps_to_live updates, lowest row first.
   void Expire(Table* t, int64_t step) {
     std::vector<int64_t> stale;
@@ -338,103 +445,171 @@ class TrainRowsOp : public OpKernel {
   // `step`; a free row's is kNever): at least 1/evict_fraction of the
   // table, the lowest score on top.
   //
-  // The rows to free are the `count` lowest by (score, row). Their
-  // threshold score comes from a histogram of the scores just above the
-  // lowest, in three passes over the rows in order; where it lies beyond
-  // the histogram's reach, the candidates are partially sorted instead.
+  // The rows to free are the `count` lowest by (score, row). A table is
+  // far larger than a cache, so it is read once: a sample of its rows
+  // bounds the scores they can have, one pass gathers the rows within the
+  // bound, and the rows to free are ranked among those. A bound that
+  // gathers too few (a sample far off, by chance) gathers them all.
   void Evict(Table* t, int64_t wanted, int64_t step) {
     const int64_t short_by = wanted - static_cast<int64_t>(t->index->free.size());
     if (short_by <= 0) return;
     const int64_t* score = lfu_ ? t->counts : t->last_seen;
-    const int64_t* last_seen = t->last_seen;
-    auto candidate = [&](int64_t r) { return last_seen[r] < step; };
-    int64_t lowest = kNever;
+    const int64_t want = std::max(short_by, t->rows / evict_fraction_);
     int64_t candidates = 0;
-    for (int64_t r = 0; r < t->rows; ++r) {
-      if (candidate(r)) {
-        lowest = std::min(lowest, score[r]);
-        ++candidates;
-      }
-    }
-    const int64_t count = std::min<int64_t>(
-        std::max(short_by, t->rows / evict_fraction_), candidates);
+    std::vector<int64_t> gathered = Gather(
+        t, score, step, Bound(t, score, step, want), &candidates);
+    const int64_t count = std::min(want, candidates);
     if (count <= 0) return;
-    constexpr int64_t kReach = 4096;
-    std::vector<int32_t> histogram(kReach + 1, 0);
-    for (int64_t r = 0; r < t->rows; ++r) {
-      if (candidate(r)) ++histogram[std::min(score[r] - lowest, kReach)];
+    if (static_cast<int64_t>(gathered.size()) < count) {
+      gathered = Gather(t, score, step, kNever, &candidates);
     }
-    int64_t below = 0;
-    int64_t offset = 0;
-    while (offset < kReach && below + histogram[offset] < count) {
-      below += histogram[offset++];
-    }
-    std::vector<int64_t> freed;
-    freed.reserve(count);
-    if (offset < kReach) {
-      const int64_t threshold = lowest + offset;
-      int64_t at_threshold = count - below;
-      for (int64_t r = 0; r < t->rows; ++r) {
-        if (!candidate(r)) continue;
-        if (score[r] < threshold) {
-          freed.push_back(r);
-        } else if (score[r] == threshold && at_threshold > 0) {
-          freed.push_back(r);
-          --at_threshold;
-        }
-      }
-    }
-    auto lower = [score](int64_t a, int64_t b) {
-      return score[a] != score[b] ? score[a] < score[b] : a < b;
-    };
-    if (offset == kReach) {
-      for (int64_t r = 0; r < t->rows; ++r) {
-        if (candidate(r)) freed.push_back(r);
-      }
-      std::nth_element(freed.begin(), freed.begin() + count, freed.end(),
-                       lower);
-      freed.resize(count);
-    }
-    std::sort(freed.begin(), freed.end(), lower);
-    std::reverse(freed.begin(), freed.end());
-    t->Free(freed);
+    t->Free(Lowest(score, gathered, count));
   }
 
-  void Admit(Table* t, const std::vector<int64_t>& distinct,
-             const std::vector<int64_t>& totals,
-             std::vector<int64_t> missing, int64_t step,
-             std::vector<int64_t>* rows, std::vector<int64_t>* admitted_rows,
-             std::vector<int64_t>* admitted_keys) {
-    std::sort(missing.begin(), missing.end(), [&](int64_t a, int64_t b) {
-      return distinct[a] < distinct[b];
-    });
-    if (t->sketch != nullptr) {
-      std::vector<int64_t> keys, counts;
-      for (int64_t k : missing) {
-        keys.push_back(distinct[k]);
-        counts.push_back(totals[k]);
-      }
-      std::vector<bool> admissible = Admissible(t, keys, counts);
-      std::vector<int64_t> kept;
-      for (size_t i = 0; i < missing.size(); ++i) {
-        if (admissible[i]) kept.push_back(missing[i]);
-      }
-      missing.swap(kept);
+  // A score at or under which, judging by every stride-th row, at least
+  // `want` candidates lie; kNever where the sample cannot tell.
+  int64_t Bound(Table* t, const int64_t* score, int64_t step, int64_t want) {
+    constexpr int64_t kSample = 1024;
+    if (t->rows <= kSample) return kNever;
+    const int64_t stride = t->rows / kSample;
+    std::vector<int64_t> sample;
+    sample.reserve(t->rows / stride + 1);
+    for (int64_t r = 0; r < t->rows; r += stride) {
+      if (t->last_seen[r] < step) sample.push_back(score[r]);
     }
-    if (missing.empty()) return;
-    Evict(t, missing.size(), step);
+    // How many of the `want` lowest candidates the sample holds on
+    // average, and a margin of four standard deviations and more.
+    const double expected = static_cast<double>(want) / stride;
+    const int64_t k = static_cast<int64_t>(expected + 4 * std::sqrt(expected) + 4);
+    if (k >= static_cast<int64_t>(sample.size())) return kNever;
+    std::nth_element(sample.begin(), sample.begin() + k, sample.end());
+    return sample[k];
+  }
+
+  // The candidates whose score is at most `bound`, in row order, and how
+  // many candidates there are in all: a block of rows at a time, without
+  // branches, as the pass is most of an eviction's time.
+  std::vector<int64_t> Gather(Table* t, const int64_t* score, int64_t step,
+                              int64_t bound, int64_t* candidates) {
+    const int64_t* last_seen = t->last_seen;
+    std::vector<int64_t> gathered;
+    int64_t count = 0;
+    constexpr int64_t kBlock = 1024;
+    int64_t block[kBlock];
+    for (int64_t start = 0; start < t->rows; start += kBlock) {
+      const int64_t end = std::min(start + kBlock, t->rows);
+      int64_t taken = 0;
+      for (int64_t r = start; r < end; ++r) {
+        const bool candidate = last_seen[r] < step;
+        count += candidate;
+        block[taken] = r;
+        taken += candidate & (score[r] <= bound);
+      }
+      gathered.insert(gathered.end(), block, block + taken);
+    }
+    *candidates = count;
+    return gathered;
+  }
+
+  // The `count` lowest of `rows` (in row order) by (score, row), from the
+  // highest down, so that Free leaves the lowest on top of the stack. Their
+  // threshold score comes from a histogram of the scores just above the
+  // lowest, and each row's place from the histogram (a counting sort);
+  // where the threshold lies beyond its reach, a partial sort ranks them.
+  static std::vector<int64_t> Lowest(const int64_t* score,
+                                     std::vector<int64_t> rows, int64_t count) {
+    int64_t lowest = kNever;
+    for (int64_t r : rows) lowest = std::min(lowest, score[r]);
+    constexpr int64_t kReach = 4096;
+    std::vector<int64_t> histogram(kReach + 1, 0);
+    for (int64_t r : rows) ++histogram[std::min(score[r] - lowest, kReach)];
+    int64_t offset = 0;
+    for (int64_t below = 0; offset < kReach && below + histogram[offset] < count;
+         ++offset) {
+      below += histogram[offset];
+    }
+    std::vector<int64_t> freed(count);
+    if (offset < kReach) {
+      std::vector<int64_t> placed(offset + 1);  // rows placed below each score
+      for (int64_t o = 1; o <= offset; ++o) {
+        placed[o] = placed[o - 1] + histogram[o - 1];
+      }
+      for (int64_t r : rows) {
+        if (score[r] > lowest + offset) continue;
+        int64_t& at = placed[score[r] - lowest];
+        if (at < count) freed[count - 1 - at++] = r;
+      }
+      return freed;
+    }
+    auto higher = [score](int64_t a, int64_t b) {
+      return score[a] != score[b] ? score[a] > score[b] : a > b;
+    };
+    std::nth_element(rows.begin(), rows.end() - count, rows.end(), higher);
+    std::sort(rows.end() - count, rows.end(), higher);
+    std::copy(rows.end() - count, rows.end(), freed.begin());
+    return freed;
+  }
+
+  // Gives the keys of `missing` rows, in AdmissionOrder, each once
+  // with the sum of its sightings' counts, where the sketch admits them and
+  // rows are free or can be freed.
+  void Admit(Table* t, std::vector<Sighting> missing,
+             const typename tensorflow::TTypes<int64_t>::ConstFlat& key_counts,
+             int64_t step,
+             typename tensorflow::TTypes<int64_t>::Flat rows,
+             std::vector<int64_t>* admitted_rows,
+             std::vector<int64_t>* admitted_keys) {
+    SortForAdmission(&missing);
+    // Each distinct key, its total, and where its sightings begin.
+    std::vector<int64_t> keys, totals, first;
+    keys.reserve(missing.size());
+    totals.reserve(missing.size());
+    first.reserve(missing.size() + 1);
+    for (size_t i = 0; i < missing.size(); ++i) {
+      if (i == 0 || missing[i].key != missing[i - 1].key) {
+        keys.push_back(missing[i].key);
+        totals.push_back(0);
+        first.push_back(i);
+      }
+      totals.back() += key_counts(missing[i].position);
+    }
+    first.push_back(missing.size());
+    std::vector<size_t> kept;
+    if (t->sketch != nullptr) {
+      std::vector<bool> admissible = Admissible(t, keys, totals);
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (admissible[k]) kept.push_back(k);
+      }
+    } else {
+      kept.resize(keys.size());
+      for (size_t k = 0; k < keys.size(); ++k) kept[k] = k;
+    }
+    if (kept.empty()) return;
+    Evict(t, kept.size(), step);
     const int64_t granted =
-        std::min<int64_t>(missing.size(), t->index->free.size());
+        std::min<int64_t>(kept.size(), t->index->free.size());
     const float scale = static_cast<float>(std::sqrt(
         static_cast<double>(t->dimension)));
+    admitted_rows->reserve(granted);
+    admitted_keys->reserve(granted);
+    const std::vector<int64_t>& free = t->index->free;
     for (int64_t i = 0; i < granted; ++i) {
-      const int64_t key = distinct[missing[i]];
+      if (i + kAhead < granted) {
+        t->index->rows.Prefetch(keys[kept[i + kAhead]]);
+        const int64_t ahead = free[free.size() - 1 - kAhead];
+        Fetch(t->pool + ahead * t->dimension);
+        Fetch(t->ids + ahead);
+        Fetch(t->last_seen + ahead);
+        Fetch(t->counts + ahead);
+      }
+      const size_t k = kept[i];
+      const int64_t key = keys[k];
       const int64_t row = t->index->free.back();
       t->index->free.pop_back();
-      t->index->rows[key] = row;
+      t->index->rows.Put(key, row);
       t->ids[row] = key;
       t->last_seen[row] = step;
-      t->counts[row] = totals[missing[i]];
+      t->counts[row] = totals[k];
       t->fresh[row] = true;
       if (hash_vectors_) {
         // dynamic.initial_vectors: uniform in +-1/sqrt(dimension) from the
@@ -449,7 +624,9 @@ class TrainRowsOp : public OpKernel {
           vector[c] = (2.0f * unit - 1.0f) / scale;
         }
       }
-      (*rows)[missing[i]] = row;
+      for (int64_t j = first[k]; j < first[k + 1]; ++j) {
+        rows(missing[j].position) = row;
+      }
       admitted_rows->push_back(row);
       admitted_keys->push_back(key);
     }
@@ -553,10 +730,18 @@ class ResetFreshOp : public OpKernel {
       widths.push_back(rows == 0 ? 0 : vars[i]->NumElements() / rows);
     }
     const auto indices = ctx->input(slots + 1).flat<int64_t>();
-    for (int64_t k = 0; k < indices.size(); ++k) {
+    const int64_t n = indices.size();
+    for (int64_t k = 0; k < n; ++k) {
       const int64_t row = indices(k);
       OP_REQUIRES(ctx, row >= 0 && row < rows,
                   InvalidArgument("dynamic table: row ", row, " of ", rows));
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t ahead = k + kAhead < n ? indices(k + kAhead) : -1;
+      if (ahead >= 0 && fresh[ahead]) {
+        for (int i = 0; i < slots; ++i) Fetch(slot_rows[i] + ahead * widths[i]);
+      }
+      const int64_t row = indices(k);
       if (!fresh[row]) continue;
       for (int i = 0; i < slots; ++i) {
         float* slot = slot_rows[i] + row * widths[i];

@@ -100,7 +100,7 @@ FREE = -1
 NEVER = (1 << 63) - 1
 """A free row's last update: later than any, so no scan takes it for a
 stale or an evictable row."""
-EVICT_FRACTION = 32
+EVICT_FRACTION = 16
 """A full table frees at least 1/EVICT_FRACTION of its rows at once."""
 
 

@@ -232,7 +232,7 @@ def test_a_large_table_evicts_exactly_the_rows_its_policy_ranks_last(
   rng = np.random.RandomState(7)
   lookups = [(0, np.arange(8192))] + [
       (number, rng.zipf(1.3, size=700) % 40000)
-      for number in range(1, 40)]
+      for number in range(1, 70)]
   options = dynamic.Options(2, 8192, eviction=eviction)
   assert _evictions_checked(options, lookups) >= 5
 

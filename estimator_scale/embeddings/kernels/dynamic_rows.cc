@@ -107,7 +107,9 @@ class RowIndex {
 
   void Put(int64_t key, int64_t row) {
     uint64_t i = Home(key);
-    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key) {
+      i = (i + 1) & mask_;
+    }
     slots_[i] = Slot{key, row};
   }
 
@@ -140,7 +142,8 @@ class RowIndex {
   };
   // Fibonacci hashing of the id folded on itself: the product's top bits.
   uint64_t Home(int64_t key) const {
-    const uint64_t x = static_cast<uint64_t>(key) ^ (static_cast<uint64_t>(key) >> 32);
+    const uint64_t x =
+        static_cast<uint64_t>(key) ^ (static_cast<uint64_t>(key) >> 32);
     return (x * 0x9E3779B97F4A7C15ull) >> shift_;
   }
   std::vector<Slot> slots_;
@@ -330,7 +333,9 @@ class TrainRowsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &out));
     auto rows = out->flat<int64_t>();
     std::vector<Sighting> missing;
-    for (int64_t i = 0; i < std::min(n, kAhead); ++i) index->rows.Prefetch(keys(i));
+    for (int64_t i = 0; i < std::min(n, kAhead); ++i) {
+      index->rows.Prefetch(keys(i));
+    }
     for (int64_t i = 0; i < n; ++i) {
       if (i + kAhead < n) index->rows.Prefetch(keys(i + kAhead));
       rows(i) = kFree;
@@ -398,8 +403,8 @@ class TrainRowsOp : public OpKernel {
     for (size_t i = 1; i < n; ++i) {
       const Sighting s = sorted[i];
       size_t j = i;
-      for (; j > 0 && AdmissionOrder(sorted[j - 1].key) > AdmissionOrder(s.key);
-           --j) {
+      const uint64_t order = AdmissionOrder(s.key);
+      for (; j > 0 && AdmissionOrder(sorted[j - 1].key) > order; --j) {
         sorted[j] = sorted[j - 1];
       }
       sorted[j] = s;
@@ -480,7 +485,8 @@ class TrainRowsOp : public OpKernel {
     // How many of the `want` lowest candidates the sample holds on
     // average, and a margin of four standard deviations and more.
     const double expected = static_cast<double>(want) / stride;
-    const int64_t k = static_cast<int64_t>(expected + 4 * std::sqrt(expected) + 4);
+    const int64_t k =
+        static_cast<int64_t>(expected + 4 * std::sqrt(expected) + 4);
     if (k >= static_cast<int64_t>(sample.size())) return kNever;
     std::nth_element(sample.begin(), sample.begin() + k, sample.end());
     return sample[k];
@@ -524,8 +530,8 @@ class TrainRowsOp : public OpKernel {
     std::vector<int64_t> histogram(kReach + 1, 0);
     for (int64_t r : rows) ++histogram[std::min(score[r] - lowest, kReach)];
     int64_t offset = 0;
-    for (int64_t below = 0; offset < kReach && below + histogram[offset] < count;
-         ++offset) {
+    for (int64_t below = 0;
+         offset < kReach && below + histogram[offset] < count; ++offset) {
       below += histogram[offset];
     }
     std::vector<int64_t> freed(count);
@@ -736,9 +742,11 @@ class ResetFreshOp : public OpKernel {
       OP_REQUIRES(ctx, row >= 0 && row < rows,
                   InvalidArgument("dynamic table: row ", row, " of ", rows));
     }
+    // Every row's slots are fetched ahead, fresh or not: the optimizer's
+    // update reads them next, and a test of `fresh` there would mispredict.
     for (int64_t k = 0; k < n; ++k) {
-      const int64_t ahead = k + kAhead < n ? indices(k + kAhead) : -1;
-      if (ahead >= 0 && fresh[ahead]) {
+      if (k + kAhead < n) {
+        const int64_t ahead = indices(k + kAhead);
         for (int i = 0; i < slots; ++i) Fetch(slot_rows[i] + ahead * widths[i]);
       }
       const int64_t row = indices(k);

@@ -124,6 +124,16 @@ def test_the_repeating_ids_ratio_is_said_beside_the_judged_one():
   assert "dynamic / hashed: 1.38x (per round 1.25, 1.50; target" in text
 
 
+def test_the_ids_a_column_evicts_an_update_are_said_with_the_ratio():
+  assert "evicts" not in render.page(RESULT)  # runs from before it was kept
+  churned = copy.deepcopy(RESULT)
+  churned["speed"]["dynamic"][0]["evicted_per_update"] = 12.0
+  churned["speed"]["dynamic"][1]["evicted_per_update"] = 14.0
+  assert ("each column's table evicts 13 ids an update on average over the "
+          "run (and admits as many once full), of the 32 it looks up. "
+          "Step time") in render.page(churned)
+
+
 def test_failures_and_a_missing_tfra_are_said():
   broken = copy.deepcopy(RESULT)
   broken["quality"]["hashed"] = [None]

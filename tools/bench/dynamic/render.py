@@ -195,7 +195,15 @@ def speed_fields(result):
     return {"speed_table": "\n".join(lines),
             "speed_verdict": "A speed run failed: no ratio."}
   mid = median(ratios)
-  said = (f"Step time, dynamic / hashed: {mid:.2f}x (per round "
+  churn = [run["evicted_per_update"] for run in result["speed"]["dynamic"]
+           if run and "evicted_per_update" in run]
+  said = ""
+  if churn:
+    said = (f"On this stream each column's table evicts {median(churn):,.0f} "
+            "ids an update on average over the run (and admits as many "
+            f"once full), of the {result['settings']['batch']:,} it looks "
+            "up. ")
+  said += (f"Step time, dynamic / hashed: {mid:.2f}x (per round "
           f"{', '.join(f'{r:.2f}' for r in ratios)}; target <= "
           f"{TARGETS['step_ratio']}x: {verdict(mid <= TARGETS['step_ratio'])}"
           ").")

@@ -198,11 +198,35 @@ def speed(args):
     labels = labels[:count]
   estimator, _ = _estimator(args, tuple(features))
   clock = _Clock(False)
+  evicted = []
+  hooks = [clock.hook()] + ([_evictions(evicted)]
+                            if args.table == "dynamic" else [])
   estimator.train(_batches(features, labels, args.batch, True),
-                  hooks=[clock.hook()], steps=args.warmup + args.steps)
+                  hooks=hooks, steps=args.warmup + args.steps)
   seconds = clock.times[-1] - clock.times[args.warmup - 1]
-  return {"examples_per_sec": args.steps * args.batch / seconds,
-          "seconds": seconds}
+  result = {"examples_per_sec": args.steps * args.batch / seconds,
+            "seconds": seconds}
+  if evicted:
+    result["evicted_per_update"] = evicted[0] / len(clock.times)
+  return result
+
+
+def _evictions(into):
+  """A SessionRunHook that appends to `into`, as training ends, the rows the
+  dynamic tables evicted in this process, per table: how many ids a column
+  admitted in place of others."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
+
+  class Hook(tf.estimator.SessionRunHook):
+    def begin(self):
+      tables = dynamic.tables()
+      self.mean = tf.add_n([t.usage()["evicted"] for t in tables]) / len(
+          tables)
+
+    def end(self, session):
+      into.append(float(session.run(self.mean)))
+  return Hook()
 
 
 def _folded(ids, distinct):

@@ -51,6 +51,9 @@ constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 // keeps only so many misses in flight, so fetching every item first would
 // drop most of the fetches.
 constexpr int64_t kAhead = 16;
+// 2^64 over the golden ratio, odd: multiplying by it maps the 64-bit ids
+// one to one and spreads any run of ids over the product's top bits.
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 
 void Fetch(const void* address) { __builtin_prefetch(address, 1); }
 
@@ -144,7 +147,7 @@ class RowIndex {
   uint64_t Home(int64_t key) const {
     const uint64_t x =
         static_cast<uint64_t>(key) ^ (static_cast<uint64_t>(key) >> 32);
-    return (x * 0x9E3779B97F4A7C15ull) >> shift_;
+    return (x * kGolden) >> shift_;
   }
   std::vector<Slot> slots_;
   uint64_t mask_ = 0;
@@ -382,7 +385,7 @@ class TrainRowsOp : public OpKernel {
   // it (one to one), so that no range of ids is favoured when rows run
   // short, and cheap to sort by.
   static uint64_t AdmissionOrder(int64_t key) {
-    return static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
+    return static_cast<uint64_t>(key) * kGolden;
   }
 
   // Sorts `sightings` by AdmissionOrder, a key's sightings in the order
@@ -468,7 +471,7 @@ class TrainRowsOp : public OpKernel {
     if (static_cast<int64_t>(gathered.size()) < count) {
       gathered = Gather(t, score, step, kNever, &candidates);
     }
-    t->Free(Lowest(score, gathered, count));
+    t->Free(Lowest(score, std::move(gathered), count));
   }
 
   // A score at or under which, judging by every stride-th row, at least

@@ -7,6 +7,7 @@ every host when a task fails or a host is lost, and neither leaves a task
 waiting on a peer that is gone.
 """
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -60,6 +61,26 @@ def _heartbeat(processes, stopped):
           proc.stdin.flush()
         except (OSError, ValueError):  # its ssh ended, or it is being stopped
           pass
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _dies_with(launcher):
+  """A local task's preexec_fn: the kernel kills the task when the
+  launcher's process ends however it ends (SIGKILL, a crash), which no
+  `finally` of the launcher's can do; a remote task's host does the same
+  when its ssh closes (`remote`). Where prctl is missing (not Linux), a
+  task outlives a killed launcher, as it would without this."""
+  def preexec():
+    try:
+      prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except AttributeError:
+      return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:  # it ended before prctl took effect
+      os._exit(128 + signal.SIGKILL)  # pylint: disable=protected-access
+  return preexec
 
 
 def _kill(processes, grace=15):
@@ -172,7 +193,8 @@ class Job:
                                                   TF_CONFIG=tf_config),
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=_dies_with(os.getpid()))
       pump = threading.Thread(target=_pump, args=(proc.stdout, task.name, out),
                               daemon=True)
       pump.start()

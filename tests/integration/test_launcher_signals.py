@@ -6,7 +6,8 @@ scripts) starts a child of its own in its process group and writes both
 pids; the launcher gets SIGTERM or SIGINT (Ctrl-C), and every one of those processes
 must be gone when it has exited, with the code and the one line that name
 the signal. One task ignores SIGTERM in the second case, so it is only
-killed after the grace period.
+killed after the grace period. A launcher killed outright (SIGKILL, which
+it cannot catch) takes its tasks with it too.
 """
 import contextlib
 import os
@@ -57,25 +58,29 @@ def _pids(directory, timeout=60):
 
 def _stop_left(directory):
   """Kills what a failing launcher left: the process group of every task
-  that wrote its pid and still runs."""
+  that wrote its pid (the group outlives a task that its children
+  outlive)."""
   for name in os.listdir(directory):
     if name.endswith(".tmp"):
       continue
     task = int(open(os.path.join(directory, name)).read().split()[0])
-    if _alive(task):
-      with contextlib.suppress(ProcessLookupError):
-        os.killpg(task, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+      os.killpg(task, signal.SIGKILL)
+
+
+def _launch(directory, stubborn):
+  return subprocess.Popen(
+      [PYTHON, "-m", "estimator_scale.launcher", "--workers", "1", "--ps",
+       "1", "--", PYTHON, "-c", TASK, str(directory), str(stubborn)],
+      cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True)
 
 
 @pytest.mark.parametrize("number,stubborn", [(signal.SIGTERM, -1),
                                              (signal.SIGINT, 0)])
 def test_a_signalled_launcher_leaves_no_task_running(tmp_path, number,
                                                      stubborn):
-  launcher = subprocess.Popen(
-      [PYTHON, "-m", "estimator_scale.launcher", "--workers", "1", "--ps",
-       "1", "--", PYTHON, "-c", TASK, str(tmp_path), str(stubborn)],
-      cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT, text=True)
+  launcher = _launch(tmp_path, stubborn)
   try:
     pids = _pids(tmp_path)
     assert len(pids) == 2 * TASKS and all(map(_alive, pids)), pids
@@ -95,3 +100,22 @@ def test_a_signalled_launcher_leaves_no_task_running(tmp_path, number,
   while any(map(_alive, pids)) and time.time() < deadline:
     time.sleep(0.1)
   assert not [pid for pid in pids if _alive(pid)], (pids, output)
+
+
+def test_a_killed_launcher_leaves_no_task_running(tmp_path):
+  """SIGKILL gives the launcher no chance to stop anything: the tasks die
+  with it (the tasks' own children are theirs to stop)."""
+  launcher = _launch(tmp_path, 0)
+  try:
+    tasks = _pids(tmp_path)[::2]
+    assert all(map(_alive, tasks)), tasks
+    launcher.kill()
+    launcher.wait(timeout=60)
+    deadline = time.time() + 10
+    while any(map(_alive, tasks)) and time.time() < deadline:
+      time.sleep(0.1)
+    assert not [pid for pid in tasks if _alive(pid)], tasks
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+    _stop_left(tmp_path)

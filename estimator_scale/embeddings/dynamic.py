@@ -126,11 +126,19 @@ def _outer_graph():
     return tf.compat.v1.get_default_graph()
 
 
+_UPDATE_NUMBERS = weakref.WeakKeyDictionary()  # graph -> its update number
+
+
 def _update_number():
-  """The update this lookup belongs to (the outer graph's global step)."""
-  with tf.init_scope():
-    step = tf.compat.v1.train.get_or_create_global_step()
-  return tf.cast(step, tf.int64)
+  """The update this lookup belongs to (the outer graph's global step),
+  read once a step for every table: out of any control flow, device or
+  function the lookup is made in."""
+  graph = _outer_graph()
+  if graph not in _UPDATE_NUMBERS:
+    with tf.init_scope(), tf.compat.v1.device(None):
+      _UPDATE_NUMBERS[graph] = tf.cast(
+          tf.compat.v1.train.get_or_create_global_step(), tf.int64)
+  return _UPDATE_NUMBERS[graph]
 
 
 @dataclasses.dataclass(frozen=True)

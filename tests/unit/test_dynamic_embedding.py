@@ -124,7 +124,7 @@ def _initial(ids, dimension):
     bits = [_mix((base + c) % (1 << 64), 1) >> 40 for c in range(dimension)]
     unit = np.array(bits, np.float32) / np.float32(1 << 24)
     rows.append((np.float32(2) * unit - np.float32(1))
-                / np.float32(np.sqrt(dimension)))
+                * np.float32(1 / np.sqrt(dimension)))
   return np.array(rows, np.float32)
 
 

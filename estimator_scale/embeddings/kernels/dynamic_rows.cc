@@ -81,28 +81,26 @@ class Mixes {
   std::vector<uint64_t> multipliers_;
 };
 
-// The id -> row index: open addressing over a power of two of (id, row)
-// slots, at most half of them used, probed in order from a slot a hash of
-// the id names. A lookup mostly reads the one cache line `Prefetch` fetches
-// (a general hash map keeps ids and rows apart from its probe bytes, a miss
-// more); an erase moves the slots after it back, so no tombstones pile up
-// while ids stream through. Ids are never negative, so -1 marks an empty
-// slot.
+// The id -> row index: open addressing over kSlotsPerRow (id, row) slots a
+// row, probed in order from a slot a hash of the id names. A lookup mostly
+// reads the one cache line `Prefetch` fetches (a general hash map keeps ids
+// and rows apart from its probe bytes, a miss more); an erase moves the
+// slots after it back, so no tombstones pile up while ids stream through.
+// At most a quarter of the slots are used: runs of used slots stay short,
+// so a probe or an erase seldom reads on into a line not fetched. Ids are
+// never negative, so -1 marks an empty slot.
 class RowIndex {
  public:
   void Reset(int64_t rows) {
-    int64_t capacity = 16;
-    while (capacity < 2 * rows) capacity *= 2;
-    slots_.assign(capacity, Slot{kEmpty, 0});
-    mask_ = capacity - 1;
-    shift_ = 64 - __builtin_ctzll(capacity);
+    size_ = std::max<uint64_t>(16, kSlotsPerRow * rows);
+    slots_.assign(size_, Slot{kEmpty, 0});
   }
 
   void Prefetch(int64_t key) const { Fetch(&slots_[Home(key)]); }
 
   // The row of `key`, or kFree.
   int64_t Find(int64_t key) const {
-    for (uint64_t i = Home(key);; i = (i + 1) & mask_) {
+    for (uint64_t i = Home(key);; i = Next(i)) {
       if (slots_[i].key == key) return slots_[i].row;
       if (slots_[i].key == kEmpty) return kFree;
     }
@@ -110,9 +108,7 @@ class RowIndex {
 
   void Put(int64_t key, int64_t row) {
     uint64_t i = Home(key);
-    while (slots_[i].key != kEmpty && slots_[i].key != key) {
-      i = (i + 1) & mask_;
-    }
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = Next(i);
     slots_[i] = Slot{key, row};
   }
 
@@ -120,12 +116,11 @@ class RowIndex {
     uint64_t hole = Home(key);
     while (slots_[hole].key != key) {
       if (slots_[hole].key == kEmpty) return;
-      hole = (hole + 1) & mask_;
+      hole = Next(hole);
     }
     // A later slot moves into the hole unless its home lies cyclically in
     // (hole, slot]: it would then no longer be found from there.
-    for (uint64_t i = (hole + 1) & mask_; slots_[i].key != kEmpty;
-         i = (i + 1) & mask_) {
+    for (uint64_t i = Next(hole); slots_[i].key != kEmpty; i = Next(i)) {
       const uint64_t home = Home(slots_[i].key);
       const bool stays = hole < i ? (hole < home && home <= i)
                                   : (hole < home || home <= i);
@@ -139,19 +134,22 @@ class RowIndex {
 
  private:
   static constexpr int64_t kEmpty = -1;
+  static constexpr uint64_t kSlotsPerRow = 4;
   struct Slot {
     int64_t key;
     int64_t row;
   };
-  // Fibonacci hashing of the id folded on itself: the product's top bits.
+  // Fibonacci hashing of the id folded on itself, its product's top bits
+  // scaled to the slots (a multiply, where a modulo would divide).
   uint64_t Home(int64_t key) const {
     const uint64_t x =
         static_cast<uint64_t>(key) ^ (static_cast<uint64_t>(key) >> 32);
-    return (x * kGolden) >> shift_;
+    return static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(x * kGolden) * size_) >> 64);
   }
+  uint64_t Next(uint64_t i) const { return i + 1 == size_ ? 0 : i + 1; }
   std::vector<Slot> slots_;
-  uint64_t mask_ = 0;
-  int shift_ = 64;
+  uint64_t size_ = 0;
 };
 
 // The id -> row index and the stack of free rows (its top at the back).
@@ -597,8 +595,10 @@ class TrainRowsOp : public OpKernel {
     Evict(t, kept.size(), step);
     const int64_t granted =
         std::min<int64_t>(kept.size(), t->index->free.size());
-    const float scale = static_cast<float>(std::sqrt(
-        static_cast<double>(t->dimension)));
+    // A product, not a quotient: a division a cell costs more than the
+    // rest of the draw.
+    const float inverse_scale = static_cast<float>(
+        1.0 / std::sqrt(static_cast<double>(t->dimension)));
     admitted_rows->reserve(granted);
     admitted_keys->reserve(granted);
     const std::vector<int64_t>& free = t->index->free;
@@ -630,7 +630,7 @@ class TrainRowsOp : public OpKernel {
               static_cast<uint64_t>(base) + static_cast<uint64_t>(c));
           const uint64_t bits = static_cast<uint64_t>(mixes_->Mix(cell, 1)) >> 40;
           const float unit = static_cast<float>(bits) / 16777216.0f;
-          vector[c] = (2.0f * unit - 1.0f) / scale;
+          vector[c] = (2.0f * unit - 1.0f) * inverse_scale;
         }
       }
       for (int64_t j = first[k]; j < first[k + 1]; ++j) {

@@ -33,7 +33,7 @@ from tools.bench.dynamic import render
 from tools.bench.perf import runner
 
 DEFAULTS = {"train": 2500000, "eval": 100000, "quality_rounds": 3,
-            "speed_rounds": 3, "speed_steps": 3000,
+            "speed_rounds": 5, "speed_steps": 3000,
             "memory_capacities": "65536,262144", "cut_rows": 524288}
 SMOKE = {"train": 20000, "eval": 5000, "quality_rounds": 1,
          "speed_rounds": 1, "speed_steps": 20,

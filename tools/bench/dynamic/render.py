@@ -292,7 +292,9 @@ def rerun_line(result, part):
   m = result.get(f"{part}_machine")
   if m is None:
     return ""
-  return (f"Re-run alone {m['date']} (load average at the start "
+  where = ("" if m["summary"] == result["machine"]["summary"]
+           else f" on {m['summary']}")
+  return (f"Re-run alone {m['date']}{where} (load average at the start "
           f"{', '.join(map(str, m['load_average_at_start']))}, at the end "
           f"{', '.join(map(str, m['load_average_at_end']))}).\n\n")
 

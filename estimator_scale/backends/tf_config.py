@@ -117,7 +117,8 @@ class ParameterServer(base.Backend):
     """See base class."""
     # Its servers keep serving between train() calls.
     scale_config = _cluster(self, run_config_kwargs, model_dir,
-                            intra_op_threads, servers_persist=True)
+                            intra_op_threads, servers_persist=True,
+                            own_devices_only=True)
     topology = scale_config.topology
     self._roles = (topology.num_workers, topology.worker_index,
                    topology.is_chief)
@@ -163,15 +164,32 @@ def _task_name(environ):
   return f"{task_type} {index}"
 
 
+def _own_devices(environ):
+  """The devices a parameter-server job's task opens its sessions on: the
+  ps tasks and its own, as Estimator's default session config has it (the
+  framework's config, which sets the threads, replaces that default). A
+  session of a task opened on every task's devices waits for each task to
+  answer: a worker that evaluates after the chief has exported and ended
+  would wait forever, and a chief for a worker not started yet."""
+  _, task_type, index = read_tf_config(environ)
+  if task_type not in ("chief", "worker"):
+    return []
+  return ["/job:ps", f"/job:{task_type}/task:{index}"]
+
+
 def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
-             make_strategy=None, servers_persist=False):
+             make_strategy=None, servers_persist=False,
+             own_devices_only=False):
   """A TF_CONFIG worker's ScaleConfig."""
   base.pin_threads(intra_op_threads or 0, requested=bool(intra_op_threads))
   base.require_model_dir(backend.name, model_dir)
   adopt_slurm_step(os.environ)
   topology = read_topology(backend)
+  session_config = base.session_config(intra_op_threads or 0)
+  if own_devices_only:
+    session_config.device_filters.extend(_own_devices(os.environ))
   config = tf.estimator.RunConfig(
-      session_config=base.session_config(intra_op_threads or 0),
+      session_config=session_config,
       model_dir=model_dir,
       train_distribute=make_strategy() if make_strategy else None,
       **run_config_kwargs)

@@ -169,8 +169,8 @@ def _own_devices(environ):
   ps tasks and its own, as Estimator's default session config has it (the
   framework's config, which sets the threads, replaces that default). A
   session of a task opened on every task's devices waits for each task to
-  answer: a worker that evaluates after the chief has exported and ended
-  would wait forever, and a chief for a worker not started yet."""
+  answer: a worker that opens its training session after the chief has
+  ended would wait forever, and a chief for a worker not started yet."""
   _, task_type, index = read_tf_config(environ)
   if task_type not in ("chief", "worker"):
     return []

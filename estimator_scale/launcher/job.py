@@ -70,13 +70,16 @@ def _dies_with(launcher):
   """A local task's preexec_fn: the kernel kills the task when the
   launcher's process ends however it ends (SIGKILL, a crash), which no
   `finally` of the launcher's can do; a remote task's host does the same
-  when its ssh closes (`remote`). Where prctl is missing (not Linux), a
-  task outlives a killed launcher, as it would without this."""
+  when its ssh closes (`remote`). Where prctl is missing (not Linux), None:
+  a task outlives a killed launcher, as it would without this. prctl is
+  looked up here, in the launcher: a child of a process with threads must
+  not load libraries before it execs (the loader's lock may be held)."""
+  try:
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+  except AttributeError:
+    return None
+
   def preexec():
-    try:
-      prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except AttributeError:
-      return
     prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != launcher:  # it ended before prctl took effect
       os._exit(128 + signal.SIGKILL)  # pylint: disable=protected-access

@@ -16,22 +16,14 @@ import os
 from tests.helpers.processes import launch
 
 TASK = """
-import json, os, runpy, socket, sys, time
+import json, os, runpy, sys, time
 import tensorflow as tf
 from tensorflow.python.training import training
+from estimator_scale.backends import cluster_exit
 config = json.loads(os.environ["TF_CONFIG"])
 task = config["task"]["type"]
 chief = config["cluster"]["chief"][0]
 done = sys.argv[1]
-
-
-def answers(address):
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=3).close()
-        return True
-    except OSError:
-        return False
 
 
 def wait(until, what):
@@ -61,8 +53,9 @@ elif task == "worker":
     estimator._create_and_assert_global_step = building
 
     def after_the_chief(*args, **kwargs):
-        wait(lambda: os.path.exists(done) and not answers(chief),
-             "the chief's end")
+        wait(lambda: os.path.exists(done), "the chief's end")
+        if cluster_exit.wait_until_gone([chief], timeout=300):
+            sys.exit("worker: the chief's server still answers after 300 s")
         return session(*args, **kwargs)
     training.MonitoredTrainingSession = after_the_chief
 sys.argv = sys.argv[2:]

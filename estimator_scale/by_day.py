@@ -5,7 +5,9 @@ will serve. For each day of the range, in order: train the day's examples
 once, export it (`export/<day>/<timestamp>/`, a SavedModel per day as
 serving loads them), then, once day d + 1 has landed, evaluate on it and
 keep the best export by that metric (`export/best.json` names it), before
-day d + 1 trains from the same checkpoint.
+day d + 1 trains from the same checkpoint. A day whose next day had not
+landed when its run ended (the last of a range) is judged once that day
+lands, by a later run, on the checkpoint saved at the end of the day.
 
 Every step of that is a function of what model_dir holds, so the same call
 after a kill goes on where the job stopped: the checkpoint's step says
@@ -14,6 +16,7 @@ where the day before ended), and `days.json` (the summary,
 `day_summary`) says which days were exported and evaluated.
 """
 import datetime
+import functools
 import os
 import time
 
@@ -57,6 +60,54 @@ def _next_day(root, day, last, follow, timeout_secs):
   if found or beyond or not follow:
     return found
   return days_lib.wait_for(root, following, timeout_secs, "eval_data")
+
+
+def _judge(estimator, day, entry, following, checkpoint=None, *,
+           global_batch_size, eval_steps, skip_corrupt):
+  """Evaluates day's model on `following` (day + 1's Partition) into its
+  entry; `checkpoint` None is the latest, the day's own right after it
+  trained."""
+  metrics = estimator.evaluate(estimator.files_input_fn(
+      list(following.files), _EVAL, global_batch_size,
+      skip_corrupt=skip_corrupt), steps=eval_steps, checkpoint_path=checkpoint)
+  entry["eval_day"] = str(following.day)
+  entry["eval"] = {k: float(v) for k, v in metrics.items()}
+  logging.info("days: day %s on day %s: %s", day, following.day,
+               day_summary.said(entry["eval"]))
+
+
+def _judged(entry):
+  """Whether a day's next-day evaluation is done, or known impossible."""
+  return "eval_day" in entry or "not_judged" in entry
+
+
+def _judge_late(summary, before, eval_data, model_dir, judge):
+  """Judges the days exported before `before` whose next day has landed
+  since their run, each on its own checkpoint (later days trained on from
+  it); whether any entry changed.
+
+  A checkpoint that keep_checkpoint_max removed leaves its day unjudged:
+  the entry's `not_judged` and a warning say so.
+  """
+  changed = False
+  for name, entry in sorted(summary["days"].items()):
+    day = datetime.date.fromisoformat(name)
+    if day >= before or "export" not in entry or _judged(entry):
+      continue
+    following = days_lib.landed(eval_data, day + _ONE_DAY, "eval_data")
+    if following is None:
+      continue
+    checkpoint = os.path.join(model_dir, f"model.ckpt-{entry['end_step']}")
+    if tf.io.gfile.exists(checkpoint + ".index"):
+      judge(day, entry, following, checkpoint)
+    else:
+      entry["not_judged"] = (
+          f"its checkpoint {checkpoint} was no longer kept "
+          f"(keep_checkpoint_max) when day {following.day} landed")
+      logging.warning("days: day %s is not judged on day %s: %s", day,
+                      following.day, entry["not_judged"])
+    changed = True
+  return changed
 
 
 def _export(estimator, export_dir, day):
@@ -156,6 +207,9 @@ def train_by_day(estimator, train_data, days, global_batch_size,
   is_chief = estimator.topology.is_chief
   day, waited = first, None  # waited: the day a wait for it timed out
   start_step = _first_step(summary, day, model_dir)
+  judge = functools.partial(_judge, estimator,
+                            global_batch_size=global_batch_size,
+                            eval_steps=eval_steps, skip_corrupt=skip_corrupt)
   while last is None or day <= last:
     partition = days_lib.landed(train_data, day)
     if partition is None and follow and day != waited:
@@ -171,6 +225,9 @@ def train_by_day(estimator, train_data, days, global_batch_size,
           f"within follow_timeout_secs={follow_timeout_secs} (no "
           f"day={day}/{days_lib.SUCCESS}); the days before it are trained: "
           "run the same command again to go on once it lands")
+    if _judge_late(summary, day, eval_data, model_dir, judge):
+      _save(summary, model_dir, export_dir, is_chief, best_metric,
+            higher_is_better)
     entry = day_summary.entry(summary, day)
     if "start_step" not in entry:  # saved first: a kill in the day needs it
       entry["start_step"] = start_step
@@ -184,18 +241,12 @@ def train_by_day(estimator, train_data, days, global_batch_size,
     if "export" not in entry:
       entry["export"] = _export(estimator, export_dir, day)
       _save(summary, model_dir, export_dir, is_chief)
-    if "eval_day" not in entry:
+    if not _judged(entry):
       following = _next_day(eval_data, day, last, follow, follow_timeout_secs)
       if following is None:
         waited = day + _ONE_DAY
       else:
-        metrics = estimator.evaluate(estimator.files_input_fn(
-            list(following.files), _EVAL, global_batch_size,
-            skip_corrupt=skip_corrupt), steps=eval_steps)
-        entry["eval_day"] = str(following.day)
-        entry["eval"] = {k: float(v) for k, v in metrics.items()}
-        logging.info("days: day %s on day %s: %s", day, following.day,
-                     day_summary.said(entry["eval"]))
+        judge(day, entry, following)
     _save(summary, model_dir, export_dir, is_chief, best_metric,
           higher_is_better)
     start_step, day = entry["end_step"], day + _ONE_DAY

@@ -21,6 +21,7 @@ from estimator_scale.inputs import days
 from estimator_scale.inputs import input_fn
 from estimator_scale.inputs import position
 from tests.helpers import day_logs
+from tests.workers import day_clicks
 
 _DAY = datetime.date(2026, 1, 1)
 
@@ -233,7 +234,7 @@ class _Judged(_Exporter):
   def files_input_fn(self, files, *unused_args, **unused_kwargs):
     return files
 
-  def evaluate(self, input_fn, steps=None):
+  def evaluate(self, input_fn, steps=None, checkpoint_path=None):
     return {"auc": 0.75, "global_step": 1}
 
 
@@ -256,6 +257,57 @@ def test_an_open_range_stops_after_one_wait_for_a_day_that_never_lands(
               ("2026-01-01", "2026-01-02"), ("2026-01-02", None)]
   assert summary["best"]["day"] == "2026-01-01"
   assert os.path.isdir(tmp_path / "model" / "export" / "2026-01-02" / "2")
+
+
+def test_a_day_whose_checkpoint_is_gone_when_its_next_day_lands_says_so(
+    tmp_path, monkeypatch, caplog):
+  root, model_dir = str(tmp_path / "days"), tmp_path / "model"
+  day_logs.write_days(root, _DAY, [3, 3])
+  model_dir.mkdir()
+  (model_dir / "days.json").write_text(json.dumps({"days": {"2026-01-01": {
+      "start_step": 0, "end_step": 5, "export": "/e/2026-01-01/1"}}}))
+  monkeypatch.setattr(by_day, "_train_day", lambda estimator, partition,
+                      start, *args: ({"end_step": start + 1}, False))
+  caplog.set_level("WARNING")
+  summary = by_day.train_by_day(_Judged(str(model_dir)), root,
+                                "2026-01-02:2026-01-02", 8)
+  first = summary["days"]["2026-01-01"]
+  assert "eval_day" not in first
+  assert first["not_judged"] == (
+      f"its checkpoint {model_dir / 'model.ckpt-5'} was no longer kept "
+      "(keep_checkpoint_max) when day 2026-01-02 landed")
+  assert day_summary.load(str(model_dir))["days"]["2026-01-01"] == first
+  assert any("day 2026-01-01 is not judged on day 2026-01-02" in
+             r.getMessage() for r in caplog.records)
+
+
+def test_a_range_ended_before_its_next_day_is_judged_when_that_day_lands(
+    tmp_path, monkeypatch):
+  """--days=D1:D3 before D4 lands, then --days=D4: --follow as D4 and D5
+  land: D3 is judged on D4 first, by the checkpoint that ended D3."""
+  monkeypatch.setattr(days, "POLL_SECS", 0.05)
+  for name in ("DAY_IDS_FILE", "DAY_SECONDS_PER_UPDATE"):
+    monkeypatch.delenv(name, raising=False)
+  root, model_dir = str(tmp_path / "days"), str(tmp_path / "model")
+  day_logs.write_days(root, _DAY, [8, 8, 8])
+  for number, name in ((4, "2026-01-04"), (5, "2026-01-05")):
+    day_logs.write_day(root, name, number, 8, success=False)
+  make = lambda: es.make_estimator(day_clicks.DayClicks(), model_dir=model_dir,
+                                   distribution="none", global_batch_size=8)
+  by_day.train_by_day(make(), root, "2026-01-01:2026-01-03", 8)
+  assert "eval_day" not in day_summary.load(model_dir)["days"]["2026-01-03"]
+  later = threading.Timer(0.3, lambda: [day_logs.mark_landed(root, name)
+                                        for name in ("2026-01-04",
+                                                     "2026-01-05")])
+  later.start()
+  by_day.train_by_day(make(), root, "2026-01-04:", 8, follow=True,
+                      follow_timeout_secs=2)
+  later.join()
+  entries = day_summary.load(model_dir)["days"]
+  third = entries["2026-01-03"]
+  assert third["eval_day"] == "2026-01-04" and "auc" in third["eval"]
+  assert third["eval"]["global_step"] == third["end_step"]  # not day 4's
+  assert entries["2026-01-04"]["eval_day"] == "2026-01-05"
 
 
 class _DayIds(es.BinaryClassifierModel):

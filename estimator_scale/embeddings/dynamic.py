@@ -280,7 +280,7 @@ class Table:
     # shard_checkpoints, which merges them into one process's table; a
     # restore into another number of ranks moves each row to its id's
     # owner there (dynamic_reshard).
-    local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+    local = sharded.shard_collections()
     made = []
 
     def variable(suffix, shape, dtype, value, whole_rows, first,
@@ -414,8 +414,11 @@ class Table:
   def lookup(self, keys_, training):
     """The vectors of `keys_` (a flat int64 vector): zeros where an id has
     no row."""
-    if not training:
+    if not training and self.shard is None:
       return self._vectors(self.read_only_rows(keys_))
+    if not training:
+      unique, positions = tf.unique(keys_, out_idx=tf.int64)
+      return tf.gather(self._read_exchange(unique), positions)
     if self.shard is None:
       return self._read(self.train_rows(keys_, tf.ones_like(keys_),
                                         _update_number()))
@@ -469,6 +472,21 @@ class Table:
                         tf.math.invert_permutation(order))
     sharded.lookups().append(sharded.Lookup(self.pool, unique, vectors))
     return vectors
+
+  def _read_exchange(self, unique):
+    """The vectors of this rank's unique ids, read from their owners'
+    admitted rows (zeros where none): `_exchange` without admission,
+    eviction or gradient."""
+    hvd = ranks.import_horovod()
+    owner = owners(unique, hvd.size())
+    order = tf.argsort(owner, stable=True)
+    splits = tf.math.bincount(owner, minlength=hvd.size(),
+                              maxlength=hvd.size(), dtype=tf.int32)
+    asked, asked_splits = hvd.alltoall(tf.gather(unique, order),
+                                       splits=splits)
+    answered = sharded._send_rows(  # pylint: disable=protected-access
+        hvd, self._vectors(self.read_only_rows(asked)), asked_splits, "none")
+    return tf.gather(answered, tf.math.invert_permutation(order))
 
   def usage(self):
     """{"rows": rows holding an id, "evicted": rows freed since this
@@ -601,9 +619,9 @@ def _check_no_strategy(name):
 
 
 def _training_graph():
-  """Whether lookups may admit: not in the graphs `sharded.whole_tables`
-  marks (evaluation, prediction, export)."""
-  return not sharded._WHOLE.get()  # pylint: disable=protected-access
+  """Whether lookups may admit: not in evaluation, prediction and export
+  graphs (`sharded.whole_tables`, `sharded.read_on_ranks`)."""
+  return sharded.training_graph()
 
 
 _PLACED = None
@@ -638,7 +656,7 @@ def make_table(name, options, getter=None):
             "es.DynamicEmbedding or es.dynamic_embedding there")
       named[scoped] = _PLACED[1](name, options, where)
       return named[scoped]
-    hvd = None if sharded._WHOLE.get() else sharded._horovod()  # pylint: disable=protected-access
+    hvd = None if sharded._WHOLE.get() else sharded.horovod()  # pylint: disable=protected-access
     shard = None
     if hvd is not None:
       if options.capacity < hvd.size():

@@ -44,9 +44,12 @@ checkpoint joins rank 0's and the merged one into one it restores
 latest); the ranks' files stay for a restart on ranks, which takes a
 checkpoint one process saved as one holding its tables.
 
-Evaluation, prediction and export build each table whole
-(`sharded.whole_tables`) and restore it from the merged checkpoint of the
-step being read (`WholeTablesSaver`); an export thus holds the whole table.
+Prediction and export build each table whole (`sharded.whole_tables`) and
+restore it from the merged checkpoint of the step being read
+(`WholeTablesSaver`). Evaluation of a checkpoint whose tables were merged
+from the ranks' slices (`split_over_ranks`) runs on every rank: each builds
+its shard and reads its rows from the merged checkpoint, a block at a time
+(`RankTablesSaver`).
 """
 import os
 import random
@@ -307,6 +310,59 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     return None
 
 
+def split_over_ranks(checkpoint):
+  """Whether `checkpoint`'s tables were saved by Horovod ranks (merged
+  beside it): no process held them whole, so none evaluates them alone."""
+  return tf.io.gfile.exists(merged_checkpoint(checkpoint) + ".index")
+
+
+class RankTablesSaver(tf.compat.v1.train.Saver):
+  """The Saver of an evaluation graph on Horovod ranks: the variables that
+  are not shards from the checkpoint, then this rank's rows of each shard
+  from the merged tables beside it, a block of rows at a time (a slice read
+  whole would hold the shard twice), re-sharded where the ranks that saved
+  them were another number.
+
+  Args:
+    shards: this rank's shards (global variables with slice information,
+      `sharded.read_on_ranks`).
+    hvd: horovod.tensorflow, initialised.
+  """
+
+  def __init__(self, shards, hvd):
+    own = {v.ref() for v in shards}
+    super().__init__(
+        var_list=[v for v in tf.compat.v1.global_variables()
+                  if v.ref() not in own] + tf.compat.v1.get_collection(
+                      tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS),
+        sharded=True, save_relative_paths=True)
+    self._source = tf.compat.v1.placeholder(tf.string, [])
+    self._initialise = tf.compat.v1.variables_initializer(shards)
+    self._rows = _restore_in_blocks(shards, self._source)
+    self._resharder = dynamic_reshard.Resharder(hvd, shards)
+
+  def restore(self, sess, save_path):
+    """See base class."""
+    super().restore(sess, save_path)
+    merged = merged_checkpoint(save_path)
+    sess.run(self._initialise)
+    sess.run(self._rows, {self._source: merged})
+    self._resharder.after_restore(sess, merged)
+
+
+def _rank_tables(spec):
+  """`spec` of an evaluation graph built under `sharded.read_on_ranks`,
+  restored by a `RankTablesSaver` (a spec with a Saver of its own keeps
+  it)."""
+  shards = [v for v in tf.compat.v1.global_variables()
+            if getattr(v, "_save_slice_info", None) is not None]
+  if not shards or spec.scaffold.saver is not None:
+    return spec
+  return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
+      saver=RankTablesSaver(shards, sharded.horovod()),
+      copy_from_scaffold=spec.scaffold))
+
+
 def _joined(checkpoint, merged, model_dir):
   """Writes rank 0's `checkpoint` and the ranks' tables (`merged`) as one
   checkpoint, which the model_dir's state then names as its latest;
@@ -393,8 +449,9 @@ def _keeping_restored_files(spec, config):
 
 
 def whole_tables_outside_training(model_fn):
-  """`model_fn` whose evaluation, prediction and export graphs hold every
-  sharded table whole, restored by a `WholeTablesSaver`.
+  """`model_fn` whose prediction and export graphs hold every sharded table
+  whole, restored by a `WholeTablesSaver`, as do its evaluation graphs but
+  under `sharded.read_on_ranks` (`RankTablesSaver`).
 
   Args:
     model_fn: model_fn(features, labels, mode, config).
@@ -409,6 +466,8 @@ def whole_tables_outside_training(model_fn):
       spec = _keeping_restored_files(
           model_fn(features, labels, mode, config), config)
       return _resume_tables_whole(spec, config)
+    if sharded.reading_on_ranks():
+      return _rank_tables(model_fn(features, labels, mode, config))
     with sharded.whole_tables():
       spec = model_fn(features, labels, mode, config)
     tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)

@@ -39,11 +39,11 @@ vectors (`lookups`), whose gradient is that rank's gradient of the rows it
 looked up, merged by row, as a replicated table's would be.
 
 Outside Horovod, or on one rank, the table is one plain variable, and so
-it is in evaluation, prediction and export graphs (`whole_tables`): under
-Horovod the chief evaluates and exports alone, where a lookup needing every
-rank would wait forever, and a SavedModel must hold the whole table to
-serve. Those graphs restore it from the merged checkpoint of the shards
-(`shard_checkpoints.WholeTablesSaver`).
+it is in prediction and export graphs (`whole_tables`), and in evaluation
+graphs of tables one process holds. A table split over the ranks is
+evaluated where it lives (`read_on_ranks`): every rank builds its shard as
+in training, restores its rows, and looks them up through the same
+exchange; nothing is admitted or updated.
 """
 import contextlib
 import contextvars
@@ -68,6 +68,8 @@ WHOLE_COLLECTION = "estimator_scale_whole_tables"
 """Graph collection of the tables `sharded_embedding` made whole."""
 
 _WHOLE = contextvars.ContextVar("estimator_scale_whole_tables", default=False)
+_ON_RANKS = contextvars.ContextVar("estimator_scale_read_on_ranks",
+                                   default=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +108,35 @@ def whole_tables():
     _WHOLE.reset(token)
 
 
+@contextlib.contextmanager
+def read_on_ranks():
+  """Within it, tables are split over the Horovod ranks as in training but
+  only read: the evaluation graphs of tables no process holds whole. Their
+  shards are global variables, so the graph's Saver restores them."""
+  token = _ON_RANKS.set(True)
+  try:
+    yield
+  finally:
+    _ON_RANKS.reset(token)
+
+
+def reading_on_ranks():
+  """Whether the graph being built reads its tables on the ranks."""
+  return _ON_RANKS.get()
+
+
+def training_graph():
+  """Whether lookups in the graph being built may admit and update rows."""
+  return not (_WHOLE.get() or _ON_RANKS.get())
+
+
+def shard_collections():
+  """The collections a shard's variables go to: local in training (each
+  rank saves its own, `shard_checkpoints`), global where only read."""
+  return [tf.compat.v1.GraphKeys.GLOBAL_VARIABLES if _ON_RANKS.get()
+          else tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+
+
 def is_sharded(variable):
   """Whether `variable` is a shard of a table made by `sharded_embedding`."""
   return any(variable is v for v in
@@ -128,7 +159,7 @@ def _owners(ids, vocabulary_size, num_shards):
   return tf.cast(owner, tf.int32)
 
 
-def _horovod():
+def horovod():
   """horovod.tensorflow when this process is one of several Horovod ranks."""
   if not ranks.launched():
     return None
@@ -234,7 +265,7 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
   full_shape = [vocabulary_size, dimension]
   initializer = initializer or tf.compat.v1.glorot_uniform_initializer()
   getter = getter or tf.compat.v1.get_variable
-  hvd = None if _WHOLE.get() else _horovod()
+  hvd = None if _WHOLE.get() else horovod()
   if hvd is None:
     with precision.variables_as_stored():
       table = getter(name, shape=full_shape, dtype=dtype,
@@ -253,7 +284,7 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
         name, shape=[rows, dimension], dtype=dtype,
         initializer=initializers.part_initializer(initializer, full_shape,
                                                   first_row),
-        collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES, COLLECTION],
+        collections=shard_collections() + [COLLECTION],
         trainable=True)
   # Saved as its slice of the whole table (its optimizer slots follow), so
   # a checkpoint restores into any number of ranks (shard_checkpoints.py).

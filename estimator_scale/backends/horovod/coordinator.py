@@ -8,7 +8,9 @@ from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import moments
 from estimator_scale.backends import coordinator
+from estimator_scale.backends.horovod import evaluation
 from estimator_scale.backends.horovod import stop as stop_lib
+from estimator_scale.embeddings import shard_checkpoints
 
 EXCHANGES = ("HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather",
              "HorovodGroupedAllgather", "HorovodReducescatter",
@@ -92,11 +94,23 @@ class HorovodCoordinator(coordinator.Coordinator):
     self.broadcast(None)  # rank 0's final checkpoint is written past here
     return coordinator.result(last, estimator, target, stop.stopped)
 
-  def evaluate(self, estimator, input_fn, **kwargs):
-    """Rank 0 evaluates with no collectives; every rank gets its metrics."""
+  def evaluate(self, estimator, input_fn, checkpoint_path=None, **kwargs):
+    """Every rank gets the metrics. Rank 0 evaluates alone, with no
+    collectives, unless the checkpoint's tables were saved split over the
+    ranks, which then evaluate it together (`evaluation`)."""
+    chosen = None
+    if self.topology.is_chief:
+      path = checkpoint_path or estimator.latest_checkpoint()
+      chosen = (path, path is not None and self.topology.num_workers > 1 and
+                shard_checkpoints.split_over_ranks(path))
+    path, on_ranks = self.broadcast(chosen)
+    if on_ranks:
+      return evaluation.evaluate(estimator, input_fn, self._hvd, path,
+                                 **kwargs)
     result = None
     if self.topology.is_chief:
-      result = estimator.evaluate(input_fn, **kwargs)
+      result = estimator.evaluate(input_fn, checkpoint_path=checkpoint_path,
+                                  **kwargs)
     return self.broadcast(result)
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):

@@ -1,0 +1,184 @@
+"""Evaluation on every Horovod rank, for tables split over the ranks.
+
+No rank can look such a table up alone, so each rank evaluates a share of
+the batches with the training-time exchange (`sharded.read_on_ranks`):
+rank r reads batches r, r + N, ... of the evaluation input, so the ranks
+together read the batches one process would, whole. A rank whose batches
+have run out reads empty ones, since every lookup is a collective, until no
+rank has any left (an allreduce each step says so).
+
+TensorFlow's metrics keep totals (sums and counts, AUC's threshold
+buckets), which each rank accumulates over its batches; before the values
+are read, every total is summed over the ranks, so each rank reads the
+metrics one process computes. Estimator's `loss` is the mean of the
+batches' losses: an empty batch adds 0, and its count is taken out after.
+A metric whose state is not a sum (a maximum, a quantile) is not combined
+correctly.
+"""
+import shutil
+import tempfile
+
+from absl import logging
+import tensorflow as tf
+from tensorflow.python.util import function_utils  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale import errors
+from estimator_scale.embeddings import sharded
+
+
+def _no_rows(value):
+  """`value` with its batch (first) dimension cut to 0 rows."""
+  if isinstance(value, tf.SparseTensor):
+    size = tf.concat([[0], value.dense_shape[1:]], 0)
+    return tf.sparse.slice(value, tf.zeros_like(value.dense_shape), size)
+  if value.shape.rank == 0:
+    return value
+  return value[:0]
+
+
+def _rows(features, labels):
+  """The examples in a batch, from its first tensor with a batch dimension."""
+  for value in tf.nest.flatten((features, labels), expand_composites=False):
+    if isinstance(value, tf.SparseTensor):
+      return value.dense_shape[0]
+    if isinstance(value, tf.RaggedTensor):
+      return value.nrows()
+    if value.shape.rank:
+      return tf.shape(value, out_type=tf.int64)[0]
+  raise errors.ConfigError(
+      "evaluation on Horovod ranks needs features or labels with a batch "
+      "dimension, to tell the ranks' last batches")
+
+
+def _call_input_fn(input_fn, mode, params, config):
+  """`input_fn` called as Estimator calls it: with the arguments it takes."""
+  args = function_utils.fn_args(input_fn)
+  given = {"mode": mode, "params": params, "config": config}
+  return input_fn(**{k: v for k, v in given.items() if k in args})
+
+
+def split_input(input_fn, rank, size, steps):
+  """The input_fn of `rank`'s share: batches rank, rank + size, ... of the
+  first `steps` (None: all), then empty batches without end.
+
+  Raises:
+    ConfigError: `input_fn` returns no tf.data.Dataset.
+  """
+
+  def share(mode, params, config):
+    dataset = _call_input_fn(input_fn, mode, params, config)
+    if not isinstance(dataset, tf.data.Dataset):
+      raise errors.ConfigError(
+          "evaluation on Horovod ranks splits the input's batches over the "
+          f"ranks, so the eval input_fn must return a tf.data.Dataset, got "
+          f"{type(dataset).__name__}")
+    if steps is not None:
+      dataset = dataset.take(steps)
+
+    def empty(*element):
+      cut = tf.nest.map_structure(_no_rows, element)
+      return cut if len(cut) > 1 else cut[0]
+    padding = dataset.take(1).map(empty).repeat()
+    return dataset.shard(size, rank).concatenate(padding)
+  return share
+
+
+class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
+  """Ends evaluation on every rank at the step no rank has a batch left,
+  and sums the metrics' totals over the ranks before their values are
+  read (its `end` runs before Estimator's final ops)."""
+
+  def __init__(self, hvd, rows):
+    self._hvd = hvd
+    self._real = rows > 0
+    self._ranks_with_rows = hvd.allreduce(
+        tf.cast(self._real, tf.float32), op=hvd.Sum,
+        name="evaluation_ranks_with_rows")
+    self.steps = 0
+    self.empty_steps = 0
+
+  def begin(self):
+    # By name: Estimator adds Keras metrics' variables from a set, in an
+    # order that differs between processes.
+    totals = sorted(tf.compat.v1.get_collection(
+        tf.compat.v1.GraphKeys.METRIC_VARIABLES), key=lambda v: v.name)
+    summed = self._hvd.grouped_allreduce(
+        [v.read_value() for v in totals], op=self._hvd.Sum,
+        name="evaluation_metric_totals") if totals else []
+    self._sum = tf.group([v.assign(s) for v, s in zip(totals, summed)])
+
+  def before_run(self, run_context):
+    return tf.compat.v1.train.SessionRunArgs(
+        (self._real, self._ranks_with_rows))
+
+  def after_run(self, run_context, run_values):
+    real, ranks_with_rows = run_values.results
+    self.steps += 1
+    self.empty_steps += int(not real)
+    if ranks_with_rows == 0:
+      run_context.request_stop()
+
+  def end(self, session):
+    session.run(self._sum)
+
+
+def _evaluating_model_fn(model_fn, hvd, hooks):
+  """`model_fn` whose evaluation graph reads its tables on the ranks, its
+  loss 0 on an empty batch, with a `_SumOverRanksHook` (kept in `hooks`)."""
+
+  def on_ranks(features, labels, mode, params, config):
+    rows = _rows(features, labels)
+    with sharded.read_on_ranks():
+      spec = model_fn(features, labels, mode, params, config)
+    hook = _SumOverRanksHook(hvd, rows)
+    hooks.append(hook)
+    loss = tf.where(rows > 0, spec.loss, tf.zeros_like(spec.loss))
+    return spec._replace(
+        loss=loss,
+        evaluation_hooks=list(spec.evaluation_hooks or []) + [hook])
+  return on_ranks
+
+
+def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,
+             hooks=None, name=None):
+  """Evaluates `checkpoint_path` on every rank, each a share of the
+  batches; every rank returns the metrics one process would.
+
+  Rank 0 writes the evaluation's summaries as Estimator does; the others
+  write theirs to a directory removed after.
+
+  Args:
+    estimator: the tf.estimator.Estimator (the framework's wrapped one).
+    input_fn: the evaluation input_fn; it must return a tf.data.Dataset.
+    hvd: horovod.tensorflow, initialised.
+    checkpoint_path: the checkpoint every rank evaluates (rank 0's pick).
+    steps: batches to evaluate over all ranks (None: the whole input).
+    hooks: hooks every rank runs.
+    name: the evaluation's name (its summaries' directory).
+  """
+  if hvd.rank() == 0:
+    logging.info("Evaluating %s on %d Horovod ranks: its tables are split "
+                 "over them", checkpoint_path, hvd.size())
+  made = []
+  scratch = None if hvd.rank() == 0 else tempfile.mkdtemp(
+      prefix=f"estimator_scale_eval_rank{hvd.rank()}_")
+  config = estimator.config
+  if scratch is not None:
+    config = config.replace(model_dir=scratch)
+  on_ranks = tf.estimator.Estimator(
+      _evaluating_model_fn(estimator._model_fn, hvd, made),  # pylint: disable=protected-access
+      config=config, params=estimator.params)
+  try:
+    result = on_ranks.evaluate(
+        split_input(input_fn, hvd.rank(), hvd.size(), steps), hooks=hooks,
+        checkpoint_path=checkpoint_path, name=name)
+  finally:
+    if scratch is not None:
+      shutil.rmtree(scratch, ignore_errors=True)
+  batches = hvd.size() * made[-1].steps
+  empty = sum(hvd.allgather_object(made[-1].empty_steps,
+                                   name="evaluation_empty_batches"))
+  if "loss" in result and batches > empty:
+    result["loss"] = type(result["loss"])(
+        float(result["loss"]) * batches / (batches - empty))
+  return result

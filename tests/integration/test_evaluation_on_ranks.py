@@ -1,0 +1,57 @@
+"""Tables split over Horovod ranks are evaluated on the ranks, and the
+metrics equal one process's on the same checkpoint and data.
+
+Each rank evaluates every N-th batch and reads the rows from their owners;
+the metrics' totals (AUC's buckets, means' sums and counts, the loss) are
+summed over the ranks, so every rank reports what one process evaluating
+the whole table reports (it restores the merged tables whole).
+"""
+import json
+
+import pytest
+
+from tests.helpers.processes import horovod
+from tests.helpers.processes import run
+from tests.helpers.processes import PYTHON
+
+WORKER = ["-m", "tests.workers.evaluation_on_ranks"]
+
+MEANS = ("loss", "accuracy", "precision", "recall",
+         "prediction/mean", "label/mean", "calibration")
+"""Metrics from sums and counts: equal to float32 rounding."""
+
+AUC_RESOLUTION = 1e-3
+"""The AUC metrics' thresholds are 1/1000 apart (`auc_thresholds`)."""
+
+
+def _metrics(out, name, rank):
+  with open(out / f"{name}-rank{rank}.json") as f:
+    return json.load(f)
+
+
+def _assert_same(got, expected):
+  assert set(got) == set(expected)
+  assert got["global_step"] == expected["global_step"]
+  for key in MEANS:
+    assert got[key] == pytest.approx(expected[key], abs=1e-6), key
+  for key in ("auc", "auc_precision_recall"):
+    assert got[key] == pytest.approx(expected[key], abs=AUC_RESOLUTION), key
+
+
+@pytest.mark.parametrize("ranks,eval_steps", [(2, None), (4, 3)])
+def test_ranks_evaluate_as_one_process(ranks, eval_steps, tmp_path):
+  """2 ranks over five batches (one rank reads an empty last one), 4 ranks
+  over the first three (one rank reads none but empty ones)."""
+  out, model_dir = tmp_path / "out", tmp_path / "model"
+  steps = [] if eval_steps is None else [f"--eval_steps={eval_steps}"]
+  result = horovod(ranks, WORKER + [f"--model_dir={model_dir}",
+                                    f"--out_dir={out}"] + steps, timeout=300)
+  assert f"on {ranks} Horovod ranks" in result.stdout + result.stderr
+  run([PYTHON] + WORKER + [f"--model_dir={model_dir}", f"--out_dir={out}",
+                           "--distribution=none", "--steps=0",
+                           "--name=one"] + steps, timeout=240)
+  one = _metrics(out, "one", 0)
+  assert one["global_step"] == 30
+  assert 0.55 < one["auc"] < 1.0  # it learnt: a metric worth comparing
+  for rank in range(ranks):
+    _assert_same(_metrics(out, "eval", rank), one)

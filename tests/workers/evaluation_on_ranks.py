@@ -1,0 +1,92 @@
+"""Trains a click model whose tables are split over Horovod ranks, then
+evaluates it: on the ranks, or (--distribution=none) on one process from
+the same checkpoint.
+
+Two tables, one `es.sharded_embedding` (hashed ids) and one
+`es.dynamic_embedding` (raw ids), so both kinds are read on the ranks in
+one graph. Every process writes the metrics it got to
+`<out_dir>/<name>-rank<r>.json`, where `name` is --name.
+"""
+import json
+import os
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import estimator_scale as es
+
+FLAGS = flags.FLAGS
+
+VOCABULARY = 64
+DIMENSION = 4
+TRAIN_EXAMPLES = 256
+EVAL_EXAMPLES = 150  # batches of 32: four full ones and one of 22
+
+
+def _define_flags():
+  """Defined when run as a script only (tests import this module)."""
+  flags.DEFINE_string("model_dir", None, "the model's checkpoints")
+  flags.DEFINE_string("out_dir", None, "where each process writes metrics")
+  flags.DEFINE_string("name", "eval", "the metrics files' name")
+  flags.DEFINE_string("distribution", "horovod", "horovod or none")
+  flags.DEFINE_integer("steps", 30, "updates to train (0: evaluate only)")
+  flags.DEFINE_integer("eval_steps", None, "batches to evaluate")
+  flags.DEFINE_integer("eval_batch_size", 32, "")
+
+
+def click_data(examples, seed):
+  """(features, labels): a hashed id and a raw id per example; the click
+  rate rises with the hashed id, so the model learns an AUC above 0.5."""
+  rng = np.random.RandomState(seed)
+  hashed = rng.randint(0, VOCABULARY, size=(examples, 1)).astype(np.int64)
+  raw = rng.choice(rng.randint(1, 1 << 60, size=40, dtype=np.int64),
+                   size=(examples, 1))
+  clicks = rng.rand(examples) < (0.05 + 0.9 * hashed[:, 0] / VOCABULARY)
+  return {"hashed": hashed, "raw": raw}, clicks.astype(np.int64)
+
+
+class Clicks(es.BinaryClassifierModel):
+  """The sum of a sharded and a dynamic table's vectors, then a logit."""
+
+  name = None
+
+  def logits(self, features, training, params):
+    hashed = es.sharded_embedding(features["hashed"], VOCABULARY, DIMENSION,
+                                  name="hashed_table")
+    raw = es.dynamic_embedding(features["raw"], DIMENSION, capacity=96,
+                               name="raw_table")
+    net = tf.reshape(hashed + raw, [-1, DIMENSION])
+    return tf.keras.layers.Dense(1, name="logit")(net)
+
+  def serving_features(self):
+    return {"hashed": tf.TensorSpec([1], tf.int64),
+            "raw": tf.TensorSpec([1], tf.int64)}
+
+
+def main(argv):
+  del argv
+  estimator = es.make_estimator(
+      Clicks(), model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
+      training_config=es.TrainingConfig(
+          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.5)),
+      random_seed=0, save_checkpoints_steps=max(1, FLAGS.steps))
+  if FLAGS.steps:
+    features, labels = click_data(TRAIN_EXAMPLES, seed=1)
+    estimator.train(es.inputs.from_arrays(features, labels, 32),
+                    max_steps=FLAGS.steps)
+  features, labels = click_data(EVAL_EXAMPLES, seed=2)
+  metrics = estimator.evaluate(
+      es.inputs.from_arrays(features, labels, FLAGS.eval_batch_size,
+                            training=False), steps=FLAGS.eval_steps)
+  os.makedirs(FLAGS.out_dir, exist_ok=True)
+  path = os.path.join(FLAGS.out_dir, f"{FLAGS.name}-rank"
+                      f"{estimator.topology.worker_index}.json")
+  with open(path, "w") as f:
+    json.dump({k: float(v) for k, v in metrics.items()}, f)
+
+
+if __name__ == "__main__":
+  _define_flags()
+  app.run(main)

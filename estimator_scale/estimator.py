@@ -201,8 +201,9 @@ class Estimator:
                               "serving_input_receiver_fn")
     receiver = (serving_input_receiver_fn or
                 self.model.serving_input_receiver_fn())
-    return self.coordinator.export(self.tf_estimator, export_dir_base,
-                                   receiver, **kwargs)
+    with embeddings.exporting():
+      return self.coordinator.export(self.tf_estimator, export_dir_base,
+                                     receiver, **kwargs)
 
   def get_variable_value(self, name):
     return self.tf_estimator.get_variable_value(name)

@@ -17,6 +17,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import embeddings
 from estimator_scale import errors
 from estimator_scale import estimator as estimator_lib
 from estimator_scale.backends import coordinator as coordinator_lib
@@ -179,8 +180,9 @@ def _export(estimator, eval_spec, eval_result, is_final):
   checkpoint = estimator.latest_checkpoint()
   for exporter in eval_spec.exporters:
     path = os.path.join(estimator.model_dir, "export", exporter.name)
-    results[exporter.name] = exporter.export(
-        estimator.tf_estimator, path, checkpoint, eval_result, is_final)
+    with embeddings.exporting():
+      results[exporter.name] = exporter.export(
+          estimator.tf_estimator, path, checkpoint, eval_result, is_final)
   return results
 
 

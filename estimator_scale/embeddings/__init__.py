@@ -18,6 +18,8 @@ from estimator_scale.embeddings import partitioning
 from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import shard_checkpoints
 
+exporting = shard_checkpoints.exporting
+
 MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
 """Bytes up to which a variable stays whole under parameter servers
 (default `partitioning.MIN_SLICE_BYTES`)."""

@@ -55,6 +55,8 @@ Outside training (evaluation, prediction, export: `sharded.whole_tables`,
 or a Keras layer called with training=False) a lookup only reads: the index
 is a static hash table made from `ids` when the session starts, so a
 SavedModel holds core TensorFlow ops only and serves without any library.
+Evaluated on Horovod ranks (`sharded.read_on_ranks`), each rank reads its
+own rows so, for the ids the others ask of it (`_read_exchange`).
 """
 import contextlib
 import dataclasses

@@ -44,13 +44,17 @@ checkpoint joins rank 0's and the merged one into one it restores
 latest); the ranks' files stay for a restart on ranks, which takes a
 checkpoint one process saved as one holding its tables.
 
-Prediction and export build each table whole (`sharded.whole_tables`) and
-restore it from the merged checkpoint of the step being read
-(`WholeTablesSaver`). Evaluation of a checkpoint whose tables were merged
+Prediction and export build each table whole (`sharded.whole_tables`);
+prediction restores it from the merged checkpoint of the step being read
+(`WholeTablesSaver`), while an export (`exporting`) copies it from there
+into the SavedModel's variables a block of rows at a time, never holding
+it. Evaluation of a checkpoint whose tables were merged
 from the ranks' slices (`split_over_ranks`) runs on every rank: each builds
 its shard and reads its rows from the merged checkpoint, a block at a time
 (`RankTablesSaver`).
 """
+import contextlib
+import contextvars
 import os
 import random
 import re
@@ -75,6 +79,9 @@ MERGING = "merging"
 place (`publish`)."""
 
 _TOKEN = "shared-dir-token"
+
+_EXPORTING = contextvars.ContextVar("estimator_scale_exporting",
+                                    default=False)
 
 SAVE_BLOCK_BYTES = 16 << 20
 """Bytes of rows a part of a rank's save holds at most."""
@@ -266,13 +273,55 @@ def resume_where_tables_were_merged(model_dir):
   return latest
 
 
+@contextlib.contextmanager
+def exporting():
+  """Within it, the graphs built are exports: their tables merged from the
+  ranks' slices are copied into the SavedModel, not restored
+  (`WholeTablesSaver`)."""
+  token = _EXPORTING.set(True)
+  try:
+    yield
+  finally:
+    _EXPORTING.reset(token)
+
+
+def _copy_in_blocks(source, keys, destination):
+  """Copies the tensors `keys` of checkpoint `source` to checkpoints
+  `destination`-part<k>, a block of at most SAVE_BLOCK_BYTES of rows each,
+  in a graph of its own; returns the parts' prefixes."""
+  reader = tf.train.load_checkpoint(source)
+  shapes, dtypes = (reader.get_variable_to_shape_map(),
+                    reader.get_variable_to_dtype_map())
+  parts = []
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    prefix = tf.compat.v1.placeholder(tf.string, [])
+    for key in keys:
+      shape, dtype = shapes[key], dtypes[key]
+      row_bytes = dtype.size * max(1, int(np.prod(shape[1:])))
+      block = max(1, SAVE_BLOCK_BYTES // row_bytes)
+      for first in range(0, max(1, shape[0]) if shape else 1, block):
+        spec = "" if not shape else tf_variables.Variable.SaveSliceInfo(
+            key, shape, [first] + [0] * (len(shape) - 1),
+            [min(block, shape[0] - first)] + shape[1:]).spec
+        (values,) = tf.raw_ops.RestoreV2(
+            prefix=source, tensor_names=[key], shape_and_slices=[spec],
+            dtypes=[dtype])
+        parts.append(f"{destination}-part{len(parts)}")
+        session.run(tf.raw_ops.SaveV2(
+            prefix=prefix, tensor_names=[key], shape_and_slices=[spec],
+            tensors=[values]), {prefix: parts[-1]})
+  return parts
+
+
 class WholeTablesSaver(tf.compat.v1.train.Saver):
   """Estimator's Saver, whose restore reads the whole tables from the
   merged checkpoint of the shards when the checkpoint itself lacks them.
 
   A table trained whole (on one process) is in Estimator's checkpoint and
   restores from there. What this Saver saves is every variable, the whole
-  tables included: an export's variables.
+  tables included: an export's variables. Made in an export (`exporting`),
+  it does not restore the merged tables but copies them at its save, so an
+  export holds no table whole.
 
   Args:
     tables: the whole tables' variables (`sharded.WHOLE_COLLECTION`).
@@ -291,6 +340,8 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     self._tables = tf.compat.v1.train.Saver(
         var_list={k: v for k, v in saveables.items() if k in names},
         name="whole_tables_restore")
+    self._copy = _EXPORTING.get()
+    self._tables_from = None
 
   def restore(self, sess, save_path):
     """See base class: the tables come from `merged_checkpoint(save_path)`
@@ -306,8 +357,26 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
           "evaluate a checkpoint every rank saved (save_checkpoints_steps, "
           "or the one training ended with)")
     self._rest.restore(sess, save_path)
-    self._tables.restore(sess, merged)
+    if self._copy:
+      self._tables_from = merged
+    else:
+      self._tables.restore(sess, merged)
     return None
+
+  def save(self, sess, save_path, *args, **kwargs):
+    """See base class: tables not restored are copied from where they are,
+    beside the other variables, into one checkpoint at `save_path`."""
+    if self._tables_from is None:
+      return super().save(sess, save_path, *args, **kwargs)
+    rest = self._rest.save(sess, save_path + "-rest", write_meta_graph=False,
+                           write_state=False)
+    parts = _copy_in_blocks(self._tables_from, self._table_keys,
+                            save_path + "-tables")
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+      session.run(tf.raw_ops.MergeV2Checkpoints(
+          checkpoint_prefixes=[rest] + parts, destination_prefix=save_path,
+          delete_old_dirs=False))
+    return save_path
 
 
 def split_over_ranks(checkpoint):

@@ -5,7 +5,8 @@ the same checkpoint.
 Two tables, one `es.sharded_embedding` (hashed ids) and one
 `es.dynamic_embedding` (raw ids), so both kinds are read on the ranks in
 one graph. Every process writes the metrics it got to
-`<out_dir>/<name>-rank<r>.json`, where `name` is --name.
+`<out_dir>/<name>-rank<r>.json`, where `name` is --name; with --export_dir
+the chief exports the model after.
 """
 import json
 import os
@@ -19,8 +20,6 @@ import estimator_scale as es
 
 FLAGS = flags.FLAGS
 
-VOCABULARY = 64
-DIMENSION = 4
 TRAIN_EXAMPLES = 256
 EVAL_EXAMPLES = 150  # batches of 32: four full ones and one of 22
 
@@ -34,16 +33,20 @@ def _define_flags():
   flags.DEFINE_integer("steps", 30, "updates to train (0: evaluate only)")
   flags.DEFINE_integer("eval_steps", None, "batches to evaluate")
   flags.DEFINE_integer("eval_batch_size", 32, "")
+  flags.DEFINE_integer("vocabulary", 64, "the sharded table's rows")
+  flags.DEFINE_integer("capacity", 96, "the dynamic table's rows")
+  flags.DEFINE_integer("dimension", 4, "both tables' vectors")
+  flags.DEFINE_string("export_dir", None, "where the model is exported")
 
 
-def click_data(examples, seed):
+def click_data(examples, seed, vocabulary):
   """(features, labels): a hashed id and a raw id per example; the click
   rate rises with the hashed id, so the model learns an AUC above 0.5."""
   rng = np.random.RandomState(seed)
-  hashed = rng.randint(0, VOCABULARY, size=(examples, 1)).astype(np.int64)
+  hashed = rng.randint(0, vocabulary, size=(examples, 1)).astype(np.int64)
   raw = rng.choice(rng.randint(1, 1 << 60, size=40, dtype=np.int64),
                    size=(examples, 1))
-  clicks = rng.rand(examples) < (0.05 + 0.9 * hashed[:, 0] / VOCABULARY)
+  clicks = rng.rand(examples) < (0.05 + 0.9 * hashed[:, 0] / vocabulary)
   return {"hashed": hashed, "raw": raw}, clicks.astype(np.int64)
 
 
@@ -53,11 +56,12 @@ class Clicks(es.BinaryClassifierModel):
   name = None
 
   def logits(self, features, training, params):
-    hashed = es.sharded_embedding(features["hashed"], VOCABULARY, DIMENSION,
-                                  name="hashed_table")
-    raw = es.dynamic_embedding(features["raw"], DIMENSION, capacity=96,
-                               name="raw_table")
-    net = tf.reshape(hashed + raw, [-1, DIMENSION])
+    dimension = FLAGS.dimension
+    hashed = es.sharded_embedding(features["hashed"], FLAGS.vocabulary,
+                                  dimension, name="hashed_table")
+    raw = es.dynamic_embedding(features["raw"], dimension,
+                               capacity=FLAGS.capacity, name="raw_table")
+    net = tf.reshape(hashed + raw, [-1, dimension])
     return tf.keras.layers.Dense(1, name="logit")(net)
 
   def serving_features(self):
@@ -73,10 +77,10 @@ def main(argv):
           optimizer="adagrad", schedule=es.Schedule(learning_rate=0.5)),
       random_seed=0, save_checkpoints_steps=max(1, FLAGS.steps))
   if FLAGS.steps:
-    features, labels = click_data(TRAIN_EXAMPLES, seed=1)
+    features, labels = click_data(TRAIN_EXAMPLES, 1, FLAGS.vocabulary)
     estimator.train(es.inputs.from_arrays(features, labels, 32),
                     max_steps=FLAGS.steps)
-  features, labels = click_data(EVAL_EXAMPLES, seed=2)
+  features, labels = click_data(EVAL_EXAMPLES, 2, FLAGS.vocabulary)
   metrics = estimator.evaluate(
       es.inputs.from_arrays(features, labels, FLAGS.eval_batch_size,
                             training=False), steps=FLAGS.eval_steps)
@@ -85,6 +89,8 @@ def main(argv):
                       f"{estimator.topology.worker_index}.json")
   with open(path, "w") as f:
     json.dump({k: float(v) for k, v in metrics.items()}, f)
+  if FLAGS.export_dir:
+    estimator.export_saved_model(FLAGS.export_dir)
 
 
 if __name__ == "__main__":

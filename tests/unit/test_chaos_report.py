@@ -93,3 +93,12 @@ def test_the_page_says_which_faults_landed_inside_a_moment():
   assert "| 200 | join | host5 |  | re-shard held for the next fault |" in page
   assert "2 of 2" in page  # the held join has no recovery of its own
   assert "none (faults at random times only)" in chaos.render(_report("slurm"))
+
+
+def test_an_oom_fault_is_a_row_like_the_others_and_the_page_says_what_it_is():
+  faults = [dict(kind="oom", host="host3", began=80.0, visible=80.0,
+                 ended=80.1, recovery=12.5)]
+  page = chaos.render(_report("ps_sync", faults=faults, kinds=["oom"]))
+  assert "| 80 | oom | host3 |  | 12.5 |" in page
+  assert "| faults | 1 of 1 kinds (oom) |" in page
+  assert "kernel's OOM killer takes its biggest process" in page

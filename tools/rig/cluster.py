@@ -17,7 +17,10 @@ namespaces that looks like a machine to the programs run in it:
   `ssh host2 cmd` from any host logs in without prompts, the way horovodrun
   expects;
 - optionally a private tmpfs (the host's own disk) and a tbf rate limit on its
-  link (netem is missing from these kernels, so no delay or loss).
+  link (netem is missing from these kernels, so no delay or loss);
+- on demand, a share of the CPUs (limit_cpu) and a memory ceiling
+  (limit_memory), as cgroup v1 groups: past its ceiling the kernel's OOM
+  killer takes the host's biggest process, as on a machine that size.
 
 The namespaces are kept alive by one "holder" process per host (`sleep
 infinity`); commands enter a host with `nsenter -t HOLDER -n -u -m`. A
@@ -26,9 +29,9 @@ is how kill_all() and down() find exactly the processes a cluster owns, even
 from another process and after a crash of the one that made it.
 
 Needs root, iproute2, util-linux and openssh-server (tools/rig/setup_rig.sh).
-Outside the namespaces it leaves only: /run/netns entries and the state
-directory while up, and the empty directories it may need as mount points
-(/root/.ssh, /run/sshd, the local disk's path).
+Outside the namespaces it leaves only: /run/netns entries, the state
+directory and the hosts' cgroups while up, and the empty directories it may
+need as mount points (/root/.ssh, /run/sshd, the local disk's path).
 
   python -m tools.rig.cluster up 2 [--name rig] [--shape 100mbit]
                                [--loopback_hostname] [--local_disk [PATH]]
@@ -44,6 +47,8 @@ From Python (the pytest fixture in tests/multihost/conftest.py wraps this):
 """
 import argparse
 import contextlib
+import dataclasses
+import errno
 import fcntl
 import glob
 import ipaddress
@@ -66,6 +71,17 @@ SUBNET_BASE = ipaddress.ip_network("10.77.0.0/16")
 NETNS_PREFIX = "escl"
 SSHD = "/usr/sbin/sshd"
 CPU_CGROUPS = "/sys/fs/cgroup/cpu"  # cgroup v1's cpu controller (limit_cpu)
+MEMORY_CGROUPS = "/sys/fs/cgroup/memory"  # cgroup v1's memory controller
+MEMSW_LIMIT = "memory.memsw.limit_in_bytes"  # memory+swap: absent without
+# the kernel's swap accounting
+UNLIMITED = 1 << 62  # a v1 memory limit this large reads as "no cap"
+MiB = 1 << 20
+OOM_HEADROOM = MiB  # over what a host holds when oom_kill lowers its cap
+SSH_NO_STATUS = 255  # ssh's exit where the remote command died of a signal
+# (sshd sends the signal, which the client does not pass on) or the
+# connection dropped
+KILLED_CODES = (-signal.SIGKILL, 128 + signal.SIGKILL, SSH_NO_STATUS)
+"""Exit codes of a SIGKILLed process: subprocess's, a shell's, ssh's."""
 DEFAULT_LOCAL_DISK = "/mnt/local"
 NAME_RE = re.compile(r"^[a-z0-9_]{1,24}$")  # no "-": it separates netns name parts
 HOST_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -135,6 +151,222 @@ def tbf_burst(rate, seconds=0.01):
   traffic (10 ms by default), at least 64 KiB, or tbf cannot reach the rate
   with segmentation offload's large packets."""
   return max(64 * 1024, int(_rate_bytes(rate) * seconds))
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryUse:
+  """A host's memory cgroup read back: its cap and what its processes held.
+
+  Lets a test assert that no host went over its ceiling, and tell a process
+  the OOM killer took from one killed for another reason.
+  """
+  limit: int  # bytes; None: no cap
+  usage: int  # bytes held now
+  peak: int  # the most bytes held at once since the group was made
+  oom_kills: int  # processes the OOM killer took; None: the kernel keeps no count
+  failcnt: int  # times an allocation hit the cap (memory, or memory+swap)
+
+  @property
+  def oom_killed(self):
+    """Whether the OOM killer fired on the host."""
+    return self.oom_killed_since(None)
+
+  def oom_killed_since(self, before):
+    """Whether the OOM killer fired since `before` (an earlier MemoryUse;
+    None: ever). Without the kernel's count, a hit cap stands for a kill:
+    with swap counted, the kernel's answer to one it cannot reclaim."""
+    if self.oom_kills is None:
+      return self.failcnt > (before.failcnt if before else 0)
+    return self.oom_kills > ((before.oom_kills or 0) if before else 0)
+
+
+def _mib(size):
+  return f"{size / MiB:.0f}"
+
+
+def oom_line(host, code, use, before=None):
+  """The line naming `host` and what it held where a process of it that
+  ended with `code` was taken by the OOM killer; else None.
+
+  Args:
+    host: the host's name.
+    code: the process's exit code: subprocess's -9, a shell's 137, or
+      ssh's 255 (`KILLED_CODES`); the count of kills tells them apart from
+      another death.
+    use: the host's MemoryUse after the process ended (None: no cgroup).
+    before: its MemoryUse before the process started, so that an earlier
+      kill is not taken for this one (None: any kill counts).
+  """
+  if code not in KILLED_CODES or use is None:
+    return None
+  if not use.oom_killed_since(before):
+    return None
+  if use.limit is None:
+    return (f"{host}: killed by the out-of-memory killer (no memory ceiling "
+            f"now; peak {_mib(use.peak)} MiB)")
+  return (f"{host}: killed by the out-of-memory killer at its memory ceiling "
+          f"of {_mib(use.limit)} MiB (peak {_mib(use.peak)} MiB)")
+
+
+def _read_int(group, name, default=None):
+  """A cgroup file's number; `default` where the kernel has no such file."""
+  try:
+    with open(os.path.join(group, name)) as f:
+      return int(f.read())
+  except FileNotFoundError:
+    if default is None:
+      raise
+    return default
+
+
+def read_memory_use(group):
+  """The MemoryUse of the v1 memory cgroup at `group`; None where none is."""
+  if not os.path.isdir(group):
+    return None
+  with open(os.path.join(group, "memory.oom_control")) as f:
+    oom = dict(line.split() for line in f if line.strip())
+  limit = _read_int(group, "memory.limit_in_bytes")
+  return MemoryUse(
+      limit=None if limit >= UNLIMITED else limit,
+      usage=_read_int(group, "memory.usage_in_bytes"),
+      peak=_read_int(group, "memory.max_usage_in_bytes"),
+      oom_kills=int(oom["oom_kill"]) if "oom_kill" in oom else None,
+      failcnt=(_read_int(group, "memory.failcnt") +
+               _read_int(group, "memory.memsw.failcnt", 0)))
+
+
+def _check_memory_controller(host):
+  """Refuses, naming the host, where cgroup v1's memory controller is not
+  mounted: making the group elsewhere would make something else."""
+  if not os.path.exists(os.path.join(MEMORY_CGROUPS, "memory.limit_in_bytes")):
+    raise ClusterError(
+        f"{host}: no cgroup v1 memory controller at {MEMORY_CGROUPS} "
+        "(limit_memory needs a kernel with cgroup v1's memory hierarchy "
+        "mounted there)")
+
+
+def _write_memory_limit(group, limit, host):
+  """Sets the group's cap to `limit` bytes (None: none), and memory+swap's
+  with it so that swap does not hide the cap. The kernel keeps memory+swap's
+  at or above memory's: it goes first when the cap rises, last when it falls.
+  """
+  files = ["memory.limit_in_bytes"]
+  if os.path.exists(os.path.join(group, MEMSW_LIMIT)):
+    files.append(MEMSW_LIMIT)
+    if limit is None or limit > _read_int(group, "memory.limit_in_bytes"):
+      files.reverse()
+  for name in files:
+    try:
+      with open(os.path.join(group, name), "w") as f:
+        f.write("-1" if limit is None else str(limit))
+    except OSError as e:
+      if e.errno != errno.EBUSY:
+        raise
+      held = _read_int(group, "memory.usage_in_bytes")
+      raise ClusterError(
+          f"{host}: cannot cap its memory at {_mib(limit)} MiB: its "
+          f"processes hold {_mib(held)} MiB now and the kernel could not "
+          "reclaim enough; give a cap above that, or None for no cap") from None
+
+
+def _adopt(group, pids):
+  """Moves `pids` into the cgroup at `group` (one that ended meanwhile is
+  skipped); what they start later is born in it."""
+  for pid in pids:
+    with contextlib.suppress(ProcessLookupError), open(
+        os.path.join(group, "cgroup.procs"), "w") as f:
+      f.write(str(pid))
+
+
+_BALLOON = """\
+import sys
+group, before = sys.argv[1], int(sys.argv[2])
+def kills():
+  with open(group + "/memory.oom_control") as f:
+    return int(dict(line.split() for line in f if line.strip())["oom_kill"])
+print("ready", flush=True)
+if sys.stdin.readline() != "go\\n":
+  sys.exit()
+held = []
+while kills() == before and len(held) < 4096:
+  held.append(b"\\1" * (1 << 20))
+"""
+"""The helper of Host.oom_kill: asks for memory a MiB at a time (written,
+so that it is charged) until the group counts a kill past `before`. It
+holds an interpreter's few MiB, so the killer, which takes the largest
+resident process, takes a job's task before it (root without
+CAP_SYS_RESOURCE cannot exempt it with oom_score_adj -1000)."""
+
+
+def _start_balloon(group, before, host):
+  """Starts _BALLOON in the cgroup at `group`; returns it once it waits
+  for its go."""
+  join = 'echo $$ > "$1/cgroup.procs" && exec "$2" -I -S -c "$3" "$1" "$4"'
+  proc = subprocess.Popen(
+      ["sh", "-c", join, "oom-balloon", group, sys.executable, _BALLOON,
+       str(before)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True, start_new_session=True)
+  if proc.stdout.readline() != "ready\n":
+    proc.kill()
+    raise ClusterError(f"{host}: the OOM fault's helper did not start: "
+                       f"{proc.communicate()[0].strip()}")
+  return proc
+
+
+def _end_balloon(balloon, wait=5.0):
+  """Waits for the helper to see the kill and exit, else kills it; True
+  where the OOM killer took the helper itself."""
+  try:
+    balloon.communicate(timeout=wait)
+  except subprocess.TimeoutExpired:
+    balloon.kill()
+    balloon.communicate()
+    return False
+  return balloon.returncode == -signal.SIGKILL
+
+
+def _squeeze(group, host, tries=50):
+  """Lowers the group's cap to OOM_HEADROOM over what it holds; retries
+  while its processes' use moves under the write. Returns the cap."""
+  for _ in range(tries):
+    cap = _read_int(group, "memory.usage_in_bytes") + OOM_HEADROOM
+    with contextlib.suppress(ClusterError):
+      _write_memory_limit(group, cap, host)
+      return cap
+  raise ClusterError(f"{host}: its memory use moved under each of {tries} "
+                     "tries to cap it just above it")
+
+
+def _process_sizes(pids):
+  """{pid: (resident bytes, command line)} of those of `pids` still alive."""
+  sizes = {}
+  page = os.sysconf("SC_PAGE_SIZE")
+  for pid in pids:
+    try:
+      with open(f"/proc/{pid}/statm") as f:
+        resident = int(f.read().split()[1]) * page
+      with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
+      continue
+    sizes[pid] = (resident, cmdline.strip())
+  return sizes
+
+
+def _taken(held, live, wait=2.0):
+  """What the OOM killer took: the largest of `held` (_process_sizes) no
+  longer among `live()`, waiting `wait` s for it to exit."""
+  deadline = time.monotonic() + wait
+  while True:
+    gone = set(held) - set(live())
+    if gone or time.monotonic() > deadline:
+      break
+    time.sleep(0.02)
+  if not gone:
+    return "a process that had not exited after its kill"
+  pid = max(gone, key=lambda p: held[p][0])
+  resident, cmdline = held[pid]
+  return f"pid {pid} ({cmdline[:100]}), {_mib(resident)} MiB resident"
 
 
 @contextlib.contextmanager
@@ -227,10 +459,92 @@ class Host:
       period = int(f.read())
     with open(os.path.join(group, "cpu.cfs_quota_us"), "w") as f:
       f.write("-1" if cores is None else str(int(period * cores)))
-    for pid in self.pids():
-      with contextlib.suppress(ProcessLookupError), open(
-          os.path.join(group, "cgroup.procs"), "w") as f:
-        f.write(str(pid))
+    _adopt(group, self.pids())
+
+  def limit_memory(self, limit):
+    """Caps the host's processes at `limit` bytes together: a smaller machine.
+
+    A cgroup (v1 memory controller; memory+swap too, so that swap does not
+    hide the cap) takes every process of the host now, and whatever they
+    start later (over ssh: sshd's children) inherits it, as for limit_cpu;
+    None lifts the cap. What a process held before it joined stays charged
+    where it was (the kernel moves no charges), so cap a host before its job
+    starts. Past the cap the kernel's OOM killer takes the host's biggest
+    process (memory_use, why_killed). down() removes the cgroup.
+    """
+    if limit is not None and (isinstance(limit, bool) or
+                              not isinstance(limit, int) or limit <= 0):
+      raise ClusterError(f"{self.name}: memory limit {limit!r}: give bytes "
+                         "> 0 (an int), or None for no cap")
+    _check_memory_controller(self.name)
+    group = self._memory_group()
+    os.makedirs(group, exist_ok=True)
+    _write_memory_limit(group, limit, self.name)
+    _adopt(group, self.pids())
+
+  def memory_use(self):
+    """The host's MemoryUse (cap, peak, OOM kills); None before limit_memory."""
+    return read_memory_use(self._memory_group())
+
+  def why_killed(self, code, before=None):
+    """The line saying the OOM killer took a process of the host that ended
+    with `code`, at what ceiling and peak; None where it did not
+    (`oom_line`; `before`: memory_use() from before the process started)."""
+    return oom_line(self.name, code, self.memory_use(), before)
+
+  def oom_kill(self, timeout=30.0):
+    """Has the kernel's OOM killer take the host's biggest process, as on a
+    machine out of memory; returns what it took ("pid N (command), X MiB").
+
+    The cap drops to just over what the host holds and a small helper asks
+    for more; the cap goes back as soon as a kill is counted, so that one
+    process is taken even where the others' memory is charged elsewhere
+    (they joined the group late).
+    """
+    use = self.memory_use()
+    previous = use.limit if use else None
+    self.limit_memory(previous)  # the group, with every process of the host
+    held = _process_sizes(self.pids())
+    if not held:
+      raise ClusterError(f"{self.name} runs nothing for the OOM killer to "
+                         "take: start its job first")
+    group = self._memory_group()
+    before = self.memory_use().oom_kills
+    if before is None:
+      raise ClusterError(f"{self.name}: this kernel counts no OOM kills "
+                         f"(no oom_kill in {group}/memory.oom_control)")
+    balloon = _start_balloon(group, before, self.name)
+    try:
+      cap = _squeeze(group, self.name)
+      balloon.stdin.write("go\n")
+      balloon.stdin.flush()
+      self._wait_oom_kill(group, before, balloon, cap, timeout)
+    finally:
+      _write_memory_limit(group, previous, self.name)
+      took_helper = _end_balloon(balloon)
+    if took_helper:
+      return (f"the fault's own helper (nothing on {self.name} held more "
+              "than its few MiB)")
+    return _taken(held, self.pids)
+
+  def _wait_oom_kill(self, group, before, balloon, cap, timeout):
+    """Returns once the group counts a kill past `before`: polled often,
+    the cap (`cap` bytes) going back right after takes no second process."""
+    deadline = time.monotonic() + timeout
+    while read_memory_use(group).oom_kills == before:
+      # Read again once it is gone: the kill may be its own.
+      if (balloon.poll() is not None and
+          read_memory_use(group).oom_kills == before):
+        raise ClusterError(f"{self.name}: the OOM fault's helper exited "
+                           f"{balloon.returncode} before any kill: "
+                           f"{balloon.stdout.read().strip()}")
+      if time.monotonic() > deadline:
+        raise ClusterError(f"{self.name}: no OOM kill within {timeout} s of "
+                           f"its cap dropping to {_mib(cap)} MiB")
+      time.sleep(0.005)
+
+  def _memory_group(self):
+    return os.path.join(MEMORY_CGROUPS, self.netns)
 
   def set_link(self, up):
     """Plugs (True) or pulls (False) the host's cable, at the bridge's side.
@@ -578,8 +892,10 @@ def down(name):
     _kill_netns_processes(f"/run/netns/{netns}")
   for netns in _netns_of(name):  # the bridge's goes too, and the cables with it
     _sh("ip", "netns", "del", netns, check=False)
-  for group in glob.glob(os.path.join(CPU_CGROUPS, f"{NETNS_PREFIX}-{name}-*")):
-    _remove_cgroup(group)
+  for controller in (CPU_CGROUPS, MEMORY_CGROUPS):
+    for group in glob.glob(os.path.join(controller,
+                                        f"{NETNS_PREFIX}-{name}-*")):
+      _remove_cgroup(group)
   shutil.rmtree(os.path.join(STATE_ROOT, name), ignore_errors=True)
 
 
@@ -597,8 +913,18 @@ def status(name):
     lines.append(f"  {host.name:10} {host.address:15} "
                  f"{'up' if alive else 'DEAD':4} link {link[1] if link else '?':5} "
                  f"rate {rate.group(1) if rate else 'unlimited':9} "
-                 f"{len(host.pids()) if alive else 0} processes")
+                 f"{len(host.pids()) if alive else 0} processes"
+                 f"{_memory_status(host.memory_use())}")
   return lines
+
+
+def _memory_status(use):
+  """status()'s words for a host's memory cgroup; empty where it has none."""
+  if use is None:
+    return ""
+  cap = "no cap" if use.limit is None else f"cap {_mib(use.limit)} MiB"
+  return (f", memory {cap}, peak {_mib(use.peak)} MiB, "
+          f"{use.oom_kills if use.oom_kills is not None else '?'} OOM kills")
 
 
 def main(argv=None):

@@ -26,7 +26,11 @@ Slurm's requeue (slurm_job.py).
 
 A schedule of one's own (`--schedule`) replaces the seed's draws: its
 faults go in in its order, each at its gap after the last recovery, with the
-same checks after the run.
+same checks after the run. `--kinds` narrows the kinds drawn, or adds an
+opt-in one (`core.OPT_IN`: `oom`, the kernel's OOM killer at a host's
+memory ceiling), which a seed never draws unless asked.
+
+  python -m tools.rig.chaos --backend ps_sync --seed 7 --kinds kill_task,oom
 """
 import argparse
 import glob
@@ -47,7 +51,7 @@ from tools.rig.chaos.core import ABSORB_LIMIT, CASES, COMMIT, Fault
 from tools.rig.chaos.horovod import COLLECTIVE_TIMEOUT, KINDS, RESTARTS, Chaos
 from tools.rig.chaos.report import render
 
-__all__ = ["ABSORB_LIMIT", "BACKENDS", "CASES", "COLLECTIVE_TIMEOUT", "COMMIT", "KINDS", "RESTARTS", "Chaos", "Fault", "main",
+__all__ = ["ABSORB_LIMIT", "BACKEND_KINDS", "BACKENDS", "CASES", "COLLECTIVE_TIMEOUT", "COMMIT", "KINDS", "RESTARTS", "Chaos", "Fault", "main",
            "render", "run", "save"]
 """The driver's names as they were when it was one module (the elastic
 Horovod job's), and the command's."""
@@ -60,16 +64,21 @@ the launcher's host and three in the job, whose lost hosts come back;
 Slurm's controller and three nodes, two in the job."""
 
 
+BACKEND_KINDS = {"horovod": horovod.KINDS, "ps_sync": ps.KINDS,
+                 "ps_async": ps.KINDS, "slurm": slurm_job.KINDS}
+"""The kinds each backend draws unless told (`core.OPT_IN` ones are asked
+for)."""
+
+
 def _driver(backend, rig, work_dir, seed, start_hosts, gap, kinds, log,
             case):
   if backend == "horovod":
-    return horovod.Chaos(rig, work_dir, seed, start_hosts, gap,
-                         kinds or horovod.KINDS, log, case)
+    return horovod.Chaos(rig, work_dir, seed, start_hosts, gap, kinds, log,
+                         case)
   if backend in ("ps_sync", "ps_async"):
-    return ps.PsChaos(rig, work_dir, seed, backend == "ps_sync", gap,
-                      kinds or ps.KINDS, log, case)
-  return slurm_job.SlurmChaos(rig, work_dir, seed, gap,
-                              kinds or slurm_job.KINDS, log, case)
+    return ps.PsChaos(rig, work_dir, seed, backend == "ps_sync", gap, kinds,
+                      log, case)
+  return slurm_job.SlurmChaos(rig, work_dir, seed, gap, kinds, log, case)
 
 
 def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
@@ -79,12 +88,15 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
   `hosts` hosts (default: `HOSTS`); returns its report. `start_hosts`:
   Horovod's job starts on that many, the others spares. `schedule`: the
   faults to inject (`core.check_schedule`) instead of the seed's draws;
-  the seed still draws how long a slow host or a full disk lasts."""
+  the seed still draws how long a slow host or a full disk lasts.
+  `kinds`: those to draw (default: the backend's, `BACKEND_KINDS`); an
+  opt-in kind (`core.OPT_IN`) the schedule names is added."""
   if backend not in BACKENDS:
     raise ValueError(f"backend {backend!r} is not one of "
                      f"{', '.join(BACKENDS)}")
   if case not in CASES:
     raise ValueError(f"case {case!r} is not one of {', '.join(CASES)}")
+  kinds = core.choose_kinds(BACKEND_KINDS[backend], kinds, schedule)
   hosts = hosts or HOSTS[backend]
   work_dir = work_dir or tempfile.mkdtemp(prefix="chaos-")
   load_at_start = os.getloadavg()
@@ -97,6 +109,7 @@ def run(seed, minutes, hosts=None, start_hosts=4, gap=(60.0, 180.0),
                       log, case)
       if schedule is not None:
         core.check_schedule(schedule, chaos)
+      chaos.arm_memory()
       chaos.start()
       try:
         chaos.run(minutes * 60, max_faults, schedule)
@@ -145,6 +158,11 @@ def main(argv=None):
                       "of the seed's draws: a list of {\"after\": seconds "
                       "after the last recovery, \"kind\", optional "
                       "\"host\", optional \"during\": a moment}")
+  parser.add_argument("--kinds", default=None, metavar="KIND,...",
+                      type=lambda value: tuple(value.split(",")),
+                      help="the fault kinds to draw (default: the "
+                      "backend's); opt-in: " + ", ".join(core.OPT_IN) +
+                      " (the OOM killer at a host's memory ceiling)")
   parser.add_argument("--report", default=None,
                       help="JSON file of reports, one per backend: this "
                       "run's replaces its backend's")
@@ -165,8 +183,13 @@ def main(argv=None):
         schedule = json.load(f)
     except (OSError, ValueError) as e:
       parser.error(f"--schedule={args.schedule}: {e}")
+  try:
+    core.choose_kinds(BACKEND_KINDS[args.backend], args.kinds)
+  except ValueError as e:
+    parser.error(f"--kinds: {e}")
   result = run(args.seed, args.minutes, gap=tuple(args.gap),
-               backend=args.backend, case=args.case, schedule=schedule)
+               backend=args.backend, case=args.case, schedule=schedule,
+               kinds=args.kinds)
   if args.report:
     save(result, args.report)
   print(json.dumps(result, indent=1))

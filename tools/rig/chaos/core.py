@@ -50,6 +50,12 @@ RELEASE_SECONDS = 1.0
 fault went in: a kill or a stop lands while it is held, a cut link or a
 full disk while it goes on with the moment."""
 
+OPT_IN = ("oom",)
+"""Kinds no backend draws unless asked (`--kinds`, or named by a schedule):
+a seed draws the faults it drew before they existed. oom: the kernel's OOM
+killer takes a host's biggest process (a task of the job) at a memory
+ceiling dropped under what the host holds, then lifted again."""
+
 WORKER = [PYTHON, "-m", "tests.workers.position_run"]
 """The job's processes: the exactly-once tests' worker, every process of
 which logs the example ids of its updates."""
@@ -234,6 +240,24 @@ class Driver:
     self.hosts[host].limit_cpu(None)
     fault.ended = self.now()
     return fault
+
+  def _oom(self, host):
+    """The `oom` fault: the kernel's OOM killer takes the host's biggest
+    process, as when a job outgrows a machine (`Host.oom_kill`)."""
+    fault = self._fault("oom", host)
+    taken = self.hosts[host].oom_kill()
+    fault.ended = self.now()  # the ceiling is back
+    self.log(f"chaos {fault.ended:7.1f} s: oom {host}: the OOM killer took "
+             f"{taken}")
+    return fault
+
+  def arm_memory(self):
+    """Where `oom` is among the kinds, gives every host a memory cgroup (no
+    cap) before the job starts: its tasks are born in it, so what they hold
+    is charged there and a kill frees it."""
+    if "oom" in self.kinds:
+      for host in self.hosts.values():
+        host.limit_memory(None)
 
   def _fill_disk(self, host):
     """The `disk_full` fault, recorded on `host`: the model_dir's disk
@@ -421,6 +445,20 @@ class Driver:
 
 
 SCHEDULE_KEYS = ("after", "kind", "host", "during")
+
+
+def choose_kinds(defaults, asked=None, schedule=None):
+  """The kinds a driver injects: `asked`, else the backend's `defaults`,
+  with each OPT_IN kind a `schedule` entry names; raises ValueError naming
+  a kind the backend does not have and those it has."""
+  valid = tuple(defaults) + tuple(k for k in OPT_IN if k not in defaults)
+  kinds = tuple(asked) if asked else tuple(defaults)
+  unknown = [k for k in kinds if k not in valid]
+  if unknown:
+    raise ValueError(f"kinds {unknown}: this job's kinds are "
+                     f"{', '.join(valid)}")
+  named = {e.get("kind") for e in schedule or () if isinstance(e, dict)}
+  return kinds + tuple(k for k in OPT_IN if k in named and k not in kinds)
 
 
 def check_schedule(entries, driver, where="the schedule"):

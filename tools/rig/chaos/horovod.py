@@ -23,9 +23,10 @@ collective timeout, dropped from discovery meanwhile; pause: SIGSTOP a rank
 past the collective timeout, then SIGCONT; slow: a host capped at a fifth of
 a core for a while; join: a spare host listed by the discovery;
 disk_full: the model_dir's disk (`core.small_disk`) filled for a while, so
-that rank 0's commits fail."""
+that rank 0's commits fail. Opt-in (`core.OPT_IN`): oom, the OOM killer
+taking the biggest process of a host but host1 (its rank)."""
 
-RESTARTS = ("kill_rank", "kill_host", "link_down", "pause")
+RESTARTS = ("kill_rank", "kill_host", "link_down", "pause", "oom")
 """The kinds after which the job must start a new session to go on."""
 
 COLLECTIVE_TIMEOUT = 30

@@ -28,7 +28,9 @@ goes on without it; link_down: its cable pulled past the timeouts;
 pause: SIGSTOP a training task past the timeout, then SIGCONT; slow: a
 host capped at a fifth of a core for a while; disk_full: the model_dir's
 disk (`core.small_disk`) filled for a while, recorded on the chief's host,
-whose saves fail. A host brought back joins (`join`)."""
+whose saves fail. A host brought back joins (`join`). Opt-in
+(`core.OPT_IN`): oom, the OOM killer taking a host's biggest process (a
+training or ps task)."""
 
 COLLECTIVE_TIMEOUT = 30
 """ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT of the job: how long a synchronous
@@ -52,7 +54,7 @@ class PsChaos(core.Driver):
                kinds=KINDS, log=print, case="mlp"):
     super().__init__(cluster, work_dir, seed, gap, kinds, log, case)
     self.sync = sync
-    self.restarts = ("kill_task", "kill_host", "link_down") + (
+    self.restarts = ("kill_task", "kill_host", "link_down", "oom") + (
         ("pause",) if sync else ())
     self.members = self.names()[1:]  # the hosts the launcher runs tasks on
     self.active = list(self.members)  # those it runs them on now

@@ -48,9 +48,12 @@ rendered from the runs' JSON reports (`docs/chaos.json` beside it) by
 `python -m tools.rig.chaos --render docs/chaos.json`.
 
 Recovery: seconds from the moment the job could see the fault (at once for
-a kill or a join; after the collective timeout for a stalled task or a cut
-link; once lifted for a slow host) to its next update, in a new session
-where the fault needs one. The fault-free run trains the same worker, data,
+a kill, an out-of-memory kill or a join; after the collective timeout for a
+stalled task or a cut link; once lifted for a slow host) to its next update,
+in a new session where the fault needs one. An `oom` fault (opt-in:
+`--kinds`) drops a host's memory ceiling under what it holds, so that the
+kernel's OOM killer takes its biggest process, as on a machine the job
+outgrew. The fault-free run trains the same worker, data,
 seed and global batch in one process to the step of the chaos job's last
 checkpoint; a synchronous job ends a run of a few hundred updates with its
 weights but for the order of floating-point sums (tests/multihost/test_chaos.py),

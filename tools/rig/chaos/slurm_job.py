@@ -27,9 +27,12 @@ that stays up; pause: SIGSTOP it past the collective timeout, then SIGCONT;
 disk_full: the model_dir's disk (`core.small_disk`) filled for a while. Each
 lost node comes back (its slurmd started, `State=RESUME`, its link plugged
 in); the last three fail the step with every node up, which the batch
-script runs again."""
+script runs again. Opt-in (`core.OPT_IN`): oom, the OOM killer taking the
+biggest process of a node of the job (its rank), which fails the step as
+kill_rank does."""
 
-RESTARTS = ("kill_node", "down_node", "link_down", "kill_rank", "pause")
+RESTARTS = ("kill_node", "down_node", "link_down", "kill_rank", "pause",
+            "oom")
 
 LINK_DOWN = 40
 

@@ -456,13 +456,7 @@ class Table:
     gradient returns to the owner the same way, divided by the rank count
     (sharded.py's exchange, whose conventions hold here).
     """
-    hvd = ranks.import_horovod()
-    owner = owners(unique, hvd.size())
-    order = tf.argsort(owner, stable=True)
-    splits = tf.math.bincount(owner, minlength=hvd.size(),
-                              maxlength=hvd.size(), dtype=tf.int32)
-    asked, asked_splits = hvd.alltoall(tf.gather(unique, order),
-                                       splits=splits)
+    hvd, order, splits, asked, asked_splits = _ask_owners(unique)
     asked_counts, _ = hvd.alltoall(tf.gather(counts, order), splits=splits)
     mine, where = tf.unique(asked, out_idx=tf.int64)
     totals = tf.math.unsorted_segment_sum(asked_counts, where,
@@ -479,13 +473,7 @@ class Table:
     """The vectors of this rank's unique ids, read from their owners'
     admitted rows (zeros where none): `_exchange` without admission,
     eviction or gradient."""
-    hvd = ranks.import_horovod()
-    owner = owners(unique, hvd.size())
-    order = tf.argsort(owner, stable=True)
-    splits = tf.math.bincount(owner, minlength=hvd.size(),
-                              maxlength=hvd.size(), dtype=tf.int32)
-    asked, asked_splits = hvd.alltoall(tf.gather(unique, order),
-                                       splits=splits)
+    hvd, order, _, asked, asked_splits = _ask_owners(unique)
     answered = sharded._send_rows(  # pylint: disable=protected-access
         hvd, self._vectors(self.read_only_rows(asked)), asked_splits, "none")
     return tf.gather(answered, tf.math.invert_permutation(order))
@@ -495,6 +483,19 @@ class Table:
     process started} of this process's part of the table (int64)."""
     return {"rows": tf.math.count_nonzero(self.ids >= 0),
             "evicted": self.evicted.read_value()}
+
+
+def _ask_owners(unique):
+  """(horovod, `unique` ids' order by owner rank, the ids each owner is
+  sent, the ids the ranks ask of this one, how many each asks): the
+  first alltoall of a table split over the ranks."""
+  hvd = ranks.import_horovod()
+  owner = owners(unique, hvd.size())
+  order = tf.argsort(owner, stable=True)
+  splits = tf.math.bincount(owner, minlength=hvd.size(),
+                            maxlength=hvd.size(), dtype=tf.int32)
+  asked, asked_splits = hvd.alltoall(tf.gather(unique, order), splits=splits)
+  return hvd, order, splits, asked, asked_splits
 
 
 def table_of(variable):

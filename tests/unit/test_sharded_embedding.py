@@ -223,7 +223,7 @@ def test_a_whole_table_restores_from_the_merged_slices_of_its_step(tmp_path):
 
 def test_whole_tables_are_plain_variables_even_under_horovod(monkeypatch):
   """Inside `whole_tables` the lookup asks no rank for anything."""
-  monkeypatch.setattr(sharded, "_horovod", lambda: pytest.fail("asked"))
+  monkeypatch.setattr(sharded, "horovod", lambda: pytest.fail("asked"))
   with tf.Graph().as_default(), sharded.whole_tables(), \
       tf.compat.v1.variable_scope("model", reuse=tf.compat.v1.AUTO_REUSE):
     es.sharded_embedding(tf.constant([1, 2]), 10, 3, name="t")
@@ -292,7 +292,7 @@ def test_the_column_drops_what_a_safe_lookup_drops():
 
 def test_layer_and_column_tables_are_whole_in_evaluation_and_export(
     monkeypatch):
-  monkeypatch.setattr(sharded, "_horovod", lambda: pytest.fail("asked"))
+  monkeypatch.setattr(sharded, "horovod", lambda: pytest.fail("asked"))
   with tf.Graph().as_default(), sharded.whole_tables():
     es.ShardedEmbedding(10, 3)(tf.constant([1, 2]))
     tf.compat.v1.feature_column.input_layer(

@@ -95,20 +95,26 @@ def _sliced_variables():
           if getattr(v, "_save_slice_info", None) is not None]
 
 
+def _row_blocks(name, full_shape, offset, shape, dtype):
+  """(slice spec, first row, rows) of each block of at most
+  SAVE_BLOCK_BYTES of the rows `shape` at `offset` of tensor `name`."""
+  rows, *rest = shape
+  block = max(1, SAVE_BLOCK_BYTES // (dtype.size * max(1, int(np.prod(rest)))))
+  for first in range(0, rows, block):
+    count = min(block, rows - first)
+    yield tf_variables.Variable.SaveSliceInfo(
+        name, full_shape, [offset[0] + first] + list(offset[1:]),
+        [count] + list(rest)).spec, first, count
+
+
 def _blocks(variables):
   """(variable, its checkpoint name, a block's slice spec, the block's row
   ids) for each block of at most SAVE_BLOCK_BYTES of each variable's rows."""
   for variable in variables:
     info = variable._save_slice_info  # pylint: disable=protected-access
-    rows, *rest = info.var_shape
-    row_bytes = variable.dtype.size * max(1, int(np.prod(rest)))
-    block = max(1, SAVE_BLOCK_BYTES // row_bytes)
-    for first in range(0, rows, block):
-      count = min(block, rows - first)
-      spec = tf_variables.Variable.SaveSliceInfo(
-          info.full_name, info.full_shape,
-          [info.var_offset[0] + first] + info.var_offset[1:],
-          [count] + list(rest)).spec
+    for spec, first, count in _row_blocks(
+        info.full_name, info.full_shape, info.var_offset, info.var_shape,
+        variable.dtype):
       yield variable, info.full_name, spec, tf.range(first, first + count)
 
 
@@ -295,21 +301,18 @@ def _copy_in_blocks(source, keys, destination):
   parts = []
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     prefix = tf.compat.v1.placeholder(tf.string, [])
-    for key in keys:
-      shape, dtype = shapes[key], dtypes[key]
-      row_bytes = dtype.size * max(1, int(np.prod(shape[1:])))
-      block = max(1, SAVE_BLOCK_BYTES // row_bytes)
-      for first in range(0, max(1, shape[0]) if shape else 1, block):
-        spec = "" if not shape else tf_variables.Variable.SaveSliceInfo(
-            key, shape, [first] + [0] * (len(shape) - 1),
-            [min(block, shape[0] - first)] + shape[1:]).spec
-        (values,) = tf.raw_ops.RestoreV2(
-            prefix=source, tensor_names=[key], shape_and_slices=[spec],
-            dtypes=[dtype])
+    spec = tf.compat.v1.placeholder(tf.string, [])
+    for key in keys:  # two ops a tensor, fed each block
+      (values,) = tf.raw_ops.RestoreV2(
+          prefix=source, tensor_names=[key], shape_and_slices=[spec],
+          dtypes=[dtypes[key]])
+      copy = tf.raw_ops.SaveV2(prefix=prefix, tensor_names=[key],
+                               shape_and_slices=[spec], tensors=[values])
+      shape = shapes[key]
+      for block, _, _ in _row_blocks(key, shape, [0] * len(shape), shape,
+                                     dtypes[key]):
         parts.append(f"{destination}-part{len(parts)}")
-        session.run(tf.raw_ops.SaveV2(
-            prefix=prefix, tensor_names=[key], shape_and_slices=[spec],
-            tensors=[values]), {prefix: parts[-1]})
+        session.run(copy, {prefix: parts[-1], spec: block})
   return parts
 
 

@@ -56,13 +56,16 @@ def forwarded_environment(environ, extra=()):
 # their length, so stdin stays open), starts the task in its own process
 # group, and stops that group when stdin closes (the launcher stopped) or
 # stays silent past the heartbeat's limit (the launcher or the link was
-# lost), as a task must never outlive its job.
+# lost), as a task must never outlive its job. It gives the group 5 s to
+# stop on TERM and is gone as soon as the group is.
 _REMOTE = """set -m
 eval "$(head -c {length})"
 cd {cwd} || exit 126  # no such directory on this host
 "$@" </dev/null &
 task=$!
-{{ while read -r -t {silence} _; do :; done; kill -TERM -- -$task; sleep 5; kill -KILL -- -$task; }} \
+{{ while read -r -t {silence} _; do :; done; kill -TERM -- -$task;
+  for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- -$task || exit; sleep 0.5; done
+  kill -KILL -- -$task; }} \
   >/dev/null 2>&1 &
 watch=$!
 set +m  # the groups are made; no job-status lines in the task's output

@@ -101,3 +101,14 @@ def job_processes(host):
     if cmdline and "sshd" not in cmdline:
       left.append(cmdline)
   return left
+
+
+def assert_no_job_processes_within(hosts, seconds):
+  """Fails unless every host's job processes are gone within `seconds`: a
+  task's watcher may still be stopping its process group when the launcher
+  returns, but nothing may stay."""
+  deadline = time.monotonic() + seconds
+  while any(job_processes(h) for h in hosts):
+    assert time.monotonic() < deadline, {h.name: job_processes(h)
+                                         for h in hosts}
+    time.sleep(0.5)

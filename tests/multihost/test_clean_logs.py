@@ -16,8 +16,9 @@ import time
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (HOROVODRUN, discovery, finish, job_processes,
-                               launch_argv, horovodrun_argv, train_argv)
+from tests.helpers.rig import (HOROVODRUN, assert_no_job_processes_within,
+                               discovery, finish, launch_argv,
+                               horovodrun_argv, train_argv)
 
 USER_ENV = {"PATH": "/usr/bin:/bin"}
 """What a user's shell gives the job: no TF_CPP_MIN_LOG_LEVEL, nothing
@@ -116,8 +117,5 @@ def test_successful_jobs_print_no_warning_or_error_on_any_host(cluster,
                    elastic), elastic
   result = _summary(tmp_path / "elastic.json")
   assert result["global_step"] == 1000 and result["workers"] == 1, result
-  deadline = time.monotonic() + 30  # helpers such as multiprocessing's
-  while job_processes(host1) or job_processes(host2):
-    assert time.monotonic() < deadline, (job_processes(host1),
-                                         job_processes(host2))
-    time.sleep(0.5)
+  # helpers such as multiprocessing's take a while
+  assert_no_job_processes_within((host1, host2), 30)

@@ -21,8 +21,9 @@ import pytest
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (ENV, HOROVODRUN, discovery, finish,
-                               job_processes, train_argv)
+from tests.helpers.rig import (ENV, HOROVODRUN,
+                               assert_no_job_processes_within, discovery,
+                               finish, train_argv)
 
 
 TRAIN_STEPS = 240
@@ -181,11 +182,7 @@ def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
   assert [s[1]["size"] for s in segments] == [2, 3, 2]
   assert segments[-1][-1]["step"] == TRAIN_STEPS
   print(f"elastic job: {time.monotonic() - start:.0f} s, changes {changes}")
-  for host in (host1, host3):
-    deadline = time.monotonic() + 30
-    while job_processes(host):
-      assert time.monotonic() < deadline, job_processes(host)
-      time.sleep(0.5)
+  assert_no_job_processes_within((host1, host3), 30)
 
 
 def test_a_size_that_cannot_hold_the_global_batch_is_refused_at_the_change(

@@ -15,8 +15,8 @@ import pytest
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (LAUNCH_ENV, job_processes, launch_argv,
-                               start_until_checkpoint)
+from tests.helpers.rig import (LAUNCH_ENV, assert_no_job_processes_within,
+                               launch_argv, start_until_checkpoint)
 
 
 def _summary(path):
@@ -41,7 +41,7 @@ def test_multi_worker_mirrored_across_two_hosts(cluster, tmp_path):
   result = _summary(summary)
   assert result["workers"] == 2
   assert result["eval"]["accuracy"] >= 0.95, result
-  assert not job_processes(host1) and not job_processes(host2)
+  assert_no_job_processes_within((host1, host2), 10)
 
 
 def test_parameter_server_cluster_across_two_hosts(cluster, tmp_path):
@@ -58,7 +58,7 @@ def test_parameter_server_cluster_across_two_hosts(cluster, tmp_path):
   assert result["workers"] == 2  # the chief and host2's worker; host1's ps
   assert result["eval"]["accuracy"] >= 0.9, result
   # The parameter server never exits by itself: the launcher stopped it.
-  assert not job_processes(host1) and not job_processes(host2)
+  assert_no_job_processes_within((host1, host2), 10)
 
 
 def _run_until_checkpoint(host1, model_dir, train_steps):
@@ -95,11 +95,7 @@ def test_a_lost_host_ends_the_job_and_a_restart_resumes(cluster, tmp_path,
   assert proc.returncode != 0, log[-3000:]
   lines = [l for l in log.splitlines() if l.startswith("[launch]")]
   assert len(lines) == 1 and "host2" in lines[0], log[-3000:]
-  deadline = time.monotonic() + 60 - took
-  while job_processes(host1) or job_processes(host2):
-    assert time.monotonic() < deadline, (job_processes(host1),
-                                         job_processes(host2))
-    time.sleep(0.5)
+  assert_no_job_processes_within((host1, host2), 60 - took)
   # The remaining host resumes from the last checkpoint.
   resumed_from = checkpoint_step(model_dir)
   assert resumed_from >= 50
@@ -133,4 +129,4 @@ def test_a_host_without_the_jobs_python_fails_in_one_line(cluster, tmp_path):
   assert lines == ["[launch] host2 worker:1: command not found on host2 (is "
                    "the job's Python installed there at the same path?); "
                    "stopping every task"], log[-3000:]
-  assert not job_processes(host1) and not job_processes(host2)
+  assert_no_job_processes_within((host1, host2), 10)

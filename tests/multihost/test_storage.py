@@ -18,8 +18,8 @@ import pytest
 from tests.helpers.results import (load_results, load_workers, max_difference,
                                    trained_variables)
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (ENV, HOROVODRUN, PYTHON, job_processes,
-                               launch_argv)
+from tests.helpers.rig import (ENV, HOROVODRUN, PYTHON,
+                               assert_no_job_processes_within, launch_argv)
 
 LOCAL = "/mnt/local"
 S3_PORT = 9000
@@ -103,7 +103,7 @@ def test_tf_config_workers_refuse_model_dirs_they_do_not_share(
   assert f"--model_dir={LOCAL}/run:" in errors[0], errors
   assert "shared file system" in errors[0] and "s3://" in errors[0], errors
   assert time.monotonic() - start < 120
-  assert not job_processes(host1) and not job_processes(host2)
+  assert_no_job_processes_within((host1, host2), 10)
 
 
 def _wait_for_server(host, timeout=60):

@@ -10,8 +10,10 @@ import tempfile
 import time
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 
+from estimator_scale import embeddings
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import moments
@@ -342,13 +344,26 @@ class ClusterCoordinator(coordinator.Coordinator):
       time.sleep(0.5)
 
   def evaluate(self, estimator, input_fn, **kwargs):
-    """The chief evaluates in model_dir; others read its checkpoint elsewhere."""
+    """The chief evaluates in model_dir; others read its checkpoint elsewhere.
+
+    Once the servers run, a parameter-server job's chief evaluates on the
+    ps tasks, where the tables are (`embeddings.reading_on_ps`), and the
+    other workers take its metrics rather than restore every table
+    themselves."""
+    on_ps = estimator.config.num_ps_replicas > 0 and self._servers_started
     if self.topology.is_chief:
-      return estimator.evaluate(input_fn, **kwargs)
+      if not on_ps:
+        return estimator.evaluate(input_fn, **kwargs)
+      metrics = self._evaluate_on_ps(estimator, input_fn, **kwargs)
+      _write_metrics(estimator.eval_dir(kwargs.get("name")), metrics)
+      return metrics
     self._wait_for_checkpoint(estimator.model_dir)
     if kwargs.get("checkpoint_path") is None:
       kwargs["checkpoint_path"] = tf.train.latest_checkpoint(
           estimator.model_dir)
+    if on_ps:
+      return _read_metrics(estimator.eval_dir(kwargs.get("name")),
+                           kwargs["checkpoint_path"])
     scratch = tempfile.mkdtemp(prefix="eval-")
     try:
       # Same model_fn and params (bound in the public wrapper), own eval dir.
@@ -359,6 +374,24 @@ class ClusterCoordinator(coordinator.Coordinator):
       return twin.evaluate(input_fn, **kwargs)
     finally:
       shutil.rmtree(scratch, ignore_errors=True)
+
+  def _evaluate_on_ps(self, estimator, input_fn, **kwargs):
+    """The chief's evaluation, its variables on the ps tasks, its session
+    through its own server."""
+    config = estimator.config
+    twin_config = config.replace()
+    # RunConfig lets nothing set it: a chief evaluates in a local session.
+    twin_config._evaluation_master = config.master  # pylint: disable=protected-access
+    twin = tf.estimator.Estimator(
+        lambda features, labels, mode, config: estimator.model_fn(
+            features, labels, mode, config),
+        config=twin_config)
+    logging.info("Evaluating on the %d ps tasks, where the tables are",
+                 config.num_ps_replicas)
+    with embeddings.reading_on_ps(
+        config.num_ps_replicas, f"/job:{config.task_type}/task:"
+        f"{config.task_id}", config.master, config.session_config):
+      return twin.evaluate(input_fn, **kwargs)
 
   def predict(self, estimator, input_fn, **kwargs):
     """Predicts in this task alone, on any task.
@@ -386,6 +419,41 @@ class ClusterCoordinator(coordinator.Coordinator):
       return estimator.export_saved_model(export_dir_base, receiver_fn,
                                           **kwargs)
     return os.fsencode(export_dir_base)
+
+
+METRICS_WAIT_S = 3600
+"""How long a parameter-server job's worker waits for the chief's metrics of
+a checkpoint: an evaluation of a large eval set may take long; the launcher
+or scheduler ends the job sooner when the chief fails."""
+
+
+def _metrics_path(eval_dir, step):
+  return os.path.join(eval_dir, f"metrics-{step}.json")
+
+
+def _write_metrics(eval_dir, metrics):
+  """Writes the chief's `metrics` for the other workers, whole or not at
+  all (written aside, then renamed)."""
+  path = _metrics_path(eval_dir, int(metrics["global_step"]))
+  tf.io.gfile.makedirs(eval_dir)
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    json.dump({k: np.asarray(v).tolist() for k, v in metrics.items()}, f)
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def _read_metrics(eval_dir, checkpoint_path, wait_s=METRICS_WAIT_S):
+  """The chief's metrics of `checkpoint_path`, once it has written them."""
+  step = int(checkpoint_path.rpartition("-")[2])
+  path = _metrics_path(eval_dir, step)
+  deadline = time.time() + wait_s
+  while not tf.io.gfile.exists(path):
+    if time.time() > deadline:
+      raise TimeoutError(f"no metrics of step {step} from the chief in "
+                         f"{path} after {wait_s}s; is the chief alive?")
+    time.sleep(0.5)
+  logging.info("metrics of step %d: the chief's, from %s", step, path)
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
 
 
 def cluster_worker_labels(environ):

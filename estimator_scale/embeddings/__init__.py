@@ -15,10 +15,12 @@ import tensorflow as tf
 
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
+from estimator_scale.embeddings import ps_reading
 from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import shard_checkpoints
 
 exporting = shard_checkpoints.exporting
+reading_on_ps = ps_reading.reading_on_ps
 
 MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
 """Bytes up to which a variable stays whole under parameter servers
@@ -90,7 +92,8 @@ def place_variables(model_fn, num_ps, topology):
           spec = spec._replace(training_hooks=list(spec.training_hooks) + [
               dynamic_ps_moves.MoveHook(dynamic_ps.tables(), num_ps)])
       else:
-        spec = model_fn(features, labels, mode, config)
+        with ps_reading.placed_on_ps():
+          spec = model_fn(features, labels, mode, config)
     if mode == "train":  # the line only where tables are split
       spec = spec._replace(training_hooks=list(spec.training_hooks) + [
           capacity.CheckHook(topology.backend.name,

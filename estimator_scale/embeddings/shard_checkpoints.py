@@ -48,7 +48,8 @@ Prediction and export build each table whole (`sharded.whole_tables`);
 prediction restores it from the merged checkpoint of the step being read
 (`WholeTablesSaver`), while an export (`exporting`) copies it from there
 into the SavedModel's variables a block of rows at a time, never holding
-it. Evaluation of a checkpoint whose tables were merged
+it; so does it with the tables split over parameter servers, from the
+checkpoint itself. Evaluation of a checkpoint whose tables were merged
 from the ranks' slices (`split_over_ranks`) runs on every rank: each builds
 its shard and reads its rows from the merged checkpoint, a block at a time
 (`RankTablesSaver`).
@@ -320,38 +321,37 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
   """Estimator's Saver, whose restore reads the whole tables from the
   merged checkpoint of the shards when the checkpoint itself lacks them.
 
-  A table trained whole (on one process) is in Estimator's checkpoint and
-  restores from there. What this Saver saves is every variable, the whole
-  tables included: an export's variables. Made in an export (`exporting`),
-  it does not restore the merged tables but copies them at its save, so an
-  export holds no table whole.
+  A table trained whole (on one process), or split over parameter servers,
+  is in Estimator's checkpoint and restores from there. What this Saver
+  saves is every variable, the whole tables included: an export's
+  variables. Made in an export (`exporting`), it does not restore the
+  tables but copies them at its save, so an export holds no table whole.
 
   Args:
-    tables: the whole tables' variables (`sharded.WHOLE_COLLECTION`).
+    keys: the tables' names in a checkpoint.
   """
 
-  def __init__(self, tables):
+  def __init__(self, keys):
     super().__init__(sharded=True, save_relative_paths=True)
     saveables = saveable_object_util.op_list_to_dict(
         tf.compat.v1.global_variables() + tf.compat.v1.get_collection(
             tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS))
-    names = {table.op.name for table in tables}
-    self._table_keys = sorted(names)
+    self._table_keys = sorted(set(keys))
     self._rest = tf.compat.v1.train.Saver(
-        var_list={k: v for k, v in saveables.items() if k not in names},
+        var_list={k: v for k, v in saveables.items()
+                  if k not in self._table_keys},
         sharded=True, name="whole_tables_rest")
     self._tables = tf.compat.v1.train.Saver(
-        var_list={k: v for k, v in saveables.items() if k in names},
+        var_list={k: v for k, v in saveables.items()
+                  if k in self._table_keys},
         name="whole_tables_restore")
     self._copy = _EXPORTING.get()
     self._tables_from = None
 
-  def restore(self, sess, save_path):
-    """See base class: the tables come from `merged_checkpoint(save_path)`
-    unless `save_path` holds them."""
-    reader = tf.train.load_checkpoint(save_path)
-    if all(reader.has_tensor(key) for key in self._table_keys):
-      return super().restore(sess, save_path)
+  def _source(self, save_path):
+    """The checkpoint that holds the tables of `save_path`."""
+    if _holds(save_path, self._table_keys):
+      return save_path
     merged = merged_checkpoint(save_path)
     if not tf.io.gfile.exists(merged + ".index"):
       raise errors.ConfigError(
@@ -359,11 +359,19 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
           f"{', '.join(self._table_keys)} in {merged}, which is missing; "
           "evaluate a checkpoint every rank saved (save_checkpoints_steps, "
           "or the one training ended with)")
+    return merged
+
+  def restore(self, sess, save_path):
+    """See base class: the tables come from `merged_checkpoint(save_path)`
+    unless `save_path` holds them."""
+    source = self._source(save_path)
+    if source == save_path and not self._copy:
+      return super().restore(sess, save_path)
     self._rest.restore(sess, save_path)
     if self._copy:
-      self._tables_from = merged
+      self._tables_from = source
     else:
-      self._tables.restore(sess, merged)
+      self._tables.restore(sess, source)
     return None
 
   def save(self, sess, save_path, *args, **kwargs):
@@ -523,7 +531,8 @@ def _keeping_restored_files(spec, config):
 def whole_tables_outside_training(model_fn):
   """`model_fn` whose prediction and export graphs hold every sharded table
   whole, restored by a `WholeTablesSaver`, as do its evaluation graphs but
-  under `sharded.read_on_ranks` (`RankTablesSaver`).
+  under `sharded.read_on_ranks` (`RankTablesSaver`). An export's Saver
+  copies the tables, those split over parameter servers too.
 
   Args:
     model_fn: model_fn(features, labels, mode, config).
@@ -542,11 +551,16 @@ def whole_tables_outside_training(model_fn):
       return _rank_tables(model_fn(features, labels, mode, config))
     with sharded.whole_tables():
       spec = model_fn(features, labels, mode, config)
-    tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
-    if not tables or spec.scaffold.saver is not None:
+    keys = [t.op.name for t in
+            tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)]
+    if _EXPORTING.get():  # and the tables split over parameter servers
+      keys += [v._save_slice_info.full_name  # pylint: disable=protected-access
+               for v in tf.compat.v1.global_variables()
+               if v._save_slice_info]  # pylint: disable=protected-access
+    if not keys or spec.scaffold.saver is not None:
       return spec
     return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
-        saver=WholeTablesSaver(tables), copy_from_scaffold=spec.scaffold))
+        saver=WholeTablesSaver(keys), copy_from_scaffold=spec.scaffold))
   return with_whole_tables
 
 

@@ -5,8 +5,11 @@
 The command (and what it starts) is killed by the kernel's out-of-memory
 killer past the limit, swap included, as on a host with that much memory.
 When it ends, its peak usage and the OOM kills are written to --report
-(JSON; "{rank}" in it is the Horovod rank) and the cgroup is removed; the exit status is the command's (-9 as
-137 for a kill). Needs root and cgroup v1's memory controller.
+(JSON; "{rank}" in it is the Horovod rank, "{task}" TF_CONFIG's task, as
+"chief0") and the cgroup is removed; the exit status is the command's (-9
+as 137 for a kill). With --tasks (TF_CONFIG task types, "chief,ps"), a
+task of another type runs uncapped. Needs root and cgroup v1's memory
+controller.
 """
 import argparse
 import json
@@ -50,9 +53,13 @@ def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--limit_mib", type=int, required=True)
   parser.add_argument("--report", required=True)
+  parser.add_argument("--tasks", default=None)
   parser.add_argument("command", nargs=argparse.REMAINDER)
   args = parser.parse_args()
   command = args.command[1:] if args.command[:1] == ["--"] else args.command
+  task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+  if args.tasks and task.get("type") not in args.tasks.split(","):
+    os.execvp(command[0], command)
   group = os.path.join(ROOT, f"estimator_scale_capped_{os.getpid()}")
   os.makedirs(group)
   limit = args.limit_mib << 20
@@ -62,12 +69,15 @@ def main():
   if child == 0:
     _write(group, "cgroup.procs", os.getpid())
     os.execvp(command[0], command)
-  _, status = os.waitpid(child, 0)
-  with open(args.report.format(rank=os.environ.get("HOROVOD_RANK", 0)),
-            "w") as f:
+  _, status, usage = os.wait4(child, 0)
+  with open(args.report.format(
+      rank=os.environ.get("HOROVOD_RANK", 0),
+      task=f"{task.get('type', '')}{task.get('index', '')}"), "w") as f:
     json.dump({"limit_mib": args.limit_mib,
+               # The group's peak counts the page cache of files read.
                "peak_mib": int(_read(group, "memory.max_usage_in_bytes")) /
                            (1 << 20),
+               "peak_rss_mib": usage.ru_maxrss / 1024,
                "oom_kills": _oom_kills(group),
                "exit": os.waitstatus_to_exitcode(status)}, f)
   _remove(group)

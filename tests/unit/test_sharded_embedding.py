@@ -203,7 +203,7 @@ def test_a_whole_table_restores_from_the_merged_slices_of_its_step(tmp_path):
     tf.compat.v1.train.get_or_create_global_step()
     dense = tf.compat.v1.get_variable("model/w", [2])
     table = tf.compat.v1.get_variable("model/table", [7, 2])
-    saver = shard_checkpoints.WholeTablesSaver([table])
+    saver = shard_checkpoints.WholeTablesSaver([table.op.name])
     saver.restore(sess, prefix)
     got_table, got_dense = sess.run([table, dense])
   np.testing.assert_array_equal(got_table, rows)
@@ -214,7 +214,7 @@ def test_a_whole_table_restores_from_the_merged_slices_of_its_step(tmp_path):
     tf.compat.v1.train.get_or_create_global_step()
     tf.compat.v1.get_variable("model/w", [2])
     table = tf.compat.v1.get_variable("model/table", [7, 2])
-    saver = shard_checkpoints.WholeTablesSaver([table])
+    saver = shard_checkpoints.WholeTablesSaver([table.op.name])
     with pytest.raises(es.errors.ConfigError,
                        match=r"holds the sharded tables model/table in "
                        r".*sharded_tables/ckpt-5, which is missing"):

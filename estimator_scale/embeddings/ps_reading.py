@@ -1,0 +1,60 @@
+"""Evaluation that reads a parameter-server job's tables where they live.
+
+Estimator evaluates in a local session: every part of a table is restored
+into the evaluating process, which then needs the memory of all the ps
+tasks together. Within `reading_on_ps`, the evaluation graph's variables go
+to the ps tasks, as training's do, each task restoring its own parts from
+the checkpoint and answering lookups with the rows asked for. They live in
+a resource container of that evaluation's own: training's variables of the
+same names, on the same tasks, are in the default one and must stay as
+training left them. The container is freed once the evaluation is done.
+"""
+import contextlib
+import contextvars
+import itertools
+import os
+
+import tensorflow as tf
+
+_READING = contextvars.ContextVar("estimator_scale_reading_on_ps",
+                                  default=None)
+_EVALUATIONS = itertools.count()
+
+
+@contextlib.contextmanager
+def reading_on_ps(num_ps, task_device, master, session_config):
+  """Within it, evaluation graphs place their variables on the ps tasks.
+
+  Args:
+    num_ps: the job's ps tasks.
+    task_device: this task's device ("/job:chief/task:0"), for the rest.
+    master: this task's server (its RunConfig's `master`), whose session
+      reaches the ps tasks.
+    session_config: a ConfigProto whose device filters name this task and
+      the ps tasks (the other workers may have exited).
+
+  Yields:
+    The container the evaluation's variables are made in.
+  """
+  container = f"evaluation_{os.getpid()}_{next(_EVALUATIONS)}"
+  device_fn = tf.compat.v1.train.replica_device_setter(
+      ps_tasks=num_ps, worker_device=task_device, merge_devices=True)
+  token = _READING.set((container, device_fn))
+  try:
+    yield container
+  finally:
+    _READING.reset(token)
+    tf.compat.v1.Session.reset(master, [container], config=session_config)
+
+
+@contextlib.contextmanager
+def placed_on_ps():
+  """Within `reading_on_ps`, variables made here go to the ps tasks, into
+  the evaluation's container; elsewhere, nothing changes."""
+  reading = _READING.get()
+  if reading is None:
+    yield
+    return
+  container, device_fn = reading
+  with tf.compat.v1.device(device_fn), tf.compat.v1.container(container):
+    yield

@@ -1,0 +1,109 @@
+"""A parameter-server job evaluates on its ps tasks and exports without
+restoring its tables into the chief.
+
+A chief, a worker and 2 ps tasks run through the launcher and the command
+line, training one hashed table split over the ps tasks
+(tools.bench.ps_memory.model). The chief evaluates with its variables on
+the ps tasks, each restoring its own parts; the worker takes the chief's
+metrics. They must equal one process's on the same checkpoint. Then the
+chief and the worker are each put in a memory cgroup below the table's
+rows: before, the chief was killed as it restored the whole table to
+evaluate, and the worker would have been as it evaluated the same.
+"""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.helpers.processes import CLI, launch, run, PYTHON, worker_env
+
+TABLE = "model/table/C26_embedding/embedding_weights"
+
+
+def _args(model_dir, rows, dim, *extra):
+  return ["train", "--model_module=tools.bench.ps_memory.model",
+          "--model=one_table", "--optimizer=adagrad",
+          f"--hparams=rows={rows},dim={dim}", "--global_batch_size=64",
+          "--eval_steps=3", "--verbosity=0", f"--model_dir={model_dir}",
+          f"--summary_json={model_dir}/summary.json", *extra]
+
+
+def _eval(model_dir):
+  with open(os.path.join(model_dir, "summary.json")) as f:
+    return json.load(f)["eval"]
+
+
+def test_two_ps_tasks_evaluate_as_one_process_does(tmp_path):
+  model_dir = tmp_path / "model"
+  env = dict(worker_env(), ESTIMATOR_SCALE_MIN_SLICE_BYTES=str(64 << 10))
+  proc = launch(1, CLI[1:] + _args(
+      model_dir, 1 << 15, 8, "--distribution=parameter_server",
+      "--train_steps=20", f"--export_dir={tmp_path / 'export'}"), ps=2,
+                timeout=400, env=env)
+  log = proc.stdout + proc.stderr
+  assert "Evaluating on the 2 ps tasks" in log, log[-3000:]
+  # Split over the ps tasks: two parts in the checkpoint's slices.
+  reader = tf.train.load_checkpoint(str(model_dir))
+  assert reader.get_variable_to_shape_map()[TABLE] == [1 << 15, 8]
+  distributed = _eval(model_dir)
+  # The export copied the table from the checkpoint, and serves it.
+  exported, = [p for p in (tmp_path / "export").iterdir()
+               if p.name.isdigit()]
+  copied = tf.train.load_checkpoint(str(exported / "variables" / "variables"))
+  np.testing.assert_array_equal(copied.get_tensor(TABLE),
+                                reader.get_tensor(TABLE))
+  served = tf.saved_model.load(str(exported))
+  parts = sorted((v for v in served.variables if TABLE in v.name),
+                 key=lambda v: v.name)
+  np.testing.assert_array_equal(np.concatenate([p.numpy() for p in parts]),
+                                reader.get_tensor(TABLE))
+  # What the other workers take as their metrics.
+  with open(model_dir / "eval" / "metrics-20.json") as f:
+    assert json.load(f) == pytest.approx(distributed, rel=1e-6)
+
+  alone = tmp_path / "alone"
+  run(CLI + ["evaluate"] + _args(
+      model_dir, 1 << 15, 8, "--distribution=none")[1:-1] +
+      [f"--summary_json={alone}.json"], env=env)
+  with open(f"{alone}.json") as f:
+    one = json.load(f)["eval"]
+  assert one["global_step"] == distributed["global_step"] == 20
+  for key in ("loss", "accuracy", "calibration", "label/mean",
+              "prediction/mean"):
+    assert abs(one[key] - distributed[key]) <= 1e-6, (key, one, distributed)
+  for key in ("auc", "auc_precision_recall"):
+    assert abs(one[key] - distributed[key]) <= 1e-3, (key, one, distributed)
+
+
+@pytest.mark.skipif(not os.access("/sys/fs/cgroup/memory", os.W_OK),
+                    reason="needs root and cgroup v1's memory controller")
+def test_tasks_capped_below_the_table_train_evaluate_and_export(
+    tmp_path):
+  rows, dim, cap_mib = 1 << 23, 32, 1000
+  assert rows * dim * 4 >> 20 > cap_mib  # the rows alone, without the slot
+  model_dir, export = tmp_path / "model", tmp_path / "export"
+  try:
+    launch(1, ["-m", "tests.helpers.capped", f"--limit_mib={cap_mib}",
+               "--tasks=chief,worker", f"--report={tmp_path}/{{task}}.json",
+               "--", PYTHON] +
+           CLI[1:] + _args(model_dir, rows, dim,
+                           "--distribution=parameter_server",
+                           "--train_steps=4", f"--export_dir={export}"),
+           ps=2, timeout=500)
+    for task in ("chief0", "worker0"):
+      with open(tmp_path / f"{task}.json") as f:
+        report = json.load(f)
+      assert report["exit"] == 0 and report["oom_kills"] == 0, (task, report)
+      print(f"{task}: peak {report['peak_mib']:.0f} MiB (resident "
+            f"{report['peak_rss_mib']:.0f} MiB) under a {cap_mib} MiB cap; "
+            f"the table's rows {rows * dim * 4 >> 20} MiB")
+    assert _eval(model_dir)["global_step"] >= 4  # asynchronous: one more
+    exported, = [p for p in export.iterdir() if p.name.isdigit()]
+    shapes = dict(tf.train.list_variables(
+        str(exported / "variables" / "variables")))
+    assert shapes[TABLE] == [rows, dim], shapes
+  finally:  # gigabytes of checkpoints
+    shutil.rmtree(tmp_path, ignore_errors=True)

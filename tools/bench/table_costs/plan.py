@@ -1,0 +1,97 @@
+"""The billion-id plan: the measured per-row costs multiplied out.
+
+Every cost here is a fitted line's slope per row, scaled by bytes: a row
+of dimension 64 holds 4x the bytes of one of 16, and saving, reading and
+copying a table are work on bytes, so its per-row cost is taken as 4x the
+measured one. The ranks measured shared one machine's cores and disk, so
+a rate per table row on the most ranks is this machine's rate; a host of
+the plan is assumed to write and read its own share at that rate, all
+hosts at once, as the ranks do (every rank saves and restores its own rows;
+rank 0's merge renames their files, copying no row). An export is
+written by the chief alone, so its time is the whole table's.
+"""
+import math
+
+from tools.bench.table_costs import figures
+from tools.bench.table_costs import fit
+
+IDS = 10**9
+DIMENSION = 64
+HOSTS = (10, 50, 100)
+HOST_MEMORY_GIB = (64, 128, 256)
+GIB = 1 << 30
+
+
+def row_bytes(dimension, slots=1):
+  """A row and its optimizer slots, float32."""
+  return 4 * dimension * (1 + slots)
+
+
+def memory_line(cells):
+  """(base bytes, bytes per row held) of a process's peak over every phase
+  against the rows of its share, over every size and rank count."""
+  xs, ys = [], []
+  for (rows, ranks), cell in cells.items():
+    value = figures.peak(cell)
+    if value is not None:
+      xs.append(rows / ranks)
+      ys.append(value)
+  return fit.line(xs, ys)
+
+
+def widest(cells, cost):
+  """The largest rank count with a line of `cost`, and that line's
+  growth, or (None, None)."""
+  counts = sorted({ranks for (_, ranks), cell in cells.items()
+                   if cost in cell}, reverse=True)
+  for ranks in counts:
+    xs, ys = figures.series(cells, cost, ranks)
+    if len(xs) >= 2:
+      return ranks, fit.growth(xs, ys)
+  return None, None
+
+
+def plan(cells, dimension, ids=IDS, target_dimension=DIMENSION,
+         hosts=HOSTS):
+  """{"assumptions": {...}, "rows": [{hosts, ...}], "hosts_for": {GiB:
+  hosts}} for `ids` ids of `target_dimension`, one rank per host; None
+  without the figures."""
+  scale = row_bytes(target_dimension) / row_bytes(dimension)
+  memory = memory_line(cells)
+  lines = {cost: widest(cells, cost) for cost in (
+      "save", "restore", "reshard", "export", "export_bytes")}
+  if memory is None or any(g is None for _, g in lines.values()):
+    return None
+  base, per_row = memory
+  headroom = per_row / row_bytes(dimension)
+  table = ids * row_bytes(target_dimension)
+
+  def seconds(cost, rows):
+    growth = lines[cost][1]
+    return growth["intercept"] + growth["slope"] * scale * rows
+
+  rows = []
+  for count in hosts:
+    share = ids / count
+    rows.append({
+        "hosts": count, "rows_per_host": share,
+        "table_bytes_per_host": table / count,
+        "memory_per_host": base + per_row * scale * share,
+        "save_seconds": seconds("save", share),
+        "restore_seconds": seconds("restore", share),
+        "reshard_seconds": seconds("reshard", share),
+        "export_seconds": seconds("export", ids),
+        "export_bytes": lines["export_bytes"][1]["slope"] * scale * ids})
+  hosts_for = {gib: math.ceil(per_row * scale * ids / (gib * GIB - base))
+               for gib in HOST_MEMORY_GIB if gib * GIB > base}
+  return {"assumptions": {
+      "scale": scale, "table_bytes": table, "base_bytes": base,
+      "bytes_per_row_held": per_row, "headroom": headroom,
+      "ranks_of": {cost: ranks for cost, (ranks, _) in lines.items()},
+      "slopes": {cost: g["slope"] for cost, (_, g) in lines.items()},
+      "save_bandwidth": (row_bytes(dimension) / lines["save"][1]["slope"]
+                         if lines["save"][1]["slope"] > 0 else None),
+      "restore_bandwidth": (row_bytes(dimension) /
+                            lines["restore"][1]["slope"]
+                            if lines["restore"][1]["slope"] > 0 else None)},
+          "rows": rows, "hosts_for": hosts_for}

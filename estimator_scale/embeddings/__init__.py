@@ -19,6 +19,7 @@ from estimator_scale.embeddings import partitioning
 from estimator_scale.embeddings import ps_reading
 from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import shard_checkpoints
+from estimator_scale.embeddings import sharded
 
 exporting = shard_checkpoints.exporting
 reading_on_ps = ps_reading.reading_on_ps
@@ -124,7 +125,8 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
     if mode == "train":  # the line only where tables are split
       spec = spec._replace(training_hooks=list(spec.training_hooks) + [
           capacity.CheckHook(topology.backend.name,
-                             topology.is_chief and num_ps > 1)])
+                             topology.is_chief and num_ps > 1,
+                             sharded.COLLECTION)])
       if num_ps > 1:
         _save_in_groups(spec, part_bytes, config)
     return spec

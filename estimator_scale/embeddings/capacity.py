@@ -35,11 +35,14 @@ class Capacity:
     bytes_per_holder: {"ps:0": bytes, ...} under parameter servers, or
       {"each worker": bytes} where every worker holds every variable.
     largest: (name, bytes) of the largest variable or part.
+    shard_bytes: what a worker holds of the tables split over the Horovod
+      ranks (its shards, their slots and bookkeeping).
   """
   variable_bytes: int
   slot_bytes: int
   bytes_per_holder: dict
   largest: tuple
+  shard_bytes: int = 0
 
   def line(self):
     """The capacity line a job logs at start."""
@@ -64,12 +67,30 @@ def _holder(variable):
   return "each worker"
 
 
-def measure(graph=None):
-  """The `Capacity` of `graph`'s global variables (default graph)."""
+def _shards(shard_collection):
+  """The local variables of the tables split over Horovod ranks (each
+  rank's shard in `shard_collection`, and what is named under it: its
+  optimizer slots, a dynamic table's bookkeeping): each rank holds them,
+  outside the global variables."""
+  shards = tf.compat.v1.get_collection(shard_collection)
+  prefixes = tuple(v.op.name + "/" for v in shards)
+  return shards + [v for v in tf.compat.v1.local_variables()
+                   if v.op.name.startswith(prefixes)
+                   and not any(v is s for s in shards)] if shards else []
+
+
+def measure(graph=None, shard_collection=None):
+  """The `Capacity` of `graph`'s global variables (default graph), and of
+  the Horovod shards in `shard_collection` where given."""
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
     trainable = {v.ref() for v in tf.compat.v1.trainable_variables()}
     variables = tf.compat.v1.global_variables()
+    shards = []
+    if shard_collection:
+      known = {v.ref() for v in variables}
+      shards = [v for v in _shards(shard_collection) if v.ref() not in known]
+      variables += shards
   held = collections.Counter()
   sums = {True: 0, False: 0}
   largest = ("", 0)
@@ -79,7 +100,8 @@ def measure(graph=None):
     sums[variable.ref() in trainable] += size
     if size > largest[1]:
       largest = (variable.op.name, size)
-  return Capacity(sums[True], sums[False], dict(held), largest)
+  return Capacity(sums[True], sums[False], dict(held), largest,
+                  sum(_bytes(v) for v in shards))
 
 
 def bytes_setting(environ, name, default):
@@ -97,11 +119,46 @@ def bytes_setting(environ, name, default):
   return value
 
 
+def _cgroup_limit(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
+  """(bytes, file) of the memory limit of this process's cgroup (v1's
+  memory controller or v2's), None where it has none: a container, a
+  Slurm step or a host capped below its RAM is killed at that limit."""
+  try:
+    with open(proc_cgroup) as f:
+      lines = f.read().splitlines()
+  except OSError:
+    return None
+  for line in lines:
+    _, controllers, path = line.split(":", 2)
+    if "memory" in controllers.split(","):
+      name = os.path.join(root, "memory", path.lstrip("/"),
+                          "memory.limit_in_bytes")
+    elif controllers == "":
+      name = os.path.join(root, path.lstrip("/"), "memory.max")
+    else:
+      continue
+    try:
+      with open(name) as f:
+        raw = f.read().strip()
+    except OSError:
+      continue
+    if raw.isdigit() and int(raw) < (1 << 62):  # v1's "none" is ~2^63
+      return int(raw), name
+  return None
+
+
 def task_memory(environ=None):
-  """Bytes a task may hold: `TASK_MEMORY`, else this host's memory."""
-  return bytes_setting(
-      os.environ if environ is None else environ, TASK_MEMORY,
-      os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+  """(bytes, where the number comes from) a task may hold: `TASK_MEMORY`,
+  else this process's memory cgroup limit where it is below the host's
+  memory, else the host's memory."""
+  environ = os.environ if environ is None else environ
+  host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  if environ.get(TASK_MEMORY) is not None:
+    return bytes_setting(environ, TASK_MEMORY, host), TASK_MEMORY
+  limit = _cgroup_limit()
+  if limit is not None and limit[0] < host:
+    return limit[0], f"this task's memory cgroup limit, {limit[1]}"
+  return host, "the host's memory"
 
 
 def _size(size):
@@ -111,7 +168,7 @@ def _size(size):
   return f"{size / _MIB:.1f} MiB"
 
 
-def check(capacity, backend_name, memory):
+def check(capacity, backend_name, memory, source=TASK_MEMORY):
   """Raises ConfigError when a holder's bytes exceed `memory`.
 
   The message names the largest variable and what would hold the model:
@@ -121,6 +178,7 @@ def check(capacity, backend_name, memory):
     capacity: `measure()`'s result.
     backend_name: the job's backend, named in the message.
     memory: bytes one task may hold (`task_memory()`).
+    source: where `memory` comes from, for the message.
   """
   total = sum(capacity.bytes_per_holder.values())
   for holder, size in sorted(capacity.bytes_per_holder.items()):
@@ -130,7 +188,12 @@ def check(capacity, backend_name, memory):
     ps_tasks = max(2, math.ceil(total / memory))
     would = (f"{ps_tasks} ps tasks of {_size(memory)} would each hold about "
              f"{_size(total / ps_tasks)}")
-    if holder == "each worker":
+    if holder == "each worker" and capacity.shard_bytes:
+      fix = ("add ranks: each holds 1/N of the tables split over them "
+             f"({capacity.shard_bytes / _MIB:.1f} MiB here)")
+      where = (f"each worker of distribution={backend_name} holds its shard "
+               "of the split tables and every other variable")
+    elif holder == "each worker":
       fix = ("distribution=parameter_server splits large variables over "
              f"its ps tasks: {would}")
       where = f"each worker of distribution={backend_name} holds all of them"
@@ -142,16 +205,16 @@ def check(capacity, backend_name, memory):
         f"the model's variables do not fit: {where}, {size / _MIB:.1f} MiB "
         f"(variables and optimizer slots; the largest, {name}, is "
         f"{largest / _MIB:.1f} MiB), above the {memory / _MIB:.1f} MiB a task "
-        f"may hold ({TASK_MEMORY} or the host's memory); {fix}, or make the "
+        f"may hold ({source}; {TASK_MEMORY} sets it); {fix}, or make the "
         "tables smaller")
 
 
-def log_and_check(backend_name, log_line, graph=None):
+def log_and_check(backend_name, log_line, graph=None, shard_collection=None):
   """Measures the graph, logs the capacity line if `log_line`, checks it."""
-  capacity = measure(graph)
+  capacity = measure(graph, shard_collection)
   if log_line:
     logging.info("%s", capacity.line())
-  check(capacity, backend_name, task_memory())
+  check(capacity, backend_name, *task_memory())
   return capacity
 
 
@@ -164,9 +227,11 @@ class CheckHook(tf.estimator.SessionRunHook):
   where one line is due).
   """
 
-  def __init__(self, backend_name, log_line):
+  def __init__(self, backend_name, log_line, shard_collection=None):
     self._backend_name = backend_name
     self._log_line = log_line
+    self._shard_collection = shard_collection
 
   def begin(self):
-    log_and_check(self._backend_name, self._log_line)
+    log_and_check(self._backend_name, self._log_line,
+                  shard_collection=self._shard_collection)

@@ -41,7 +41,7 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
-from estimator_scale.embeddings import shard_checkpoints
+from estimator_scale.embeddings import saving
 
 DIRECTORY = "deltas"
 _AFTER = "_delta_after"
@@ -208,7 +208,7 @@ class DeltaSaver:
                      write_state=False)
     sess.run(ops["merge"], {ops["parts"]: [aside + "-rows", aside + "-rest"],
                             ops["prefix"]: aside})
-    shard_checkpoints.publish(aside, os.path.join(directory,
+    saving.publish(aside, os.path.join(directory,
                                                   f"delta-{step}"))
     sess.run(ops["reset"])
     self._last, self._since_full = step, self._since_full + 1

@@ -9,6 +9,9 @@ writes each device's variables in groups of at most `group_bytes`, one
 group after the other, so that only one group's buffers are shared at a
 time: an update meanwhile copies at most a group. The checkpoint is the
 same (one shard file per group, merged into one index as before).
+
+A checkpoint written beside the Estimator's (the ranks' tables, a delta)
+is written aside and put in place by `publish`.
 """
 import collections
 
@@ -88,3 +91,12 @@ def grouped_saver(group_bytes, config):
       keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
       defer_build=True, save_relative_paths=True,
       builder=_GroupedSaverBuilder(group_bytes))
+
+
+def publish(source, prefix):
+  """Renames the checkpoint `source` (a path prefix) to `prefix`, its data
+  first and its index last: the index names a checkpoint whole, so until
+  the last rename no reader finds one at `prefix`."""
+  for path in tf.io.gfile.glob(source + ".data-*"):
+    tf.io.gfile.rename(path, prefix + path[len(source):], overwrite=True)
+  tf.io.gfile.rename(source + ".index", prefix + ".index", overwrite=True)

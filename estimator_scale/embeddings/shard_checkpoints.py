@@ -71,6 +71,7 @@ from estimator_scale import errors
 from estimator_scale import moments
 from estimator_scale import resume
 from estimator_scale.embeddings import dynamic_reshard
+from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import sharded
 
 DIRECTORY = "sharded_tables"
@@ -198,13 +199,6 @@ def drop_unkept(directory, model_dir, before):
         tf.io.gfile.remove(name)
 
 
-def publish(source, prefix):
-  """Renames the checkpoint `source` (a path prefix) to `prefix`, its data
-  first and its index last: the index names a checkpoint whole, so until
-  the last rename no reader finds one at `prefix`."""
-  for path in tf.io.gfile.glob(source + ".data-*"):
-    tf.io.gfile.rename(path, prefix + path[len(source):], overwrite=True)
-  tf.io.gfile.rename(source + ".index", prefix + ".index", overwrite=True)
 
 
 def _step(checkpoint):
@@ -732,7 +726,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     tf.io.gfile.makedirs(merging)
     source = os.path.join(merging, f"ckpt-{step}")
     session.run(self._merge, {self._prefixes: parts, self._merged: source})
-    publish(source, self._prefix(step))
+    saving.publish(source, self._prefix(step))
     tf.io.gfile.rmtree(merging)
     for name in tf.io.gfile.glob(self._prefix(step) + "-of*-rank*"):
       tf.io.gfile.remove(name)

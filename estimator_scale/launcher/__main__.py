@@ -50,7 +50,8 @@ def _parser():
                       help="workers on this machine (without --hosts)")
   parser.add_argument("--hosts", default=None,
                       help="HOST[:SLOTS],...: training tasks per host, over "
-                      "ssh (the first is the chief with --chief or --ps)")
+                      "ssh (the first is the chief with --chief or --ps); "
+                      "HOST:0 runs parameter servers alone")
   parser.add_argument("--ps", type=int, default=0,
                       help="parameter servers (implies --chief)")
   parser.add_argument("--chief", action="store_true")
@@ -97,7 +98,7 @@ def main(argv=None):
   if args.min_workers < 1:
     parser.error("--min_workers must be >= 1")
   try:
-    hosts = (hosts_lib.parse_hosts(args.hosts) if args.hosts else
+    hosts = (hosts_lib.parse_hosts(args.hosts, args.ps) if args.hosts else
              [(None, args.workers)])
     remote.forwarded_environment(os.environ, args.env)
   except ValueError as e:

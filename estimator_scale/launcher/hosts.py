@@ -49,26 +49,37 @@ def local_tasks(workers, ps=0, chief=False):
           for job, count in jobs for i in range(count)]
 
 
-def parse_hosts(spec):
-  """[(host, slots)] of "node1,node2:2"; an error names the bad entry."""
+def parse_hosts(spec, ps=0):
+  """[(host, slots)] of "node1,node2:2"; an error names the bad entry.
+
+  HOST:0 is a host for parameter servers alone (with `ps` > 0): a ps task
+  sized to its host's memory has no room for a training task beside it."""
   hosts = []
   for entry in spec.split(","):
     host, _, slots = entry.strip().partition(":")
-    if not host or (slots and not slots.isdigit()) or slots == "0":
+    if not host or (slots and not slots.isdigit()):
       raise ValueError(f"--hosts entry {entry!r} is not HOST or HOST:SLOTS "
-                       "(SLOTS >= 1), e.g. --hosts node1,node2:2")
+                       "(SLOTS >= 1, or 0 for a host of parameter servers "
+                       "alone), e.g. --hosts node1,node2:2,node3:0")
+    if slots and int(slots) == 0 and not ps:
+      raise ValueError(f"--hosts entry {entry!r}: a host with no slots runs "
+                       "parameter servers alone; give --ps N, or SLOTS >= 1")
     hosts.append((host, int(slots or 1)))
   names = [h for h, _ in hosts]
   if len(set(names)) != len(names):
     raise ValueError(f"--hosts names a host twice ({spec}); give it once "
                      "with its slots, e.g. node1:2")
+  if not any(slots for _, slots in hosts):
+    raise ValueError(f"--hosts {spec} has no slot for a training task; give "
+                     "one host SLOTS >= 1")
   return hosts
 
 
 def host_tasks(hosts, ps=0, chief=False, port=DEFAULT_PORT):
   """Tasks on `hosts`: their slots are the training tasks (the first one
   the chief when asked for), ports counting up from `port` on each host;
-  parameter servers go round the hosts after them."""
+  parameter servers go round the hosts without slots where there are any,
+  else round all of them, after the training tasks."""
   tasks, next_port = [], {}
   for host, slots in hosts:
     for _ in range(slots):
@@ -76,9 +87,11 @@ def host_tasks(hosts, ps=0, chief=False, port=DEFAULT_PORT):
       index = sum(t.job == job for t in tasks)
       next_port[host] = next_port.get(host, port - 1) + 1
       tasks.append(Task(job, index, f"{host}:{next_port[host]}", host))
+  servers = [host for host, slots in hosts if not slots] or [
+      host for host, _ in hosts]
   for i in range(ps):
-    host = hosts[i % len(hosts)][0]
-    next_port[host] += 1
+    host = servers[i % len(servers)]
+    next_port[host] = next_port.get(host, port - 1) + 1
     tasks.append(Task("ps", i, f"{host}:{next_port[host]}", host))
   return tasks
 

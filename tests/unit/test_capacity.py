@@ -103,3 +103,30 @@ def test_training_is_refused_before_its_first_step(tmp_path, monkeypatch):
     estimator.train(lambda: tf.data.Dataset.from_tensors(
         ({"id": [0, 3]}, [0.0, 1.0])).repeat(), max_steps=1)
   assert tf.train.latest_checkpoint(str(tmp_path)) is None
+
+
+def test_a_task_may_hold_its_memory_cgroups_limit(tmp_path, monkeypatch):
+  """v1's memory controller, v2's unified one, and none (v1's unlimited)."""
+  for lines, name, value, found in (
+      ("4:memory:/job/task\n3:cpu:/\n", "memory/job/task/memory.limit_in_bytes",
+       "1073741824\n", 1 << 30),
+      ("0::/slurm/step\n", "slurm/step/memory.max", "536870912\n", 1 << 29),
+      ("0::/slurm/step\n", "slurm/step/memory.max", "max\n", None),
+      ("4:memory:/\n", "memory/memory.limit_in_bytes",
+       "9223372036854771712\n", None)):
+    (tmp_path / "cgroup").write_text(lines)
+    path = tmp_path / "fs" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(value)
+    limit = capacity._cgroup_limit(str(tmp_path / "fs"),
+                                   str(tmp_path / "cgroup"))
+    assert limit == (None if found is None else (found, str(path)))
+  monkeypatch.setattr(capacity, "_cgroup_limit",
+                      lambda: (1 << 30, "/sys/fs/cgroup/memory/x/memory."
+                               "limit_in_bytes"))
+  monkeypatch.delenv(capacity.TASK_MEMORY, raising=False)
+  assert capacity.task_memory() == (
+      1 << 30, "this task's memory cgroup limit, "
+      "/sys/fs/cgroup/memory/x/memory.limit_in_bytes")
+  assert capacity.task_memory({capacity.TASK_MEMORY: "4096"}) == (
+      4096, capacity.TASK_MEMORY)

@@ -1,18 +1,13 @@
-"""Tables whose rows and slots exceed every rank's memory train, evaluate
-and export on Horovod ranks each capped below them.
-
-Each of 4 ranks runs in a memory cgroup of its own (`tests.helpers.capped`),
-as on a host with that much memory: the kernel kills a rank past its cap.
-A sharded table of 2^22 x 32 and a dynamic one of 2^21 x 32 with Adagrad
-hold 1.6 GiB of rows and slots, more than the 1,400 MiB cap. Evaluation
-reads the rows on the ranks and the export copies them a block at a time,
-so no rank ever holds a table whole (before, rank 0 was killed as it
-evaluated).
+"""Tables that cannot fit where they would go are refused before training,
+in one line that says what each task would hold, what it may hold and
+where that number comes from: a process's memory cgroup limit (its
+container's, its Slurm step's, its host's), or a Horovod rank's shard of
+the tables split over the ranks. (Tables larger than a host that do fit
+over the hosts: tests/multihost/test_tables_over_capped_hosts.py.)
 """
 import json
 import os
 import re
-import shutil
 
 import pytest
 
@@ -20,48 +15,6 @@ from tests.helpers.processes import horovod
 from tests.helpers.processes import PYTHON
 from tests.helpers.processes import run
 from tests.helpers.processes import worker_env
-
-RANKS = 4
-CAP_MIB = 1400
-VOCABULARY, CAPACITY, DIMENSION = 1 << 22, 1 << 21, 32
-
-
-def _table_mib():
-  """Rows and Adagrad's slot of both tables, and the dynamic table's ids,
-  update numbers and counts (int64 each)."""
-  rows = (VOCABULARY + CAPACITY) * DIMENSION * 4 * 2
-  return (rows + CAPACITY * 3 * 8) / (1 << 20)
-
-
-@pytest.mark.skipif(not os.access("/sys/fs/cgroup/memory", os.W_OK),
-                    reason="needs root and cgroup v1's memory controller")
-def test_ranks_capped_below_the_tables_train_evaluate_and_export(tmp_path):
-  assert _table_mib() > CAP_MIB
-  reports = tmp_path / "reports"
-  reports.mkdir()
-  try:
-    horovod(RANKS, [
-        "-m", "tests.helpers.capped", f"--limit_mib={CAP_MIB}",
-        f"--report={reports}/rank{{rank}}.json", "--", PYTHON,
-        "-m", "tests.workers.evaluation_on_ranks",
-        f"--model_dir={tmp_path / 'model'}", f"--out_dir={tmp_path / 'out'}",
-        f"--export_dir={tmp_path / 'export'}", f"--vocabulary={VOCABULARY}",
-        f"--capacity={CAPACITY}", f"--dimension={DIMENSION}", "--steps=4"],
-            timeout=400)
-    for rank in range(RANKS):
-      with open(reports / f"rank{rank}.json") as f:
-        report = json.load(f)
-      assert report["exit"] == 0 and report["oom_kills"] == 0, (rank, report)
-      with open(tmp_path / "out" / f"eval-rank{rank}.json") as f:
-        assert json.load(f)["global_step"] == 4
-    exported = list((tmp_path / "export").iterdir())
-    assert len(exported) == 1
-    variables = sum(f.stat().st_size for f in
-                    (exported[0] / "variables").iterdir())
-    # The rows of both tables (no slots), in the SavedModel's variables.
-    assert variables >= (VOCABULARY + CAPACITY) * DIMENSION * 4
-  finally:  # gigabytes of checkpoints
-    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 @pytest.mark.skipif(not os.access("/sys/fs/cgroup/memory", os.W_OK),

@@ -399,12 +399,21 @@ class Host:
     """argv that runs cmd (argv list, or a string for sh -c) inside the host.
 
     The command keeps the caller's environment (PATH included) and working
-    directory, unlike a login over ssh, which gets sshd's environment.
+    directory, unlike a login over ssh, which gets sshd's environment. It
+    joins the host's CPU and memory cgroups where it has them, as what the
+    host's own processes start does.
     """
     if isinstance(cmd, str):
       cmd = ["sh", "-c", cmd]
-    return ["nsenter", "-t", str(self.pid), "-n", "-u", "-m",
+    argv = ["nsenter", "-t", str(self.pid), "-n", "-u", "-m",
             f"--wd={cwd or os.getcwd()}", "--"] + [str(c) for c in cmd]
+    groups = [g for g in (os.path.join(CPU_CGROUPS, self.netns),
+                          self._memory_group()) if os.path.isdir(g)]
+    if not groups:
+      return argv
+    join = "".join(f"echo $$ > {shlex.quote(g)}/cgroup.procs && "
+                   for g in groups)
+    return ["sh", "-c", join + 'exec "$@"', self.name] + argv
 
   def run(self, cmd, cwd=None, **kwargs):
     """subprocess.run of cmd inside the host; captures text output by default."""

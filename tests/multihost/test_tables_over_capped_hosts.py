@@ -1,0 +1,104 @@
+"""Tables larger than any host, on hosts that each have a memory ceiling.
+
+Each of the rig's hosts is capped (tools/rig/cluster.py's limit_memory, the
+cgroup v1 memory controller) below the job's tables, their optimizer slots
+included, as a machine with that much memory would be; past its cap the
+kernel kills the host's biggest process. The jobs run from host1 over ssh,
+as on a cluster:
+
+- Horovod, one rank on each of 4 hosts: a sharded table of 2^22 x 32 and a
+  dynamic table of 2^21 x 32 with Adagrad (1,584 MiB of rows, slots and
+  ids) train, are evaluated on the ranks and exported, each host capped at
+  1,056 MiB (the tables are 1.5x a host);
+- parameter servers, a chief, a worker and 3 ps tasks on 5 hosts: a table
+  of 2^23 x 32 with Adagrad (2 GiB) trains, is evaluated on the ps tasks
+  and exported, each host capped at 1,400 MiB (the table is 1.46x a host,
+  and twice the rows alone of the chief's).
+
+No host is ever OOM-killed (before, the chief or rank 0 was, as it
+restored every table to evaluate).
+"""
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers.processes import ROOT
+from tests.helpers.rig import ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, finish
+from tools.rig import cluster as cluster_lib
+
+MiB = cluster_lib.MiB
+
+
+def _run(host, argv, env, log, limit):
+  with open(log, "w") as f:
+    proc = host.popen(argv, cwd=ROOT, env=env, stdout=f,
+                      stderr=subprocess.STDOUT)
+  return finish(proc, log, time.monotonic() + limit)
+
+
+@pytest.fixture
+def scratch(tmp_path):
+  """tmp_path, emptied after the test: gigabytes of checkpoints."""
+  yield tmp_path
+  shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _check_hosts(hosts, cap, before):
+  for host in hosts:
+    use = host.memory_use()
+    assert not use.oom_killed_since(before[host.name]), (
+        host.why_killed(137, before=before[host.name]))
+    assert use.peak <= cap, (host.name, use)
+  return {host.name: round(host.memory_use().peak / MiB) for host in hosts}
+
+
+def test_horovod_ranks_on_hosts_capped_below_the_tables(cluster, scratch):
+  hosts = cluster(4).hosts
+  cap = 1056 * MiB
+  tables = ((1 << 22) + (1 << 21)) * 32 * 4 * 2 + (1 << 21) * 3 * 8
+  assert tables >= 1.5 * cap
+  for host in hosts:
+    host.limit_memory(cap)
+  before = {host.name: host.memory_use() for host in hosts}
+  out, export = scratch / "out", scratch / "export"
+  log = _run(hosts[0], [
+      HOROVODRUN, "--gloo", "-np", "4", "-H",
+      ",".join(f"{h.name}:1" for h in hosts), PYTHON, "-m",
+      "tests.workers.evaluation_on_ranks",
+      f"--model_dir={scratch / 'model'}", f"--out_dir={out}",
+      f"--export_dir={export}", f"--vocabulary={1 << 22}",
+      f"--capacity={1 << 21}", "--dimension=32", "--steps=4"],
+             ENV, scratch / "log", 420)
+  assert "Evaluating" in log and "on 4 Horovod ranks" in log, log[-3000:]
+  peaks = _check_hosts(hosts, cap, before)
+  assert len(list(out.iterdir())) == 4
+  (exported,) = list(export.iterdir())
+  assert sum(f.stat().st_size for f in (exported / "variables").iterdir()) \
+      >= ((1 << 22) + (1 << 21)) * 32 * 4
+  print(f"peaks MiB under a {cap // MiB} MiB cap per host: {peaks}")
+
+
+def test_parameter_servers_on_hosts_capped_below_the_table(cluster, scratch):
+  hosts = cluster(5).hosts
+  cap = 1400 * MiB
+  rows, dim = 1 << 23, 32
+  assert rows * dim * 4 * 2 >= 1.45 * cap
+  for host in hosts:
+    host.limit_memory(cap)
+  before = {host.name: host.memory_use() for host in hosts}
+  model_dir, export = scratch / "model", scratch / "export"
+  log = _run(hosts[0], [
+      PYTHON, "-m", "estimator_scale.launcher", "--hosts",
+      "host1,host2,host3:0,host4:0,host5:0", "--ps", "3", "--", PYTHON,
+      "-m", "estimator_scale.cli", "train",
+      "--model_module=tools.bench.ps_memory.model", "--model=one_table",
+      "--distribution=parameter_server", "--optimizer=adagrad",
+      f"--hparams=rows={rows},dim={dim}", "--global_batch_size=64",
+      "--train_steps=4", "--eval_steps=3", f"--model_dir={model_dir}",
+      f"--export_dir={export}"], LAUNCH_ENV, scratch / "log", 480)
+  assert "Evaluating on the 3 ps tasks" in log, log[-3000:]
+  peaks = _check_hosts(hosts, cap, before)
+  assert [p for p in export.iterdir() if p.name.isdigit()], log[-3000:]
+  print(f"peaks MiB under a {cap // MiB} MiB cap per host: {peaks}")

@@ -57,10 +57,18 @@ def forwarded_environment(environ, extra=()):
 # group, and stops that group when stdin closes (the launcher stopped) or
 # stays silent past the heartbeat's limit (the launcher or the link was
 # lost), as a task must never outlive its job. It gives the group 5 s to
-# stop on TERM and is gone as soon as the group is.
+# stop on TERM and is gone as soon as the group is. A task killed while its
+# memory cgroup (v1) counted an out-of-memory kill gets a line that says so,
+# with the host and the group's limit and peak: its exit code (137) alone
+# says only SIGKILL.
 _REMOTE = """set -m
 eval "$(head -c {length})"
 cd {cwd} || exit 126  # no such directory on this host
+group=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" {{print $3}}' \
+  /proc/self/cgroup 2>/dev/null)
+kills() {{ awk '$1 == "oom_kill" {{print $2}}' "$group/memory.oom_control" \
+  2>/dev/null; }}
+before=$(kills)
 "$@" </dev/null &
 task=$!
 {{ while read -r -t {silence} _; do :; done; kill -TERM -- -$task;
@@ -72,8 +80,16 @@ set +m  # the groups are made; no job-status lines in the task's output
 wait $task
 code=$?
 kill -- -$watch 2>/dev/null
+if [ $code = 137 ] && [ -n "$before" ] && [ "$(kills)" -gt "$before" ]; then
+  echo "{oom_marker} $(hostname): killed by the out-of-memory killer at its" \
+    "memory cgroup's limit of $(( $(cat $group/memory.limit_in_bytes) >> 20 ))" \
+    "MiB (peak $(( $(cat $group/memory.max_usage_in_bytes) >> 20 )) MiB)" >&2
+fi
 exit $code
 """
+
+OOM_MARKER = "estimator-scale-launch: out of memory on"
+"""How a remote task's OOM-kill line begins (`_REMOTE`)."""
 
 
 def _port_options(ssh_port):
@@ -85,7 +101,7 @@ def remote_command(host, command, env, cwd, ssh_port=None):
   exports = "".join(f"export {k}={shlex.quote(v)}\n"
                     for k, v in sorted(env.items())).encode()
   script = _REMOTE.format(length=len(exports), cwd=shlex.quote(cwd),
-                          silence=SILENCE_SECS)
+                          silence=SILENCE_SECS, oom_marker=OOM_MARKER)
   remote = " ".join(["bash", "-c", shlex.quote(script), "launch"] +
                     [shlex.quote(c) for c in command])
   return ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host,

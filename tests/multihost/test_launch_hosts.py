@@ -8,6 +8,7 @@ within 60 s with a line naming the host.
 """
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -129,4 +130,25 @@ def test_a_host_without_the_jobs_python_fails_in_one_line(cluster, tmp_path):
   assert lines == ["[launch] host2 worker:1: command not found on host2 (is "
                    "the job's Python installed there at the same path?); "
                    "stopping every task"], log[-3000:]
+  assert_no_job_processes_within((host1, host2), 10)
+
+
+def test_a_task_killed_for_memory_is_named_with_its_hosts_ceiling(
+    cluster, tmp_path):
+  host1, host2 = cluster(2).hosts
+  host2.limit_memory(300 << 20)  # less than a training process needs
+  proc = host1.run(launch_argv(
+      "host1,host2", ["--distribution=multi_worker_mirrored",
+                      f"--model_dir={tmp_path / 'model'}",
+                      "--train_steps=300"]),
+      cwd=ROOT, env=LAUNCH_ENV, timeout=300)
+  log = proc.stdout + proc.stderr
+  assert proc.returncode != 0, log[-3000:]
+  assert re.search(
+      r"\[host2 worker:1\] estimator-scale-launch: out of memory on host2: "
+      r"killed by the out-of-memory killer at its memory cgroup's limit of "
+      r"300 MiB \(peak \d+ MiB\)", log), log[-3000:]
+  lines = [l for l in log.splitlines() if l.startswith("[launch]")]
+  assert lines == ["[launch] host2 worker:1 exited with 137; stopping every "
+                   "task"], lines
   assert_no_job_processes_within((host1, host2), 10)

@@ -115,7 +115,10 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
         if topology.is_chief and dynamic_ps.tables():
           spec = spec._replace(training_hooks=list(spec.training_hooks) + [
               dynamic_ps_moves.MoveHook(dynamic_ps.tables(), num_ps)])
-      elif mode == "train" and full_checkpoint_every > 1:
+      elif mode == "train" and (full_checkpoint_every > 1 or
+                                deltas.follow_latest(config.model_dir)):
+        # Deltas saved by an earlier run are applied, whatever this one's
+        # setting (with 1, each save of this run is full).
         with deltas.tracking():
           spec = model_fn(features, labels, mode, config)
         spec = _saving_deltas(spec, config, full_checkpoint_every)

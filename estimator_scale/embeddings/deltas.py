@@ -254,6 +254,12 @@ class DeltaSaver:
     return result
 
 
+def follow_latest(model_dir):
+  """Whether deltas follow the latest checkpoint in `model_dir`."""
+  latest = tf.train.latest_checkpoint(model_dir) if model_dir else None
+  return bool(latest and chain(latest))
+
+
 def _directory(checkpoint):
   """Where the deltas that follow the full `checkpoint` are."""
   return os.path.join(os.path.dirname(checkpoint), DIRECTORY,

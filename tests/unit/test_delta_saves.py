@@ -83,14 +83,14 @@ class _Restored(tf.compat.v1.train.SessionRunHook):
                            session.run(variables)))
 
 
-def _resume_from(model_dir, base, steps):
+def _resume_from(model_dir, base, steps, full_every=4):
   """Restores the full checkpoint of `base` and the deltas after it in a
   job that trains on to `steps`; returns the restored values."""
   tf.compat.v1.train.update_checkpoint_state(
       str(model_dir), _checkpoint(model_dir, base))
   restored = _Restored()
   features, labels = _data(steps)
-  _estimator(model_dir, 4).train(
+  _estimator(model_dir, full_every).train(
       es.inputs.from_arrays(features, labels, 16), hooks=[restored],
       max_steps=steps)
   return restored.values
@@ -116,6 +116,15 @@ def test_full_and_deltas_restore_as_the_full_save_bit_for_bit(tmp_path):
   assert set(full) <= set(restored)
   for name, value in full.items():
     np.testing.assert_array_equal(restored[name], value, err_msg=name)
+
+
+def test_a_run_without_deltas_still_applies_an_earlier_runs(tmp_path):
+  model_dir = tmp_path / "model"
+  _train(_estimator(model_dir, 4), 14)
+  os.remove(_checkpoint(model_dir, 14) + ".index")  # a crash before it
+  restored = _resume_from(model_dir, 8, 16, full_every=1)
+  assert int(restored["global_step"]) == 14
+  assert int(tf.train.load_variable(str(model_dir), "global_step")) == 16
 
 
 def test_a_delta_is_a_small_part_of_a_full_save(tmp_path):

@@ -75,6 +75,15 @@ def test_growth_calls_a_cost_flat_when_its_slope_is_a_small_part():
   assert linear["slope"] == pytest.approx(0.01)
 
 
+def test_growth_names_a_cost_that_grows_faster_than_its_line():
+  faster = fit.growth([1, 2, 4, 8], [1.0, 2.0, 4.0, 16.0])
+  assert faster["verdict"] == "faster"
+  assert faster["power"] == pytest.approx(2.0)
+  assert fit.growth([1, 2, 4, 8], [1.0, 2.0, 4.0, 8.0])["verdict"] == (
+      "linear")
+  assert fit.last_power([4], [1.0]) is None
+
+
 def test_chain_leaves_out_rank_counts_over_the_memory_limits():
   assert jobs.chain(1 << 18, 16, [1, 2, 4], 6 << 30, 14 << 30) == [
       (1, None, True), (1, 1, False), (2, 1, True), (2, 2, False),
@@ -130,13 +139,16 @@ def test_page_states_growth_plan_and_what_is_not_built():
   for hosts in (10, 50, 100):
     assert f"\n| {hosts} | " in text
   assert "**2.00x**" in text
+  # The made-up exports cost the same per row on 1 rank as on 4.
+  assert "an export on 1 rank costs" in text and "(1.0x)" in text
 
 
 def test_page_says_a_failed_job_and_the_sizes_left_out():
   text = render.page(_results(
       sizes=(1 << 18, 1 << 25), failed=(1 << 18, 4, "reshard")))
   assert "| 2^18 | - | 4 | failed (reshard job) |" in text
-  assert "2^25 rows on 1 ranks" in text
+  assert "Failed jobs" in text and "2^18 rows on 4 ranks (reshard)" in text
+  assert "2^25 rows on 1 rank." in text
 
 
 def test_page_before_any_run_says_how_to_measure():

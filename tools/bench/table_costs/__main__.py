@@ -4,9 +4,9 @@
   python -m tools.bench.table_costs --sizes=18,20 --ranks=1,2   # a few
   python -m tools.bench.table_costs render      # the page from the JSON
 
-For each size (2^n rows of dimension 16, Adagrad) a chain of Horovod jobs
-(jobs.py) trains, saves, restores, re-shards, evaluates and exports the
-table on 1, 2 and 4 ranks, one fresh set of processes per job. Sizes run
+For each size (2^n rows of dimension 16, Adagrad) `--rounds` chains of
+Horovod jobs (jobs.py) train, save, restore, re-shard, evaluate and export
+the table on 1, 2 and 4 ranks, one fresh set of processes per job. Sizes run
 in the order given, and the results file is written after each, so a run
 cut short keeps what it measured; a size measured again replaces its
 runs, the other sizes' stay. Each size's checkpoints live in a temporary
@@ -38,6 +38,8 @@ def parse_args(argv=None):
   parser.add_argument("--dimension", type=int, default=16)
   parser.add_argument("--batch", type=int, default=4096,
                       help="ids per update over all ranks")
+  parser.add_argument("--rounds", type=int, default=2,
+                      help="chains per size, each from scratch")
   parser.add_argument("--steps", type=int, default=25)
   parser.add_argument("--warmup", type=int, default=5)
   parser.add_argument("--eval_batches", type=int, default=4)
@@ -55,6 +57,8 @@ def parse_args(argv=None):
     parser.error("--sizes and --ranks: integers joined by ','")
   if min(args.ranks) < 1 or not 1 <= min(args.sizes) <= max(args.sizes) < 40:
     parser.error("--ranks >= 1; --sizes between 1 and 39")
+  if args.rounds < 1:
+    parser.error(f"--rounds={args.rounds}: must be >= 1")
   if args.warmup >= args.steps:
     parser.error(f"--warmup={args.warmup} must be below --steps")
   return args
@@ -65,7 +69,8 @@ def run(args):
   result = repo.load_json(args.results) or {}
   result["machine"] = runner.machine_info()
   result["settings"] = {k: getattr(args, k) for k in (
-      "dimension", "batch", "steps", "warmup", "eval_batches", "ranks",
+      "dimension", "batch", "rounds", "steps", "warmup", "eval_batches",
+      "ranks",
       "process_limit_gib", "job_limit_gib")}
   result["settings"]["peak_factor_assumed"] = jobs.PEAK_FACTOR
   runs = {int(k): v for k, v in result.get("sizes", {}).items()}

@@ -46,14 +46,14 @@ READERS = {
 
 
 def table(result):
-  """{(rows, ranks): {cost: {"value", "rounds"}, "reshard_from": n}}, the
-  failed jobs' sizes with {"failed": kind}."""
+  """{(rows, ranks): {cost: {"value", "rounds"}, "reshard_from": n}}; a
+  cell with failed jobs has their kinds in "failed"."""
   cells = {}
   for rows, runs in result.get("sizes", {}).items():
     for run in runs:
       cell = cells.setdefault((int(rows), run["ranks"]), {})
       if run["job"] is None:
-        cell["failed"] = run["kind"]
+        cell.setdefault("failed", []).append(run["kind"])
         continue
       if run["kind"] == "reshard":
         cell["reshard_from"] = run["from_ranks"]

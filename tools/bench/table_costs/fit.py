@@ -5,9 +5,15 @@ the largest table measured: what it grows by over the range is within the
 noise of a shared machine. Otherwise it is linear in the table, and the
 slope is its price per row, which the billion-id plan multiplies out.
 """
+import math
+
 FLAT_SHARE = 0.25
 """At most this much of the cost at the largest table from the slope:
 flat."""
+FASTER = 1.3
+"""A linear cost whose last doubling step grows as rows^this or more is
+called faster than linear: the line's slope then understates the largest
+tables' price."""
 
 
 def line(xs, ys):
@@ -38,6 +44,21 @@ def growth(xs, ys):
   at_largest = intercept + slope * largest
   share = (slope * largest / at_largest) if at_largest > 0 else 0.0
   flat = slope <= 0 or share < FLAT_SHARE
+  power = last_power(xs, ys)
+  verdict = ("flat" if flat else
+             "faster" if power is not None and power >= FASTER else "linear")
   return {"intercept": intercept, "slope": 0.0 if slope < 0 else slope,
-          "share": max(share, 0.0), "verdict": "flat" if flat else "linear",
-          "points": sum(y is not None for y in ys)}
+          "share": min(max(share, 0.0), 1.0), "verdict": verdict,
+          "power": power, "points": sum(y is not None for y in ys)}
+
+
+def last_power(xs, ys):
+  """p where the cost grows as rows^p between the two largest tables, or
+  None (fewer than two, or a cost that is not positive)."""
+  points = sorted((x, y) for x, y in zip(xs, ys) if y is not None)
+  if len(points) < 2:
+    return None
+  (x0, y0), (x1, y1) = points[-2:]
+  if min(y0, y1) <= 0 or x1 == x0:
+    return None
+  return math.log(y1 / y0) / math.log(x1 / x0)

@@ -91,8 +91,16 @@ def run_job(args, rows, ranks, model_dir, log_dir, export):
 
 
 def run_size(args, rows, scratch, log_dir):
-  """Every job of one size; the size's checkpoints are deleted after, the
-  logs of failed jobs kept in `log_dir`."""
+  """`args.rounds` chains of one size, each on a model_dir of its own,
+  deleted once the chain is done; the logs of failed jobs are kept in
+  `log_dir`."""
+  runs = []
+  for round_ in range(args.rounds):
+    runs.extend(_chain_once(args, rows, scratch, log_dir, round_))
+  return runs
+
+
+def _chain_once(args, rows, scratch, log_dir, round_):
   model_dir = tempfile.mkdtemp(dir=scratch, prefix=f"rows{rows}-")
   runs = []
   try:
@@ -101,12 +109,12 @@ def run_size(args, rows, scratch, log_dir):
         args.job_limit_gib * GIB):
       kind = ("fresh" if from_ranks is None else
               "restore" if from_ranks == ranks else "reshard")
-      print(f"  {rows:,} rows, {ranks} ranks, {kind}"
+      print(f"  round {round_ + 1}: {rows:,} rows, {ranks} ranks, {kind}"
             f"{'' if kind != 'reshard' else f' from {from_ranks}'}",
             flush=True)
       job = run_job(args, rows, ranks, model_dir, log_dir, export)
       runs.append({"rows": rows, "ranks": ranks, "kind": kind,
-                   "from_ranks": from_ranks, "job": job})
+                   "from_ranks": from_ranks, "round": round_, "job": job})
       if job is None:
         break  # the next job would restore a save that was never written
   finally:

@@ -28,15 +28,17 @@ def row_bytes(dimension, slots=1):
 
 
 def memory_line(cells):
-  """(base bytes, bytes per row held) of a process's peak over every phase
-  against the rows of its share, over every size and rank count."""
-  xs, ys = [], []
-  for (rows, ranks), cell in cells.items():
-    value = figures.peak(cell)
-    if value is not None:
-      xs.append(rows / ranks)
-      ys.append(value)
-  return fit.line(xs, ys)
+  """(ranks, (base bytes, bytes per row held)) of a process's peak over
+  every phase against the rows of its share, on the most ranks measured
+  at two sizes or more: a billion ids run on many ranks, and one rank
+  holds its whole table in another way (its own checkpoint, no
+  exchange)."""
+  for ranks in sorted({n for _, n in cells}, reverse=True):
+    points = [(rows / n, figures.peak(cell)) for (rows, n), cell
+              in cells.items() if n == ranks and figures.peak(cell)]
+    if len(points) >= 2:
+      return ranks, fit.line(*zip(*points))
+  return None, None
 
 
 def widest(cells, cost):
@@ -57,7 +59,7 @@ def plan(cells, dimension, ids=IDS, target_dimension=DIMENSION,
   hosts}} for `ids` ids of `target_dimension`, one rank per host; None
   without the figures."""
   scale = row_bytes(target_dimension) / row_bytes(dimension)
-  memory = memory_line(cells)
+  memory_ranks, memory = memory_line(cells)
   lines = {cost: widest(cells, cost) for cost in (
       "save", "restore", "reshard", "export", "export_bytes")}
   if memory is None or any(g is None for _, g in lines.values()):
@@ -87,8 +89,11 @@ def plan(cells, dimension, ids=IDS, target_dimension=DIMENSION,
   return {"assumptions": {
       "scale": scale, "table_bytes": table, "base_bytes": base,
       "bytes_per_row_held": per_row, "headroom": headroom,
-      "ranks_of": {cost: ranks for cost, (ranks, _) in lines.items()},
+      "ranks_of": {"memory": memory_ranks,
+                   **{cost: ranks for cost, (ranks, _) in lines.items()}},
       "slopes": {cost: g["slope"] for cost, (_, g) in lines.items()},
+      "faster": sorted(cost for cost, (_, g) in lines.items()
+                       if g["verdict"] == "faster"),
       "save_bandwidth": (row_bytes(dimension) / lines["save"][1]["slope"]
                          if lines["save"][1]["slope"] > 0 else None),
       "restore_bandwidth": (row_bytes(dimension) /

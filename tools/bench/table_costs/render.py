@@ -48,7 +48,7 @@ def costs_table(cells, dimension):
   for (rows, ranks), cell in sorted(cells.items()):
     if "failed" in cell and "step" not in cell:
       lines.append(f"| 2^{rows.bit_length() - 1} | - | {ranks} | failed "
-                   f"({cell['failed']} job) |" + " - |" * 10)
+                   f"({', '.join(cell['failed'])} job) |" + " - |" * 10)
       continue
     reshard = _seconds(cell, "reshard")
     if "reshard_from" in cell and reshard != "-":
@@ -84,12 +84,23 @@ def skipped_line(cells, settings):
   measured = {}
   for rows, ranks in cells:
     measured.setdefault(rows, set()).add(ranks)
-  missing = [f"2^{rows.bit_length() - 1} rows on {', '.join(map(str, sorted(set(settings['ranks']) - have)))} "
-             "ranks" for rows, have in sorted(measured.items())
-             if set(settings["ranks"]) - have]
+  missing = []
+  for rows, have in sorted(measured.items()):
+    left = sorted(set(settings["ranks"]) - have)
+    if left:
+      missing.append(f"2^{rows.bit_length() - 1} rows on "
+                     f"{', '.join(map(str, left))} "
+                     f"rank{'' if left == [1] else 's'}")
+  failed = [f"2^{rows.bit_length() - 1} rows on {ranks} ranks "
+            f"({', '.join(cell['failed'])})"
+            for (rows, ranks), cell in sorted(cells.items())
+            if "failed" in cell]
+  said = ("Failed jobs (their logs are kept; a chain stops at its failed "
+          "job, the next round starts afresh): " + "; ".join(failed) + ". "
+          if failed else "")
   if not missing:
-    return "Every size was measured on every rank count."
-  return ("Not measured, because a rank would pass "
+    return said + "Every size was measured on every rank count."
+  return said + ("Not measured, because a rank would pass "
           f"{settings['process_limit_gib']:g} GiB or the job "
           f"{settings['job_limit_gib']:g} GiB (the bench assumes a rank's "
           f"peak is {settings['peak_factor_assumed']:g}x its share of rows "
@@ -111,6 +122,9 @@ def _growth_cell(growth, cost):
     said = "flat"
     if cost == "step":
       said = "flat in the table (its work is the rows touched per update)"
+  elif growth["verdict"] == "faster":
+    said = (f"**faster than linear**: as rows^{growth['power']:.2f} between "
+            "the two largest tables")
   else:
     said = "linear in the table"
   return slope_text, f"{growth['share']:.0%}", said
@@ -133,17 +147,58 @@ def growth_table(cells):
         continue
       growth = fit.growth(xs, ys)
       slope, share, said = _growth_cell(growth, cost)
+      froms = {cells[(x, ranks)].get("reshard_from") for x in xs}
+      named = (f"{label} from {', '.join(map(str, sorted(froms)))}"
+               if cost == "reshard" and None not in froms else label)
       if _is_bytes(cost):
         low, high = _mib(ys[0]) + " MiB", _mib(ys[-1]) + " MiB"
       elif cost == "step":
         low, high = f"{ys[0] * 1000:.1f} ms", f"{ys[-1] * 1000:.1f} ms"
       else:
         low, high = f"{ys[0]:.2f} s", f"{ys[-1]:.2f} s"
-      lines.append(f"| {label} | {ranks} | {len(xs)} | {low} | {high} | "
+      lines.append(f"| {named} | {ranks} | {len(xs)} | {low} | {high} | "
                    f"{slope} | {share} | {said} |")
   lines.append(f"| delta save (1 %, 10 % of rows touched) | - | - | - | - | "
                f"- | - | {NOT_BUILT} |")
   return "\n".join(lines)
+
+
+def _where(cells, cost, ranks):
+  """"on 4 ranks", or for a re-shard "from 2 ranks onto 4"."""
+  if cost != "reshard":
+    return f"on {ranks} rank{'s' * (ranks > 1)}"
+  froms = sorted({cell["reshard_from"] for (_, n), cell in cells.items()
+                  if n == ranks and "reshard_from" in cell})
+  return (f"from {', '.join(map(str, froms))} "
+          f"rank{'s' * (max(froms) > 1)} onto {ranks}")
+
+
+def one_rank_said(cells):
+  """How much more a checkpoint one rank saved costs to read: one
+  process keeps each table whole in the Estimator's own checkpoint, the
+  ranks in a merged one of slices."""
+  widest = max(ranks for _, ranks in cells)
+  said = []
+  for cost, label in (("export", "an export"),
+                      ("reshard", "a re-shard")):
+    slopes = {}
+    for ranks in sorted({n for _, n in cells}):
+      growth = fit.growth(*figures.series(cells, cost, ranks))
+      if growth and growth["points"] >= 2:
+        slopes[ranks] = growth["slope"] * PER
+    low = min(slopes, default=None)
+    if low is None or low == widest or widest not in slopes:
+      continue
+    said.append(f"{label} {_where(cells, cost, low)} costs "
+                f"{slopes[low]:.3g} s per 2^20 rows against "
+                f"{slopes[widest]:.3g} s {_where(cells, cost, widest)} "
+                f"({slopes[low] / slopes[widest]:.1f}x)")
+  if not said:
+    return ""
+  return ("What a checkpoint one rank saved costs to read: " +
+          "; ".join(said) + ". One process keeps each table whole in the "
+          "Estimator's own checkpoint; ranks read blocks of rows from the "
+          "merged checkpoint of their slices.")
 
 
 def _gib(value):
@@ -177,13 +232,15 @@ def plan_fields(cells, dimension):
       f"- **Memory**: a process's peak over training, evaluation and export "
       f"is {_mib(a['base_bytes'])} MiB without a table plus "
       f"{a['bytes_per_row_held']:,.0f} bytes per row it holds (a line "
-      "through every size and rank count measured): "
+      f"through every size on {ranks['memory']} ranks, against the rows a "
+      "rank holds): "
       f"**{a['headroom']:.2f}x** the {plans.row_bytes(dimension)} bytes of "
       "its rows and slots, the headroom a host needs over its share.",
       f"- **Full save**: every rank writes its own rows, and rank 0's merge "
       "renames their files (no row is copied), so a host saves its share. "
       f"This machine saved {a['save_bandwidth'] / MIB:,.0f} MiB/s of rows "
-      f"and slots (the slope on {ranks['save']} ranks sharing its disk); "
+      f"and slots (the slope on {ranks['save']} ranks sharing its disk, "
+      "into its page cache); "
       "each host is assumed to write its share at that rate, all at once.",
       f"- **Restore and re-shard**: every rank reads its own range of rows "
       "from the merged checkpoint; this machine restored "
@@ -196,8 +253,12 @@ def plan_fields(cells, dimension):
       "slots) into the SavedModel a block at a time, alone, so its time "
       f"is the whole table's at the slope on {ranks['export']} ranks, "
       "however many hosts.",
-      "- **Delta saves**: not built yet, so not planned; until they are, "
-      "every save costs the full save below."])
+      "- **Delta saves**: not built yet for tables over ranks, so not "
+      "planned; until they are, every save costs the full save below."] + (
+          [f"- **Caution**: {', '.join(a['faster'])} grew faster than "
+           "linear between the two largest tables on those ranks, so the "
+           "plan's line understates it at a billion ids."]
+          if a["faster"] else []))
   lines = ["| hosts | rows per host | rows + slots per host GiB | peak memory"
            " per host GiB | full save | delta save | restore | re-shard | "
            "export | export size GB |",
@@ -237,8 +298,8 @@ def page(result):
   """The page's text; a placeholder where nothing was measured yet."""
   if not result or not result.get("sizes"):
     fields = dict.fromkeys(("costs_table", "rounds", "skipped",
-                            "growth_table", "plan_assumptions", "plan_table",
-                            "hosts_for"), "")
+                            "growth_table", "one_rank", "plan_assumptions",
+                            "plan_table", "hosts_for"), "")
     fields["run"] = "Not measured yet: `make bench-table-costs`."
     return repo.fill_template(TEMPLATE, fields)
   cells = figures.table(result)
@@ -249,6 +310,7 @@ def page(result):
       "rounds": rounds_line(cells),
       "skipped": skipped_line(cells, result["settings"]),
       "growth_table": growth_table(cells),
+      "one_rank": one_rank_said(cells),
       **plan_fields(cells, dimension)})
 
 

@@ -318,14 +318,19 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
   A table trained whole (on one process), or split over parameter servers,
   is in Estimator's checkpoint and restores from there. What this Saver
   saves is every variable, the whole tables included: an export's
-  variables. Made in an export (`exporting`), it does not restore the
-  tables but copies them at its save, so an export holds no table whole.
+  variables. Made in an export (`exporting`), it does not restore tables
+  saved in slices (merged from the ranks, or split over parameter servers)
+  but copies them at its save, a block at a time, so an export holds no
+  such table whole. A table one process saved whole restores whole: that
+  process held it, and a block of it can only be read by reading it all.
 
   Args:
     keys: the tables' names in a checkpoint.
+    split: whether they are split over parameter servers, in slices of
+      Estimator's checkpoint itself.
   """
 
-  def __init__(self, keys):
+  def __init__(self, keys, split=False):
     super().__init__(sharded=True, save_relative_paths=True)
     saveables = saveable_object_util.op_list_to_dict(
         tf.compat.v1.global_variables() + tf.compat.v1.get_collection(
@@ -340,6 +345,7 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
                   if k in self._table_keys},
         name="whole_tables_restore")
     self._copy = _EXPORTING.get()
+    self._split = split
     self._tables_from = None
 
   def _source(self, save_path):
@@ -359,10 +365,11 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     """See base class: the tables come from `merged_checkpoint(save_path)`
     unless `save_path` holds them."""
     source = self._source(save_path)
-    if source == save_path and not self._copy:
+    copy = self._copy and (source != save_path or self._split)
+    if source == save_path and not copy:
       return super().restore(sess, save_path)
     self._rest.restore(sess, save_path)
-    if self._copy:
+    if copy:
       self._tables_from = source
     else:
       self._tables.restore(sess, source)
@@ -547,14 +554,15 @@ def whole_tables_outside_training(model_fn):
       spec = model_fn(features, labels, mode, config)
     keys = [t.op.name for t in
             tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)]
-    if _EXPORTING.get():  # and the tables split over parameter servers
-      keys += [v._save_slice_info.full_name  # pylint: disable=protected-access
-               for v in tf.compat.v1.global_variables()
-               if v._save_slice_info]  # pylint: disable=protected-access
+    split = not keys and _EXPORTING.get()
+    if split:  # the tables split over parameter servers
+      keys = [v._save_slice_info.full_name  # pylint: disable=protected-access
+              for v in tf.compat.v1.global_variables()
+              if v._save_slice_info]  # pylint: disable=protected-access
     if not keys or spec.scaffold.saver is not None:
       return spec
     return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
-        saver=WholeTablesSaver(keys), copy_from_scaffold=spec.scaffold))
+        saver=WholeTablesSaver(keys, split), copy_from_scaffold=spec.scaffold))
   return with_whole_tables
 
 

@@ -65,6 +65,7 @@ def tracking():
 
 
 def tracking_on():
+  """Whether the graph being built tracks its tables' changed rows."""
   return _TRACKING.get()
 
 

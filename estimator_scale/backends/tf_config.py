@@ -366,12 +366,8 @@ class ClusterCoordinator(coordinator.Coordinator):
                            kwargs["checkpoint_path"])
     scratch = tempfile.mkdtemp(prefix="eval-")
     try:
-      # Same model_fn and params (bound in the public wrapper), own eval dir.
-      twin = tf.estimator.Estimator(
-          lambda features, labels, mode, config: estimator.model_fn(
-              features, labels, mode, config),
-          config=estimator.config.replace(model_dir=scratch))
-      return twin.evaluate(input_fn, **kwargs)
+      return _twin(estimator, estimator.config.replace(
+          model_dir=scratch)).evaluate(input_fn, **kwargs)
     finally:
       shutil.rmtree(scratch, ignore_errors=True)
 
@@ -382,10 +378,7 @@ class ClusterCoordinator(coordinator.Coordinator):
     twin_config = config.replace()
     # RunConfig lets nothing set it: a chief evaluates in a local session.
     twin_config._evaluation_master = config.master  # pylint: disable=protected-access
-    twin = tf.estimator.Estimator(
-        lambda features, labels, mode, config: estimator.model_fn(
-            features, labels, mode, config),
-        config=twin_config)
+    twin = _twin(estimator, twin_config)
     logging.info("Evaluating on the %d ps tasks, where the tables are",
                  config.num_ps_replicas)
     with embeddings.reading_on_ps(
@@ -407,11 +400,8 @@ class ClusterCoordinator(coordinator.Coordinator):
     run_config = estimator.config
     config.device_filters[:] = [
         f"/job:{run_config.task_type}/task:{run_config.task_id}"]
-    twin = tf.estimator.Estimator(
-        lambda features, labels, mode, config: estimator.model_fn(
-            features, labels, mode, config),
-        config=run_config.replace(session_config=config))
-    return twin.predict(input_fn, **kwargs)
+    return _twin(estimator, run_config.replace(
+        session_config=config)).predict(input_fn, **kwargs)
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
     """Only the chief exports; others return the path it will write under."""
@@ -419,6 +409,14 @@ class ClusterCoordinator(coordinator.Coordinator):
       return estimator.export_saved_model(export_dir_base, receiver_fn,
                                           **kwargs)
     return os.fsencode(export_dir_base)
+
+
+def _twin(estimator, config):
+  """`estimator`'s model_fn and params (bound in its public wrapper) under
+  another RunConfig."""
+  return tf.estimator.Estimator(
+      lambda features, labels, mode, config: estimator.model_fn(
+          features, labels, mode, config), config=config)
 
 
 METRICS_WAIT_S = 3600

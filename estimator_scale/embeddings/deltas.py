@@ -153,8 +153,9 @@ class DeltaSaver:
     if self._ops is not None:
       return
     variables = tf.compat.v1.global_variables()
-    per_row = {v.op.name for table, _ in self._tables
-               for v in _per_row(table, variables)}
+    rows_of = [(changes, _per_row(table, variables), table)
+               for table, changes in self._tables]
+    per_row = {v.op.name for _, rows, _ in rows_of for v in rows}
     saveables = saveable_object_util.op_list_to_dict(
         variables + tf.compat.v1.get_collection(
             tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS))
@@ -162,14 +163,14 @@ class DeltaSaver:
     prefix = tf.compat.v1.placeholder(tf.string, [], name="delta_prefix")
     after = tf.compat.v1.placeholder(tf.int64, [], name="delta_after")
     names, tensors, applied = [_AFTER], [after], []
-    for table, changes in self._tables:
+    for changes, rows, table in rows_of:
       positions = changes.changed()
       key = table.pool.op.name + _POSITIONS
       names.append(key)
       tensors.append(positions)
       (read,) = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key],
                                      shape_and_slices=[""], dtypes=[tf.int64])
-      for variable in _per_row(table, variables):
+      for variable in rows:
         names.append(variable.op.name)
         tensors.append(tf.gather(variable, positions))
         (values,) = tf.raw_ops.RestoreV2(

@@ -23,6 +23,7 @@ _PUBLIC = {
     "BaseModel": ("estimator_scale.model", "BaseModel"),
     "BinaryClassifierModel": ("estimator_scale.model", "BinaryClassifierModel"),
     "ClassifierModel": ("estimator_scale.model", "ClassifierModel"),
+    "CompactExport": ("estimator_scale.embeddings.compact", "CompactExport"),
     "DynamicEmbedding": ("estimator_scale.embeddings.dynamic_layers",
                          "DynamicEmbedding"),
     "EarlyStoppingHook": ("estimator_scale.evaluation", "EarlyStoppingHook"),

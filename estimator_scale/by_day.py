@@ -110,7 +110,7 @@ def _judge_late(summary, before, eval_data, model_dir, judge):
   return changed
 
 
-def _export(estimator, export_dir, day):
+def _export(estimator, export_dir, day, compact):
   """Day's SavedModel under export_dir/<day>/ (once: a resumed job keeps
   the one it made); its path."""
   base = os.path.join(export_dir, str(day))
@@ -121,7 +121,7 @@ def _export(estimator, export_dir, day):
               os.path.join(base, name.rstrip("/"), "saved_model.pb"))]
   if done:
     return done[-1]
-  return os.fsdecode(estimator.export_saved_model(base))
+  return os.fsdecode(estimator.export_saved_model(base, compact=compact))
 
 
 def _train_day(estimator, partition, start_step, global_batch_size,
@@ -169,7 +169,7 @@ def _train_day(estimator, partition, start_step, global_batch_size,
 def train_by_day(estimator, train_data, days, global_batch_size,
                  eval_data=None, follow=False, follow_timeout_secs=3600,
                  export_dir=None, best_metric="auc", higher_is_better=True,
-                 eval_steps=None, skip_corrupt=False):
+                 eval_steps=None, skip_corrupt=False, compact_export=None):
   """Trains each day of `days` once, in order; evaluates each on the next.
 
   Args:
@@ -187,6 +187,8 @@ def train_by_day(estimator, train_data, days, global_batch_size,
     best_metric, higher_is_better: which evaluation picks the best day.
     eval_steps: evaluation batches (default: the whole next day).
     skip_corrupt: drop unreadable TFRecord records.
+    compact_export: each day's export keeps its dynamic tables as this
+      `CompactExport` says (None: whole).
 
   Returns:
     The summary (`day_summary`): one entry per day trained.
@@ -239,7 +241,7 @@ def train_by_day(estimator, train_data, days, global_batch_size,
       if stopped:
         break
     if "export" not in entry:
-      entry["export"] = _export(estimator, export_dir, day)
+      entry["export"] = _export(estimator, export_dir, day, compact_export)
       _save(summary, model_dir, export_dir, is_chief)
     if not _judged(entry):
       following = _next_day(eval_data, day, last, follow, follow_timeout_secs)

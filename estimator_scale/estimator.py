@@ -20,6 +20,8 @@ it is given: an `input_fn.InputFn` built without one takes it when
 refused), and `build_train_op` inside its model_fn takes its topology and
 TrainingConfig (`pipeline.declare_estimator`).
 """
+import contextlib
+import os
 from typing import List, Optional
 
 from absl import logging
@@ -194,16 +196,28 @@ class Estimator:
         yield_single_examples=yield_single_examples)
 
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn=None,
-                         **kwargs):
-    """Exports a SavedModel (the chief only); returns its path."""
+                         compact=None, **kwargs):
+    """Exports a SavedModel (the chief only); returns its path.
+
+    `compact` (an `es.CompactExport`) keeps fewer rows of the dynamic
+    tables, or fewer bytes a row, and refuses an export above its budget.
+    """
     if serving_input_receiver_fn is None and self.model is None:
       raise errors.UsageError("export_saved_model around a model_fn needs "
                               "serving_input_receiver_fn")
+    if compact is not None and not isinstance(compact,
+                                              embeddings.CompactExport):
+      raise errors.UsageError(
+          f"export_saved_model: compact={compact!r}; valid: an "
+          "es.CompactExport, or None")
     receiver = (serving_input_receiver_fn or
                 self.model.serving_input_receiver_fn())
-    with embeddings.exporting():
+    checkpoint = kwargs.pop("checkpoint_path", None) or self.latest_checkpoint()
+    with embeddings.exporting(checkpoint, compact), \
+        _no_temp_left(export_dir_base):
       return self.coordinator.export(self.tf_estimator, export_dir_base,
-                                     receiver, **kwargs)
+                                     receiver, checkpoint_path=checkpoint,
+                                     **kwargs)
 
   def get_variable_value(self, name):
     return self.tf_estimator.get_variable_value(name)
@@ -213,6 +227,23 @@ class Estimator:
 
   def latest_checkpoint(self):
     return self.tf_estimator.latest_checkpoint()
+
+
+@contextlib.contextmanager
+def _no_temp_left(export_dir_base):
+  """Removes what an export that failed left under `export_dir_base`
+  (Estimator writes it under temp-<timestamp>, renamed when done)."""
+  base = os.fsdecode(export_dir_base)
+  before = (set(tf.io.gfile.listdir(base)) if tf.io.gfile.isdir(base)
+            else set())
+  try:
+    yield
+  except Exception:
+    if tf.io.gfile.isdir(base):
+      for name in set(tf.io.gfile.listdir(base)) - before:
+        if name.startswith("temp-"):
+          tf.io.gfile.rmtree(os.path.join(base, name))
+    raise
 
 
 def make_estimator(model, model_dir=None, distribution="none",

@@ -180,7 +180,7 @@ def _export(estimator, eval_spec, eval_result, is_final):
   checkpoint = estimator.latest_checkpoint()
   for exporter in eval_spec.exporters:
     path = os.path.join(estimator.model_dir, "export", exporter.name)
-    with embeddings.exporting():
+    with embeddings.exporting(checkpoint):
       results[exporter.name] = exporter.export(
           estimator.tf_estimator, path, checkpoint, eval_result, is_final)
   return results

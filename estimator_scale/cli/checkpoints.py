@@ -60,5 +60,6 @@ def run_export():
     raise app.UsageError("export needs --export_dir")
   estimator = _estimator()
   path = estimator.export_saved_model(FLAGS.export_dir,
-                                      checkpoint_path=_checkpoint(estimator))
+                                      checkpoint_path=_checkpoint(estimator),
+                                      compact=flags.compact_export())
   print(f"exported SavedModel to {os.fsdecode(path)}")

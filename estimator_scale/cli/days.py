@@ -49,7 +49,8 @@ def run_days():
       follow_timeout_secs=FLAGS.follow_timeout_secs,
       export_dir=FLAGS.export_dir, best_metric=metric,
       higher_is_better=higher_is_better, eval_steps=FLAGS.eval_steps,
-      skip_corrupt=FLAGS.skip_corrupt_records)
+      skip_corrupt=FLAGS.skip_corrupt_records,
+      compact_export=flags.compact_export())
   if estimator.stopped_by_signal:
     logging.warning("stopped by a signal at step %s; the same command "
                     "goes on from there", estimator.last_step)

@@ -7,6 +7,7 @@ command line offers.
 """
 from absl import flags
 
+import estimator_scale as es
 from estimator_scale import deprecation
 from estimator_scale.backends import names as backend_names
 from estimator_scale.train_ops import names as train_ops_names
@@ -180,6 +181,20 @@ flags.DEFINE_integer("early_stopping", None,
                      "improving --export_best's metric (loss:min if unset).",
                      lower_bound=1)
 flags.DEFINE_string("export_dir", None, "Export a SavedModel under here.")
+flags.DEFINE_integer("export_min_count", 1,
+                     "Export only the dynamic tables' rows looked up at "
+                     "least this many times.", lower_bound=1)
+flags.DEFINE_integer("export_last_updates", None,
+                     "Export only the dynamic tables' rows looked up within "
+                     "this many updates before the checkpoint.",
+                     lower_bound=1)
+flags.DEFINE_enum("export_dtype", "float32", ["float32", "float16", "int8"],
+                  "How an export stores the dynamic tables' rows (int8: "
+                  "with a scale per row).")
+flags.DEFINE_integer("export_max_bytes", None,
+                     "Refuse an export whose variables would take more "
+                     "bytes (its size is logged before it is written).",
+                     lower_bound=1)
 flags.DEFINE_string("checkpoint", None,
                     "evaluate/export: this checkpoint (a path or a name in "
                     "--model_dir) instead of the latest.")
@@ -235,6 +250,15 @@ flags.register_validator(
     lambda text: all(_split_best(text)) and _split_best(text)[1] in (
         "min", "max"),
     message="must be METRIC:min or METRIC:max, e.g. loss:min or accuracy:max")
+
+
+def compact_export():
+  """The es.CompactExport the --export_* flags ask for, or None."""
+  wanted = es.CompactExport(
+      min_count=FLAGS.export_min_count,
+      last_updates=FLAGS.export_last_updates, dtype=FLAGS.export_dtype,
+      max_bytes=FLAGS.export_max_bytes)
+  return wanted if wanted != es.CompactExport() else None
 
 
 def best_metric():

@@ -111,7 +111,8 @@ def _run_training():
                     estimator.last_step, coordinator.EXIT_STOPPED_BY_SIGNAL)
     sys.exit(coordinator.EXIT_STOPPED_BY_SIGNAL)
   if FLAGS.export_dir:
-    path = estimator.export_saved_model(FLAGS.export_dir)
+    path = estimator.export_saved_model(FLAGS.export_dir,
+                                        compact=flags.compact_export())
     logging.info("exported SavedModel to %s", os.fsdecode(path))
   if not estimator.topology.is_chief:
     return

@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from estimator_scale.embeddings import capacity
+from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import partitioning
 from estimator_scale.embeddings import ps_reading
@@ -21,7 +22,7 @@ from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
 
-exporting = shard_checkpoints.exporting
+CompactExport = compact.CompactExport
 reading_on_ps = ps_reading.reading_on_ps
 
 MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
@@ -31,6 +32,18 @@ MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
 MAX_PART = "ESTIMATOR_SCALE_MAX_PART_BYTES"
 """Bytes a part of a split variable, and a group of a ps task's variables
 in a checkpoint save, may have (default `partitioning.MAX_PART_BYTES`)."""
+
+
+@contextlib.contextmanager
+def exporting(checkpoint, compact_export=None):
+  """Within it, the graphs built are exports of `checkpoint`: tables saved
+  in slices are copied into the SavedModel, not restored, and dynamic
+  tables are kept as `compact_export` (a `CompactExport`, or None) says."""
+  sources = ([] if checkpoint is None else
+             [checkpoint, shard_checkpoints.merged_checkpoint(checkpoint)])
+  with shard_checkpoints.exporting(), compact.compacting(compact_export,
+                                                         sources):
+    yield
 
 
 def min_slice_bytes(environ=None):

@@ -72,6 +72,7 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 from estimator_scale import errors
 from estimator_scale import hooks
 from estimator_scale.backends.horovod import ranks
+from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import native
 from estimator_scale.embeddings import sharded
@@ -657,6 +658,9 @@ def make_table(name, options, getter=None):
   native.ops()
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
   named = _NAMED.setdefault(_outer_graph(), {})
+  if scoped not in named and compact.active() is not None:
+    with precision.variables_as_stored(), _unsplit():
+      named[scoped] = compact.ServedTable(name, options, getter)
   if scoped not in named:
     where = (None if _PLACED is None or sharded._WHOLE.get()  # pylint: disable=protected-access
              else _PLACED[0]())

@@ -18,6 +18,10 @@ import collections
 import tensorflow as tf
 from tensorflow.python.training import saver as tf_saver
 
+BLOCK_BYTES = 16 << 20
+"""Bytes of rows a block read or written at once holds at most: a rank's
+save of its shard, an export's copy of a table."""
+
 
 def _bytes(saveable):
   """The bytes of the variable (or part) a saveable saves; 0 if unknown."""

@@ -70,6 +70,7 @@ from tensorflow.python.training.saving import saveable_object_util  # pylint: di
 from estimator_scale import errors
 from estimator_scale import moments
 from estimator_scale import resume
+from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import sharded
@@ -85,10 +86,6 @@ _TOKEN = "shared-dir-token"
 _EXPORTING = contextvars.ContextVar("estimator_scale_exporting",
                                     default=False)
 
-SAVE_BLOCK_BYTES = 16 << 20
-"""Bytes of rows a part of a rank's save holds at most."""
-
-
 def _sliced_variables():
   """This rank's shards and their slots: the local variables saved as
   slices (`sharded_embedding` gives its shard slice information, and the
@@ -99,9 +96,9 @@ def _sliced_variables():
 
 def _row_blocks(name, full_shape, offset, shape, dtype):
   """(slice spec, first row, rows) of each block of at most
-  SAVE_BLOCK_BYTES of the rows `shape` at `offset` of tensor `name`."""
+  saving.BLOCK_BYTES of the rows `shape` at `offset` of tensor `name`."""
   rows, *rest = shape
-  block = max(1, SAVE_BLOCK_BYTES // (dtype.size * max(1, int(np.prod(rest)))))
+  block = max(1, saving.BLOCK_BYTES // (dtype.size * max(1, int(np.prod(rest)))))
   for first in range(0, rows, block):
     count = min(block, rows - first)
     yield tf_variables.Variable.SaveSliceInfo(
@@ -111,7 +108,7 @@ def _row_blocks(name, full_shape, offset, shape, dtype):
 
 def _blocks(variables):
   """(variable, its checkpoint name, a block's slice spec, the block's row
-  ids) for each block of at most SAVE_BLOCK_BYTES of each variable's rows."""
+  ids) for each block of at most saving.BLOCK_BYTES of each variable's rows."""
   for variable in variables:
     info = variable._save_slice_info  # pylint: disable=protected-access
     for spec, first, count in _row_blocks(
@@ -288,7 +285,7 @@ def exporting():
 
 def _copy_in_blocks(source, keys, destination):
   """Copies the tensors `keys` of checkpoint `source` to checkpoints
-  `destination`-part<k>, a block of at most SAVE_BLOCK_BYTES of rows each,
+  `destination`-part<k>, a block of at most saving.BLOCK_BYTES of rows each,
   in a graph of its own; returns the parts' prefixes."""
   reader = tf.train.load_checkpoint(source)
   shapes, dtypes = (reader.get_variable_to_shape_map(),
@@ -323,30 +320,37 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
   but copies them at its save, a block at a time, so an export holds no
   such table whole. A table one process saved whole restores whole: that
   process held it, and a block of it can only be read by reading it all.
+  A compact export's tables (`compact.ServedTable`) are written from the
+  checkpoint at the save, as the export keeps them; an export's size is
+  checked against its budget before it is written.
 
   Args:
     keys: the tables' names in a checkpoint.
     split: whether they are split over parameter servers, in slices of
       Estimator's checkpoint itself.
+    served: the compact export's tables.
   """
 
-  def __init__(self, keys, split=False):
+  def __init__(self, keys, split=False, served=()):
     super().__init__(sharded=True, save_relative_paths=True)
     saveables = saveable_object_util.op_list_to_dict(
         tf.compat.v1.global_variables() + tf.compat.v1.get_collection(
             tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS))
     self._table_keys = sorted(set(keys))
+    self._served = list(served)
+    others = set(self._table_keys) | compact.keys(self._served)
     self._rest = tf.compat.v1.train.Saver(
-        var_list={k: v for k, v in saveables.items()
-                  if k not in self._table_keys},
+        var_list={k: v for k, v in saveables.items() if k not in others},
         sharded=True, name="whole_tables_rest")
     self._tables = tf.compat.v1.train.Saver(
         var_list={k: v for k, v in saveables.items()
                   if k in self._table_keys},
-        name="whole_tables_restore")
+        name="whole_tables_restore") if self._table_keys else None
     self._copy = _EXPORTING.get()
     self._split = split
     self._tables_from = None
+    self._bytes = compact.variable_bytes(tf.compat.v1.global_variables())
+    self._checkpoint = None
 
   def _source(self, save_path):
     """The checkpoint that holds the tables of `save_path`."""
@@ -364,29 +368,34 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
   def restore(self, sess, save_path):
     """See base class: the tables come from `merged_checkpoint(save_path)`
     unless `save_path` holds them."""
+    self._checkpoint = save_path
     source = self._source(save_path)
     copy = self._copy and (source != save_path or self._split)
-    if source == save_path and not copy:
+    if source == save_path and not copy and not self._served:
       return super().restore(sess, save_path)
     self._rest.restore(sess, save_path)
     if copy:
       self._tables_from = source
-    else:
+    elif self._tables is not None:
       self._tables.restore(sess, source)
     return None
 
   def save(self, sess, save_path, *args, **kwargs):
     """See base class: tables not restored are copied from where they are,
     beside the other variables, into one checkpoint at `save_path`."""
-    if self._tables_from is None:
+    if self._copy:
+      compact.check_size(self._bytes, self._checkpoint, self._served)
+    if self._tables_from is None and not self._served:
       return super().save(sess, save_path, *args, **kwargs)
-    rest = self._rest.save(sess, save_path + "-rest", write_meta_graph=False,
-                           write_state=False)
-    parts = _copy_in_blocks(self._tables_from, self._table_keys,
-                            save_path + "-tables")
+    parts = [self._rest.save(sess, save_path + "-rest",
+                             write_meta_graph=False, write_state=False)]
+    if self._tables_from is not None:
+      parts += _copy_in_blocks(self._tables_from, self._table_keys,
+                               save_path + "-tables")
+    parts += compact.write(self._served, save_path + "-served")
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
       session.run(tf.raw_ops.MergeV2Checkpoints(
-          checkpoint_prefixes=[rest] + parts, destination_prefix=save_path,
+          checkpoint_prefixes=parts, destination_prefix=save_path,
           delete_old_dirs=False))
     return save_path
 
@@ -559,10 +568,24 @@ def whole_tables_outside_training(model_fn):
       keys = [v._save_slice_info.full_name  # pylint: disable=protected-access
               for v in tf.compat.v1.global_variables()
               if v._save_slice_info]  # pylint: disable=protected-access
-    if not keys or spec.scaffold.saver is not None:
+    wanted, served = compact.active(), compact.served_tables()
+    if wanted is not None and wanted.changes_tables and not served:
+      raise errors.ConfigError(
+          f"{wanted}: min_count, last_updates and dtype apply to dynamic "
+          "tables (es.dynamic_embedding, es.DynamicEmbedding, "
+          "es.dynamic_embedding_column), and this model has none; give "
+          "max_bytes alone")
+    if not keys and wanted is None:
+      return spec
+    if spec.scaffold.saver is not None:
+      if served:
+        raise errors.ConfigError(
+            "a compact export writes its tables with the framework's Saver; "
+            "this model_fn's scaffold has its own")
       return spec
     return spec._replace(scaffold=tf.compat.v1.train.Scaffold(
-        saver=WholeTablesSaver(keys, split), copy_from_scaffold=spec.scaffold))
+        saver=WholeTablesSaver(keys, split, served),
+        copy_from_scaffold=spec.scaffold))
   return with_whole_tables
 
 

@@ -68,9 +68,32 @@ def _two_ranks(tmp_path_factory):
   """The model_dir of each config trained 20 updates on 2 ranks."""
 
   def train(directory):
-    horovod(2, ARGS + [f"--model_dir={directory}", "--distribution=horovod"],
+    horovod(2, ARGS + [f"--model_dir={directory}", "--distribution=horovod",
+                       f"--compact_export_dir={directory / 'compact'}"],
             timeout=480)
   return shared.once(tmp_path_factory, "dynamic-equivalence-two-ranks", train)
+
+
+def _compact_holds_kept_rows(export_base, checkpoint):
+  """Asserts that the compact export under `export_base` (worker.COMPACT)
+  holds the rows of one process's `checkpoint` counted at least min_count
+  times, each within half its int8 step."""
+  (path,) = glob.glob(str(export_base / "*"))
+  served = tf.train.load_checkpoint(os.path.join(path, "variables",
+                                                 "variables"))
+  ids = served.get_tensor(worker.TABLE + "/served_ids")
+  rows = (served.get_tensor(worker.TABLE + "/served_rows") *
+          served.get_tensor(worker.TABLE + "/served_scales")[:, None])
+  table = _by_id(checkpoint)
+  counts = table[worker.TABLE + "/counts"]
+  kept = {i for i, count in counts.items()
+          if count >= worker.COMPACT.min_count}
+  assert 0 < len(kept) < len(counts)
+  assert sorted(ids.tolist()) == sorted(kept)
+  steps = served.get_tensor(worker.TABLE + "/served_scales")
+  for i, row, step in zip(ids.tolist(), rows, steps):
+    assert np.abs(row - table[worker.TABLE][i]).max() <= (
+        step / 2 + TOLERANCE), i
 
 
 def _one_process(tmp_path_factory):
@@ -108,6 +131,9 @@ def test_two_ranks_hold_one_processs_table(tmp_path_factory):
     # ids of the first half that stopped coming are gone.
     assert 10 < len(ids) < len(seen), config
     assert not set(features["ids"][:100].ravel().tolist()) <= ids, config
+    # Rank 0's compact export reads the merged slices.
+    _compact_holds_kept_rows(_two_ranks(tmp_path_factory) / "compact" / config,
+                             tf.train.latest_checkpoint(str(one)))
 
 
 def _held(dump_dir, event, step, size):
@@ -176,7 +202,9 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
   # worker waiting.)
   launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
                     "--distribution=parameter_server", "--configs=adam",
-                    f"--export_dir={tmp_path / 'export'}"], ps=2, timeout=400)
+                    f"--export_dir={tmp_path / 'export'}",
+                    f"--compact_export_dir={tmp_path / 'compact'}"], ps=2,
+         timeout=400)
   one = _one_process(tmp_path_factory)
   table = _by_id(tf.train.latest_checkpoint(str(one / "adam")))
   split = _by_id(tf.train.latest_checkpoint(str(tmp_path / "sync" / "adam")))
@@ -206,6 +234,9 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
                                one / "export" / "adam")
   np.testing.assert_allclose(served, served_one, atol=TOLERANCE)
   assert np.ptp(served[:-1]) > 1e-4  # the ids' rows, not the default
+  # The chief's compact export reads the ps tasks' slices.
+  _compact_holds_kept_rows(tmp_path / "compact" / "adam",
+                           tf.train.latest_checkpoint(str(one / "adam")))
   # Restored into 3 ps tasks, the chief moves each row to its id's task
   # and training goes on.
   shutil.copytree(tmp_path / "sync", tmp_path / "three")

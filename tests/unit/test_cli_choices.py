@@ -9,6 +9,7 @@ import pytest
 
 from estimator_scale.backends import names as backend_names
 from estimator_scale.cli import flags as cli_flags
+from estimator_scale.embeddings import compact
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import precision
 from estimator_scale.train_ops import scaling
@@ -18,6 +19,7 @@ CONSTANTS = {
     "allreduce_compression": backend_names.COMPRESSIONS,
     "distribution": backend_names.NAMES,
     "elastic_batch": backend_names.ELASTIC_BATCH_POLICIES,
+    "export_dtype": compact.DTYPES,
     "linear_optimizer": tuple(optimizers.OPTIMIZERS),
     "lr_scaling": scaling.RULES,
     "lr_schedule": schedules.SCHEDULES,

@@ -191,7 +191,7 @@ class _Exporter:
   def __init__(self):
     self.exports = 0
 
-  def export_saved_model(self, base):
+  def export_saved_model(self, base, compact=None):
     self.exports += 1
     path = os.path.join(base, str(self.exports))
     os.makedirs(path)
@@ -205,9 +205,9 @@ def test_a_day_is_exported_once_and_an_export_cut_short_is_not_kept(
   cut.mkdir(parents=True)
   (cut / "saved_model.pb").write_bytes(b"")
   exporter = _Exporter()
-  path = by_day._export(exporter, str(tmp_path), _DAY)
+  path = by_day._export(exporter, str(tmp_path), _DAY, None)
   assert path == str(tmp_path / "2026-01-01" / "1")
-  assert by_day._export(exporter, str(tmp_path), _DAY) == path
+  assert by_day._export(exporter, str(tmp_path), _DAY, None) == path
   assert exporter.exports == 1
 
 

@@ -10,7 +10,8 @@ the ranks' slices merged), id by id. With --dump_dir each rank writes the
 table's variables as it holds them (its rows and their slots) to
 `<dump_dir>/<event>-<step>-of<size>-rank<r>.npz`: `start` before the
 session's first update (after any restore), `end` as training ends. With
---export_dir the chief exports each config's model as it ends.
+--export_dir the chief exports each config's model as it ends, and with
+--compact_export_dir it exports it as COMPACT says.
 """
 import os
 
@@ -43,6 +44,9 @@ def _define_flags():
   flags.DEFINE_integer("capacity", 120, "the table's rows")
   flags.DEFINE_string("export_dir", None,
                       "where the chief exports each config's model")
+  flags.DEFINE_string("compact_export_dir", None,
+                      "where the chief exports each config's model as "
+                      "COMPACT says")
 
 
 def id_data():
@@ -78,6 +82,9 @@ class RawIds(es.BinaryClassifierModel):
     return {"ids": tf.TensorSpec([LOOKUPS], tf.int64)}
 
 
+COMPACT = es.CompactExport(min_count=3, dtype="int8")
+"""The compact export of --compact_export_dir."""
+
 CONFIGS = {"adagrad": ("adagrad", "identity"), "adam": ("adam", "identity")}
 """name: (optimizer, lr scaling) of each configuration a run trains. Not
 AdaScale: its gain depends on S, 1 on one process and 2 on two ranks."""
@@ -103,10 +110,12 @@ def main(argv):
     estimator.train(es.inputs.from_arrays(features, labels,
                                           FLAGS.global_batch_size, seed=None),
                     hooks=hooks, max_steps=FLAGS.steps)
-    if FLAGS.export_dir and estimator.topology.is_chief:
-      estimator.export_saved_model(
-          os.path.join(FLAGS.export_dir, name),
-          RawIds().serving_input_receiver_fn())
+    for base, compact in ((FLAGS.export_dir, None),
+                          (FLAGS.compact_export_dir, COMPACT)):
+      if base:  # every rank calls: the chief exports
+        estimator.export_saved_model(os.path.join(base, name),
+                                     RawIds().serving_input_receiver_fn(),
+                                     compact=compact)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ as on a cluster:
 
 - Horovod, one rank on each of 4 hosts: a sharded table of 2^22 x 32 and a
   dynamic table of 2^21 x 32 with Adagrad (1,584 MiB of rows, slots and
-  ids) train, are evaluated on the ranks and exported, each host capped at
-  1,056 MiB (the tables are 1.5x a host);
+  ids) train, are evaluated on the ranks and exported (whole, and compact:
+  the dynamic table's rows as int8), each host capped at 1,056 MiB (the
+  tables are 1.5x a host);
 - parameter servers, a chief, a worker and 3 ps tasks on 5 hosts: a table
   of 2^23 x 32 with Adagrad (2 GiB) trains, is evaluated on the ps tasks
   and exported, each host capped at 1,400 MiB (the table is 1.46x a host,
@@ -68,15 +69,20 @@ def test_horovod_ranks_on_hosts_capped_below_the_tables(cluster, scratch):
       ",".join(f"{h.name}:1" for h in hosts), PYTHON, "-m",
       "tests.workers.evaluation_on_ranks",
       f"--model_dir={scratch / 'model'}", f"--out_dir={out}",
-      f"--export_dir={export}", f"--vocabulary={1 << 22}",
+      f"--export_dir={export}", f"--compact_export_dir={scratch / 'compact'}",
+      f"--vocabulary={1 << 22}",
       f"--capacity={1 << 21}", "--dimension=32", "--steps=4"],
              ENV, scratch / "log", 420)
   assert "Evaluating" in log and "on 4 Horovod ranks" in log, log[-3000:]
   peaks = _check_hosts(hosts, cap, before)
   assert len(list(out.iterdir())) == 4
   (exported,) = list(export.iterdir())
-  assert sum(f.stat().st_size for f in (exported / "variables").iterdir()) \
-      >= ((1 << 22) + (1 << 21)) * 32 * 4
+  full = sum(f.stat().st_size for f in (exported / "variables").iterdir())
+  assert full >= ((1 << 22) + (1 << 21)) * 32 * 4
+  # The compact export keeps the dynamic table's 40 ids' rows, as int8.
+  (compact,) = list((scratch / "compact").iterdir())
+  assert sum(f.stat().st_size for f in (compact / "variables").iterdir()) \
+      <= full - 0.99 * (1 << 21) * 32 * 4
   print(f"peaks MiB under a {cap // MiB} MiB cap per host: {peaks}")
 
 

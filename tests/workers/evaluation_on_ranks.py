@@ -6,7 +6,8 @@ Two tables, one `es.sharded_embedding` (hashed ids) and one
 `es.dynamic_embedding` (raw ids), so both kinds are read on the ranks in
 one graph. Every process writes the metrics it got to
 `<out_dir>/<name>-rank<r>.json`, where `name` is --name; with --export_dir
-the chief exports the model after.
+the chief exports the model after (and with --compact_export_dir, with
+the dynamic table's rows as int8).
 """
 import json
 import os
@@ -37,6 +38,9 @@ def _define_flags():
   flags.DEFINE_integer("capacity", 96, "the dynamic table's rows")
   flags.DEFINE_integer("dimension", 4, "both tables' vectors")
   flags.DEFINE_string("export_dir", None, "where the model is exported")
+  flags.DEFINE_string("compact_export_dir", None,
+                      "where the model is exported with its dynamic table's "
+                      "rows as int8")
 
 
 def click_data(examples, seed, vocabulary):
@@ -91,6 +95,9 @@ def main(argv):
     json.dump({k: float(v) for k, v in metrics.items()}, f)
   if FLAGS.export_dir:
     estimator.export_saved_model(FLAGS.export_dir)
+  if FLAGS.compact_export_dir:
+    estimator.export_saved_model(FLAGS.compact_export_dir,
+                                 compact=es.CompactExport(dtype="int8"))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ reducer); this picks it and passes the settings every backend shares.
 from estimator_scale import backends
 from estimator_scale import errors
 from estimator_scale import filesystems
+from estimator_scale import memory_limit
 
 
 def build_run_config(distribution="none", model_dir=None, replicas=None,
@@ -48,6 +49,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
       (`filesystems.require`), or ps_sync with another distribution.
   """
   filesystems.require("model_dir", model_dir)
+  # Before the backend starts: a parameter server serves from inside it.
+  memory_limit.watch_for_oom_kill()
   _check_full_checkpoint_every(full_checkpoint_every, distribution)
   common = dict(tf_random_seed=random_seed,
                 save_checkpoints_steps=save_checkpoints_steps,

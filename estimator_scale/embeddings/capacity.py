@@ -17,6 +17,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import memory_limit
 
 TASK_MEMORY = "ESTIMATOR_SCALE_TASK_MEMORY_BYTES"
 """Bytes one task may hold in variables (default: this host's memory)."""
@@ -119,34 +120,6 @@ def bytes_setting(environ, name, default):
   return value
 
 
-def _cgroup_limit(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
-  """(bytes, file) of the memory limit of this process's cgroup (v1's
-  memory controller or v2's), None where it has none: a container, a
-  Slurm step or a host capped below its RAM is killed at that limit."""
-  try:
-    with open(proc_cgroup) as f:
-      lines = f.read().splitlines()
-  except OSError:
-    return None
-  for line in lines:
-    _, controllers, path = line.split(":", 2)
-    if "memory" in controllers.split(","):
-      name = os.path.join(root, "memory", path.lstrip("/"),
-                          "memory.limit_in_bytes")
-    elif controllers == "":
-      name = os.path.join(root, path.lstrip("/"), "memory.max")
-    else:
-      continue
-    try:
-      with open(name) as f:
-        raw = f.read().strip()
-    except OSError:
-      continue
-    if raw.isdigit() and int(raw) < (1 << 62):  # v1's "none" is ~2^63
-      return int(raw), name
-  return None
-
-
 def task_memory(environ=None):
   """(bytes, where the number comes from) a task may hold: `TASK_MEMORY`,
   else this process's memory cgroup limit where it is below the host's
@@ -155,7 +128,7 @@ def task_memory(environ=None):
   host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   if environ.get(TASK_MEMORY) is not None:
     return bytes_setting(environ, TASK_MEMORY, host), TASK_MEMORY
-  limit = _cgroup_limit()
+  limit = memory_limit.cgroup_limit()
   if limit is not None and limit[0] < host:
     return limit[0], f"this task's memory cgroup limit, {limit[1]}"
   return host, "the host's memory"

@@ -62,3 +62,38 @@ def test_shards_larger_than_a_rank_may_hold_are_refused_before_training(
                    r"\(ESTIMATOR_SCALE_TASK_MEMORY_BYTES; .* add ranks", output), (
                        output[-3000:])
   assert not (tmp_path / "model" / "checkpoint").exists()
+
+
+_OVER_ITS_CAP = (
+    "import os, sys, time\n"
+    "import estimator_scale as es\n"
+    "es.build_run_config('horovod', model_dir=sys.argv[1])\n"
+    "if os.environ['HOROVOD_RANK'] == '1':\n"
+    "  held = b'x' * (600 << 20)\n"
+    "time.sleep(15)\n")
+"""A rank 1 that holds more than its cgroup allows, once the job runs."""
+
+
+@pytest.mark.skipif(not os.access("/sys/fs/cgroup/memory", os.W_OK),
+                    reason="needs root and cgroup v1's memory controller")
+def test_a_rank_killed_for_memory_is_named_under_horovodrun(tmp_path):
+  """The kernel kills without a word and horovodrun says only "exit with
+  status code 137": the rank's watcher names the rank, its host, its limit
+  and its peak, and only for the rank killed."""
+  proc = horovod(2, ["-m", "tests.helpers.capped", "--limit_mib=400",
+                     f"--report={tmp_path}/report{{rank}}.json", "--",
+                     PYTHON, "-c", _OVER_ITS_CAP, str(tmp_path / "model")],
+                 check=False, timeout=300)
+  output = proc.stdout + proc.stderr
+  assert proc.returncode != 0, output[-3000:]
+  lines = [l for l in output.splitlines()
+           if "estimator-scale: out of memory:" in l]
+  assert len(lines) == 1, output[-3000:]
+  assert re.search(
+      r"Horovod rank 1 on \S+ was killed by the out-of-memory killer at its "
+      r"memory cgroup's limit of 400 MiB \(/sys/fs/cgroup/memory/"
+      r"estimator_scale_capped_\d+/memory\.limit_in_bytes\); give the job "
+      r"more hosts or more memory per host .* \(peak 400 MiB\)$", lines[0]), (
+          lines[0])
+  with open(tmp_path / "report1.json") as f:
+    assert json.load(f)["oom_kills"] >= 1

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale import memory_limit
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
 
@@ -118,10 +119,10 @@ def test_a_task_may_hold_its_memory_cgroups_limit(tmp_path, monkeypatch):
     path = tmp_path / "fs" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(value)
-    limit = capacity._cgroup_limit(str(tmp_path / "fs"),
-                                   str(tmp_path / "cgroup"))
+    limit = memory_limit.cgroup_limit(str(tmp_path / "fs"),
+                                      str(tmp_path / "cgroup"))
     assert limit == (None if found is None else (found, str(path)))
-  monkeypatch.setattr(capacity, "_cgroup_limit",
+  monkeypatch.setattr(memory_limit, "cgroup_limit",
                       lambda: (1 << 30, "/sys/fs/cgroup/memory/x/memory."
                                "limit_in_bytes"))
   monkeypatch.delenv(capacity.TASK_MEMORY, raising=False)

@@ -137,6 +137,9 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
         spec = _saving_deltas(spec, config, full_checkpoint_every)
       else:
         with ps_reading.placed_on_ps():
+          if ps_reading.active():  # dynamic tables split as training did
+            from estimator_scale.embeddings import dynamic_ps  # pylint: disable=g-import-not-at-top
+            stack.enter_context(dynamic_ps.reading_placement(num_ps))
           spec = model_fn(features, labels, mode, config)
     if mode == "train":  # the line only where tables are split
       spec = spec._replace(training_hooks=list(spec.training_hooks) + [

@@ -662,8 +662,9 @@ def make_table(name, options, getter=None):
     with precision.variables_as_stored(), _unsplit():
       named[scoped] = compact.ServedTable(name, options, getter)
   if scoped not in named:
-    where = (None if _PLACED is None or sharded._WHOLE.get()  # pylint: disable=protected-access
-             else _PLACED[0]())
+    where = None if _PLACED is None else _PLACED[0]()
+    if where is not None and not where.reading and sharded._WHOLE.get():  # pylint: disable=protected-access
+      where = None
     if where is not None:
       if getter is not None:
         raise errors.ConfigError(

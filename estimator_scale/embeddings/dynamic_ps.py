@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import dataclasses
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
@@ -54,12 +55,15 @@ class Placement:
     worker_index: this worker's index (the chief's is its own too).
     is_chief: whether this worker applies the updates.
     synchronous: whether one update takes every worker's gradients.
+    reading: whether the graph only reads its tables (an evaluation on the
+      ps tasks, `ps_reading`): each task then answers lookups of its part.
   """
   ps_tasks: int
   num_workers: int
   worker_index: int
   is_chief: bool
   synchronous: bool
+  reading: bool = False
 
 
 @contextlib.contextmanager
@@ -70,6 +74,18 @@ def placement(ps_tasks, topology):
   token = _PLACEMENT.set(Placement(
       max(1, ps_tasks), topology.num_workers, topology.worker_index,
       topology.is_chief, topology.synchronous))
+  try:
+    yield
+  finally:
+    _PLACEMENT.reset(token)
+
+
+@contextlib.contextmanager
+def reading_placement(ps_tasks):
+  """Within it, dynamic tables are split over the ps tasks as training
+  split them, to be read where they live."""
+  token = _PLACEMENT.set(Placement(max(1, ps_tasks), 1, 0, True, False,
+                                   reading=True))
   try:
     yield
   finally:
@@ -259,8 +275,11 @@ class PsTable:
   def _read_only(self, unique):
     """(positions, rows) of `unique` in each part, outside training."""
     positions, keys_ = self._by_part(unique)
-    return positions, [part.read_only_rows(mine)
-                       for part, mine in zip(self.parts, keys_)]
+    rows = []
+    for part, mine in zip(self.parts, keys_):
+      with tf.compat.v1.device(part.ps_part.device):  # its index there too
+        rows.append(part.read_only_rows(mine))
+    return positions, rows
 
   def usage(self):
     """See `dynamic.Table.usage`: summed over the parts."""
@@ -275,7 +294,11 @@ def make(name, options, where):
     raise errors.ConfigError(
         f"dynamic table {name!r}: capacity={options.capacity} is smaller "
         f"than the {where.ps_tasks} ps tasks it is split over")
-  return PsTable(name, options, where)
+  table = PsTable(name, options, where)
+  if where.reading:
+    logging.info("Dynamic table %s read on the %d ps tasks, each its own "
+                 "rows", table.whole, where.ps_tasks)
+  return table
 
 
 dynamic.place_with(current, make)

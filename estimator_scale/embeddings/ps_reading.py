@@ -36,7 +36,8 @@ def reading_on_ps(num_ps, task_device, master, session_config):
   Yields:
     The container the evaluation's variables are made in.
   """
-  container = f"evaluation_{os.getpid()}_{next(_EVALUATIONS)}"
+  # Hyphens: a lookup table refuses a container name with an underscore.
+  container = f"evaluation-{os.getpid()}-{next(_EVALUATIONS)}"
   device_fn = tf.compat.v1.train.replica_device_setter(
       ps_tasks=num_ps, worker_device=task_device, merge_devices=True)
   token = _READING.set((container, device_fn))
@@ -45,6 +46,11 @@ def reading_on_ps(num_ps, task_device, master, session_config):
   finally:
     _READING.reset(token)
     tf.compat.v1.Session.reset(master, [container], config=session_config)
+
+
+def active():
+  """Whether the graphs built now are an evaluation on the ps tasks."""
+  return _READING.get() is not None
 
 
 @contextlib.contextmanager

@@ -101,7 +101,7 @@ def _one_process(tmp_path_factory):
   its export under `export/<config>`."""
 
   def train(directory):
-    run([PYTHON] + ARGS + [f"--model_dir={directory}",
+    run([PYTHON] + ARGS + [f"--model_dir={directory}", "--evaluate",
                            f"--export_dir={directory / 'export'}"],
         timeout=480)
   return shared.once(tmp_path_factory, "dynamic-equivalence-one-process",
@@ -200,9 +200,9 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
   # tests/unit/test_dynamic_ps.py: a launched asynchronous job whose chief
   # ends before its worker starts training has been seen to leave the
   # worker waiting.)
-  launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
+  log = launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
                     "--distribution=parameter_server", "--configs=adam",
-                    f"--export_dir={tmp_path / 'export'}",
+                    "--evaluate", f"--export_dir={tmp_path / 'export'}",
                     f"--compact_export_dir={tmp_path / 'compact'}"], ps=2,
          timeout=400)
   one = _one_process(tmp_path_factory)
@@ -234,6 +234,18 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
                                one / "export" / "adam")
   np.testing.assert_allclose(served, served_one, atol=TOLERANCE)
   assert np.ptp(served[:-1]) > 1e-4  # the ids' rows, not the default
+  # Evaluated on the ps tasks, each answering for its part's rows, as one
+  # process evaluates its table.
+  assert "Evaluating on the 2 ps tasks" in log.stdout + log.stderr
+  assert ("Dynamic table model/table read on the 2 ps tasks, each its own "
+          "rows" in log.stdout + log.stderr)
+  with open(tmp_path / "sync" / "adam" / "eval.json") as f:
+    on_ps = json.load(f)
+  with open(one / "adam" / "eval.json") as f:
+    alone = json.load(f)
+  for key in ("loss", "accuracy", "prediction/mean", "label/mean"):
+    assert abs(on_ps[key] - alone[key]) <= TOLERANCE, (key, on_ps, alone)
+  assert abs(on_ps["auc"] - alone["auc"]) <= 1e-3
   # The chief's compact export reads the ps tasks' slices.
   _compact_holds_kept_rows(tmp_path / "compact" / "adam",
                            tf.train.latest_checkpoint(str(one / "adam")))

@@ -11,8 +11,10 @@ table's variables as it holds them (its rows and their slots) to
 `<dump_dir>/<event>-<step>-of<size>-rank<r>.npz`: `start` before the
 session's first update (after any restore), `end` as training ends. With
 --export_dir the chief exports each config's model as it ends, and with
---compact_export_dir it exports it as COMPACT says.
+--compact_export_dir it exports it as COMPACT says. With --evaluate each
+config is evaluated on its training data, the metrics in its model_dir.
 """
+import json
 import os
 
 from absl import app
@@ -44,6 +46,9 @@ def _define_flags():
   flags.DEFINE_integer("capacity", 120, "the table's rows")
   flags.DEFINE_string("export_dir", None,
                       "where the chief exports each config's model")
+  flags.DEFINE_bool("evaluate", False,
+                    "evaluate each config on its training data after it "
+                    "trains; the chief writes <model_dir>/<config>/eval.json")
   flags.DEFINE_string("compact_export_dir", None,
                       "where the chief exports each config's model as "
                       "COMPACT says")
@@ -110,6 +115,12 @@ def main(argv):
     estimator.train(es.inputs.from_arrays(features, labels,
                                           FLAGS.global_batch_size, seed=None),
                     hooks=hooks, max_steps=FLAGS.steps)
+    if FLAGS.evaluate:
+      metrics = estimator.evaluate(es.inputs.from_arrays(
+          features, labels, FLAGS.global_batch_size, training=False))
+      if estimator.topology.is_chief:
+        with open(os.path.join(FLAGS.model_dir, name, "eval.json"), "w") as f:
+          json.dump({k: float(v) for k, v in metrics.items()}, f)
     for base, compact in ((FLAGS.export_dir, None),
                           (FLAGS.compact_export_dir, COMPACT)):
       if base:  # every rank calls: the chief exports

@@ -356,8 +356,9 @@ def _values(table, ids, rows):
 
 
 def variable_bytes(variables):
-  """The bytes `variables` take in a checkpoint."""
-  return sum(v.shape.num_elements() * v.dtype.size for v in variables)
+  """The bytes `variables` take in a checkpoint (strings and shapes known
+  only at run time counted as none)."""
+  return sum((v.shape.num_elements() or 0) * v.dtype.size for v in variables)
 
 
 def check_size(size, checkpoint, tables):

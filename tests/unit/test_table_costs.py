@@ -135,12 +135,49 @@ def test_page_states_growth_plan_and_what_is_not_built():
   assert "| full save | 4 | 3 |" in text
   assert "linear in the table" in text
   assert "flat in the table" in text
-  assert text.count("not built yet") >= 2 * 9 + 3
+  # Two delta columns on the 2- and 4-rank lines of 3 sizes; on 1 rank,
+  # without docs/delta_saves.json, "-".
+  assert text.count("not built yet") >= 2 * 6 + 3
   for hosts in (10, 50, 100):
     assert f"\n| {hosts} | " in text
   assert "**2.00x**" in text
   # The made-up exports cost the same per row on 1 rank as on 4.
   assert "an export on 1 rank costs" in text and "(1.0x)" in text
+
+
+DELTA_PER_ROW = {0.01: 1e-8, 0.1: 1e-7}
+
+
+def _deltas(sizes=(1 << 18, 1 << 20)):
+  """delta_saves.json's shape, each delta save on a known line."""
+  return {"dimension": 16, "steps_per_save": 10, "full_every": 2,
+          "runs": [{"rows": rows, "touched": touched,
+                    "delta_s": 0.004 + DELTA_PER_ROW[touched] * rows,
+                    "full_s": 1e-6 * rows,
+                    "saves": {"full": [[2, 1.0, 1]] * 3,
+                              "delta": [[1, 0.1, 1]] * 4}}
+                   for rows in sizes for touched in DELTA_PER_ROW]}
+
+
+def test_one_process_delta_saves_fill_the_one_rank_lines_only():
+  text = render.page(_results(), _deltas())
+  lines = {l[:len("| 2^20 | 128 | 1 |")]: l for l in text.splitlines()}
+  one = lines["| 2^20 | 128 | 1 |"]
+  assert (f"| {0.004 + 1e-8 * (1 << 20):.3f} | "
+          f"{0.004 + 1e-7 * (1 << 20):.3f} |") in one
+  # 2^22 is on the costs bench's lines only.
+  assert "| - | - |" in lines["| 2^22 | 512 | 1 |"]
+  assert "| not built yet | not built yet |" in lines["| 2^20 | 128 | 2 |"]
+  assert "dynamic table (`es.dynamic_embedding`) in one process" in text
+  row = next(l for l in text.splitlines()
+             if l.startswith("| delta save, 10 % of rows touched"))
+  assert "| 1 | 2 |" in row and "linear in the rows touched" in row
+  assert "| delta save (1 %, 10 % of rows touched) | 2, 4 |" in text
+  growths = {t: g for t, (_, _, g) in render.delta_growths(_deltas()).items()}
+  ten = plan.plan(figures.table(_results()), 16, deltas=growths)["rows"][0]
+  assert ten["delta_seconds"][0.1] == pytest.approx(
+      0.004 + 1e-7 * 4 * 10**8)
+  assert "not built; 1 %: " in text
 
 
 def test_page_says_a_failed_job_and_the_sizes_left_out():

@@ -1,16 +1,23 @@
-"""A delta save against a full one, of the same dynamic table in one job.
+"""Delta saves against full ones, of a dynamic table in one job, as the
+table grows and as the rows touched between saves do.
 
-  python -m tools.bench.delta_saves                  # 2^23 rows, 1 % touched
-  python -m tools.bench.delta_saves --log2_rows=18   # seconds: is it working?
+  python -m tools.bench.delta_saves --out=docs/delta_saves.json  # the sweep
+  python -m tools.bench.delta_saves --log2_rows=18 --touched=0.01  # seconds
 
-One process trains a dynamic table of 2^log2_rows x 16 with Adagrad, saving
-every `--steps_per_save` updates, one save in `--full_every` full
-(`full_checkpoint_every`); each update looks up `--batch` new ids, so the
-rows touched between two saves are `--touched` of the table. Each save's
-time is read from Estimator's own log lines around it (the save proper,
-what a training step waits for), and its bytes from its files. Prints the
-median delta and full save and their ratio, both measured in this run,
-and writes them to --out (JSON) for docs/performance.md.
+For each size and fraction touched, one process trains a dynamic table of
+2^log2_rows x 16 with Adagrad, saving every `--steps_per_save` updates,
+one save in `--full_every` full (`full_checkpoint_every`); every update
+looks up ids never seen before, as many as make the rows touched between
+two saves `--touched` of the table, which never fills (so none is
+evicted). Each save's time is read from Estimator's own
+log lines around it (the save proper, what a training step waits for),
+and its bytes from its files; a size's full and delta saves are measured
+in the same run, so a busy disk slows both. At `--check_log2_rows` the
+full checkpoint and its deltas are restored in a new job and compared
+with the full save of the same step, bit for bit: the figures are only
+worth having if the delta saves what the full save does. Writes every
+run to --out (JSON) as it finishes, for docs/performance.md and
+docs/TABLE_COSTS.md.
 """
 import argparse
 import json
@@ -110,43 +117,118 @@ def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir):
   return found
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--log2_rows", type=int, default=23)
-  parser.add_argument("--touched", type=float, default=0.01)
-  parser.add_argument("--steps_per_save", type=int, default=10)
-  parser.add_argument("--full_every", type=int, default=4)
-  parser.add_argument("--saves", type=int, default=12)
-  parser.add_argument("--out", default=None)
-  args = parser.parse_args()
-  model_dir = tempfile.mkdtemp(prefix="delta-saves-")
-  try:
-    found = measure(args.log2_rows, args.touched, args.steps_per_save,
-                    args.full_every, args.saves, model_dir)
-  finally:  # gigabytes of checkpoints
-    shutil.rmtree(model_dir, ignore_errors=True)
+def _tensors(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()}
+
+
+class _Restored(tf.compat.v1.train.SessionRunHook):
+  """The global variables' values as the session restored them."""
+
+  def __init__(self):
+    self.values = None
+
+  def after_create_session(self, session, coord):
+    variables = tf.compat.v1.global_variables()
+    self.values = dict(zip([v.op.name for v in variables],
+                           session.run(variables)))
+
+
+def check_restore(log2_rows, touched, steps_per_save, full_every, found,
+                  model_dir):
+  """Whether the last full checkpoint before the end, restored with its
+  deltas, equals the full save the session's end wrote at the last step
+  (which also has a delta): {"base", "step", "variables", "equal"}."""
+  step = max(s for s, _, _ in found["delta"])
+  base = max(s for s, _, _ in found["full"] if s < step)
+  last = os.path.join(model_dir, f"model.ckpt-{step}")
+  full = _tensors(last)
+  for path in tf.io.gfile.glob(last + ".*"):  # a restore must not pick it
+    tf.io.gfile.remove(path)
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, os.path.join(model_dir, f"model.ckpt-{base}"))
+  restored = _Restored()
+  rows = 1 << log2_rows
+  batch = max(1, int(rows * touched) // steps_per_save)
+  es.make_estimator(
+      _Table(rows), model_dir=model_dir, random_seed=0,
+      save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
+      training_config=es.TrainingConfig(
+          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.1))
+  ).train(_input_fn(batch, step + 1), hooks=[restored], max_steps=step + 1)
+  equal = set(full) <= set(restored.values) and all(
+      np.array_equal(restored.values[name], value)
+      for name, value in full.items())
+  return {"log2_rows": log2_rows, "touched": touched, "base": base,
+          "step": step, "variables": len(full), "equal": bool(equal)}
+
+
+def summary(log2_rows, touched, found):
+  """One run's medians; the saves themselves are kept beside them."""
   full = statistics.median(s for _, s, _ in found["full"])
   delta = statistics.median(s for _, s, _ in found["delta"])
-  full_bytes = statistics.median(b for _, _, b in found["full"])
-  delta_bytes = statistics.median(b for _, _, b in found["delta"])
-  result = dict(vars(args), full_s=full, delta_s=delta,
-                full_bytes=full_bytes, delta_bytes=delta_bytes,
-                ratio=delta / full, saves=found)
-  print(f"2^{args.log2_rows} x {DIMENSION} rows with Adagrad, "
-        f"{args.touched:.0%} touched between saves: full save "
-        f"{full:.3f} s ({full_bytes / 2**20:.0f} MiB, "
-        f"{len(found['full'])} saves), delta {delta:.3f} s "
-        f"({delta_bytes / 2**20:.1f} MiB, {len(found['delta'])} saves): "
-        f"delta / full = {delta / full:.3f}")
-  print("each save (step, s, MiB): full " + ", ".join(
-      f"({s}, {t:.2f}, {b / 2**20:.0f})" for s, t, b in found["full"]) +
-        "; delta " + ", ".join(f"({s}, {t:.3f}, {b / 2**20:.1f})"
-                               for s, t, b in found["delta"]))
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(result, f, indent=1)
+  return {"log2_rows": log2_rows, "rows": 1 << log2_rows,
+          "touched": touched,
+          "full_s": full, "delta_s": delta, "ratio": delta / full,
+          "full_bytes": statistics.median(b for _, _, b in found["full"]),
+          "delta_bytes": statistics.median(b for _, _, b in found["delta"]),
+          "saves": found}
+
+
+def _ints(text):
+  return [int(v) for v in text.split(",")]
+
+
+def _floats(text):
+  return [float(v) for v in text.split(",")]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--log2_rows", type=_ints, default=_ints(
+      "18,19,20,21,22,23"))
+  parser.add_argument("--touched", type=_floats, default=[0.01, 0.1])
+  parser.add_argument("--steps_per_save", type=int, default=10)
+  parser.add_argument("--full_every", type=int, default=2)
+  parser.add_argument("--saves", type=int, default=9,
+                      help="odd with --full_every=2, so the last step has "
+                      "a delta and the end's full save to compare it to")
+  parser.add_argument("--check_log2_rows", type=int, default=18)
+  parser.add_argument("--out", default=None)
+  args = parser.parse_args()
+  if max(args.touched) * args.saves > 1:  # every id is new: none evicted
+    parser.error("--touched x --saves must not pass the whole table")
+  result = {"dimension": DIMENSION, "optimizer": "adagrad",
+            "steps_per_save": args.steps_per_save,
+            "full_every": args.full_every, "saves_per_run": args.saves,
+            "runs": [], "restore_check": None}
+  for log2_rows in args.log2_rows:
+    for touched in args.touched:
+      model_dir = tempfile.mkdtemp(prefix="delta-saves-")
+      try:
+        found = measure(log2_rows, touched, args.steps_per_save,
+                        args.full_every, args.saves, model_dir)
+        if log2_rows == args.check_log2_rows and not result[
+            "restore_check"]:
+          result["restore_check"] = check_restore(
+              log2_rows, touched, args.steps_per_save, args.full_every,
+              found, model_dir)
+          print("restore check:", result["restore_check"], flush=True)
+      finally:  # gigabytes of checkpoints
+        shutil.rmtree(model_dir, ignore_errors=True)
+      run = summary(log2_rows, touched, found)
+      result["runs"].append(run)
+      print(f"2^{log2_rows} x {DIMENSION} rows, {touched:.0%} touched: "
+            f"full {run['full_s']:.3f} s ({run['full_bytes'] / 2**20:.0f} "
+            f"MiB, {len(found['full'])} saves), delta {run['delta_s']:.3f} s"
+            f" ({run['delta_bytes'] / 2**20:.1f} MiB, "
+            f"{len(found['delta'])} saves): delta / full = "
+            f"{run['ratio']:.3f}", flush=True)
+      if args.out:  # each run as it ends: a cut sweep keeps what it had
+        with open(args.out, "w") as f:
+          json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":
-  np.set_printoptions(precision=3)
   main()

@@ -8,7 +8,9 @@ a rate per table row on the most ranks is this machine's rate; a host of
 the plan is assumed to write and read its own share at that rate, all
 hosts at once, as the ranks do (every rank saves and restores its own rows;
 rank 0's merge renames their files, copying no row). An export is
-written by the chief alone, so its time is the whole table's.
+written by the chief alone, so its time is the whole table's. A delta
+save's line comes from one process's dynamic table (deltas over ranks are
+not built), so its figure is what a host's share would take at that rate.
 """
 import math
 
@@ -54,10 +56,12 @@ def widest(cells, cost):
 
 
 def plan(cells, dimension, ids=IDS, target_dimension=DIMENSION,
-         hosts=HOSTS):
+         hosts=HOSTS, deltas=None, deltas_dimension=None):
   """{"assumptions": {...}, "rows": [{hosts, ...}], "hosts_for": {GiB:
   hosts}} for `ids` ids of `target_dimension`, one rank per host; None
-  without the figures."""
+  without the figures. `deltas` is {touched: growth} of delta saves
+  measured at `deltas_dimension` (default `dimension`); each row then has
+  "delta_seconds": {touched: seconds} for its share."""
   scale = row_bytes(target_dimension) / row_bytes(dimension)
   memory_ranks, memory = memory_line(cells)
   lines = {cost: widest(cells, cost) for cost in (
@@ -84,6 +88,12 @@ def plan(cells, dimension, ids=IDS, target_dimension=DIMENSION,
         "reshard_seconds": seconds("reshard", share),
         "export_seconds": seconds("export", ids),
         "export_bytes": lines["export_bytes"][1]["slope"] * scale * ids})
+    if deltas:
+      delta_scale = row_bytes(target_dimension) / row_bytes(
+          deltas_dimension or dimension)
+      rows[-1]["delta_seconds"] = {
+          touched: g["intercept"] + g["slope"] * delta_scale * share
+          for touched, g in sorted(deltas.items())}
   hosts_for = {gib: math.ceil(per_row * scale * ids / (gib * GIB - base))
                for gib in HOST_MEMORY_GIB if gib * GIB > base}
   return {"assumptions": {

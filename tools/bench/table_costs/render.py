@@ -1,8 +1,12 @@
-"""docs/TABLE_COSTS.md from results/table_costs.json.
+"""docs/TABLE_COSTS.md from results/table_costs.json and, for the delta
+saves on one rank, docs/delta_saves.json (`make bench-delta-saves`).
 
 The page states each cost's growth from the fitted lines (fit.py) and the
 plan from their slopes (plan.py); nothing on it is typed by hand but the
-template's prose, so a rerun rewrites every figure and verdict.
+template's prose, so a rerun of either bench rewrites every figure and
+verdict. Delta saves exist only for a dynamic table in one process, so
+their figures are that table's, on the 1-rank lines only; they come from
+their own bench because they need a table that tracks its changed rows.
 """
 import os
 
@@ -15,6 +19,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(_HERE, "results", "table_costs.json")
 TEMPLATE = os.path.join(_HERE, "TABLE_COSTS.md.template")
 PAGE = os.path.join(repo.DOCS, "TABLE_COSTS.md")
+DELTAS = os.path.join(repo.DOCS, "delta_saves.json")
+TOUCHED = (0.01, 0.1)
+"""The fractions of the rows touched between saves the delta columns
+show."""
 MIB = 1 << 20
 NOT_BUILT = "not built yet"
 SECONDS = {"step": "step", "save": "full save", "restore": "restore",
@@ -37,8 +45,27 @@ def _mib(value):
   return "-" if value is None else f"{value / MIB:,.0f}"
 
 
-def costs_table(cells, dimension):
+def _percent(touched):
+  return f"{touched * 100:g} %"
+
+
+def delta_runs(deltas):
+  """{(rows, touched): run} of the one-process delta saves bench."""
+  return {(run["rows"], run["touched"]): run
+          for run in (deltas or {}).get("runs", [])}
+
+
+def _delta(runs, rows, ranks, touched):
+  """A delta save's seconds on one rank; over ranks it is not built."""
+  if ranks > 1:
+    return NOT_BUILT
+  run = runs.get((rows, touched))
+  return "-" if run is None else f"{run['delta_s']:.3f}"
+
+
+def costs_table(cells, dimension, deltas=None):
   """One line per size and rank count, in that order."""
+  runs = delta_runs(deltas)
   lines = [
       "| rows | rows + slot MiB | ranks | step | full save s | delta save "
       "1 % s | delta save 10 % s | restore s | re-shard s (from) | "
@@ -58,12 +85,41 @@ def costs_table(cells, dimension):
     lines.append(
         f"| 2^{rows.bit_length() - 1} | "
         f"{plans.row_bytes(dimension) * rows / MIB:,.0f} | {ranks} | "
-        f"{_seconds(cell, 'step')} | {_seconds(cell, 'save')} | {NOT_BUILT} "
-        f"| {NOT_BUILT} | {_seconds(cell, 'restore')} | {reshard} | "
+        f"{_seconds(cell, 'step')} | {_seconds(cell, 'save')} | "
+        f"{_delta(runs, rows, ranks, TOUCHED[0])} | "
+        f"{_delta(runs, rows, ranks, TOUCHED[1])} | "
+        f"{_seconds(cell, 'restore')} | {reshard} | "
         f"{_seconds(cell, 'eval')} | {_seconds(cell, 'export')} | {peaks} | "
         f"{_mib(cell.get('checkpoint_bytes', {}).get('value'))} | "
         f"{_mib(cell.get('export_bytes', {}).get('value'))} |")
   return "\n".join(lines)
+
+
+def deltas_note(deltas):
+  """Where the 1-rank delta columns come from: another table, another
+  bench, so they are not read as the sharded table's."""
+  runs = delta_runs(deltas)
+  if not runs:
+    return ("Delta saves on 1 rank: not measured yet (`make "
+            "bench-delta-saves`); on 2 and 4 ranks not built yet.")
+  some = next(iter(runs.values()))["saves"]
+  sizes = sorted({rows for rows, _ in runs})
+  return (
+      "The delta save columns on 1 rank are **a dynamic table "
+      "(`es.dynamic_embedding`) in one process**, not the sharded table of "
+      f"the other columns: 2^{sizes[0].bit_length() - 1} to "
+      f"2^{sizes[-1].bit_length() - 1} rows x {deltas['dimension']} with "
+      f"Adagrad, a save every {deltas['steps_per_save']} updates, one in "
+      f"{deltas['full_every']} full, each delta the median of "
+      f"{len(some['delta'])} saves of one run in which 1 % or 10 % of the "
+      "table's rows were new since the save before (`make "
+      "bench-delta-saves`, [delta_saves.json](delta_saves.json)). The "
+      f"{_percent(TOUCHED[0])} runs' own full saves, to set a delta against: "
+      + ", ".join(f"2^{rows.bit_length() - 1} {run['full_s']:.2f} s"
+                  for (rows, touched), run in sorted(runs.items())
+                  if touched == TOUCHED[0])
+      + " (the dynamic table also saves its ids and bookkeeping). On 2 and"
+      " 4 ranks delta saves are not built yet: every save is full.")
 
 
 def rounds_line(cells):
@@ -112,7 +168,7 @@ def _is_bytes(cost):
   return cost in BYTES or cost.startswith("peak")
 
 
-def _growth_cell(growth, cost):
+def _growth_cell(growth, cost, touched=None):
   if growth is None:
     return "-", "-", "no figures"
   slope = growth["slope"] * PER
@@ -122,6 +178,11 @@ def _growth_cell(growth, cost):
     said = "flat"
     if cost == "step":
       said = "flat in the table (its work is the rows touched per update)"
+    elif cost == "delta":
+      said = "flat in the table"
+  elif growth["verdict"] == "linear" and cost == "delta":
+    said = (f"linear in the rows touched ({_percent(touched)} of the "
+            "table, so it grows with the table here)")
   elif growth["verdict"] == "faster":
     said = (f"**faster than linear**: as rows^{growth['power']:.2f} between "
             "the two largest tables")
@@ -130,7 +191,21 @@ def _growth_cell(growth, cost):
   return slope_text, f"{growth['share']:.0%}", said
 
 
-def growth_table(cells):
+def delta_growths(deltas):
+  """{touched: (rows, seconds, growth)} of the one-process delta saves
+  against the table's rows, fitted as every other cost."""
+  runs = delta_runs(deltas)
+  found = {}
+  for touched in TOUCHED:
+    points = sorted((rows, run["delta_s"]) for (rows, t), run
+                    in runs.items() if t == touched)
+    if points:
+      xs, ys = [p[0] for p in points], [p[1] for p in points]
+      found[touched] = (xs, ys, fit.growth(xs, ys))
+  return found
+
+
+def growth_table(cells, deltas=None):
   """Each cost's line on each rank count (memory against the rows held,
   the others against the table's rows)."""
   lines = ["| cost | ranks | sizes | at the smallest | at the largest | "
@@ -158,8 +233,16 @@ def growth_table(cells):
         low, high = f"{ys[0]:.2f} s", f"{ys[-1]:.2f} s"
       lines.append(f"| {named} | {ranks} | {len(xs)} | {low} | {high} | "
                    f"{slope} | {share} | {said} |")
-  lines.append(f"| delta save (1 %, 10 % of rows touched) | - | - | - | - | "
-               f"- | - | {NOT_BUILT} |")
+  for touched, (xs, ys, growth) in delta_growths(deltas).items():
+    slope, share, said = _growth_cell(growth, "delta", touched)
+    lines.append(f"| delta save, {_percent(touched)} of rows touched "
+                 f"(dynamic table, one process) | 1 | {len(xs)} | "
+                 f"{ys[0]:.3f} s | {ys[-1]:.3f} s | {slope} | {share} | "
+                 f"{said} |")
+  wider = ", ".join(map(str, [n for n in rank_counts if n > 1]))
+  if wider:
+    lines.append(f"| delta save (1 %, 10 % of rows touched) | {wider} | - |"
+                 f" - | - | - | - | {NOT_BUILT} |")
   return "\n".join(lines)
 
 
@@ -213,9 +296,20 @@ def _duration(seconds):
   return f"{seconds:.1f} s"
 
 
-def plan_fields(cells, dimension):
+def _delta_plan(row):
+  if not row.get("delta_seconds"):
+    return NOT_BUILT
+  return "not built; " + ", ".join(
+      f"{_percent(touched)}: {_duration(seconds)}"
+      for touched, seconds in row["delta_seconds"].items())
+
+
+def plan_fields(cells, dimension, deltas=None):
   """The plan's assumptions and table."""
-  figures_ = plans.plan(cells, dimension)
+  growths = {t: g for t, (_, _, g) in delta_growths(deltas).items()
+             if g and g["points"] >= 2}
+  figures_ = plans.plan(cells, dimension, deltas=growths or None,
+                        deltas_dimension=(deltas or {}).get("dimension"))
   if figures_ is None:
     missing = "Not enough sizes measured for the plan."
     return {"plan_assumptions": missing, "plan_table": "", "hosts_for": ""}
@@ -253,8 +347,16 @@ def plan_fields(cells, dimension):
       "slots) into the SavedModel a block at a time, alone, so its time "
       f"is the whole table's at the slope on {ranks['export']} ranks, "
       "however many hosts.",
-      "- **Delta saves**: not built yet for tables over ranks, so not "
-      "planned; until they are, every save costs the full save below."] + (
+      ("- **Delta saves**: not built yet for tables over ranks, so every "
+       "save costs the full save below. The delta save column is what "
+       "a host's share would take if they were, at one process's rate: "
+       "the line through the dynamic table's delta saves on 1 rank (1 % "
+       "and 10 % of its rows touched between saves, against the table's "
+       f"rows), its slope scaled by bytes as above."
+       if growths else
+       "- **Delta saves**: not built yet for tables over ranks, so not "
+       "planned; until they are, every save costs the full save below.")]
+      + (
           [f"- **Caution**: {', '.join(a['faster'])} grew faster than "
            "linear between the two largest tables on those ranks, so the "
            "plan's line understates it at a billion ids."]
@@ -268,7 +370,7 @@ def plan_fields(cells, dimension):
         f"| {row['hosts']} | {row['rows_per_host']:,.0f} | "
         f"{_gib(row['table_bytes_per_host'])} | "
         f"{_gib(row['memory_per_host'])} | "
-        f"{_duration(row['save_seconds'])} | {NOT_BUILT} | "
+        f"{_duration(row['save_seconds'])} | {_delta_plan(row)} | "
         f"{_duration(row['restore_seconds'])} | "
         f"{_duration(row['reshard_seconds'])} | "
         f"{_duration(row['export_seconds'])} | "
@@ -294,10 +396,12 @@ def run_line(result):
       f"reads {s['eval_batches']} batches of {s['batch']:,}.")
 
 
-def page(result):
-  """The page's text; a placeholder where nothing was measured yet."""
+def page(result, deltas=None):
+  """The page's text; a placeholder where nothing was measured yet.
+  `deltas` is docs/delta_saves.json's content, or None."""
   if not result or not result.get("sizes"):
-    fields = dict.fromkeys(("costs_table", "rounds", "skipped",
+    fields = dict.fromkeys(("costs_table", "deltas_note", "rounds",
+                            "skipped",
                             "growth_table", "one_rank", "plan_assumptions",
                             "plan_table", "hosts_for"), "")
     fields["run"] = "Not measured yet: `make bench-table-costs`."
@@ -306,16 +410,17 @@ def page(result):
   dimension = result["settings"]["dimension"]
   return repo.fill_template(TEMPLATE, {
       "run": run_line(result),
-      "costs_table": costs_table(cells, dimension),
+      "costs_table": costs_table(cells, dimension, deltas),
+      "deltas_note": deltas_note(deltas),
       "rounds": rounds_line(cells),
       "skipped": skipped_line(cells, result["settings"]),
-      "growth_table": growth_table(cells),
+      "growth_table": growth_table(cells, deltas),
       "one_rank": one_rank_said(cells),
-      **plan_fields(cells, dimension)})
+      **plan_fields(cells, dimension, deltas)})
 
 
-def write(results=RESULTS, path=PAGE):
+def write(results=RESULTS, path=PAGE, deltas=DELTAS):
   """Renders the page from the saved results; returns its text."""
-  text = page(repo.load_json(results))
+  text = page(repo.load_json(results), repo.load_json(deltas))
   repo.write(path, text)
   return text

@@ -74,9 +74,10 @@ bench-ps-speed: setup
 bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
 
-# A delta save against a full one of a dynamic table of 2^23 rows, 1 % of
-# them changed between saves (about 3 minutes): docs/delta_saves.json, whose
-# figures docs/performance.md quotes.
+# Delta saves against full ones of a dynamic table of 2^18 to 2^23 rows, 1 %
+# and 10 % of them changed between saves (about 3 minutes):
+# docs/delta_saves.json, whose figures docs/performance.md and TABLE_COSTS.md
+# quote.
 bench-delta-saves: setup
 	$(PY) -m tools.bench.delta_saves --out=docs/delta_saves.json
 

@@ -118,8 +118,7 @@ def watch_for_oom_kill(environ=None):
   watcher = subprocess.Popen(  # pylint: disable=consider-using-with
       [sys.executable, "-c", _WATCHER, str(read), counter, peak,
        json.dumps(report)],
-      pass_fds=(read,), stdin=subprocess.DEVNULL, close_fds=True,
-      start_new_session=False)
+      pass_fds=(read,), stdin=subprocess.DEVNULL)
   os.close(read)
   atexit.register(_exiting, write)
   _STARTED.append(watcher)  # held: it outlives this process's objects

@@ -27,6 +27,7 @@ import numbers
 from absl import logging
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
@@ -124,10 +125,10 @@ class _Reader:
   never read whole)."""
 
   def __init__(self, checkpoint):
-    reader = tf.train.load_checkpoint(checkpoint)
+    self.index = tf.train.load_checkpoint(checkpoint)
     self.checkpoint = checkpoint
-    self.shapes = reader.get_variable_to_shape_map()
-    self.dtypes = reader.get_variable_to_dtype_map()
+    self.shapes = self.index.get_variable_to_shape_map()
+    self.dtypes = self.index.get_variable_to_dtype_map()
     self._graph = tf.Graph()
     self._session = tf.compat.v1.Session(graph=self._graph)
     self._reads = {}
@@ -151,8 +152,9 @@ class _Reader:
 
 def _slice(full_shape, first, count):
   """The slice spec of rows [first, first + count) of a tensor."""
-  return " ".join(str(n) for n in full_shape) + " " + ":".join(
-      [f"{first},{count}"] + ["-"] * (len(full_shape) - 1))
+  rest = list(full_shape[1:])
+  return tf_variables.Variable.SaveSliceInfo(
+      "", list(full_shape), [first] + [0] * len(rest), [count] + rest).spec
 
 
 def _block_rows(dimension):
@@ -179,8 +181,7 @@ def _kept_positions(reader, name, compact):
   capacity, dimension = reader.shapes[name]
   now = None
   if compact.last_updates is not None:
-    now = int(tf.train.load_checkpoint(reader.checkpoint).get_tensor(
-        tf.compat.v1.GraphKeys.GLOBAL_STEP))
+    now = int(reader.index.get_tensor(tf.compat.v1.GraphKeys.GLOBAL_STEP))
   block = _block_rows(dimension)
   kept = []
   for first in range(0, capacity, block):

@@ -17,8 +17,7 @@ import subprocess
 import textwrap
 import time
 
-import pytest
-
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import (ENV, HOROVODRUN,
@@ -82,18 +81,6 @@ RECORDER = textwrap.dedent('''
 ''')
 
 
-def _wait(proc, log, condition, what, deadline):
-  while not condition():
-    text = log.read_text()
-    # A rank that failed on its own (a traceback) leaves the driver waiting
-    # for hosts until its timeout.
-    if proc.poll() is not None or "Traceback" in text:
-      time.sleep(3)  # the rest of the traceback
-      pytest.fail(f"the job failed before {what}: {log.read_text()[-5000:]}")
-    assert time.monotonic() < deadline, f"no {what}: {text[-5000:]}"
-    time.sleep(0.3)
-
-
 def _start(host1, tmp_path, *flags):
   """horovodrun's elastic driver on host1 over the hosts in tmp_path/hosts
   (host1 and host2 to begin with); returns (process, log path, hosts file)."""
@@ -132,12 +119,14 @@ def test_a_host_joins_then_one_dies_and_training_carries_on(cluster, tmp_path):
                             f"--summary_json={summary}")
   try:
     deadline = start + 300
-    _wait(proc, log, lambda: checkpoint_step(model_dir) >= 2 * COMMIT,
-          f"commit at step {2 * COMMIT}", deadline)
+    waiting.wait_for(lambda: checkpoint_step(model_dir) >= 2 * COMMIT,
+                     f"commit at step {2 * COMMIT}", deadline, proc=proc,
+                     log=log, traceback_fails=True)
     hosts.write_text("host1:1\nhost2:1\nhost3:1\n")
-    _wait(proc, log, lambda: record.exists() and len(
+    waiting.wait_for(lambda: record.exists() and len(
         _updates_on(_records(record), 3)) >= 2 * COMMIT + 5,
-          "updates on 3 ranks", deadline)
+                     "updates on 3 ranks", deadline, proc=proc, log=log,
+                     traceback_fails=True)
     host2.kill_all()
     hosts.write_text("host1:1\nhost3:1\n")
   finally:
@@ -193,8 +182,9 @@ def test_a_size_that_cannot_hold_the_global_batch_is_refused_at_the_change(
                             "--elastic_batch=hold")
   try:
     deadline = time.monotonic() + 180
-    _wait(proc, log, lambda: checkpoint_step(tmp_path / "model") >= COMMIT,
-          f"commit at step {COMMIT}", deadline)
+    waiting.wait_for(lambda: checkpoint_step(tmp_path / "model") >= COMMIT,
+                     f"commit at step {COMMIT}", deadline, proc=proc, log=log,
+                     traceback_fails=True)
     hosts.write_text("host1:1\nhost2:1\nhost3:1\n")
     proc.wait(timeout=max(1, deadline - time.monotonic()))
   finally:

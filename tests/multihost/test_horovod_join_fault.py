@@ -22,6 +22,7 @@ import time
 import pytest
 
 from tests.helpers import trained_ids
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import ENV, HOROVODRUN, PYTHON, discovery, finish
@@ -49,17 +50,6 @@ def _worker_pids(host):
   return pids
 
 
-def _wait(proc, log, condition, what, deadline):
-  while True:
-    found = condition()
-    if found:
-      return found
-    if proc.poll() is not None:
-      pytest.fail(f"the job ended before {what}: {log.read_text()[-5000:]}")
-    assert time.monotonic() < deadline, f"no {what}: {log.read_text()[-5000:]}"
-    time.sleep(0.05)
-
-
 @pytest.mark.parametrize("fault,sizes", [("kill", {2}), ("stall", {2, 3})])
 def test_a_rank_lost_while_it_joins_leaves_the_job_training(cluster, tmp_path,
                                                             fault, sizes):
@@ -79,11 +69,12 @@ def test_a_rank_lost_while_it_joins_leaves_the_job_training(cluster, tmp_path,
         argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
         env=dict(ENV, HOROVOD_GLOO_TIMEOUT_SECONDS=str(GLOO_TIMEOUT)))
   try:
-    _wait(proc, log, lambda: checkpoint_step(model_dir) >= COMMIT,
-          f"a commit at step {COMMIT}", deadline)
+    waiting.wait_for(lambda: checkpoint_step(model_dir) >= COMMIT,
+                     f"a commit at step {COMMIT}", deadline, proc=proc, log=log)
     hosts.write_text("host1:1\nhost2:1\nhost3:1\n")
-    joining = _wait(proc, log, lambda: _worker_pids(host3), "host3's rank",
-                    deadline)
+    # Polled often: the fault must strike while the rank joins.
+    joining = waiting.wait_for(lambda: _worker_pids(host3), "host3's rank",
+                               deadline, proc=proc, log=log, poll=0.05)
     if fault == "kill":
       for pid in joining:
         os.kill(pid, signal.SIGKILL)

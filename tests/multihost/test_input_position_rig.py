@@ -14,9 +14,8 @@ sequence on any number of workers.
 import subprocess
 import time
 
-import pytest
-
 from tests.helpers import trained_ids
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import (ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, discovery,
@@ -28,14 +27,6 @@ COMMIT = 10
 WORKER = [PYTHON, "-m", "tests.workers.position_run",
           f"--examples={EXAMPLES}", "--global_batch_size=8",
           f"--max_steps={EXAMPLES // 8}", "--seconds_per_update=0.1"]
-
-
-def _wait(proc, log, condition, what, deadline):
-  while not condition():
-    if proc.poll() is not None:
-      pytest.fail(f"the job ended before {what}: {log.read_text()[-5000:]}")
-    assert time.monotonic() < deadline, f"no {what}: {log.read_text()[-5000:]}"
-    time.sleep(0.2)
 
 
 def _steps_on(out, size):
@@ -56,13 +47,14 @@ def test_elastic_horovod_2_3_2_trains_each_example_once(cluster, tmp_path):
     proc = host1.popen(argv, cwd=ROOT, env=ENV, stdout=f,
                        stderr=subprocess.STDOUT)
   try:
-    _wait(proc, log, lambda: checkpoint_step(model_dir) >= COMMIT,
-          f"a commit at step {COMMIT}", deadline)
+    waiting.wait_for(lambda: checkpoint_step(model_dir) >= COMMIT,
+                     f"a commit at step {COMMIT}", deadline, proc=proc, log=log)
     hosts.write_text("host1:1\nhost2:1\nhost3:1\n")
     # A commit on 3 ranks, then a few updates it will lose.
-    _wait(proc, log, lambda: any(
+    waiting.wait_for(lambda: any(
         s % COMMIT == 3 and s > min(_steps_on(out, 3)) + COMMIT
-        for s in _steps_on(out, 3)), "updates on 3 ranks", deadline)
+        for s in _steps_on(out, 3)),
+                     "updates on 3 ranks", deadline, proc=proc, log=log)
     host2.kill_all()
     hosts.write_text("host1:1\nhost3:1\n")
   finally:
@@ -92,9 +84,9 @@ def test_launch_max_restarts_losing_a_host_trains_each_example_once(
     proc = host1.popen(argv, cwd=ROOT, env=LAUNCH_ENV, stdout=f,
                        stderr=subprocess.STDOUT)
   try:
-    _wait(proc, log, lambda: any(
+    waiting.wait_for(lambda: any(
         s % COMMIT == 3 and s > COMMIT for s in _steps_on(out, 2)),
-          "updates after a checkpoint", deadline)
+                     "updates after a checkpoint", deadline, proc=proc, log=log)
     host2.kill_all()
   finally:
     finish(proc, log, deadline)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import ENV, LAUNCH_ENV, PYTHON, VENV_BIN, job_processes
@@ -88,13 +89,6 @@ def test_srun_makes_horovod_ranks_with_gloo_itself(slurm):
   assert not _tasks_left(slurm)
 
 
-def _wait(what, predicate, deadline):
-  """Polls `predicate` until it holds; fails naming `what` at `deadline`."""
-  while not predicate():
-    assert time.monotonic() < deadline, f"{what}: not by the deadline"
-    time.sleep(0.5)
-
-
 def test_a_lost_node_ends_the_step_naming_it_and_the_requeued_job_resumes(
     cluster, tmp_path):
   slurm = slurm_lib.Slurm(cluster(3, prefix="n")).start()
@@ -111,15 +105,18 @@ def test_a_lost_node_ends_the_step_naming_it_and_the_requeued_job_resumes(
        f"--summary_json={summary}"], cwd=ROOT, env=env)
   assert submitted.returncode == 0, submitted.stderr
   job = submitted.stdout.strip().split(";")[0]
-  _wait("a checkpoint of step 100", lambda: checkpoint_step(model_dir) >= 100,
-        time.monotonic() + 240)
+  waiting.wait_for(lambda: checkpoint_step(model_dir) >= 100,
+                   "a checkpoint of step 100", time.monotonic() + 240,
+                   log=log, poll=0.5)
   assert slurm.job(job)["NodeList"] == "n[1-2]"
   n2.kill_all()  # its slurmd and rank 1: the node is gone
   deadline = time.monotonic() + LIMIT
-  _wait("the step ended and Slurm requeued the job",
-        lambda: slurm.job(job)["Restarts"] == "1", deadline)
-  _wait("the requeued job finished", lambda: slurm.job(job)["JobState"] in (
-      "COMPLETED", "FAILED"), time.monotonic() + 240)
+  waiting.wait_for(lambda: slurm.job(job)["Restarts"] == "1",
+                   "the step's end and the job's requeue", deadline, log=log,
+                   poll=0.5)
+  waiting.wait_for(lambda: slurm.job(job)["JobState"] in (
+      "COMPLETED", "FAILED"), "the requeued job's end",
+                   time.monotonic() + 240, log=log, poll=0.5)
   text = log.read_text(errors="replace")
   info = slurm.job(job)
   assert info["JobState"] == "COMPLETED", text[-4000:]

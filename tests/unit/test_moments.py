@@ -59,8 +59,12 @@ def test_one_process_takes_an_armed_moment_and_waits_to_be_let_go(armed_dir):
   taken = list(armed_dir.glob("merge.*.*"))
   assert len(taken) == 1, taken
   assert taken[0].name == f"merge.{moments.host()}.{os.getpid()}"
+  # The other found nothing armed and returns; the taker still waits after
+  # it has (a slow machine can only delay the first, never free the second).
+  while not done and time.monotonic() < deadline:
+    time.sleep(0.01)
   time.sleep(0.3)
-  assert len(done) == 1  # the other found nothing armed; the taker waits
+  assert len(done) == 1
   taken[0].unlink()
   for t in takers:
     t.join(timeout=5)

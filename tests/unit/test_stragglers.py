@@ -98,7 +98,9 @@ def test_measure_spans_the_work_before_the_exchange():
     with tf.compat.v1.Session() as session:
       measured = session.run(seconds)
   assert measured.shape == (1,)
-  assert pause <= measured[0] < pause + 0.5
+  # The bound above says the measure is of the gradient's work, not of the
+  # session's start-up, with room for a loaded machine.
+  assert pause <= measured[0] < pause + 2.5
 
 
 def test_tf_config_workers_named_by_task_and_host():

@@ -48,7 +48,6 @@ from typing import Any, Optional
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
-from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale.backends import base
 from estimator_scale.embeddings import dynamic
@@ -188,7 +187,6 @@ class _Rate:
     return self.value
 
 
-@deprecation.renamed_keywords(scale="batch_scale")
 def canned_optimizer(optimizer, topology, accumulation_steps=1,
                      lr_scaling="identity", batch_scale=None,
                      scaling_warmup_updates=0, adascale_smoothing=None,
@@ -217,8 +215,7 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
       (`scaling.RULES`).
     batch_scale: S, how many times the S = 1 batch (one micro-batch) an
       update averages; None means the gradient samples one update averages
-      (replicas x accumulation_steps). `scale=`, its old name, works for
-      one release.
+      (replicas x accumulation_steps).
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta (None: its default for n).
     allreduce_compression: where the backend offers it (Horovod: fp16).

@@ -19,7 +19,6 @@ import weakref
 
 import tensorflow as tf
 
-from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale import input_wait
 from estimator_scale import topology as topology_lib
@@ -84,13 +83,8 @@ class TrainingConfig:
   precision: str = "float32"
   allreduce_compression: str = "none"
   sparse_exchange: str = "auto"
-  # The old name of batch_scale, for one release; not a field: no repr.
-  scale: dataclasses.InitVar[Optional[float]] = None
 
-  def __post_init__(self, scale):
-    if scale is not None:
-      object.__setattr__(self, "batch_scale", deprecation.renamed_value(
-          "TrainingConfig(scale=)", "batch_scale=", scale, self.batch_scale))
+  def __post_init__(self):
     optimizers.check_optimizer(self.optimizer)
     optimizers.check_options(self.optimizer, self.optimizer_options)
     if self.linear_optimizer is not None:

@@ -232,17 +232,12 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
   optimizer_class, config = _class_and_config(optimizer)
   _check_accumulation_steps(accumulation_steps, config)
   samples = topology.replicas_per_update * accumulation_steps
-  with errors.as_config_error():
-    scaling.check_rule(lr_scaling, batch_scale)
-    adascale.check_smoothing(adascale_smoothing)
-    if adascale_smoothing is not None and lr_scaling != "adascale":
-      raise ValueError(f"adascale_smoothing={adascale_smoothing} needs "
-                       "lr_scaling='adascale'")
-    topology.backend.check_offers(allreduce_compression)
-    resolved = (float(batch_scale) if batch_scale is not None else
-                float(samples))
-    if lr_scaling == "adascale":
-      adascale.check_samples(resolved, samples)
+  scaling.check_rule(lr_scaling, batch_scale)
+  adascale.check_smoothing(adascale_smoothing, lr_scaling)
+  topology.backend.check_offers(allreduce_compression)
+  resolved = float(batch_scale) if batch_scale is not None else float(samples)
+  if lr_scaling == "adascale":
+    adascale.check_samples(resolved, samples)
   plan = _Plan(topology=topology, accumulation_steps=accumulation_steps,
                lr_scaling=lr_scaling, batch_scale=resolved,
                samples=samples, scaling_warmup_updates=scaling_warmup_updates,

@@ -7,7 +7,6 @@ from absl import app
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import errors
 from estimator_scale import registry
 from estimator_scale.cli import flags
 from estimator_scale.train_ops import optimizers
@@ -100,12 +99,10 @@ def list_models():
 def estimator(model, batch=None):
   """The Estimator the flags describe; `batch` (an elastic.Batch) replaces
   the batch flags."""
-  with errors.as_config_error():
-    training_config = training_config_from_flags(
-        batch and batch.accumulation_steps)
   return es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
-      training_config=training_config, hparams=FLAGS.hparams,
+      training_config=training_config_from_flags(
+          batch and batch.accumulation_steps), hparams=FLAGS.hparams,
       global_batch_size=(batch.global_batch_size if batch else
                          FLAGS.global_batch_size),
       progress_every_n_steps=FLAGS.log_every_n_steps,

@@ -105,16 +105,14 @@ class TrainingConfig:
           f"sparse_exchange={self.sparse_exchange!r} is unknown; "
           f"valid: {', '.join(backend_names.SPARSE_EXCHANGES)}")
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
-      raise ValueError(f"accumulation_steps={self.accumulation_steps!r} must "
-                       "be an integer >= 1")
+      raise errors.ConfigError(
+          f"accumulation_steps={self.accumulation_steps!r} must be an "
+          "integer >= 1")
     scaling.check_rule(self.lr_scaling, self.batch_scale)
     if self.scaling_warmup_updates < 0:
-      raise ValueError("scaling_warmup_updates="
-                       f"{self.scaling_warmup_updates} must be >= 0")
-    adascale.check_smoothing(self.adascale_smoothing)
-    if self.adascale_smoothing is not None and self.lr_scaling != "adascale":
-      raise ValueError(f"adascale_smoothing={self.adascale_smoothing} needs "
-                       "lr_scaling='adascale'")
+      raise errors.ConfigError("scaling_warmup_updates="
+                               f"{self.scaling_warmup_updates} must be >= 0")
+    adascale.check_smoothing(self.adascale_smoothing, self.lr_scaling)
 
   def samples_per_update(self, topology):
     """Gradient samples averaged by one update (S's default)."""

@@ -9,6 +9,7 @@ from typing import Tuple
 
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale.train_ops import names
 
 SCHEDULES = names.SCHEDULES
@@ -41,18 +42,21 @@ class Schedule:
 
   def __post_init__(self):
     if self.name not in SCHEDULES:
-      raise ValueError(f"lr_schedule={self.name!r} is unknown; valid: "
-                       f"{', '.join(SCHEDULES)}")
+      raise errors.ConfigError(f"lr_schedule={self.name!r} is unknown; "
+                               f"valid: {', '.join(SCHEDULES)}")
     if not self.learning_rate > 0:
-      raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
+      raise errors.ConfigError(
+          f"learning_rate={self.learning_rate} must be > 0")
     if self.name in ("cosine", "polynomial") and self.decay_steps < 1:
-      raise ValueError(f"lr_schedule={self.name!r} needs lr_decay_steps >= 1, "
-                       f"got lr_decay_steps={self.decay_steps}")
+      raise errors.ConfigError(
+          f"lr_schedule={self.name!r} needs lr_decay_steps >= 1, got "
+          f"lr_decay_steps={self.decay_steps}")
     if list(self.boundaries) != sorted(self.boundaries):
-      raise ValueError(f"lr_boundaries={list(self.boundaries)} must be "
-                       "increasing")
+      raise errors.ConfigError(
+          f"lr_boundaries={list(self.boundaries)} must be increasing")
     if self.warmup_steps < 0:
-      raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0")
+      raise errors.ConfigError(
+          f"warmup_steps={self.warmup_steps} must be >= 0")
 
   def __call__(self, step):
     """The learning rate at `step` (a float tensor)."""

@@ -23,12 +23,11 @@ def training_config_from_flags(accumulation_steps=None):
     raise app.UsageError("--lr_boundaries must be integers, got "
                          f"{FLAGS.lr_boundaries}") from None
   _check_option_flags()
-  schedule = es.Schedule(
-      name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
-      boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
-      decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
   return es.TrainingConfig(
-      optimizer=FLAGS.optimizer, schedule=schedule,
+      optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
+      lr_schedule=FLAGS.lr_schedule, lr_boundaries=boundaries,
+      lr_decay_rate=FLAGS.lr_decay_rate, lr_decay_steps=FLAGS.lr_decay_steps,
+      lr_power=FLAGS.lr_power, warmup_steps=FLAGS.warmup_steps,
       accumulation_steps=accumulation_steps or FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,

@@ -102,6 +102,7 @@ flags.DEFINE_enum("lr_schedule", "constant", train_ops_names.SCHEDULES,
 flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
 flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
 flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
+flags.DEFINE_float("lr_power", 1.0, "`polynomial` exponent.")
 flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
 flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
 flags.DEFINE_enum("lr_scaling", "identity", train_ops_names.LR_SCALING_RULES,

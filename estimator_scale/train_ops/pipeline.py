@@ -14,7 +14,7 @@ given none and refuses, in one line naming both, a TrainingConfig or
 Topology that says otherwise.
 """
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 import weakref
 
 import tensorflow as tf
@@ -40,11 +40,21 @@ MICRO_BATCHES = "accumulation/micro_batches"
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-  """How a loss becomes updates; every field has a CLI flag of the same name.
+  """How a loss becomes updates; every field but the two option tuples (the
+  optimizers' own flags fill those) has a CLI flag of the same name.
 
   Attributes:
     optimizer: a name of `optimizers.OPTIMIZERS`.
-    schedule: the S = 1 learning-rate schedule.
+    learning_rate: the S = 1 rate at step 0 (after warm-up).
+    lr_schedule: how it decays over the updates, a name of
+      `schedules.SCHEDULES`.
+    lr_boundaries: `piecewise` steps at which the rate is multiplied by
+      `lr_decay_rate`.
+    lr_decay_rate: `piecewise` factor per boundary.
+    lr_decay_steps: length of `cosine` / `polynomial` decay (to 0).
+    lr_power: `polynomial` exponent.
+    warmup_steps: linear warm-up of the rate from 0 over this many steps
+      (0: none).
     accumulation_steps: micro-batches per update (k).
     lr_scaling: a rule of `scaling.RULES`.
     batch_scale: S, how many times the S = 1 batch (one micro-batch) an
@@ -71,7 +81,13 @@ class TrainingConfig:
       also takes "sparse" and "dense" (its sparse_as_dense).
   """
   optimizer: str = "momentum"
-  schedule: schedules.Schedule = schedules.Schedule()
+  learning_rate: float = 0.1
+  lr_schedule: str = "constant"
+  lr_boundaries: Tuple[int, ...] = ()
+  lr_decay_rate: float = 0.1
+  lr_decay_steps: int = 0
+  lr_power: float = 1.0
+  warmup_steps: int = 0
   accumulation_steps: int = 1
   lr_scaling: str = "identity"
   batch_scale: Optional[float] = None
@@ -86,6 +102,7 @@ class TrainingConfig:
 
   def __post_init__(self):
     optimizers.check_optimizer(self.optimizer)
+    schedules.check(self)
     optimizers.check_options(self.optimizer, self.optimizer_options)
     if self.linear_optimizer is not None:
       optimizers.check_optimizer(self.linear_optimizer)
@@ -113,6 +130,10 @@ class TrainingConfig:
       raise errors.ConfigError("scaling_warmup_updates="
                                f"{self.scaling_warmup_updates} must be >= 0")
     adascale.check_smoothing(self.adascale_smoothing, self.lr_scaling)
+
+  def base_learning_rate(self, step):
+    """The S = 1 rate at `step` (a float tensor), before `lr_scaling`."""
+    return schedules.learning_rate(self, step)
 
   def samples_per_update(self, topology):
     """Gradient samples averaged by one update (S's default)."""
@@ -314,13 +335,13 @@ def _build(loss_fn, features, labels, config, topology):
                                 config.samples_per_update(topology),
                                 config.adascale_smoothing)
     mean, learning_rate, finite, finished = _adascale_update(
-        state, reducer, grads, config.schedule)
+        state, reducer, grads, config.base_learning_rate)
     # tau advances beside the apply, after it was read for this rate.
     with tf.control_dependencies([learning_rate]):
       finished.append(state.advance())
   else:
     learning_rate = scaling.scaled_learning_rate(
-        config.lr_scaling, config.schedule, global_step, batch_scale,
+        config.lr_scaling, config.base_learning_rate, global_step, batch_scale,
         config.scaling_warmup_updates)
   skip_nonfinite = use_adascale or loss_scale is not None
   if skip_nonfinite and not use_adascale:
@@ -400,7 +421,7 @@ def _contribute(reducer, start, wait, grads, config, topology):
   global_step = tf.compat.v1.train.get_or_create_global_step()
   counted = count_micro_batches(config.accumulation_steps)
   return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,
-                 learning_rate=config.schedule(global_step),
+                 learning_rate=config.base_learning_rate(global_step),
                  adascale=None, input_wait_seconds=own_wait())
 
 

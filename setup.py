@@ -1,10 +1,12 @@
 """Installs estimator_scale, its command line and its example model zoo.
 
-Requirements are version ranges, what any environment that runs the
-framework satisfies; constraints.txt pins the exact versions the project
-installs and tests (tools/rig/setup_env.sh installs with `-c
-constraints.txt`), and tests/integration/test_wheel_install.py checks that
-those pins satisfy these ranges.
+pyproject.toml holds the metadata (name, version, requirements, commands);
+this file the package list and the extras. Requirements are version ranges,
+what any environment that runs the framework satisfies; constraints.txt pins
+the exact versions the project installs and tests (tools/rig/setup_env.sh
+installs with `-c constraints.txt`), and
+tests/integration/test_wheel_install.py checks that those pins satisfy these
+ranges.
 
 TensorFlow itself is no requirement: `tensorflow` (GPU) and `tensorflow-cpu`
 both provide it, and a requirement can name only one of them, so a user with
@@ -18,23 +20,12 @@ TENSORFLOW = ">=2.15.1,<2.16"
 """The last TensorFlow with tf.estimator (docs/getting-started.md#the-stack)."""
 
 setuptools.setup(
-    name="estimator_scale",
-    version="0.1.0",
-    description="Scale TensorFlow Estimator training: sharding, accumulation, "
-    "large-batch lr scaling and AdaScale over tf.distribute and Horovod.",
-    packages=setuptools.find_packages(include=["estimator_scale", "estimator_scale.*",
-                                               "model_zoo", "model_zoo.*"]),
-    # The dynamic tables' kernel, compiled where it is first imported.
-    package_data={"estimator_scale.embeddings": ["kernels/*.cc"]},
-    python_requires=">=3.9,<3.12",
-    install_requires=[
-        "tensorflow-estimator>=2.15,<2.16",
-        "keras>=2.15,<2.16",
-        "numpy>=1.23.5,<2",
-        "absl-py>=2,<3",
-        # The handwritten digits of the zoo's digits models ship with it.
-        "scikit-learn>=1.0",
-    ],
+    # The dynamic tables' kernel, compiled where it is first imported, is a
+    # folder of data: named as a package so that setuptools ships it quietly.
+    packages=setuptools.find_packages(
+        include=["estimator_scale", "estimator_scale.*", "model_zoo",
+                 "model_zoo.*"]) + ["estimator_scale.embeddings.kernels"],
+    package_data={"estimator_scale.embeddings.kernels": ["*.cc"]},
     extras_require={
         # tensorflow-cpu has wheels for Linux on x86-64 only; elsewhere the
         # plain package is the CPU build.
@@ -62,10 +53,4 @@ setuptools.setup(
         # with pip's --no-deps).
         "bench": ["tensorflow-recommenders-addons==0.7.2"],
     },
-    entry_points={"console_scripts": [
-        "estimator-scale=estimator_scale.cli.__main__:run",
-        "estimator-scale-launch=estimator_scale.launcher.__main__:run",
-        # Needs pyarrow: the `datasets` extra.
-        "estimator-scale-parquet=estimator_scale.parquet.__main__:run",
-    ]},
 )

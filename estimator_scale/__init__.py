@@ -30,7 +30,6 @@ _PUBLIC = {
     "Estimator": ("estimator_scale.estimator", "Estimator"),
     "ProgressHook": ("estimator_scale.hooks", "ProgressHook"),
     "RegressionModel": ("estimator_scale.model", "RegressionModel"),
-    "Schedule": ("estimator_scale.train_ops.schedules", "Schedule"),
     "ScaleConfig": ("estimator_scale.backends.base", "ScaleConfig"),
     "ShardedEmbedding": ("estimator_scale.embeddings.sharded_layers",
                          "ShardedEmbedding"),

@@ -48,7 +48,6 @@ from typing import Any, Optional
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
-from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale.backends import base
 from estimator_scale.embeddings import dynamic
@@ -188,7 +187,6 @@ class _Rate:
     return self.value
 
 
-@deprecation.renamed_keywords(scale="batch_scale")
 def canned_optimizer(optimizer, topology, accumulation_steps=1,
                      lr_scaling="identity", batch_scale=None,
                      scaling_warmup_updates=0, adascale_smoothing=None,
@@ -217,8 +215,7 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
       (`scaling.RULES`).
     batch_scale: S, how many times the S = 1 batch (one micro-batch) an
       update averages; None means the gradient samples one update averages
-      (replicas x accumulation_steps). `scale=`, its old name, works for
-      one release.
+      (replicas x accumulation_steps).
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta (None: its default for n).
     allreduce_compression: where the backend offers it (Horovod: fp16).
@@ -235,17 +232,12 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
   optimizer_class, config = _class_and_config(optimizer)
   _check_accumulation_steps(accumulation_steps, config)
   samples = topology.replicas_per_update * accumulation_steps
-  with errors.as_config_error():
-    scaling.check_rule(lr_scaling, batch_scale)
-    adascale.check_smoothing(adascale_smoothing)
-    if adascale_smoothing is not None and lr_scaling != "adascale":
-      raise ValueError(f"adascale_smoothing={adascale_smoothing} needs "
-                       "lr_scaling='adascale'")
-    topology.backend.check_offers(allreduce_compression)
-    resolved = (float(batch_scale) if batch_scale is not None else
-                float(samples))
-    if lr_scaling == "adascale":
-      adascale.check_samples(resolved, samples)
+  scaling.check_rule(lr_scaling, batch_scale)
+  adascale.check_smoothing(adascale_smoothing, lr_scaling)
+  topology.backend.check_offers(allreduce_compression)
+  resolved = float(batch_scale) if batch_scale is not None else float(samples)
+  if lr_scaling == "adascale":
+    adascale.check_samples(resolved, samples)
   plan = _Plan(topology=topology, accumulation_steps=accumulation_steps,
                lr_scaling=lr_scaling, batch_scale=resolved,
                samples=samples, scaling_warmup_updates=scaling_warmup_updates,

@@ -10,8 +10,6 @@ catches for a bad argument, and what this package raised before.
 Library messages name the argument (`global_batch_size=3`); only the CLI
 speaks in `--flags`.
 """
-import contextlib
-
 from absl import logging
 
 
@@ -40,21 +38,6 @@ class TopologyError(Error):
 
 class DataError(Error):
   """Input files that cannot be read as declared; names the file."""
-
-
-@contextlib.contextmanager
-def as_config_error():
-  """Re-raises a ValueError of a configuration check as a `ConfigError`.
-
-  For checks in modules that raise plain ValueError (train_ops), at call
-  sites where nothing but configuration runs.
-  """
-  try:
-    yield
-  except Error:
-    raise
-  except ValueError as e:
-    raise ConfigError(str(e)) from None
 
 
 def note_model_method(error, method):

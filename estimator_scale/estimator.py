@@ -302,16 +302,13 @@ def make_estimator(model, model_dir=None, distribution="none",
     raise errors.ConfigError(
         f"scale_invariant_steps={scale_invariant_steps} needs "
         "lr_scaling='adascale'")
-  with errors.as_config_error():
-    scale_config.topology.backend.check_offers(
-        training_config.allreduce_compression,
-        training_config.sparse_exchange)
+  scale_config.topology.backend.check_offers(
+      training_config.allreduce_compression, training_config.sparse_exchange)
   if training_config.lr_scaling == "adascale":
     # Fail at construction, not at the first train(), for an impossible S.
     topology = scale_config.topology
-    with errors.as_config_error():
-      adascale.check_samples(training_config.resolved_scale(topology),
-                             training_config.samples_per_update(topology))
+    adascale.check_samples(training_config.resolved_scale(topology),
+                           training_config.samples_per_update(topology))
   if existing:
     _check_made_with(model, scale_config.run_config)
     tf_estimator, model = model, None

@@ -79,7 +79,7 @@ class Backend:
       sparse_exchange: a `sparse_exchange`.
 
     Raises:
-      ValueError: this backend does not offer one of them (`check_offers`).
+      ConfigError: this backend does not offer one of them (`check_offers`).
     """
     self.check_offers(compression, sparse_exchange)
     return self._reducer(compression, sparse_exchange)
@@ -89,15 +89,15 @@ class Backend:
     raise NotImplementedError
 
   def check_offers(self, compression="none", sparse_exchange="auto"):
-    """Raises ValueError when this backend cannot reduce as asked; called
+    """Raises ConfigError when this backend cannot reduce as asked; called
     where a job is configured too, so it fails before training starts."""
     if compression not in self.compressions:
-      raise ValueError(
+      raise errors.ConfigError(
           f"allreduce_compression={compression!r} is not available with "
           f"distribution={self.name!r}: {self.compression_refusal}; valid "
           f"there: {', '.join(self.compressions)}")
     if sparse_exchange not in self.sparse_exchanges:
-      raise ValueError(
+      raise errors.ConfigError(
           f"sparse_exchange={sparse_exchange!r} is not available with "
           f"distribution={self.name!r}; valid there: "
           f"{', '.join(self.sparse_exchanges)}")

@@ -86,7 +86,6 @@ def main(argv):
           f"{', '.join(_COMMANDS)}")
   try:
     logs.configure()
-    flags.take_renamed_flags()
     _require_file_systems()
     _command(command[0])()
   except (errors.Error, app.UsageError) as e:

@@ -7,7 +7,6 @@ from absl import app
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import errors
 from estimator_scale import registry
 from estimator_scale.cli import flags
 from estimator_scale.train_ops import optimizers
@@ -24,12 +23,11 @@ def training_config_from_flags(accumulation_steps=None):
     raise app.UsageError("--lr_boundaries must be integers, got "
                          f"{FLAGS.lr_boundaries}") from None
   _check_option_flags()
-  schedule = es.Schedule(
-      name=FLAGS.lr_schedule, learning_rate=FLAGS.learning_rate,
-      boundaries=boundaries, decay_rate=FLAGS.lr_decay_rate,
-      decay_steps=FLAGS.lr_decay_steps, warmup_steps=FLAGS.warmup_steps)
   return es.TrainingConfig(
-      optimizer=FLAGS.optimizer, schedule=schedule,
+      optimizer=FLAGS.optimizer, learning_rate=FLAGS.learning_rate,
+      lr_schedule=FLAGS.lr_schedule, lr_boundaries=boundaries,
+      lr_decay_rate=FLAGS.lr_decay_rate, lr_decay_steps=FLAGS.lr_decay_steps,
+      lr_power=FLAGS.lr_power, warmup_steps=FLAGS.warmup_steps,
       accumulation_steps=accumulation_steps or FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
@@ -100,12 +98,10 @@ def list_models():
 def estimator(model, batch=None):
   """The Estimator the flags describe; `batch` (an elastic.Batch) replaces
   the batch flags."""
-  with errors.as_config_error():
-    training_config = training_config_from_flags(
-        batch and batch.accumulation_steps)
   return es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
-      training_config=training_config, hparams=FLAGS.hparams,
+      training_config=training_config_from_flags(
+          batch and batch.accumulation_steps), hparams=FLAGS.hparams,
       global_batch_size=(batch.global_batch_size if batch else
                          FLAGS.global_batch_size),
       progress_every_n_steps=FLAGS.log_every_n_steps,

@@ -8,7 +8,6 @@ command line offers.
 from absl import flags
 
 import estimator_scale as es
-from estimator_scale import deprecation
 from estimator_scale.backends import names as backend_names
 from estimator_scale.train_ops import names as train_ops_names
 
@@ -103,6 +102,7 @@ flags.DEFINE_enum("lr_schedule", "constant", train_ops_names.SCHEDULES,
 flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
 flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
 flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
+flags.DEFINE_float("lr_power", 1.0, "`polynomial` exponent.")
 flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
 flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
 flags.DEFINE_enum("lr_scaling", "identity", train_ops_names.LR_SCALING_RULES,
@@ -111,7 +111,6 @@ flags.DEFINE_float("batch_scale", None,
                    "S: how many times the S = 1 batch (one micro-batch) an "
                    "update averages; default workers x replicas x "
                    "accumulation_steps.")
-flags.DEFINE_float("scale", None, "Deprecated: --batch_scale.")
 flags.DEFINE_integer("scaling_warmup_updates", 0,
                      "`linear` scaling's warm-up, in updates.")
 flags.DEFINE_float("scale_invariant_steps", None,
@@ -220,24 +219,6 @@ flags.DEFINE_string("summary_json", None, "Write the run summary here.")
 PATH_FLAGS = ("model_dir", "train_data", "eval_data", "export_dir",
               "checkpoint", "summary_json")
 """Flags that name a file or directory, on any file system."""
-
-
-RENAMED_FLAGS = {"scale": "batch_scale"}
-"""Old flag name: its new name. The old one works for one release."""
-
-
-def take_renamed_flags():
-  """Gives each flag typed under its old name to its new name, after one
-  line naming the new one.
-
-  Raises:
-    errors.UsageError: a flag typed under both names.
-  """
-  for old, new in RENAMED_FLAGS.items():
-    if FLAGS[old].present:
-      FLAGS[new].value = deprecation.renamed_value(
-          f"--{old}", f"--{new}", FLAGS[old].value,
-          FLAGS[new].value if FLAGS[new].present else None)
 
 
 def _split_best(text):

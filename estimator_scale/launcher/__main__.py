@@ -36,7 +36,6 @@ import argparse
 import os
 import sys
 
-from estimator_scale import deprecation
 from estimator_scale.launcher import elastic
 from estimator_scale.launcher import hosts as hosts_lib
 from estimator_scale.launcher import job
@@ -62,20 +61,18 @@ def _parser():
                       metavar="NAME[=VALUE]",
                       help="also forward this variable to remote tasks")
   parser.add_argument("--timeout", type=float, default=None)
-  # Every flag of the framework's commands is spelled with underscores; the
-  # hyphenated spellings of these work for one release more.
-  deprecation.add_renamed_flag(
-      parser, "--max_restarts", "--max-restarts", type=int, default=None,
+  parser.add_argument(
+      "--max_restarts", type=int, default=None,
       help="elastic: restarts after failures, from the last checkpoint on "
       "the hosts that answer")
-  deprecation.add_renamed_flag(
-      parser, "--min_workers", "--min-workers", type=int, default=1,
+  parser.add_argument(
+      "--min_workers", type=int, default=1,
       help="elastic: fewest training tasks to go on with")
-  deprecation.add_renamed_flag(
-      parser, "--probe_every", "--probe-every", type=float, default=10.0,
+  parser.add_argument(
+      "--probe_every", type=float, default=10.0,
       help="elastic: seconds between probes of hosts outside the cluster")
-  deprecation.add_renamed_flag(
-      parser, "--model_dir", "--model-dir", default=None,
+  parser.add_argument(
+      "--model_dir", default=None,
       help="elastic: the job's checkpoint directory, read for the resumed "
       "step (default: the command's --model_dir)")
   parser.add_argument("command", nargs=argparse.REMAINDER)

@@ -45,6 +45,7 @@ in TensorBoard and readable with `estimator.get_variable_value`.
 """
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale.train_ops import gradients
 
 SCOPE = "adascale"
@@ -77,18 +78,24 @@ def smoothing(samples):
   return max(1.0 - samples / 1000.0, 0.0)
 
 
-def check_smoothing(theta):
-  """Raises ValueError unless theta is None (the default) or in [0, 1)."""
-  if theta is not None and not 0.0 <= theta < 1.0:
-    raise ValueError(f"adascale_smoothing={theta} must be in [0, 1) (0: no "
-                     "smoothing; unset: max(1 - n/1000, 0) with n the "
-                     "gradient samples per update)")
+def check_smoothing(theta, rule):
+  """Raises ConfigError unless theta is None (the default), or in [0, 1)
+  with `rule` (the lr_scaling) AdaScale, the only rule that reads it."""
+  if theta is None:
+    return
+  if not 0.0 <= theta < 1.0:
+    raise errors.ConfigError(
+        f"adascale_smoothing={theta} must be in [0, 1) (0: no smoothing; "
+        "unset: max(1 - n/1000, 0) with n the gradient samples per update)")
+  if rule != "adascale":
+    raise errors.ConfigError(f"adascale_smoothing={theta} needs "
+                             "lr_scaling='adascale'")
 
 
 def check_samples(batch_scale, samples):
-  """Raises ValueError when S > 1 but the variance cannot be estimated."""
+  """Raises ConfigError when S > 1 but the variance cannot be estimated."""
   if batch_scale > 1 and samples < 2:
-    raise ValueError(
+    raise errors.ConfigError(
         f"lr_scaling='adascale' with batch_scale={batch_scale:g} needs at "
         "least 2 gradient samples per update to estimate the gradient "
         "variance; use accumulation_steps >= 2 or more workers/replicas")
@@ -110,7 +117,7 @@ class AdaScale:
 
   def __init__(self, scale, samples, theta=None, scope=SCOPE):
     check_samples(scale, samples)
-    check_smoothing(theta)
+    check_smoothing(theta, "adascale")
     self.theta = smoothing(samples) if theta is None else float(theta)
     self.scale = float(scale)
     self.samples = int(samples)

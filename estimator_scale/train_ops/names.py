@@ -12,7 +12,7 @@ optimizer's factory lives with its TensorFlow code; a test keeps the two
 equal)."""
 
 SCHEDULES = ("constant", "piecewise", "cosine", "polynomial")
-"""Valid `Schedule.name` values."""
+"""Valid `lr_schedule` values."""
 
 LR_SCALING_RULES = ("identity", "linear", "sqrt", "adascale")
 """Valid `lr_scaling` values."""

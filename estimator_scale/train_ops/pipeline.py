@@ -14,12 +14,11 @@ given none and refuses, in one line naming both, a TrainingConfig or
 Topology that says otherwise.
 """
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 import weakref
 
 import tensorflow as tf
 
-from estimator_scale import deprecation
 from estimator_scale import errors
 from estimator_scale import input_wait
 from estimator_scale import topology as topology_lib
@@ -41,11 +40,21 @@ MICRO_BATCHES = "accumulation/micro_batches"
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-  """How a loss becomes updates; every field has a CLI flag of the same name.
+  """How a loss becomes updates; every field but the two option tuples (the
+  optimizers' own flags fill those) has a CLI flag of the same name.
 
   Attributes:
     optimizer: a name of `optimizers.OPTIMIZERS`.
-    schedule: the S = 1 learning-rate schedule.
+    learning_rate: the S = 1 rate at step 0 (after warm-up).
+    lr_schedule: how it decays over the updates, a name of
+      `schedules.SCHEDULES`.
+    lr_boundaries: `piecewise` steps at which the rate is multiplied by
+      `lr_decay_rate`.
+    lr_decay_rate: `piecewise` factor per boundary.
+    lr_decay_steps: length of `cosine` / `polynomial` decay (to 0).
+    lr_power: `polynomial` exponent.
+    warmup_steps: linear warm-up of the rate from 0 over this many steps
+      (0: none).
     accumulation_steps: micro-batches per update (k).
     lr_scaling: a rule of `scaling.RULES`.
     batch_scale: S, how many times the S = 1 batch (one micro-batch) an
@@ -72,7 +81,13 @@ class TrainingConfig:
       also takes "sparse" and "dense" (its sparse_as_dense).
   """
   optimizer: str = "momentum"
-  schedule: schedules.Schedule = schedules.Schedule()
+  learning_rate: float = 0.1
+  lr_schedule: str = "constant"
+  lr_boundaries: Tuple[int, ...] = ()
+  lr_decay_rate: float = 0.1
+  lr_decay_steps: int = 0
+  lr_power: float = 1.0
+  warmup_steps: int = 0
   accumulation_steps: int = 1
   lr_scaling: str = "identity"
   batch_scale: Optional[float] = None
@@ -84,14 +99,10 @@ class TrainingConfig:
   precision: str = "float32"
   allreduce_compression: str = "none"
   sparse_exchange: str = "auto"
-  # The old name of batch_scale, for one release; not a field: no repr.
-  scale: dataclasses.InitVar[Optional[float]] = None
 
-  def __post_init__(self, scale):
-    if scale is not None:
-      object.__setattr__(self, "batch_scale", deprecation.renamed_value(
-          "TrainingConfig(scale=)", "batch_scale=", scale, self.batch_scale))
+  def __post_init__(self):
     optimizers.check_optimizer(self.optimizer)
+    schedules.check(self)
     optimizers.check_options(self.optimizer, self.optimizer_options)
     if self.linear_optimizer is not None:
       optimizers.check_optimizer(self.linear_optimizer)
@@ -111,16 +122,18 @@ class TrainingConfig:
           f"sparse_exchange={self.sparse_exchange!r} is unknown; "
           f"valid: {', '.join(backend_names.SPARSE_EXCHANGES)}")
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
-      raise ValueError(f"accumulation_steps={self.accumulation_steps!r} must "
-                       "be an integer >= 1")
+      raise errors.ConfigError(
+          f"accumulation_steps={self.accumulation_steps!r} must be an "
+          "integer >= 1")
     scaling.check_rule(self.lr_scaling, self.batch_scale)
     if self.scaling_warmup_updates < 0:
-      raise ValueError("scaling_warmup_updates="
-                       f"{self.scaling_warmup_updates} must be >= 0")
-    adascale.check_smoothing(self.adascale_smoothing)
-    if self.adascale_smoothing is not None and self.lr_scaling != "adascale":
-      raise ValueError(f"adascale_smoothing={self.adascale_smoothing} needs "
-                       "lr_scaling='adascale'")
+      raise errors.ConfigError("scaling_warmup_updates="
+                               f"{self.scaling_warmup_updates} must be >= 0")
+    adascale.check_smoothing(self.adascale_smoothing, self.lr_scaling)
+
+  def base_learning_rate(self, step):
+    """The S = 1 rate at `step` (a float tensor), before `lr_scaling`."""
+    return schedules.learning_rate(self, step)
 
   def samples_per_update(self, topology):
     """Gradient samples averaged by one update (S's default)."""
@@ -322,13 +335,13 @@ def _build(loss_fn, features, labels, config, topology):
                                 config.samples_per_update(topology),
                                 config.adascale_smoothing)
     mean, learning_rate, finite, finished = _adascale_update(
-        state, reducer, grads, config.schedule)
+        state, reducer, grads, config.base_learning_rate)
     # tau advances beside the apply, after it was read for this rate.
     with tf.control_dependencies([learning_rate]):
       finished.append(state.advance())
   else:
     learning_rate = scaling.scaled_learning_rate(
-        config.lr_scaling, config.schedule, global_step, batch_scale,
+        config.lr_scaling, config.base_learning_rate, global_step, batch_scale,
         config.scaling_warmup_updates)
   skip_nonfinite = use_adascale or loss_scale is not None
   if skip_nonfinite and not use_adascale:
@@ -408,7 +421,7 @@ def _contribute(reducer, start, wait, grads, config, topology):
   global_step = tf.compat.v1.train.get_or_create_global_step()
   counted = count_micro_batches(config.accumulation_steps)
   return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,
-                 learning_rate=config.schedule(global_step),
+                 learning_rate=config.base_learning_rate(global_step),
                  adascale=None, input_wait_seconds=own_wait())
 
 

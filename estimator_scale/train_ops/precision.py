@@ -29,6 +29,7 @@ import threading
 
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale.train_ops import names
 
 PRECISIONS = names.PRECISIONS
@@ -45,10 +46,10 @@ _active = threading.local()
 
 
 def check_precision(precision):
-  """Raises ValueError unless `precision` is one of PRECISIONS."""
+  """Raises ConfigError unless `precision` is one of PRECISIONS."""
   if precision not in PRECISIONS:
-    raise ValueError(f"precision={precision!r} is unknown; valid: "
-                     f"{', '.join(PRECISIONS)}")
+    raise errors.ConfigError(f"precision={precision!r} is unknown; valid: "
+                             f"{', '.join(PRECISIONS)}")
 
 
 def compute_dtype(precision):

@@ -7,18 +7,19 @@ import math
 
 import tensorflow as tf
 
+from estimator_scale import errors
 from estimator_scale.train_ops import names
 
 RULES = names.LR_SCALING_RULES
 
 
 def check_rule(rule, batch_scale):
-  """Raises ValueError for an unknown rule or a batch scale S below 1."""
+  """Raises ConfigError for an unknown rule or a batch scale S below 1."""
   if rule not in RULES:
-    raise ValueError(f"lr_scaling={rule!r} is unknown; valid: "
-                     f"{', '.join(RULES)}")
+    raise errors.ConfigError(f"lr_scaling={rule!r} is unknown; valid: "
+                             f"{', '.join(RULES)}")
   if batch_scale is not None and not batch_scale >= 1:
-    raise ValueError(f"batch_scale={batch_scale} must be >= 1")
+    raise errors.ConfigError(f"batch_scale={batch_scale} must be >= 1")
 
 
 def scaled_learning_rate(rule, schedule, step, batch_scale, warmup_updates=0):

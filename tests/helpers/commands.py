@@ -2,8 +2,7 @@
 
 A command must name a Makefile target, a module or file that exists, and only
 flags that the CLI or the launcher define, with values they accept
-(through the CLI's own absl flags and the launcher's own argument parser),
-each under its current name, not an old one kept for one release;
+(through the CLI's own absl flags and the launcher's own argument parser);
 runners (horovodrun, srun, ...) are looked through to the command they start.
 tests/unit/test_docs.py checks the guides' ```sh blocks with it, and
 tests/unit/test_deploy.py the Kubernetes manifests' container commands.
@@ -18,7 +17,7 @@ import re
 from absl import flags as absl_flags
 
 # Importing it defines the CLI's flags in absl's FLAGS.
-from estimator_scale.cli import flags as cli_flags
+import estimator_scale.cli.flags  # pylint: disable=unused-import
 from estimator_scale.launcher import __main__ as launcher_main
 from tests.helpers import docs
 
@@ -75,9 +74,6 @@ def _check_cli(args, where):
     if name not in absl_flags.FLAGS and name[2:] in absl_flags.FLAGS:
       name, has_value, value = name[2:], True, "false"        # --noFLAG
     assert name in absl_flags.FLAGS, f"{where}: the CLI has no flag {word}"
-    assert name not in cli_flags.RENAMED_FLAGS, (
-        f"{where}: --{name} is the old name of "
-        f"--{cli_flags.RENAMED_FLAGS[name]}")
     flag = absl_flags.FLAGS[name]
     if not has_value and flag.boolean:
       value = "true"

@@ -20,12 +20,13 @@ def make_estimator(model, model_dir, learning_rate=0.1,
     model: a BaseModel instance.
     model_dir: where checkpoints go (a str or a path); a second call with the
       same directory resumes from its last checkpoint.
-    learning_rate: the constant rate of `es.Schedule`.
+    learning_rate: the `es.TrainingConfig` rate (a constant one unless
+      `training_config` names a schedule).
     scale_invariant_steps: stop once AdaScale's progress reaches this.
     **training_config: the remaining `es.TrainingConfig` arguments.
   """
-  training = es.TrainingConfig(
-      schedule=es.Schedule(learning_rate=learning_rate), **training_config)
+  training = es.TrainingConfig(learning_rate=learning_rate,
+                               **training_config)
   return es.make_estimator(model, model_dir=str(model_dir),
                            training_config=training, random_seed=0,
                            scale_invariant_steps=scale_invariant_steps)

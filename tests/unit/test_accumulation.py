@@ -189,7 +189,7 @@ def _handwritten_model_fn(training_config, topology):
 
 def test_handwritten_model_fn_matches_the_template(tmp_path):
   _, features, labels = tiny_models.generated_data("keras", 64)
-  config = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.05),
+  config = es.TrainingConfig(learning_rate=0.05,
                              accumulation_steps=4, lr_scaling="adascale",
                              optimizer="momentum")
   scale_config = es.build_run_config("none", model_dir=str(tmp_path / "hand"),

@@ -37,7 +37,7 @@ def _one(method, scale, **kwargs):
 def test_baseline_and_adascale_keep_the_s1_schedule():
   for method, rule in (("baseline", "identity"), ("AS", "adascale")):
     segment = _one(method, 1 if method == "baseline" else 32)
-    assert segment["schedule"]["boundaries"] == (10000, 15000)
+    assert segment["schedule"]["lr_boundaries"] == (10000, 15000)
     assert segment["max_updates"] == 20000  # AS stops earlier, at tau >= T
     assert segment["tau"] == (20000 if method == "AS" else None)
     assert segment["warmup"] == 0 and segment["lr_scaling"] == rule
@@ -46,7 +46,7 @@ def test_baseline_and_adascale_keep_the_s1_schedule():
 def test_lsw_schedule_is_scaled_to_ceil_t_over_s():
   segment = _one("LSW", 32)
   assert segment["max_updates"] == 625 == math.ceil(20000 / 32)
-  assert segment["schedule"]["boundaries"] == (312, 469)  # 0.5, 0.75 of 625
+  assert segment["schedule"]["lr_boundaries"] == (312, 469)  # 0.5, 0.75 of 625
   assert segment["warmup"] == 35  # ceil(5.5% of 625)
   assert segment["lr_scaling"] == "linear"
   assert segment["accumulation_steps"] == 32
@@ -56,7 +56,7 @@ def test_lsw_schedule_is_scaled_to_ceil_t_over_s():
 def test_lsw_plus_is_scaled_to_the_adascale_updates():
   segment = _one("LSW+", 32, as_updates=1000)
   assert segment["max_updates"] == 1000
-  assert segment["schedule"]["boundaries"] == (500, 750)
+  assert segment["schedule"]["lr_boundaries"] == (500, 750)
   assert segment["warmup"] == 55
 
 
@@ -66,8 +66,8 @@ def test_lars_follows_the_resnet_recipe():
   assert dict(segment["optimizer_options"]) == {
       "momentum": 0.9, "trust_coefficient": 0.001}
   assert segment["schedule"] == dict(
-      name="polynomial", learning_rate=2.0, decay_steps=625, power=2.0,
-      warmup_steps=35)  # warm-up from 0 inside the schedule...
+      lr_schedule="polynomial", learning_rate=2.0, lr_decay_steps=625,
+      lr_power=2.0, warmup_steps=35)  # warm-up from 0 inside the schedule...
   assert segment["lr_scaling"] == "linear" and segment["warmup"] == 0  # x S
   assert _one("LARS", 1)["schedule"]["warmup_steps"] == 1100
 
@@ -77,7 +77,7 @@ def test_elastic_adascale_stops_each_segment_at_a_third_of_tau():
   assert [s["accumulation_steps"] for s in spec["segments"]] == [8, 16, 32]
   assert [s["tau"] for s in spec["segments"]] == pytest.approx(
       [20000 / 3, 40000 / 3, 20000])
-  assert {s["schedule"]["boundaries"] for s in spec["segments"]} == {
+  assert {s["schedule"]["lr_boundaries"] for s in spec["segments"]} == {
       (10000, 15000)}  # tau reads the S = 1 schedule whatever S is
 
 
@@ -86,11 +86,11 @@ def test_elastic_lsw_decays_at_the_baselines_progress():
   assert study.elastic_updates(20000, (8, 16, 32)) == [834, 417, 209]
   assert [s["max_updates"] for s in rising] == [834, 1251, 1460]
   # 10000 = 834 x 8 + 208 x 16;  15000 = 834 x 8 + 417 x 16 + 51.75 x 32
-  assert rising[0]["schedule"]["boundaries"] == (1042, 1303)
+  assert rising[0]["schedule"]["lr_boundaries"] == (1042, 1303)
   assert {s["warmup"] for s in rising} == {81}  # 5.5% of 1460, from step 0
   falling = _specs("LSW", (32, 16, 8))["segments"]
   assert [s["max_updates"] for s in falling] == [209, 626, 1460]
-  assert falling[0]["schedule"]["boundaries"] == (416, 831)
+  assert falling[0]["schedule"]["lr_boundaries"] == (416, 831)
 
 
 def test_horovod_spreads_only_scales_the_ranks_divide():

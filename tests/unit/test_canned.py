@@ -44,7 +44,7 @@ def _train_and_evaluate(estimator, digits, steps, batch=64):
 # Hand-written model_fns: every argument list tf.estimator accepts.
 
 TRAINING = es.TrainingConfig(optimizer="momentum",
-                             schedule=es.Schedule(learning_rate=0.05))
+                             learning_rate=0.05)
 
 
 def _spec(features, labels, mode, topology, units=32):

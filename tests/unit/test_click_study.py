@@ -31,16 +31,16 @@ def test_each_method_derives_its_rate_and_length_from_s1():
   T = click_specs.TASKS["census"]["T"]
   base = _one("baseline", 1)
   assert (base["max_updates"], base["lr_scaling"]) == (T, "identity")
-  assert base["schedule"]["boundaries"] == (T // 2, T * 3 // 4)
+  assert base["schedule"]["lr_boundaries"] == (T // 2, T * 3 // 4)
   lsw = _one("LSW", 64)
   assert lsw["max_updates"] == math.ceil(T / 64) == 32
   assert lsw["lr_scaling"] == "linear" and lsw["warmup"] == 2
-  assert lsw["schedule"]["boundaries"] == (16, 24)
+  assert lsw["schedule"]["lr_boundaries"] == (16, 24)
   assert _one("sqrt", 64)["lr_scaling"] == "sqrt"
   assert _one("identity", 64)["warmup"] == 0
   adascale = _one("AS", 64)
   assert adascale["tau"] == T and adascale["max_updates"] == T
-  assert adascale["schedule"]["boundaries"] == (T // 2, T * 3 // 4)
+  assert adascale["schedule"]["lr_boundaries"] == (T // 2, T * 3 // 4)
   seed = _one("seed000", 16)
   assert (seed["optimizer"], seed["lr_scaling"], seed["warmup"]) == (
       "adamw", "linear", 0)

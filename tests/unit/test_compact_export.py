@@ -47,7 +47,7 @@ def _estimator(model, model_dir):
   return es.make_estimator(model, model_dir=str(model_dir), random_seed=0,
                            training_config=es.TrainingConfig(
                                optimizer="adam",
-                               schedule=es.Schedule(learning_rate=0.05)))
+                               learning_rate=0.05))
 
 
 @pytest.fixture(scope="module")

@@ -54,7 +54,7 @@ def _data(count=64, seed=0):
 def _estimator(model, model_dir):
   return es.make_estimator(model, model_dir=str(model_dir), random_seed=0,
                            training_config=es.TrainingConfig(
-                               schedule=es.Schedule(learning_rate=0.1)))
+                               learning_rate=0.1))
 
 
 def _metric_values(model, labels, logits):

@@ -45,7 +45,7 @@ def _estimator(model_dir, full_every, keep=5):
       save_checkpoints_steps=2, keep_checkpoint_max=keep,
       full_checkpoint_every=full_every,
       training_config=es.TrainingConfig(
-          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.1)))
+          optimizer="adagrad", learning_rate=0.1))
 
 
 def _train(estimator, steps):

@@ -142,7 +142,8 @@ def test_build_context_holds_what_the_setup_reads_and_not_the_venv():
                path.startswith(p.rstrip("/") + "/") for p in ignored)
 
   assert ("COPY", ". .") in _instructions()
-  read = [SETUP_SCRIPT, "setup.py", "estimator_scale/__init__.py",
+  read = [SETUP_SCRIPT, "pyproject.toml", "setup.py",
+          "estimator_scale/__init__.py",
           _setup_variable("CONSTRAINTS"), _setup_variable("HOROVOD_PATCHES")]
   for path in read:
     assert os.path.exists(os.path.join(docs.ROOT, path)), path

@@ -56,7 +56,7 @@ def test_each_column_trains_a_table_of_its_own_ids(way, tmp_path):
   estimator = es.make_estimator(
       _TwoColumns(way), model_dir=str(tmp_path), random_seed=0,
       training_config=es.TrainingConfig(
-          optimizer="adam", schedule=es.Schedule(learning_rate=0.02)))
+          optimizer="adam", learning_rate=0.02))
   features = {key: ids[:, None] for key, ids in _IDS.items()}
   estimator.train(es.inputs.from_arrays(
       features, np.arange(8) % 2, 4), steps=6)

@@ -217,7 +217,7 @@ def test_handwritten_model_fn_with_feature_columns_accumulates_exactly(
   vocabulary_file = feature_models.FeatureColumns().vocabulary_file
 
   def train(k, name):
-    config = es.TrainingConfig(schedule=es.Schedule(learning_rate=0.1),
+    config = es.TrainingConfig(learning_rate=0.1,
                                optimizer="momentum", accumulation_steps=k,
                                lr_scaling="adascale", batch_scale=1.0)
     scale_config = es.build_run_config("none", model_dir=str(tmp_path / name),

@@ -63,7 +63,7 @@ def _train(optimizer, linear_optimizer=None, steps=300):
   name)."""
   config = es.TrainingConfig(optimizer=optimizer,
                              linear_optimizer=linear_optimizer,
-                             schedule=es.Schedule(learning_rate=0.1))
+                             learning_rate=0.1)
   with tf.Graph().as_default():
     features, labels = _data()
     built = es.build_train_op(_loss, features, labels, config)

@@ -27,7 +27,7 @@ ZOO_MODELS = [name for name in registry.names()
 def _estimator(model, model_dir, **training):
   return es.make_estimator(model, model_dir=str(model_dir), random_seed=0,
                            training_config=es.TrainingConfig(
-                               schedule=es.Schedule(learning_rate=0.01),
+                               learning_rate=0.01,
                                **training))
 
 

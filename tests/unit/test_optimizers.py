@@ -160,8 +160,7 @@ def test_trains_with_accumulation_and_adascale(name, case, tmp_path):
   # on the initial weights and the order of the examples.
   options = (("trust_coefficient", 0.01),) if name == "lars" else ()
   training = es.TrainingConfig(
-      optimizer=name, schedule=es.Schedule(learning_rate=
-                                           1.0 if name == "lars" else 0.02),
+      optimizer=name, learning_rate=1.0 if name == "lars" else 0.02,
       accumulation_steps=2, lr_scaling="adascale", optimizer_options=options)
   model, features, labels = tiny_models.generated_data(case, 64)
   estimator = es.make_estimator(model, model_dir=str(tmp_path),

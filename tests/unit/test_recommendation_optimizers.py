@@ -126,7 +126,7 @@ def test_training_updates_only_the_rows_looked_up(name, options, tmp_path):
   model, features, labels = tiny_models.generated_data("embedding", 64)
   features["tokens"] %= 10  # rows 10..19 of the 20-row table are never used
   training = es.TrainingConfig(
-      optimizer=name, schedule=es.Schedule(learning_rate=0.5),
+      optimizer=name, learning_rate=0.5,
       accumulation_steps=2, optimizer_options=options)
   estimator = es.make_estimator(model, model_dir=str(tmp_path),
                                 training_config=training, random_seed=0)

@@ -146,7 +146,7 @@ def test_nonfinite_gradients_leave_state_unchanged(tmp_path):
 
 
 def test_scaling_rules():
-  schedule = es.Schedule(learning_rate=0.1)
+  schedule = es.TrainingConfig(learning_rate=0.1).base_learning_rate
   with tf.compat.v1.Session() as sess:
     assert sess.run(scaling.scaled_learning_rate("sqrt", schedule, 0, 4)) == (
         pytest.approx(0.2))
@@ -159,14 +159,22 @@ def test_scaling_rules():
 
 def test_schedules():
   with tf.compat.v1.Session() as sess:
-    piecewise = es.Schedule("piecewise", 1.0, boundaries=(10, 20),
-                            decay_rate=0.1)
+    piecewise = es.TrainingConfig(
+        learning_rate=1.0, lr_schedule="piecewise", lr_boundaries=(10, 20),
+        lr_decay_rate=0.1).base_learning_rate
     assert [sess.run(piecewise(s)) for s in (0, 10, 25)] == pytest.approx(
         [1.0, 0.1, 0.01])
-    cosine = es.Schedule("cosine", 1.0, decay_steps=10)
+    cosine = es.TrainingConfig(learning_rate=1.0, lr_schedule="cosine",
+                               lr_decay_steps=10).base_learning_rate
     assert [sess.run(cosine(s)) for s in (0, 5, 10, 50)] == pytest.approx(
         [1.0, 0.5, 0.0, 0.0], abs=1e-6)
-    warm = es.Schedule(learning_rate=1.0, warmup_steps=4)
+    polynomial = es.TrainingConfig(
+        learning_rate=1.0, lr_schedule="polynomial", lr_decay_steps=10,
+        lr_power=2.0).base_learning_rate
+    assert [sess.run(polynomial(s)) for s in (0, 5, 10)] == pytest.approx(
+        [1.0, 0.25, 0.0], abs=1e-6)
+    warm = es.TrainingConfig(learning_rate=1.0,
+                             warmup_steps=4).base_learning_rate
     assert [sess.run(warm(s)) for s in (0, 3, 9)] == pytest.approx(
         [0.25, 1.0, 1.0])
 
@@ -179,9 +187,15 @@ def test_schedules():
     (dict(lr_scaling="adascale", adascale_smoothing=1.0),
      r"^adascale_smoothing=1.0 must be in \[0, 1\)"),
     (dict(adascale_smoothing=0.5), "^adascale_smoothing=0.5 needs"),
+    (dict(learning_rate=0.0), "^learning_rate=0.0 must be > 0"),
+    (dict(lr_schedule="step"), "^lr_schedule='step' is unknown"),
+    (dict(lr_schedule="cosine"),
+     "^lr_schedule='cosine' needs lr_decay_steps >= 1, got lr_decay_steps=0"),
+    (dict(lr_boundaries=(20, 10)), r"^lr_boundaries=\[20, 10\] must be "),
+    (dict(warmup_steps=-1), "^warmup_steps=-1 must be >= 0"),
 ])
 def test_bad_training_config(kwargs, message):
-  with pytest.raises(ValueError, match=message):
+  with pytest.raises(es.errors.ConfigError, match=message):
     es.TrainingConfig(**kwargs)
 
 

@@ -105,7 +105,7 @@ def _train():
   model, features, labels = _data()
   config = es.TrainingConfig(
       optimizer=FLAGS.optimizer,
-      schedule=es.Schedule(learning_rate=FLAGS.learning_rate),
+      learning_rate=FLAGS.learning_rate,
       accumulation_steps=FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       adascale_smoothing=FLAGS.adascale_smoothing)

@@ -101,7 +101,7 @@ def main(argv):
   for name in FLAGS.configs:
     optimizer, lr_scaling = CONFIGS[name]
     config = es.TrainingConfig(
-        optimizer=optimizer, schedule=es.Schedule(learning_rate=0.1),
+        optimizer=optimizer, learning_rate=0.1,
         lr_scaling=lr_scaling)
     estimator = es.make_estimator(
         RawIds(), model_dir=os.path.join(FLAGS.model_dir, name),

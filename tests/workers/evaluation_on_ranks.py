@@ -78,7 +78,7 @@ def main(argv):
   estimator = es.make_estimator(
       Clicks(), model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=es.TrainingConfig(
-          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.5)),
+          optimizer="adagrad", learning_rate=0.5),
       random_seed=0, save_checkpoints_steps=max(1, FLAGS.steps))
   if FLAGS.steps:
     features, labels = click_data(TRAIN_EXAMPLES, 1, FLAGS.vocabulary)

@@ -50,7 +50,7 @@ def main(argv):
   scale_config = es.build_run_config(FLAGS.distribution,
                                      model_dir=FLAGS.model_dir, random_seed=0)
   training = es.TrainingConfig(
-      optimizer="momentum", schedule=es.Schedule(learning_rate=0.05),
+      optimizer="momentum", learning_rate=0.05,
       accumulation_steps=FLAGS.accumulation_steps, lr_scaling="adascale")
   estimator = es.make_estimator(make_model_fn(training, scale_config.topology),
                                 scale_config=scale_config,

@@ -91,7 +91,7 @@ def main(argv):
   scale_config = es.build_run_config(FLAGS.distribution,
                                      model_dir=FLAGS.model_dir, random_seed=0)
   training = es.TrainingConfig(optimizer="momentum",
-                               schedule=es.Schedule(learning_rate=0.01),
+                               learning_rate=0.01,
                                lr_scaling="linear")
   estimator = es.make_estimator(
       make_cnn_model_fn(training, scale_config.topology),

@@ -35,7 +35,7 @@ def main(argv):
       5000, seed=1)
   config = es.TrainingConfig(
       optimizer=FLAGS.optimizer,
-      schedule=es.Schedule(learning_rate=FLAGS.learning_rate),
+      learning_rate=FLAGS.learning_rate,
       accumulation_steps=FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling)
   estimator = es.make_estimator(

@@ -25,7 +25,7 @@ from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
 
 CASE_TRAINING = {"mlp": {}, "click": {
-    "optimizer": "adagrad", "schedule": es.Schedule(learning_rate=0.05)}}
+    "optimizer": "adagrad", "learning_rate": 0.05}}
 """TrainingConfig's arguments for each --case: the tables' rows want an
 optimizer with a rate of their own."""
 

@@ -70,7 +70,7 @@ def _wait_for_the_others_to_exit(workers, timeout=300):
 def main(argv):
   del argv
   config = es.TrainingConfig(optimizer="adagrad",
-                             schedule=es.Schedule(learning_rate=0.1))
+                             learning_rate=0.1)
   estimator = es.make_estimator(
       wide_deep.WideDeep(), model_dir=FLAGS.model_dir,
       distribution=FLAGS.distribution, training_config=config,

@@ -81,7 +81,7 @@ def main(argv):
   estimator = es.make_estimator(
       Clicks(), model_dir=FLAGS.model_dir, distribution="horovod",
       training_config=es.TrainingConfig(
-          optimizer="adam", schedule=es.Schedule(learning_rate=0.01)),
+          optimizer="adam", learning_rate=0.01),
       random_seed=0, save_checkpoints_steps=1000)
   topology = estimator.topology
   rng = np.random.RandomState(topology.worker_index)

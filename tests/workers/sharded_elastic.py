@@ -79,7 +79,7 @@ class Recorded(sharded_equivalence.Tokens):
 
 def train(batch):
   config = es.TrainingConfig(
-      optimizer="adagrad", schedule=es.Schedule(learning_rate=0.5),
+      optimizer="adagrad", learning_rate=0.5,
       accumulation_steps=batch.accumulation_steps)
   estimator = es.make_estimator(
       Recorded(FLAGS.kind), model_dir=FLAGS.model_dir,

@@ -165,7 +165,7 @@ def train(name, kind, out_dir, model_dir):
   """Trains configuration `name`, one table kind; writes this rank's dump."""
   optimizer, k, lr_scaling = CONFIGS[name]
   config = es.TrainingConfig(
-      optimizer=optimizer, schedule=es.Schedule(learning_rate=0.5),
+      optimizer=optimizer, learning_rate=0.5,
       accumulation_steps=k, lr_scaling=lr_scaling)
   estimator = es.make_estimator(
       Tokens(kind), model_dir=os.path.join(model_dir, f"{name}-{kind}"),

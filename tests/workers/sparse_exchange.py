@@ -108,7 +108,7 @@ def main(argv):
   del argv
   features, labels = token_data()
   config = es.TrainingConfig(
-      optimizer="momentum", schedule=es.Schedule(learning_rate=0.1),
+      optimizer="momentum", learning_rate=0.1,
       accumulation_steps=FLAGS.accumulation_steps,
       sparse_exchange=FLAGS.sparse_exchange)
   estimator = es.make_estimator(

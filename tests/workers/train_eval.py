@@ -34,7 +34,7 @@ def main(argv):
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=es.TrainingConfig(
           optimizer="momentum",
-          schedule=es.Schedule(learning_rate=FLAGS.learning_rate)),
+          learning_rate=FLAGS.learning_rate),
       hparams="hidden_units=32", random_seed=0,
       save_checkpoints_steps=FLAGS.save_checkpoints_steps)
   hooks = []

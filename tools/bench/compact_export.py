@@ -193,7 +193,7 @@ def train(args, model_dir):
       save_summary_steps=1 << 30,
       training_config=es.TrainingConfig(
           optimizer="adagrad",
-          schedule=es.Schedule(learning_rate=args.learning_rate)))
+          learning_rate=args.learning_rate))
   updates = args.epochs * used // args.batch
   began = time.monotonic()
   estimator.train(es.inputs.from_arrays(_columns(features), labels,

@@ -94,7 +94,7 @@ def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir):
       save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
       keep_checkpoint_max=saves,
       training_config=es.TrainingConfig(
-          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.1)))
+          optimizer="adagrad", learning_rate=0.1))
   times = _SaveTimes()
   logger = tf.get_logger()
   level = logger.level
@@ -155,7 +155,7 @@ def check_restore(log2_rows, touched, steps_per_save, full_every, found,
       _Table(rows), model_dir=model_dir, random_seed=0,
       save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
       training_config=es.TrainingConfig(
-          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.1))
+          optimizer="adagrad", learning_rate=0.1)
   ).train(_input_fn(batch, step + 1), hooks=[restored], max_steps=step + 1)
   equal = set(full) <= set(restored.values) and all(
       np.array_equal(restored.values[name], value)

@@ -76,8 +76,7 @@ def estimators(name, work_dir, threads=None):
           model, scale_config=ours,
           training_config=es.TrainingConfig(
               optimizer=RUNS[name]["optimizer"],
-              schedule=es.Schedule(
-                  learning_rate=RUNS[name]["learning_rate"]))),
+              learning_rate=RUNS[name]["learning_rate"])),
       "deepctr": WDLEstimator(
           linear(params), deep(params),
           dnn_hidden_units=params["hidden_units"], config=theirs.run_config),

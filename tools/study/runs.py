@@ -78,8 +78,7 @@ def _train_split_input(batch_size):
 def _estimator(spec, segment, model_dir):
   """The Estimator of one segment, in `model_dir`."""
   config = es.TrainingConfig(
-      optimizer=segment["optimizer"],
-      schedule=es.Schedule(**segment["schedule"]),
+      optimizer=segment["optimizer"], **segment["schedule"],
       accumulation_steps=segment["accumulation_steps"],
       lr_scaling=segment["lr_scaling"],
       scaling_warmup_updates=segment["warmup"],
@@ -187,8 +186,9 @@ def train_run(spec):
       updates=int(final["updates"]), tau=final.get("progress"),
       wall_seconds=wall,
       trace=[(tau, gain, specs.adascale_lr(
-          gain, tau, schedule["learning_rate"], schedule.get("boundaries", ()),
-          schedule.get("decay_rate", 1.0))) for tau, gain in points])
+          gain, tau, schedule["learning_rate"],
+          schedule.get("lr_boundaries", ()),
+          schedule.get("lr_decay_rate", 1.0))) for tau, gain in points])
 
 
 def horovod_topology():

@@ -71,7 +71,7 @@ def warmup_updates(updates, fraction):
 
 
 def base_lr(step, learning_rate, boundaries, decay_rate):
-  """The piecewise schedule in Python, as `es.Schedule` computes it in TF."""
+  """The piecewise schedule in Python, as TrainingConfig computes it in TF."""
   return learning_rate * decay_rate ** sum(step >= b for b in boundaries)
 
 
@@ -123,16 +123,18 @@ def _segment(settings, method, scale, stop, boundaries, warmup, workers):
   """
   spread = workers > 1 and scale >= workers and scale % workers == 0
   if method == "LARS":
-    schedule = dict(name="polynomial",
+    schedule = dict(lr_schedule="polynomial",
                     learning_rate=settings["lars_learning_rate"],
-                    decay_steps=stop, power=settings["lars_power"],
+                    lr_decay_steps=stop, lr_power=settings["lars_power"],
                     warmup_steps=warmup)
     optimizer = ("lars", (("momentum", settings["momentum"]),
                           ("trust_coefficient",
                            settings["lars_trust_coefficient"])))
   else:
-    schedule = dict(name="piecewise", learning_rate=settings["learning_rate"],
-                    boundaries=boundaries, decay_rate=settings["decay_rate"])
+    schedule = dict(lr_schedule="piecewise",
+                    learning_rate=settings["learning_rate"],
+                    lr_boundaries=boundaries,
+                    lr_decay_rate=settings["decay_rate"])
     optimizer = ("momentum", (("momentum", settings["momentum"]),))
   adascale = method == "AS"
   return dict(

@@ -150,7 +150,7 @@ def _estimator(args, columns):
       _model(args, columns), model_dir=args.model_dir, distribution="none",
       training_config=es.TrainingConfig(
           optimizer="adagrad",
-          schedule=es.Schedule(learning_rate=LEARNING_RATE)),
+          learning_rate=LEARNING_RATE),
       random_seed=args.seed, save_checkpoints_steps=10 ** 9), None
 
 

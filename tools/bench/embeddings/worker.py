@@ -109,7 +109,7 @@ def train(args, index, rows, ids):
       model_dir=os.path.join(args.model_dir, str(index)),
       distribution=DISTRIBUTIONS[args.mode],
       training_config=es.TrainingConfig(
-          optimizer="adagrad", schedule=es.Schedule(learning_rate=0.05),
+          optimizer="adagrad", learning_rate=0.05,
           sparse_exchange=exchange),
       random_seed=0, save_checkpoints_steps=10 ** 9)
   topology = estimator.topology

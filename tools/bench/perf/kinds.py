@@ -54,7 +54,7 @@ def run_ours(args, hook):
   k = args.accumulation_steps
   config = es.TrainingConfig(
       optimizer="momentum", accumulation_steps=k, lr_scaling=args.lr_scaling,
-      schedule=es.Schedule(learning_rate=args.learning_rate),
+      learning_rate=args.learning_rate,
       precision=args.precision,
       allreduce_compression=args.allreduce_compression)
   estimator = es.make_estimator(model, scale_config=scale_config,

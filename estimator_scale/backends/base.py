@@ -31,12 +31,8 @@ STRATEGY_REFUSAL = (
 class Backend:
   """One way to run a job; the only code that knows which one runs.
 
-  `build` reads this process's Topology from the environment and makes its
-  RunConfig, coordinator and hooks; `make_reducer` gives the train op its
-  cross-replica reduction. The Topology carries the Backend, so the train
-  op, the inputs and the Estimator ask it instead of comparing names.
-  Backends compare equal by name: per-job state they hold (Horovod's stop
-  flag) does not make two topologies of one job differ.
+  Others ask the Topology's Backend instead of comparing names. Backends
+  compare equal by name, whatever per-job state they hold.
   """
 
   name = None
@@ -61,25 +57,14 @@ class Backend:
     return f"<backend {self.name}>"
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
-    """The ScaleConfig of this process.
-
-    Args:
-      run_config_kwargs: RunConfig arguments common to every backend.
-      model_dir: the shared checkpoint directory (or None).
-      replicas: `mirrored` replicas in this process (others ignore it).
-      intra_op_threads: threads per op in this process (None: default).
-    """
+    """The ScaleConfig of this process (`replicas`: mirrored's only)."""
     raise NotImplementedError
 
   def make_reducer(self, compression="none", sparse_exchange="auto"):
     """The reducer `train_ops.pipeline` averages gradients with.
 
-    Args:
-      compression: an `allreduce_compression`.
-      sparse_exchange: a `sparse_exchange`.
-
     Raises:
-      ConfigError: this backend does not offer one of them (`check_offers`).
+      ConfigError: an option this backend does not offer (`check_offers`).
     """
     self.check_offers(compression, sparse_exchange)
     return self._reducer(compression, sparse_exchange)
@@ -89,8 +74,8 @@ class Backend:
     raise NotImplementedError
 
   def check_offers(self, compression="none", sparse_exchange="auto"):
-    """Raises ConfigError when this backend cannot reduce as asked; called
-    where a job is configured too, so it fails before training starts."""
+    """Raises ConfigError when this backend cannot reduce as asked (also at
+    configuration, so it fails before training)."""
     if compression not in self.compressions:
       raise errors.ConfigError(
           f"allreduce_compression={compression!r} is not available with "
@@ -108,16 +93,14 @@ class Backend:
     return 1
 
   def synchronized(self):
-    """This backend with one update averaging every worker's gradients
-    (`ps_sync`); only parameter servers have another mode."""
+    """This backend with one update averaging every worker's gradients."""
     raise errors.ConfigError(
         f"ps_sync=True applies to distribution='parameter_server' only; "
         f"distribution={self.name!r} is "
         f"{'synchronous' if self.synchronous else 'asynchronous'} already")
 
   def elastic_requested(self):
-    """Whether the launcher started this process as a rank of an elastic job,
-    whose ranks may change while it trains (only Horovod's driver does)."""
+    """Whether this process is a rank of an elastic job (Horovod's driver)."""
     return False
 
 
@@ -133,16 +116,11 @@ def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
 
 
 def pin_threads(intra_op_threads, requested):
-  """Sizes this process's intra-op thread pool, which every session shares.
+  """Sizes this process's intra-op thread pool (0: all cores).
 
-  TensorFlow sizes it once, when the first device is made, and Estimator
-  makes one (eager) before it reads the session config, so a session config
-  alone is ignored: the size is set on the context before it starts.
-
-  Args:
-    intra_op_threads: the pool size (0: TensorFlow's default, all cores).
-    requested: whether the user asked for this size (then a pool already
-      running with another size is an error, not a warning).
+  TensorFlow sizes it when Estimator makes its first device, before it reads
+  the session config, so the size is set on the context. Where `requested`,
+  a pool already running with another size is an error, not a warning.
   """
   threading = tf.config.threading
   try:

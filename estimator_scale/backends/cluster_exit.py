@@ -1,18 +1,5 @@
-"""The tasks of a multi_worker_mirrored job leave in order once all are done.
-
-MultiWorkerMirroredStrategy puts TensorFlow's coordination service in the
-chief's process and an agent in every task's process, which heartbeats to
-the service until the process ends. Left to themselves, the tasks of a job
-that worked end in a race that reads as a failure: a worker that outlives
-the chief finds the service gone at its next heartbeat and logs
-"Coordination agent is set to ERROR" and an aborted collective executor;
-a chief that outlives a worker by the heartbeat timeout (10 s) logs that
-worker as failed. So at the end every task waits for the others at one of
-the service's barriers, then the workers leave, and the chief, whose
-process holds the service, leaves once their servers stop answering, at
-once: its service counts the heartbeat timeout from each worker's last
-heartbeat, and an interpreter's ordinary teardown on a busy host can take
-much of it.
+"""The tasks of a multi_worker_mirrored job leave in order once all are done,
+so no task logs another as failed (docs/design.md#backendscluster_exitpy).
 """
 import socket
 import time
@@ -46,8 +33,9 @@ def _answers(address, timeout=3.0):
 
 
 def wait_until_gone(addresses, timeout=GONE_TIMEOUT_S, every=0.2):
-  """Returns once no process listens at any of `addresses` ("host:port"),
-  or after `timeout` seconds; returns those still there."""
+  """Waits up to `timeout` s until nothing listens at `addresses`; returns
+  those still there.
+  """
   deadline = time.monotonic() + timeout
   left = list(addresses)
   while left:
@@ -61,13 +49,8 @@ def wait_until_gone(addresses, timeout=GONE_TIMEOUT_S, every=0.2):
 def leave_in_order(environ=None):
   """Waits until this task may end without any task seeing it as lost.
 
-  Called once a task's work is done. Where no coordination service runs
-  (one process, Horovod, parameter servers) it returns at once.
-
-  Returns:
-    whether this process holds the service and the other tasks are gone,
-    so it must end now (`filesystems.exit_process`), before the service
-    reports their silence.
+  Returns whether this process holds the coordination service and the others
+  are gone, so it must end now (`filesystems.exit_process`).
   """
   if not context.context().coordination_service:
     return False

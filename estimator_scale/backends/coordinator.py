@@ -1,11 +1,5 @@
-"""How the workers of a backend agree on when to train, evaluate and export.
-
-`Estimator.train/evaluate/export_saved_model` delegate to the coordinator its
-backend made, so a user's call behaves the same on one process, N
-tf.distribute workers or N Horovod ranks: all start from the same step, stop
-at the same step, see the same metrics, and only the chief writes. This
-module holds what every coordinator shares and the one-process coordinator;
-each backend's own lives beside it.
+"""How the workers of a backend agree on when to train, evaluate and export:
+the same start and stop step, the same metrics, only the chief writes.
 """
 import dataclasses
 import enum
@@ -74,11 +68,8 @@ def target_step(start, steps, max_steps, backend):
 
 
 def result(last, estimator, target, signalled=False):
-  """The TrainResult of a train() call that `last` (a LastStepHook) saw.
-
-  Estimator returns without a session (no hook runs) when the checkpoint is
-  at max_steps already, e.g. written by another worker meanwhile; then the
-  step is the checkpoint's.
+  """The TrainResult of a train() call that `last` (a LastStepHook) saw; the
+  checkpoint's step where no hook ran (already at max_steps).
   """
   if last.last_step is None:
     return TrainResult(checkpoint_step(estimator.model_dir), StopReason.TARGET)
@@ -113,9 +104,9 @@ class Coordinator:
     return value
 
   def worker_labels(self):
-    """Each worker's name and host, in worker order, e.g. "rank 1 (host-b)".
+    """Each worker's name and host in worker order, e.g. "rank 1 (host-b)".
 
-    Every worker must call it alike: a backend may exchange to learn them.
+    Every worker must call it: a backend may exchange to learn them.
     """
     return [f"worker 0 ({socket.gethostname()})"]
 

@@ -1,10 +1,5 @@
-"""The one list of distribution backends, readable without TensorFlow.
-
-The CLI's `--distribution`, `--allreduce_compression`, `--sparse_exchange`
-and `--elastic_batch` enums come from here, and `get` is the only place a
-backend name is turned into a backend; each backend module is imported when
-its name is first asked for, so this module (and a `--help`) costs no
-TensorFlow import.
+"""The one list of distribution backends, readable without TensorFlow;
+backend modules are imported on first use.
 """
 import importlib
 
@@ -45,10 +40,8 @@ COMMIT_EVERY_N_STEPS = 100
 
 
 def get(name):
-  """A new Backend for `name`, or a TopologyError listing the valid ones.
-
-  New on every call: a backend may hold per-job state (Horovod's stop flag),
-  shared by the run config, reducer and coordinator made from it.
+  """A new Backend for `name` (it may hold per-job state), or a
+  TopologyError listing the valid ones.
   """
   if name not in _MODULES:
     raise errors.TopologyError(

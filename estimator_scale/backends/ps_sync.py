@@ -1,39 +1,5 @@
-"""Synchronous parameter servers: one update averages every worker's gradients.
-
-The semantics of TF's `SyncReplicasOptimizer`, wired into the framework's
-pipeline (accumulation, learning-rate rules, AdaScale) instead of wrapping
-an optimizer:
-
-- every worker pushes its update's gradient (the mean over its k
-  micro-batches) into an accumulator beside each variable on its ps task,
-  marked with the global_step it was computed at. A sparse gradient goes
-  into a sparse accumulator as the rows it touched, never as a table;
-- the chief takes the sum once all W workers' gradients are in, divides by
-  W, applies it once, and marks the accumulators with the new step: a
-  gradient marked with an older step (a worker that was behind) is dropped
-  by the accumulator, never applied;
-- then the chief puts a token into each other worker's own queue; a worker
-  waits for its token after pushing, so it computes its next gradient on
-  the variables of the new step. One queue per worker (not
-  SyncReplicasOptimizer's shared one) keeps a fast worker from taking a
-  slow one's token and pushing twice into one update.
-
-A worker's pushes wait for its loss, so it has read every variable before
-any of its gradients is in, and the chief applies nothing before every
-accumulator is full: a gradient of one variable may read another (an
-embedding's gradient reads the layer after it), and the chief must not
-change that one meanwhile.
-
-Accumulators sum (their MEAN divides a sparse row by the number of pushes
-that touched it, not by W). AdaScale's per-worker sums of squared
-micro-batch norms ride in scalar accumulators, so its variance estimate
-comes from the workers' own gradients, n = W x k of them.
-
-A worker that dies leaves the others waiting in the accumulator or their
-queue: every session run of a synchronous worker carries a timeout
-(`tf_config.collective_timeout`), after which the task fails with a line
-naming itself and the update it waited for; under estimator-scale-launch
-the watch loop then ends the job.
+"""Synchronous parameter servers: one update averages every worker's gradients
+(docs/design.md#backendsps_syncpy).
 """
 import tensorflow as tf
 
@@ -65,9 +31,9 @@ def _unique_rows(grad):
 
 
 def _update_step():
-  """global_step as this update reads it: one read per graph, before any
-  apply, shared by a canned estimator's two optimizers (one of which
-  counts the step while the other may not have read it yet)."""
+  """global_step as this update reads it: one read per graph before any
+  apply, shared by a canned estimator's two optimizers.
+  """
   graph = tf.compat.v1.get_default_graph()
   found = graph.get_collection(_STEP_KEY)
   if found:
@@ -85,8 +51,7 @@ def _identity(value):
 
 
 class _Slot:
-  """One value's accumulator on `device` (its variable's), shared by every
-  task through its name."""
+  """One value's accumulator on `device`, shared by every task by name."""
 
   def __init__(self, grad, shape, device, name):
     self.sparse = isinstance(grad, tf.IndexedSlices)
@@ -112,12 +77,8 @@ class _Slot:
 
 
 class SyncReducer(reducers.LocalReducer):
-  """The reduction of synchronous parameter servers (module docstring).
-
-  On the chief `all_mean` returns the mean over all workers and
-  `apply_reduced` applies it; the other workers only `contribute`. The
-  accumulators sit beside the variables, so the chief names them first
-  (`expect`).
+  """The reduction of synchronous parameter servers: the chief averages and
+  applies, the other workers only `contribute`.
   """
 
   def __init__(self, num_workers, worker_index, is_chief):
@@ -137,12 +98,8 @@ class SyncReducer(reducers.LocalReducer):
     self._loss = loss
 
   def _push(self, grads, variables, sums, loss):
-    """Pushes this worker's gradients and scalars, marked with the step
-    they were computed at (which no update can pass before this push).
-
-    Every push waits for the loss, so this worker has read every variable
-    before any gradient of it is in (else the chief could apply one part
-    while a later gradient here still reads it).
+    """Pushes this worker's gradients and scalars, marked with their step,
+    after the loss (so every variable was read before any gradient is in).
     """
     device = tf.compat.v1.train.get_or_create_global_step().device
     self._local_step = step = _update_step()
@@ -165,8 +122,7 @@ class SyncReducer(reducers.LocalReducer):
     return slots, pushes
 
   def each_worker(self, value, replicas_per_worker):
-    """See base class: a vector accumulator, one entry per worker, pushed
-    with this update's gradients."""
+    """See base class: a vector accumulator pushed with the gradients."""
     del replicas_per_worker  # a worker pushes one figure, whatever its replicas
     own = tf.cast(value, tf.float32)
     mine = tf.one_hot(self._worker, self._workers) * own
@@ -184,9 +140,9 @@ class SyncReducer(reducers.LocalReducer):
     return every
 
   def contribute(self, grads, variables, sums, loss):
-    """A worker's part of one update (not the chief's): pushes its
-    gradients of `loss` and `sums`, then waits until the chief has applied
-    them."""
+    """A non-chief worker's update: pushes its gradients of `loss` and `sums`,
+    then waits for the chief's apply.
+    """
     _, pushes = self._push(grads, variables, sums, loss)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     with tf.control_dependencies(pushes):
@@ -222,12 +178,8 @@ class SyncReducer(reducers.LocalReducer):
     return means, taken[len(grads):]
 
   def apply_reduced(self, optimizer, grads, variables, global_step):
-    """See base class; then marks the accumulators with the new step (an
-    older gradient is dropped) and gives every other worker its token.
-
-    A take moves its accumulator one step on, so the marks follow the
-    takes; they matter when the accumulators are new (a restart from a
-    checkpoint), whose step starts at 0.
+    """See base class; then marks the accumulators with the new step and
+    gives every other worker its token.
     """
     return self.applied(super().apply_reduced(optimizer, grads, variables,
                                               global_step))
@@ -251,16 +203,8 @@ class SyncReducer(reducers.LocalReducer):
 
 
 class TimeoutHook(tf.estimator.SessionRunHook):
-  """Gives every session run of a synchronous worker a timeout.
-
-  A run waits for the other workers (the chief for their gradients, a
-  worker for the chief's apply), so without one a dead peer leaves it
-  waiting forever. The hook also remembers the last update it saw end, for
-  the message (`timeout_error`).
-
-  Args:
-    seconds: the timeout (None: none).
-    task: this task's name, e.g. "worker 0".
+  """Gives every session run of a synchronous worker a timeout of `seconds`
+  and remembers the last update it saw end, for `timeout_error`.
   """
 
   def __init__(self, seconds, task):

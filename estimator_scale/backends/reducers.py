@@ -1,13 +1,7 @@
 """Cross-worker reduction: the only train-op code that differs per backend.
 
-Each Backend makes its reducer (`Backend.make_reducer`), so the train-op
-pipeline never asks which backend runs; Horovod's lives in
-`backends/horovod/`.
-
-Every reducer offers the same two operations on a replica's mean gradient:
-`apply_mean` (average over all replicas, then apply: the plain path) and
-`all_mean` + `apply_reduced` (average first so the caller can look at the
-global gradient, as AdaScale must, then apply it).
+`apply_mean` averages then applies; `all_mean` + `apply_reduced` lets the
+caller see the global gradient first, as AdaScale must.
 """
 import tensorflow as tf
 
@@ -28,37 +22,27 @@ class LocalReducer:
   workers other than the chief only contribute their gradients."""
 
   def expect(self, variables, loss):
-    """Names the variables of the gradients the next `all_mean` gets and
-    the loss they are of (a reducer that keeps state beside the variables
-    places it there, and waits for the loss)."""
+    """Names the variables of the next `all_mean`'s gradients and their loss,
+    for reducers that keep state beside the variables.
+    """
     del variables, loss  # nothing kept
 
   def all_mean(self, grads, sums):
-    """Averages `grads` and sums the scalars `sums` over all replicas.
-
-    Returns:
-      (mean grads, summed scalars), identical on every replica.
+    """(mean `grads`, summed scalars `sums`) over all replicas, the same on
+    every replica.
     """
     return list(grads), list(sums)
 
   def each_worker(self, value, replicas_per_worker):
-    """Every worker's scalar `value`, in worker order, on every worker.
-
-    A worker of several replicas contributes their mean. Here: this
-    worker's own (asynchronous workers exchange nothing).
-
-    Returns:
-      A function returning a float32 vector with one entry per worker; call
-      it once this update's exchange (`all_mean` or `apply_mean`) is built,
-      since a backend may carry the value in that exchange.
+    """Every worker's scalar `value`, in worker order, as a function to call
+    once this update's exchange is built (which may carry the value).
     """
     del replicas_per_worker  # one worker, however many replicas
     mine = tf.reshape(tf.cast(value, tf.float32), [1])
     return lambda: mine
 
   def applied(self, update):
-    """The op that ends an update once `update` (the optimizer's apply of
-    `all_mean`'s result) ran; here `update` itself."""
+    """The op that ends an update once `update` ran; here `update` itself."""
     return update
 
   def apply_reduced(self, optimizer, grads, variables, global_step):
@@ -75,16 +59,8 @@ class LocalReducer:
 def _steady_shapes(grads):
   """The gradients with a sparse one of varying length made dense.
 
-  TensorFlow 2.15's collectives in graph mode keep the shape an exchange had
-  at its first step: an IndexedSlices whose number of entries changes from
-  step to step (a feature column's embedding, whose lookups are merged at
-  run time) fails the next step with "Shape mismatch in the collective",
-  even at accumulation_steps=1. One whose length is fixed in the graph (an
-  embedding lookup of a fixed number of ids) stays sparse. The dense one is
-  the sum of the entries per row, so the mean and AdaScale's norms do not
-  change; the optimizer then updates every row, as Horovod's
-  sparse_as_dense does: SGD, Adagrad and FTRL leave rows without gradient
-  where they were, momentum and Adam move them by their slots.
+  TF 2.15's graph-mode collectives keep an exchange's first shape ("Shape
+  mismatch in the collective"); dense, every row is updated.
   """
   steady = []
   for grad in grads:
@@ -97,13 +73,8 @@ def _steady_shapes(grads):
 
 
 class StrategyReducer(LocalReducer):
-  """tf.distribute replicas (mirrored, multi_worker_mirrored).
-
-  v1 `apply_gradients` in a replica context sums the gradients of all
-  replicas before applying, so handing it g / N applies the mean. The
-  gradients here come from `tf.gradients` of each replica's own mean loss,
-  without the 1/N that `compute_gradients` would have put on the loss.
-  Sparse gradients of varying length are exchanged dense (`_steady_shapes`).
+  """tf.distribute replicas: v1 `apply_gradients` sums the replicas'
+  gradients, so it is handed g / N.
   """
 
   def _replicas(self):
@@ -124,11 +95,8 @@ class StrategyReducer(LocalReducer):
     return means, reduced[len(present):]
 
   def each_worker(self, value, replicas_per_worker):
-    """See base class.
-
-    Each replica puts its value at its own place in a vector of zeros and
-    the vectors are summed by the same collective all-reduce the gradients
-    use; replicas are numbered worker by worker.
+    """See base class: a one-hot vector per replica, summed by the gradients'
+    collective; replicas are numbered worker by worker.
     """
     context = tf.distribute.get_replica_context()
     n = context.num_replicas_in_sync

@@ -1,12 +1,5 @@
-"""A Slurm step as a cluster: which task runs where, read from srun's variables.
-
-srun starts every task of a step with the step's layout in its environment
-(SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST,
-SLURM_STEP_TASKS_PER_NODE), so each task can work out the whole cluster on
-its own: no TF_CONFIG, hostfile, ssh or scontrol. This module turns that
-layout into what the backends already read, a TF_CONFIG dict or Horovod's
-rank variables, so nothing after it needs to know Slurm started the job.
-TensorFlow-free.
+"""A Slurm step as a cluster: srun's variables turned into a TF_CONFIG dict
+or Horovod's rank variables. TensorFlow-free.
 """
 import dataclasses
 import os
@@ -97,14 +90,7 @@ def _expand_name(item, spec, variable):
 
 
 def expand_hostlist(spec, variable=NODELIST):
-  """The host names of a Slurm hostlist, in its order.
-
-  Args:
-    spec: e.g. "n[1-2,5]", "gpu[01-03],login1", "rack[1-2]-n[1-2]".
-    variable: the variable it came from, for error messages.
-
-  Returns:
-    ["n1", "n2", "n5"] for "n[1-2,5]"; numbers keep their zero padding.
+  """The host names of a Slurm hostlist, in order ("n[1-2,5]": n1, n2, n5).
 
   Raises:
     errors.TopologyError: naming `variable` when the list does not parse.
@@ -165,11 +151,8 @@ def _layout(counts, distribution):
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-  """The tasks of one Slurm step and which of them this process is.
-
-  Attributes:
-    task: this process's task (SLURM_PROCID), 0-based.
-    nodes: the node each task runs on, in task order.
+  """The tasks of one Slurm step (`nodes`: each task's node) and this
+  process's `task`.
   """
   task: int
   nodes: Tuple[str, ...]
@@ -200,8 +183,7 @@ def read_step(environ):
   """This task's Step, checked against everything srun says about it.
 
   Raises:
-    errors.TopologyError: naming the variable that is missing, does not
-      parse, or disagrees with the others.
+    errors.TopologyError: naming the variable at fault.
   """
   size = _int(environ, NUM_TASKS, 1)
   task = _int(environ, PROCID, 0)
@@ -271,11 +253,8 @@ def ps_tasks(environ, size):
 
 
 def tf_config(environ):
-  """The TF_CONFIG dict of this task of the Slurm step in `environ`.
-
-  The first ESTIMATOR_SCALE_PS_TASKS tasks are parameter servers; with any,
-  the next task is the chief and the rest are workers; without, all are
-  workers (worker 0 is the chief, as TensorFlow takes it).
+  """The TF_CONFIG dict of this task: ESTIMATOR_SCALE_PS_TASKS parameter
+  servers first, then the chief (with any), then workers.
 
   Raises:
     errors.TopologyError, errors.ConfigError: naming the variable at fault.
@@ -317,11 +296,7 @@ def answers(address, timeout=1.0):
 def wait_for_trainers_to_end(tasks, probe=answers, sleep=time.sleep,
                              poll_seconds=TRAINERS_POLL_S):
   """Returns once every task of `tasks` ([(label, address)]) has answered
-  at least once and none answers any more.
-
-  A trainer's server listens from its start to its process's end, so a
-  trainer that answered and stopped answering has ended (or its node has);
-  one not yet seen may still be starting.
+  once and none answers any more.
   """
   seen = set()
   while True:
@@ -346,15 +321,8 @@ def _end_after_trainers(config):
 
 
 def end_with_trainers(config):
-  """Ends this parameter server's process (status 0) once its trainers end.
-
-  A TensorFlow parameter server serves until it is killed, and srun ends a
-  step only when every task has: without this, a step whose chief and
-  workers all finished would wait forever for its parameter servers.
-  Watched from a daemon thread, so the server serves meanwhile.
-
-  Args:
-    config: this task's TF_CONFIG dict (`tf_config`), a "ps" task.
+  """Ends this parameter server (status 0) once its trainers end, since srun
+  waits for every task; watches from a daemon thread.
   """
   threading.Thread(target=_end_after_trainers, args=(config,),
                    name="ps_ends_with_trainers", daemon=True).start()
@@ -382,10 +350,8 @@ class Rank:
 
 
 def horovod_ranks(step):
-  """Every task of `step` as a Horovod rank, in task order.
-
-  Local ranks count a node's tasks; the cross ranks of local rank L count
-  the nodes that run an L-th task, in node order, as horovodrun does.
+  """Every task of `step` as a Horovod rank, in task order; local and
+  cross ranks as horovodrun numbers them.
   """
   names = step.node_names()
   local_sizes = {name: step.nodes.count(name) for name in names}

@@ -1,7 +1,5 @@
-"""TF_CONFIG clusters: `multi_worker_mirrored` and `parameter_server`.
-
-Their topology comes from TF_CONFIG, checked here (with an error that shows
-a valid one) before TensorFlow's strategy parses it.
+"""TF_CONFIG clusters: `multi_worker_mirrored` and `parameter_server`, their
+TF_CONFIG checked with an error that shows a valid one.
 """
 import json
 import os
@@ -98,9 +96,9 @@ class MultiWorkerMirrored(base.Backend):
 
 
 class ParameterServer(base.Backend):
-  """Workers that apply their updates on the servers: each its own
-  (asynchronous, the default), or one update averaging all of theirs
-  (`synchronized()`, `ps_sync.SyncReducer`)."""
+  """Workers that apply their updates on the servers: asynchronous by
+  default, or one averaged update (`ps_sync.SyncReducer`).
+  """
 
   name = "parameter_server"
   compression_refusal = ("workers send their gradients to the parameter "
@@ -167,12 +165,10 @@ def _task_name(environ):
 
 
 def _own_devices(environ):
-  """The devices a parameter-server job's task opens its sessions on: the
-  ps tasks and its own, as Estimator's default session config has it (the
-  framework's config, which sets the threads, replaces that default). A
-  session of a task opened on every task's devices waits for each task to
-  answer: a worker that opens its training session after the chief has
-  ended would wait forever, and a chief for a worker not started yet."""
+  """The devices a parameter-server task opens its sessions on: the ps tasks
+  and its own. A session on every task's devices waits for each task, so a
+  late worker (or an early chief) would wait forever.
+  """
   _, task_type, index = read_tf_config(environ)
   if task_type not in ("chief", "worker"):
     return []
@@ -200,14 +196,8 @@ def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
 
 
 def adopt_slurm_step(environ):
-  """Writes the TF_CONFIG of a Slurm step's task into `environ` if it has none.
-
-  TensorFlow's strategies and RunConfig read TF_CONFIG from the process's
-  environment themselves, so a cluster that srun describes is written there,
-  once, before anything reads it; from then on the task is an ordinary
-  TF_CONFIG task. A TF_CONFIG already set (estimator-scale-launch run inside
-  an allocation) is left as it is. A parameter server of the step ends once
-  its trainers have, since srun waits for every task.
+  """Writes the TF_CONFIG of a Slurm step's task into `environ` if it has
+  none, before TensorFlow reads it.
   """
   if not environ.get("TF_CONFIG") and slurm.in_step(environ):
     config = slurm.tf_config(environ)
@@ -260,9 +250,9 @@ def read_tf_config(environ=None):
 
 
 def read_topology(backend, environ=None):
-  """The topology of a TF_CONFIG worker; parameter servers and evaluators
-  compute no gradients. Workers are the chief (if any) followed by the
-  `worker` tasks, so indices are dense."""
+  """The topology of a TF_CONFIG worker: the chief (if any), then the
+  `worker` tasks; ps and evaluators compute no gradients.
+  """
   cluster, task_type, index = read_tf_config(environ)
   backend.check_cluster(cluster)
   chiefs = len(cluster.get("chief", []))
@@ -279,11 +269,9 @@ def read_topology(backend, environ=None):
 
 
 class ClusterCoordinator(coordinator.Coordinator):
-  """TF_CONFIG workers (multi_worker_mirrored, parameter_server).
+  """TF_CONFIG workers, trained through train_and_evaluate.
 
-  TF 2.15's Estimator trains these only through train_and_evaluate, which
-  this wraps; workers share model_dir, where only the chief writes. Outside
-  a training session they have no channel, so `broadcast` cannot share the
+  Outside a session they have no channel, so `broadcast` cannot share the
   chief's value: decisions must follow from steps alone.
   """
 
@@ -344,12 +332,9 @@ class ClusterCoordinator(coordinator.Coordinator):
       time.sleep(0.5)
 
   def evaluate(self, estimator, input_fn, **kwargs):
-    """The chief evaluates in model_dir; others read its checkpoint elsewhere.
-
-    Once the servers run, a parameter-server job's chief evaluates on the
-    ps tasks, where the tables are (`embeddings.reading_on_ps`), and the
-    other workers take its metrics rather than restore every table
-    themselves."""
+    """The chief evaluates (on the ps tasks in a parameter-server job);
+    the others take its metrics.
+    """
     on_ps = estimator.config.num_ps_replicas > 0 and self._servers_started
     if self.topology.is_chief:
       if not on_ps:
@@ -372,8 +357,7 @@ class ClusterCoordinator(coordinator.Coordinator):
       shutil.rmtree(scratch, ignore_errors=True)
 
   def _evaluate_on_ps(self, estimator, input_fn, **kwargs):
-    """The chief's evaluation, its variables on the ps tasks, its session
-    through its own server."""
+    """The chief's evaluation on the ps tasks, through its own server."""
     config = estimator.config
     twin_config = config.replace()
     # RunConfig lets nothing set it: a chief evaluates in a local session.
@@ -387,13 +371,8 @@ class ClusterCoordinator(coordinator.Coordinator):
       return twin.evaluate(input_fn, **kwargs)
 
   def predict(self, estimator, input_fn, **kwargs):
-    """Predicts in this task alone, on any task.
-
-    Estimator.predict opens its session through this task's server, whose
-    master first asks every task of the cluster for its devices: once the
-    workers have exited it waits for them forever. The prediction graph
-    places nothing on other tasks, so a twin whose session sees only this
-    task's devices predicts the same, alone.
+    """Predicts in this task alone, through a twin that sees only this task's
+    devices (a session on all waits for exited workers forever).
     """
     config = tf.compat.v1.ConfigProto()
     config.CopyFrom(estimator.config.session_config)
@@ -412,8 +391,7 @@ class ClusterCoordinator(coordinator.Coordinator):
 
 
 def _twin(estimator, config):
-  """`estimator`'s model_fn and params (bound in its public wrapper) under
-  another RunConfig."""
+  """`estimator`'s model_fn and params under another RunConfig."""
   return tf.estimator.Estimator(
       lambda features, labels, mode, config: estimator.model_fn(
           features, labels, mode, config), config=config)
@@ -430,8 +408,9 @@ def _metrics_path(eval_dir, step):
 
 
 def _write_metrics(eval_dir, metrics):
-  """Writes the chief's `metrics` for the other workers, whole or not at
-  all (written aside, then renamed)."""
+  """Writes the chief's `metrics` for the others atomically (aside, then
+  renamed).
+  """
   path = _metrics_path(eval_dir, int(metrics["global_step"]))
   tf.io.gfile.makedirs(eval_dir)
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
@@ -455,8 +434,7 @@ def _read_metrics(eval_dir, checkpoint_path, wait_s=METRICS_WAIT_S):
 
 
 def cluster_worker_labels(environ):
-  """ "chief 0 (host)", "worker 0 (host)", ...: the chief first, as
-  `read_topology` and tf.distribute number the workers."""
+  """"chief 0 (host)", "worker 0 (host)", ...: the chief first."""
   cluster, _, _ = read_tf_config(environ)
   return [f"{task_type} {index} ({address.rpartition(':')[0] or address})"
           for task_type in ("chief", "worker")
@@ -478,16 +456,8 @@ def _read_token(path):
 
 
 def check_shared_model_dir(model_dir, backend, environ=None):
-  """Fails unless this task's model_dir is the chief's.
-
-  Workers each start from the checkpoint they find there, and only the
-  chief writes one, so workers on directories of their own (each host's
-  own disk) would diverge on a restart, or hang waiting for a checkpoint
-  the chief wrote elsewhere, with nothing said. The chief leaves a token
-  naming the cluster; a worker that sees no such token within the wait is
-  not looking at the chief's directory. A token left by an earlier run of
-  the same cluster can only be in the chief's own directory, since the
-  cluster's addresses fix which host is the chief.
+  """Fails unless this task's model_dir is the chief's (a token the chief
+  leaves); workers on their own directories would diverge or hang silently.
   """
   environ = os.environ if environ is None else environ
   cluster, task_type, index = read_tf_config(environ)

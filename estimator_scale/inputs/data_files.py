@@ -1,10 +1,5 @@
-"""A model's data from the user's own files: TFRecord or CSV, by feature spec.
-
-`from_files` is what `--train_data`/`--eval_data` read: a glob on any
-tf.io.gfile file system, parsed by the model's declared `feature_spec`.
-TFRecord files hold tf.train.Examples of those features; CSV files (names
-ending in .csv) have a header naming a column per value: `label`, or
-`image_0` ... `image_63` for a feature of 64 values, flattened row-major.
+"""A model's data from the user's own files: TFRecord or CSV, by feature spec
+(a CSV column per value: `label`, `image_0` ... `image_63`, row-major).
 """
 import contextlib
 
@@ -31,19 +26,8 @@ def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
                       **kwargs):
   """input_fn over CSV files whose header names the feature spec's columns.
 
-  The first file's header decides the column order (all files must share
-  it); extra columns are read and dropped.
-
-  Args:
-    pattern: a glob of CSV files.
-    feature_spec: {name: tf.io.FixedLenFeature}, the label included.
-    label_key: the label's name in feature_spec, or None (no labels).
-    global_batch_size: examples per update over the whole job.
-    **kwargs: training, topology, accumulation_steps, seed, shuffle_buffer
-      (as `readers.from_arrays`).
-
-  Returns:
-    An `input_fn.InputFn` whose `files` are the files the pattern matched.
+  The first file's header decides the column order for all; extra columns are
+  dropped. Arguments as `from_files`; the InputFn's `files` are the matches.
   """
   files = readers.list_files(pattern, "CSV pattern")
   with tf.io.gfile.GFile(files[0]) as f:
@@ -88,16 +72,10 @@ def is_csv(pattern):
 
 def from_files(pattern, feature_spec, label_key, global_batch_size,
                skip_corrupt=False, **kwargs):
-  """The input_fn over TFRecord or CSV files (by the pattern's extension).
+  """The input_fn over TFRecord or CSV files (a `.csv` pattern means CSV).
 
-  Args:
-    pattern: a glob, or a list of paths; `.csv` means CSV files, anything
-      else TFRecord.
-    feature_spec: {name: tf.io.FixedLenFeature}, the label included.
-    label_key: the label's key in feature_spec, or None.
-    global_batch_size: examples per update over the whole job.
-    skip_corrupt: TFRecord only: drop unreadable records instead of failing.
-    **kwargs: training, topology, accumulation_steps, seed, span.
+  `pattern` is a glob or a list of paths; `feature_spec` includes the label
+  (`label_key`, or None); other arguments as `readers.from_tfrecords`.
   """
   for path in pattern if isinstance(pattern, (list, tuple)) else [pattern]:
     filesystems.require("pattern", path)
@@ -140,23 +118,15 @@ def _first_unreadable(files):
 
 
 def files_of(input_fn):
-  """The files an input_fn reads, as far as it says: an `input_fn.InputFn`'s
-  `files`, and () for any other callable (nothing to name)."""
+  """The files an input_fn reads: an `InputFn`'s `files`, else ()."""
   return input_fn.files if isinstance(input_fn, input_fn_lib.InputFn) else ()
 
 
 @contextlib.contextmanager
 def naming_corrupt_files(files):
-  """Turns a DataLossError from reading `files` into a DataError that names
-  the file.
-
-  TensorFlow's message ("truncated record at 55490") names no file, and a
-  dataset interleaves hundreds; the files are scanned only once reading
-  has failed, so a good run pays nothing.
-
-  Args:
-    files: the paths being read (`files_of(input_fn)`); with none, the
-      error passes unchanged.
+  """Turns a DataLossError from reading `files` into a DataError naming the
+  file (TensorFlow's names none); the files are scanned only after a
+  failure. With no `files`, the error passes unchanged.
   """
   try:
     yield

@@ -1,18 +1,8 @@
 """Dated partitions: logs that arrive a day at a time, each day read once.
 
-A root of days is laid out as Spark's `partitionBy("day")` writes it,
-`ROOT/day=YYYY-MM-DD/part-*` with a `_SUCCESS` file once the day is
-complete, or as files with the date in their names
-(`ROOT/clicks-2026-01-01.tfrecord`). Where any day folder of the root holds
-a `_SUCCESS` marker, a folder without one is a day still being written and
-is not read; a root whose folders have no markers at all is taken as
-complete. A day's files are everything in its folder but the names Spark
-and Hadoop keep for themselves (starting with `_` or `.`).
-
-A day is trained once: its records are read in `position.stream`'s order
-as a `position.Span` that starts at the update where the day before ended,
-so a job killed in the middle of a day resumes at the example its
-checkpoint stands at, like any training input.
+A root is Spark's `ROOT/day=YYYY-MM-DD/` (complete once `_SUCCESS` is
+there, if any folder has one) or files dated in their names. A day is a
+`position.Span` from where the day before ended.
 """
 import dataclasses
 import datetime
@@ -43,13 +33,8 @@ POLL_SECS = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class Partition:
-  """One day of a root.
-
-  Attributes:
-    day: its `datetime.date`.
-    files: its data files, sorted.
-    landed: whether it is complete (its `_SUCCESS`, or a root without
-      markers), so that it may be read.
+  """One day of a root: its `day`, its sorted `files`, and whether it has
+  `landed` (complete, so it may be read).
   """
   day: datetime.date
   files: tuple
@@ -64,11 +49,7 @@ def _date(text):
 
 
 def parse_range(text, name="days"):
-  """(first day, last day or None for no end) of a range of days.
-
-  Args:
-    text: "YYYY-MM-DD:YYYY-MM-DD", "YYYY-MM-DD" or "YYYY-MM-DD:".
-    name: the argument it came as, for messages.
+  """(first day, last day or None) of "FIRST:LAST", "DAY" or "FIRST:".
 
   Raises:
     ConfigError: naming `name` and the valid forms.
@@ -105,8 +86,7 @@ def partitions(root, name="train_data"):
   """{day: Partition} of the days under `root` (any tf.io.gfile path).
 
   Raises:
-    ConfigError: `root` does not exist or holds no dated partitions,
-      naming `name` and the layouts that are read.
+    ConfigError: `root` does not exist or holds no dated partitions.
   """
   try:
     entries = tf.io.gfile.listdir(root)
@@ -142,12 +122,11 @@ def partitions(root, name="train_data"):
 
 
 def check_days(root, first, last, follow, name="train_data"):
-  """Refuses, before anything trains, a day of a closed range that has
-  not landed when nothing will wait for it.
+  """Refuses, before anything trains, a day of a closed range that has not
+  landed when nothing will wait for it.
 
   Raises:
-    ConfigError: `root` holds no partitions, or (without `follow`) lacks a
-      day from `first` to `last`; the message names the days it holds.
+    ConfigError: naming the days `root` holds.
   """
   found = partitions(root, name)
   if follow:
@@ -187,10 +166,8 @@ def each_day(first, last):
 
 
 def landed(root, day, name="train_data"):
-  """`day`'s Partition under `root` if it has landed, else None.
-
-  Looks at that day's folder alone while it can: a wait asks every few
-  seconds, and a root on object storage may hold years of days.
+  """`day`'s Partition under `root` if it has landed, else None; looks at
+  that day's folder alone where it can (a root may hold years of days).
   """
   folder = f"day={day}"
   if tf.io.gfile.isdir(os.path.join(root, folder)):
@@ -204,9 +181,8 @@ def landed(root, day, name="train_data"):
 
 
 def wait_for(root, day, timeout_secs, name="train_data"):
-  """`day`'s Partition once it lands, or None after `timeout_secs`.
-
-  Says once what it waits for, so a job that sits idle says why.
+  """`day`'s Partition once it lands (saying once what it waits for), or
+  None after `timeout_secs`.
   """
   deadline = time.time() + timeout_secs
   partition = landed(root, day, name)
@@ -221,8 +197,9 @@ def wait_for(root, day, timeout_secs, name="train_data"):
 
 
 def count_records(partition, model_dir, worker, skip_corrupt=False):
-  """Records of a day: TFRecords counted once and kept in model_dir's
-  count files (`file_shards.Counts`), CSV lines counted each time."""
+  """Records of a day: TFRecords counted once and kept in model_dir
+  (`file_shards.Counts`), CSV lines counted each time.
+  """
   files = list(partition.files)
   if data_files.is_csv(files):
     lines = tf.data.Dataset.from_tensor_slices(files).flat_map(
@@ -235,12 +212,8 @@ def count_records(partition, model_dir, worker, skip_corrupt=False):
 
 
 def span(start_step, records, global_batch_size, divisor):
-  """The `position.Span` of a day of `records` from update `start_step`.
-
-  Its last update is short unless the records fill it; its examples are
-  rounded down to a multiple of `divisor` (workers x replicas x
-  micro-batches), so that update splits evenly. One process without
-  micro-batches trains every record.
+  """The `position.Span` of a day of `records` from update `start_step`,
+  rounded down to a multiple of `divisor` so the last update splits evenly.
 
   Raises:
     DataError: a day without records.

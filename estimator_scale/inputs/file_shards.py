@@ -1,33 +1,5 @@
-"""File-level sharding that resumes exactly, also on another worker count.
-
-Each worker reads only its own files, one file after another. A file's
-shuffled order for an epoch is its windows of `shuffle_buffer` records (from
-the file's start) in turn, each permuted with (seed, epoch, file, window);
-a worker's input is a lane of pieces `(epoch, file, start, stop)`, each the
-records [start, stop) of one file's shuffled order. A lane starts with the
-pieces it was handed at the last change of worker count, then reads its own
-files (every W-th of the list) whole, epoch after epoch, in an order
-permuted with (seed, epoch).
-
-Every worker consumes global batch / W records per update, so how far a lane
-has read is a function of the step, and the lanes of a run are a pure
-function of (the files with their record counts, seed, the worker counts in
-`input_position.json` and the steps they changed at). At a change from W to
-W' workers, every old lane's unread pieces of the epochs any lane has begun
-(the rest of its current file, then its unread files) are dealt over the W'
-new lanes in order, cut where a lane's share ends, so each new lane gets the
-same number of records to one; the new lanes then read their own files from
-the next epoch on. A second change deals the rest of those pieces again.
-So every record of an epoch is trained once, whatever the changes. What is
-read and not trained: for a piece that starts inside a file (at most one
-per old worker plus one per new worker at a change, and one per worker at a
-restart), the file up to the piece's window and the part of the windows at
-either end outside the piece.
-
-Record counts are needed only to resume (a run from the start reads its
-files to their end); counting reads a file once, so the counts are kept in
-`input_files-<worker>.json` files in model_dir, each worker writing what it
-counted, keyed by path and checked against the file's size in bytes.
+"""File-level sharding that resumes exactly, also on another worker count
+(docs/design.md#inputsfile_shardspy).
 """
 import dataclasses
 import itertools
@@ -48,11 +20,8 @@ _WHOLE_FILE = 1 << 62  # a window when shuffling permutes whole files
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
-  """Records [start, stop) of file number `file` in `epoch`'s shuffled order.
-
-  A file's shuffled order is its windows in turn, each permuted with (seed,
-  epoch, file, window); `stop` is -1 where the file's count is unknown (a
-  piece read to the file's end).
+  """Records [start, stop) of file number `file` in `epoch`'s shuffled order
+  (`stop` -1: to the file's end, its count unknown).
   """
   epoch: int
   file: int
@@ -82,16 +51,9 @@ def _epoch_pieces(lane, epoch, counts, seed):
 
 
 def remaining(lane, consumed, counts, seed):
-  """The pieces of `lane` after its first `consumed` records, forever.
+  """The `Piece`s of `lane` after its first `consumed` records, forever.
 
-  Args:
-    lane: a `Lane`.
-    consumed: records the lane has trained.
-    counts: file number -> its record count.
-    seed: the shuffle seed, or None.
-
-  Yields:
-    `Piece`s, the first without the part already trained.
+  `counts` maps file number to record count; `seed` None: no shuffle.
   """
   leftovers = list(lane.leftovers)
   while consumed and leftovers and consumed >= leftovers[0].size:
@@ -116,10 +78,8 @@ def remaining(lane, consumed, counts, seed):
 
 
 def advance(lane, consumed, counts, seed):
-  """`lane` after its first `consumed` records, as a lane of its own.
-
-  What the walk counts is counted now, so the lane's later pieces need no
-  count (a piece whose file was not counted is read to its end).
+  """`lane` after its first `consumed` records, as a lane of its own (its
+  later pieces need no count).
   """
   if not consumed:
     return lane
@@ -132,12 +92,8 @@ def advance(lane, consumed, counts, seed):
 
 
 def deal(pieces, workers):
-  """`pieces` dealt in order over `workers` lanes, equal in records to one.
-
-  A piece is cut where a lane's share ends inside it.
-
-  Returns:
-    One list of pieces per worker.
+  """`pieces` dealt in order over `workers` lanes, equal in records to one;
+  one list of pieces per worker.
   """
   total = sum(p.size for p in pieces)
   parts = [[] for _ in range(workers)]
@@ -172,18 +128,8 @@ def _handover(lanes, consumed, workers, num_files, counts, seed, last_epoch):
 
 
 def plan(segments, num_files, counts, seed):
-  """The lanes of the current run, and the records each has consumed.
-
-  Args:
-    segments: [(workers, records each worker consumed)], one per stretch of
-      the job with one worker count, oldest first; the last is the stretch
-      the current run continues.
-    num_files: the files of the input.
-    counts: file number -> its record count.
-    seed: the shuffle seed, or None.
-
-  Returns:
-    (lanes, consumed): one `Lane` per worker of the last segment.
+  """(lanes, consumed): one Lane per worker of the last of `segments`
+  ([(workers, records each consumed)], oldest first) and its records read.
   """
   workers, consumed = segments[0]
   lanes = [Lane((), tuple(range(w, num_files, workers)), 0)
@@ -197,17 +143,9 @@ def plan(segments, num_files, counts, seed):
 
 
 def segments(entries, examples, workers):
-  """`plan`'s segments from `input_position.json`'s entries.
-
-  Args:
-    entries: the history up to the checkpoint's step, oldest first, of the
-      stretch read by file (no worker count above the file count).
-    examples: examples the job has trained at the checkpoint.
-    workers: this run's worker count.
-
-  Returns:
-    [(workers, records each worker consumed)], a change of global batch
-    alone not splitting a segment.
+  """`plan`'s segments from `input_position.json`'s `entries` (up to the
+  checkpoint's step, by file) and the job's trained `examples`; a change of
+  global batch alone does not split a segment.
   """
   marks = [(e["examples"], e["workers"]) for e in entries]
   marks.append((examples, workers))
@@ -222,10 +160,8 @@ def segments(entries, examples, workers):
 
 
 class Counts:
-  """file number -> record count, kept in model_dir's count files.
-
-  Counting reads the file; `freeze` makes unknown counts -1 instead (a piece
-  read to its end), once the plan has what it needs.
+  """file number -> record count, kept in model_dir's count files;
+  `freeze` makes unknown counts -1 instead of counting.
   """
 
   def __init__(self, files, model_dir, worker, skip_corrupt=False):
@@ -245,8 +181,9 @@ class Counts:
     return self._counted.get(path, -1)
 
   def count(self, numbers):
-    """Looks up the counts of files `numbers`, counting those not kept (all
-    at once) unless frozen."""
+    """Looks up the counts of files `numbers`, counting those not kept
+    unless frozen.
+    """
     missing = []
     for number in numbers:
       path = self._files[number]
@@ -294,8 +231,9 @@ def _read_counts(model_dir):
 
 
 def _count_records(paths, skip_corrupt):
-  """Records of each TFRecord file, counted now, files in parallel, whatever
-  graph is being built (a graph and session of their own)."""
+  """Records of each TFRecord file, counted now in parallel, in a graph and
+  session of their own.
+  """
 
   def count(path):
     records = tf.data.TFRecordDataset(path)
@@ -313,15 +251,10 @@ def _count_records(paths, skip_corrupt):
 
 
 def lane_records(files, lane, counts, read, seed, window):
-  """A Dataset of the records of `lane`, forever.
+  """A Dataset of the records of `lane` (read from its start), forever.
 
-  Args:
-    files: the paths, indexed by `Piece.file`.
-    lane: a `Lane` read from its start (`advance`).
-    counts: file number -> its record count, or -1 (`Counts.freeze`).
-    read: a path (string tensor) -> a Dataset of its records.
-    seed: the shuffle seed, or None.
-    window: records per shuffled window, or None (whole files).
+  `read` maps a path tensor to a Dataset of its records; `window` is records
+  per shuffled window (None: whole files).
   """
   window = window or _WHOLE_FILE
   names = tf.constant(list(files))
@@ -365,19 +298,8 @@ def by_file(num_files, workers):
 
 def worker_records(files, read, position, entries, model_dir, workers, index,
                    seed, window, skip_corrupt=False):
-  """This worker's records from the checkpoint's position on, forever.
-
-  Args:
-    files: the paths, in order.
-    read: a path (string tensor) -> a Dataset of its records.
-    position: the run's `position.Position`.
-    entries: `position.read_history`'s entries.
-    model_dir: where the record counts are kept, or None.
-    workers: this run's worker count.
-    index: this worker's index.
-    seed: the shuffle seed, or None.
-    window: records per shuffled window, or None (whole files).
-    skip_corrupt: count only the readable records.
+  """This worker's records from the checkpoint's position on, forever; record
+  counts are kept in `model_dir`; others as `lane_records`.
   """
   entries = [e for e in entries if e["step"] <= position.step]
   stretch = entries

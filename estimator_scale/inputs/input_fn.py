@@ -1,11 +1,8 @@
 """The input_fn every builder returns, and the plumbing they share.
 
-Which share a process reads depends on the job, its `Topology`: left out
-(the default), it is the Estimator's, which `Estimator.train`/`evaluate`/
-`predict` hand to the input before anything runs, so the batch is checked
-against the job there, before any graph is built (`InputFn.for_estimator`);
-given, it must be the Estimator's, or the Estimator refuses the input
-naming both.
+An input reads for its `Topology`: left out, the Estimator's (handed over
+by `InputFn.for_estimator` before any graph is built); given, it must be
+the Estimator's.
 """
 import tensorflow as tf
 
@@ -20,43 +17,17 @@ AUTOTUNE = tf.data.AUTOTUNE
 class InputFn:
   """An Estimator input_fn, and the job it reads for and the files it reads.
 
-  Estimator calls it as any input_fn (with `params`, `config` and, under
-  tf.distribute, an `input_context`); `config.model_dir` holds the
-  checkpoint a training input resumes from. The files are kept beside it because
-  TensorFlow's error for an unreadable record names no file:
-  `Estimator.train`/`evaluate` look for the culprit among them
-  (`data_files.naming_corrupt_files`).
-
-  Which share of the data this process reads, and in batches of what size,
-  follow from the job's `Topology`. Built without one, the input takes the
-  Estimator's: `make_estimator`'s Estimator calls `for_estimator` with its
-  own before it trains, evaluates or predicts. Called without one (by a
-  plain tf.estimator.Estimator, or by hand), it reads as one local process
-  would, and a training input refuses a call that shows more replicas or
-  workers than that.
-
-  Attributes:
-    files: the paths it reads, in order; () for in-memory data.
-    topology: the job it reads for, or None: the Estimator's, once given.
-    global_batch_size: examples per step over the whole job (training), or
-      per batch (evaluation).
-    training: whether it is a training input (sharded, shuffled, repeated).
-    accumulation_steps: micro-batches per update, or None: the Estimator's.
+  `files` (() for in-memory data) let an unreadable record's file be named;
+  `topology` and `accumulation_steps` are None until the Estimator gives
+  its own. Called without a topology, it reads as one local process.
   """
 
   def __init__(self, make_dataset, files, global_batch_size, training=True,
                topology=None, accumulation_steps=None, builder="input"):
-    """Checks the batch at once: against `topology` where given, else what
-    can be checked without one (a positive size that divides into the
-    accumulation steps).
+    """Checks the batch at once, against `topology` where given.
 
-    Args:
-      make_dataset: (topology, replica batch size, input_context,
-        model_dir) -> tf.data.Dataset.
-      files: the paths it reads.
-      global_batch_size, training, topology, accumulation_steps: as the
-        attributes.
-      builder: the builder's name, for messages.
+    `make_dataset` is (topology, replica batch size, input_context,
+    model_dir) -> tf.data.Dataset; `builder` names the input in messages.
     """
     self._make_dataset = make_dataset
     self.files = tuple(files)
@@ -71,14 +42,6 @@ class InputFn:
 
   def for_estimator(self, topology, accumulation_steps=1):
     """This input as the Estimator of `topology` runs it.
-
-    Args:
-      topology: the Estimator's `Topology`.
-      accumulation_steps: the Estimator's micro-batches per update, which
-        apply where the input was given none.
-
-    Returns:
-      An `InputFn` that reads for `topology`, its batch checked against it.
 
     Raises:
       ConfigError: the input was built for another topology (naming both),
@@ -100,10 +63,9 @@ class InputFn:
     return data_options.without_tuning_thread(dataset)
 
   def _alone(self, input_context, config):
-    """One local process: what an input without a topology reads for when
-    no Estimator of the framework gave it one. A training input refuses
-    a call whose context or RunConfig shows a larger job, whose share it
-    cannot know."""
+    """One local process; a training input refuses a call whose context or
+    RunConfig shows a larger job, whose share it cannot know.
+    """
     replicas = input_context.num_replicas_in_sync if input_context else 1
     workers = max(getattr(config, "num_worker_replicas", 1) or 1,
                   input_context.num_input_pipelines if input_context else 1)
@@ -118,10 +80,8 @@ class InputFn:
 
 
 def _replica_batch(global_batch_size, training, topology, accumulation_steps):
-  """The examples one replica reads per batch.
-
-  Training splits the global batch over the job (and its micro-batches);
-  evaluation is one ordered pass, so its batch is taken as given.
+  """The examples one replica reads per batch: training splits the global
+  batch over the job and micro-batches, evaluation takes it as given.
   """
   if training:
     return topology.replica_batch_size(global_batch_size, accumulation_steps)
@@ -141,10 +101,8 @@ def shards(topology, training, input_context):
 
 
 def resumes(training, topology):
-  """Whether the input resumes at a position: training in a synchronous job.
-
-  Asynchronous workers (parameter servers) each update at their own pace,
-  so which worker trained which examples is not a function of the step.
+  """Whether the input resumes at a position: training in a synchronous
+  job (asynchronous workers' examples are not a function of the step).
   """
   return training and topology.synchronous
 
@@ -157,10 +115,8 @@ def start(model_dir, global_batch_size, num_shards, topology):
 
 def finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
            parse_batches=False):
-  """Shuffle, repeat, parse, batch, prefetch: the order that keeps it fast.
-
-  `parse_batches` parses after batching (one vectorised call per batch, as
-  tf.io.parse_example allows) instead of once per record.
+  """Shuffle, repeat, parse, batch, prefetch, in the order that keeps it fast
+  (`parse_batches` parses a batch in one vectorised call).
   """
   if training:
     if shuffle_buffer:
@@ -177,24 +133,8 @@ def finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
 def read_span(span, epoch_records, model_dir, global_batch_size, num_shards,
               index, replica_batch, seed, window, parse_each=None,
               parse_batch=None):
-  """This worker's batches of what `span` has left to train, then the end.
-
-  A span is read once, so its last update may be short: that global batch
-  is split evenly over the workers and each worker's part over its
-  replicas (`position.Span.examples` divides so); a full one is split as
-  ever. The end of the data ends the training session at the same update
-  on every worker.
-
-  Args:
-    span: the `position.Span`.
-    epoch_records: as `position.stream`'s, over the span's records.
-    model_dir: where the checkpoint the run starts from is.
-    global_batch_size: examples per update.
-    num_shards, index: the workers and this one.
-    replica_batch: examples per replica of a full update.
-    seed, window: as `position.stream`'s.
-    parse_each: a record -> features (and labels), or None.
-    parse_batch: a batch of records -> features (and labels), or None.
+  """This worker's batches of what `span` has left to train, then the end,
+  at the same update on every worker; the last may be short, split evenly.
   """
   done = position.span_done(model_dir, span, global_batch_size)
   records = position.stream(epoch_records, lambda: span.records, done, seed,

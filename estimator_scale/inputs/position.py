@@ -1,37 +1,5 @@
-"""Where a training input stands, so a resumed job trains each example once.
-
-The position is computed, not saved as iterator state: every update trains
-on one global batch, so at a checkpoint the job has consumed `global_step x
-global_batch_size` examples, counted from the last change of global batch.
-global_step is in every checkpoint; the global batches the job ran with are
-in `input_position.json` beside the checkpoints (one entry per change, a few
-bytes, written by the chief when a run starts with another global batch or
-worker count than the last). tf.data's own iterator checkpointing is not
-used: its state holds the shuffle buffer's contents and one iterator per
-worker, so it grows with the buffer and cannot be restored on another
-number of workers; a computed position is the same for any number.
-
-The order of the examples is a function of (seed, epoch) and the position,
-never of a buffer's contents, so the same position gives the same rest of
-the epoch:
-
-- epoch e lists the records in a base order (an array's rows in order; a
-  file input's files permuted with (seed, e), each file's records in order);
-- that list is cut into windows of `shuffle_buffer` records and each window
-  is permuted with (seed, e, window index); a restart reads again only the
-  consumed part of its window, and skips (reads without parsing) the
-  windows before it;
-- the epochs follow one another in one stream; update u trains on the
-  stream's examples [u x B, (u + 1) x B), and worker w of W on the w-th of
-  W equal slices of them. The next update's examples are thus the same
-  whatever the number of workers: a restart with fewer or more workers, or
-  an elastic change, shares the rest of the epoch over the new workers.
-
-TFRecord inputs with several files, at least as many as workers, keep
-file-level sharding instead (a worker reads only its own files): each
-worker reads global batch / workers records per update from its own lane
-of files, and `file_shards` deals the rest of the epoch over the new
-workers at a change of worker count.
+"""Where a training input stands, so a resumed job trains each example once,
+on any worker count (docs/design.md#inputspositionpy).
 """
 import dataclasses
 import json
@@ -51,11 +19,8 @@ _FOREVER = tf.int64.max
 
 @dataclasses.dataclass(frozen=True)
 class Position:
-  """Where a run starts in its input.
-
-  Attributes:
-    step: the global_step of the checkpoint the run starts from.
-    examples: examples the job trained on up to that step, over all workers.
+  """Where a run starts in its input: the checkpoint's `step` and the
+  `examples` the job trained up to it.
   """
   step: int = 0
   examples: int = 0
@@ -63,18 +28,8 @@ class Position:
 
 @dataclasses.dataclass(frozen=True)
 class Span:
-  """A stretch of updates that trains a finite input once (a day).
-
-  Its position is (checkpoint step - `start_step`) x global batch, so a
-  span needs no history of its own; its global batch stays the same from
-  its start to its end.
-
-  Attributes:
-    start_step: the global_step its first update starts from.
-    records: the records of its input (one epoch of `stream`).
-    examples: how many of them it trains, in `stream`'s order: all of them,
-      or fewer where the last update's would not split evenly over the
-      job's replicas and micro-batches.
+  """A stretch of updates that trains a finite input (a day) once, from
+  `start_step`: `examples` of its `records`, in `stream`'s order.
   """
   start_step: int
   records: int
@@ -112,16 +67,8 @@ def _write_history(model_dir, entries):
 
 
 def position_at(entries, step, global_batch_size):
-  """The Position of a run at `step` with this global batch.
-
-  Args:
-    entries: the history (`read_history`), oldest first; entries after
-      `step` (from updates a restart rolled back) do not count.
-    step: the global_step the run starts from.
-    global_batch_size: examples per update in this run.
-
-  Returns:
-    A `Position`.
+  """The Position of a run at `step` with this global batch; `entries`
+  after `step` (rolled back by a restart) do not count.
   """
   entries = [e for e in entries if e["step"] <= step]
   if not entries:
@@ -136,18 +83,8 @@ def position_at(entries, step, global_batch_size):
 def resume(model_dir, global_batch_size, workers, is_chief):
   """The Position of the run about to start from model_dir's checkpoint.
 
-  The chief adds an entry to the history when this run's global batch or
-  worker count differs from the last one's; the others only read, and
-  compute the same Position whether or not they see that entry.
-
-  Args:
-    model_dir: the job's checkpoint directory, or None (no checkpoint).
-    global_batch_size: examples per update in this run.
-    workers: input shards in this run.
-    is_chief: whether this process writes the history.
-
-  Returns:
-    A `Position`.
+  The chief (`is_chief`) records a change of global batch or worker count in
+  the history; the others compute the same Position without it.
   """
   if not model_dir:
     return Position()
@@ -181,19 +118,15 @@ def _shuffled_windows(records, seed, epoch, window, first_window):
 
 
 def stream(epoch_records, count_records, position, seed, window):
-  """Every epoch's records, one after another, from `position` on.
+  """Every epoch's records, one after another, from `position` on, forever.
 
   Args:
-    epoch_records: epoch (an int64 scalar tensor) -> a Dataset of the
-      epoch's records in their base order (the same count every epoch).
-    count_records: () -> records per epoch, a Python int or an int64 scalar
-      tensor; called only when `position` > 0.
+    epoch_records: epoch (int64 tensor) -> a Dataset of the epoch's records
+      in their base order (the same count every epoch).
+    count_records: () -> records per epoch; called only when `position` > 0.
     position: records of the stream already consumed.
     seed: the shuffle seed, or None for the base order.
     window: records per shuffled window (None: one epoch's count).
-
-  Returns:
-    A Dataset of records that never ends.
   """
   if position:
     count = tf.cast(count_records(), tf.int64)
@@ -218,16 +151,9 @@ def stream(epoch_records, count_records, position, seed, window):
 
 
 def file_records(files, read, seed, cycle_length=1):
-  """epoch -> the records of `files` in epoch order, for `stream`.
-
-  The files are permuted with (seed, epoch) (kept in order when seed is
-  None) and read `cycle_length` at a time, interleaved in a fixed order.
-
-  Args:
-    files: the paths.
-    read: a path (string tensor) -> a Dataset of its records.
-    seed: the shuffle seed, or None.
-    cycle_length: files read at once.
+  """epoch -> the records of `files` in epoch order, for `stream`: files
+  permuted with (seed, epoch), read `cycle_length` at a time in a fixed
+  order.
   """
   names = tf.constant(list(files))
 

@@ -1,19 +1,9 @@
 """Estimator input_fn builders: arrays, TFRecord files, CSV files, synthetic data.
 
-Every builder takes the *global* batch size (examples per step over the
-whole job, summed over its workers: one update's when they are
-synchronous) and serves each replica its share, global / (workers x
-replicas), which the model_fn splits into accumulation micro-batches.
-Training input is shuffled with a seed, repeated (so ranks never run out
-of data at different steps) and batched with drop_remainder, and resumes
-where the checkpoint it starts from left it (`position`: no example of the
-epoch trained twice or skipped, on any worker count); evaluation input is
-one ordered pass over everything. Files are found and read through
-tf.io.gfile and tf.data, so gs://, hdfs://, s3:// and ram:// paths work.
-
-Each builder is a function that checks its arguments at once and returns
-an `input_fn.InputFn`, the callable Estimator takes as input_fn, which
-reads for the Estimator's topology unless given one.
+Every builder takes the *global* batch size and serves each replica its
+share. Training input is shuffled, repeated (so ranks never run out at
+different steps) and resumes at its checkpoint's position; evaluation
+input is one ordered pass. Paths go through tf.io.gfile.
 """
 import os
 
@@ -46,27 +36,18 @@ def _count(features, labels):
 def from_arrays(features, labels, global_batch_size, training=True,
                 topology=None, accumulation_steps=None, seed=0,
                 shuffle_buffer=0):
-  """input_fn over in-memory arrays.
-
-  Training reads them in `position`'s order: epochs of windows of
-  `shuffle_buffer` rows (the whole array when 0), each window permuted with
-  (seed, epoch, window), every worker taking its slice of each global
-  batch; asynchronous training and evaluation shard rows round-robin.
+  """input_fn over in-memory arrays; returns an `InputFn`.
 
   Args:
     features: an array or {name: array}, first axis = examples.
     labels: an array (or None), same first axis.
     global_batch_size: examples per update over the whole job.
     training: shuffle/repeat/shard (True) or one ordered pass (False).
-    topology: this process's Topology; leave it out to take the
-      Estimator's (`InputFn.for_estimator`), or pass `estimator.topology`.
+    topology: leave it out to take the Estimator's.
     accumulation_steps: micro-batches per update, to check divisibility;
       None: the Estimator's.
     seed: shuffle seed; None disables shuffling.
-    shuffle_buffer: 0 = the whole array.
-
-  Returns:
-    An `InputFn`.
+    shuffle_buffer: rows per shuffled window; 0 = the whole array.
   """
   count = _count(features, labels)
   data = (features, labels) if labels is not None else features
@@ -97,11 +78,8 @@ def from_arrays(features, labels, global_batch_size, training=True,
 
 
 def list_files(pattern, flag="file pattern"):
-  """Sorted files matching a glob (any tf.io.gfile file system), or a
-  ConfigError naming the pattern.
-
-  A list of paths stands for itself: a day's files (`days`) are listed by
-  what they are, which no glob can say (a glob would take `_SUCCESS` too).
+  """Sorted files matching a glob, or a ConfigError naming the pattern; a
+  list of paths stands for itself (a day's files, without `_SUCCESS`).
   """
   if isinstance(pattern, (list, tuple)):
     files = sorted(pattern)
@@ -120,33 +98,17 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
                    skip_corrupt=False, span=None):
   """input_fn over TFRecord files of tf.train.Examples.
 
-  Files are sharded per worker when there are several and at least as many
-  as workers, records otherwise, so every worker sees a disjoint part.
-  Training resumes at the checkpoint's position on any worker count: by
-  record through `position`'s stream, by file through `file_shards`
-  (each worker's files one after another, the rest of the epoch dealt over
-  the new workers at a change). Records are shuffled in windows of
-  `shuffle_buffer`, each permuted with (seed, epoch, window); by file, the
-  windows are a file's and the files' order is permuted with (seed, epoch).
+  Files are sharded per worker when there are at least as many as workers
+  (`file_shards`), records otherwise. The InputFn's `files` are the matches.
 
   Args:
     pattern: a glob of TFRecord files, or a list of them.
     feature_spec: {name: tf.io.FixedLenFeature ...} for tf.io.parse_example.
-    label_key: the feature that holds the label (popped from features), or
-      None for a label-free model (autoencoder, language model): the input
-      then yields features only and Estimator passes labels=None to the
-      model_fn.
-    deterministic: evaluation: read files in a fixed order; False lets
-      records arrive as they are read (a little faster). Synchronous
-      training always reads in the fixed order its position needs.
-    skip_corrupt: drop records that cannot be read (a truncated shard's
-      tail) instead of failing; TensorFlow logs each one dropped.
-    span: training: a `position.Span`, to read the files once (by record)
-      from where the checkpoint stands in it, instead of epoch after epoch.
+    label_key: the label's feature, or None for a label-free model.
+    deterministic: evaluation: read files in a fixed order.
+    skip_corrupt: drop records that cannot be read instead of failing.
+    span: training: a `position.Span`, to read the files once.
     other arguments: as `from_arrays`.
-
-  Returns:
-    An `InputFn` whose `files` are the files the pattern matched.
   """
   files = list_files(pattern, "TFRecord pattern")
   if skip_corrupt:
@@ -226,14 +188,8 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
 
 def write_tfrecord_shards(features, labels, directory, num_shards,
                           prefix="data", label_key="label"):
-  """Writes {name: array} and labels as tf.train.Examples to N shard files.
-
-  Examples go round-robin to shards so each shard is a fair sample. Float
-  arrays become float_list features, integers int64_list; every feature is
-  flattened (its shape comes back through the reader's feature_spec).
-
-  Returns:
-    The sorted list of paths written.
+  """Writes {name: array} and labels as flattened tf.train.Examples,
+  round-robin over N shard files; returns the sorted paths.
   """
   if num_shards < 1:
     raise errors.ConfigError(f"num_shards must be >= 1, got {num_shards}")
@@ -280,16 +236,8 @@ def from_csv(pattern, column_names, label_column, column_defaults,
              header=True):
   """input_fn over CSV files (no quoting) with a header line or given names.
 
-  Args:
-    pattern: a glob of CSV files.
-    column_names: names of all columns in order.
-    label_column: the column that holds the label.
-    column_defaults: per-column default/type, e.g. [[0.0], [0.0], [0]].
-    header: whether each file starts with a header line to skip.
-    other arguments: as `from_arrays`.
-
-  Returns:
-    An `InputFn` whose `files` are the files the pattern matched.
+  `column_defaults` give each column's type, e.g. [[0.0], [0.0], [0]];
+  other arguments as `from_arrays`.
   """
   if label_column not in column_names:
     raise errors.ConfigError(f"from_csv: label column {label_column!r} is not "
@@ -316,25 +264,11 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
                    topology=None, accumulation_steps=None, seed=0,
                    shuffle_buffer=10000, header=True,
                    builder="from_csv_lines", span=None):
-  """input_fn over the lines of CSV files, each parsed by `parse_line`.
+  """input_fn over the lines of CSV `files`, each parsed by `parse_line`.
 
-  What `from_csv` and `data_files.from_files` share: they differ only in
-  how a line becomes features (and labels). Lines are sharded per worker;
-  training takes them in `position`'s order from the checkpoint's
-  position (files permuted per epoch, lines in windows of
-  `shuffle_buffer`), on any worker count.
-
-  Args:
-    files: the CSV files, in order.
-    parse_line: a scalar string tensor -> features, or (features, labels).
-    header: whether each file starts with a header line to skip.
-    builder: the name messages give the input.
-    span: training: a `position.Span`, to read the lines once from where
-      the checkpoint stands in it.
-    other arguments: as `from_arrays`.
-
-  Returns:
-    An `InputFn` whose `files` are `files`.
+  What `from_csv` and `data_files.from_files` share. `parse_line` maps a
+  scalar string tensor to features, or (features, labels); `builder` names
+  the input in messages; other arguments as `from_tfrecords`.
   """
   files = list(files)
   buffer = shuffle_buffer if seed is not None else 0
@@ -373,19 +307,11 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
 def synthetic(feature_shapes, global_batch_size, num_classes=None,
               label_shape=(), training=True, topology=None,
               accumulation_steps=None, seed=0):
-  """input_fn of fixed random tensors of a given shape, for throughput work.
+  """input_fn of one fixed random batch, repeated, for throughput work only.
 
-  One batch is generated once and repeated, so the pipeline costs nothing
-  and the measurement is of the model. Never use it for accuracy claims.
-
-  Args:
-    feature_shapes: {name: shape without batch axis}.
-    num_classes: labels are ints in [0, num_classes); None gives float labels
-      of `label_shape`.
-    other arguments: as `from_arrays`.
-
-  Returns:
-    An `InputFn`.
+  `feature_shapes` is {name: shape without batch axis}; labels are ints in
+  [0, num_classes), or floats of `label_shape` where `num_classes` is None;
+  other arguments as `from_arrays`.
   """
   shapes = sorted(dict(feature_shapes).items())
   label_shape = tuple(label_shape)

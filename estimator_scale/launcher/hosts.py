@@ -52,8 +52,8 @@ def local_tasks(workers, ps=0, chief=False):
 def parse_hosts(spec, ps=0):
   """[(host, slots)] of "node1,node2:2"; an error names the bad entry.
 
-  HOST:0 is a host for parameter servers alone (with `ps` > 0): a ps task
-  sized to its host's memory has no room for a training task beside it."""
+  HOST:0 is a host for parameter servers alone (with `ps` > 0).
+  """
   hosts = []
   for entry in spec.split(","):
     host, _, slots = entry.strip().partition(":")
@@ -76,10 +76,10 @@ def parse_hosts(spec, ps=0):
 
 
 def host_tasks(hosts, ps=0, chief=False, port=DEFAULT_PORT):
-  """Tasks on `hosts`: their slots are the training tasks (the first one
-  the chief when asked for), ports counting up from `port` on each host;
-  parameter servers go round the hosts without slots where there are any,
-  else round all of them, after the training tasks."""
+  """Tasks on `hosts`: slots are training tasks (the first the chief when
+  asked), ports counting up from `port` per host; parameter servers go round
+  the slotless hosts where there are any, else all hosts.
+  """
   tasks, next_port = [], {}
   for host, slots in hosts:
     for _ in range(slots):
@@ -97,8 +97,9 @@ def host_tasks(hosts, ps=0, chief=False, port=DEFAULT_PORT):
 
 
 def cluster_tasks(members, ps=0, chief=False, port=DEFAULT_PORT):
-  """The tasks of `members`, [(host, slots)] as `parse_hosts` gives them, or
-  [(None, workers)] for this machine (`local_tasks`)."""
+  """The tasks of `members` ([(host, slots)], or [(None, workers)] for this
+  machine).
+  """
   if members[0][0] is None:
     return local_tasks(members[0][1], ps, chief)
   return host_tasks(members, ps, chief, port)

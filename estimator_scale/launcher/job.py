@@ -1,10 +1,7 @@
 """A job's tasks: their processes, their output, and the one watch loop.
 
-Each task gets its TF_CONFIG, and its output lines are prefixed with its
-host and task. `run` watches the job until it ends: a plain launch is an
-elastic one with no restarts (`elastic.PLAIN`), so both stop the others on
-every host when a task fails or a host is lost, and neither leaves a task
-waiting on a peer that is gone.
+A plain launch is an elastic one with no restarts (`elastic.PLAIN`), so
+both stop every task on every host when one fails or a host is lost.
 """
 import contextlib
 import ctypes
@@ -50,9 +47,9 @@ def _pump(stream, prefix, out):
 
 
 def _heartbeat(processes, stopped):
-  """Writes a line to each remote task's stdin every
-  `remote.HEARTBEAT_SECS` until `stopped` is set: a task that stops hearing
-  it stops itself (`remote.SILENCE_SECS`)."""
+  """Writes a line to each remote task's stdin every `remote.HEARTBEAT_SECS`
+  until `stopped` is set; a task that stops hearing it stops itself.
+  """
   while not stopped.wait(remote.HEARTBEAT_SECS):
     for proc in processes:
       if proc.stdin and proc.poll() is None:
@@ -67,13 +64,10 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _dies_with(launcher):
-  """A local task's preexec_fn: the kernel kills the task when the
-  launcher's process ends however it ends (SIGKILL, a crash), which no
-  `finally` of the launcher's can do; a remote task's host does the same
-  when its ssh closes (`remote`). Where prctl is missing (not Linux), None:
-  a task outlives a killed launcher, as it would without this. prctl is
-  looked up here, in the launcher: a child of a process with threads must
-  not load libraries before it execs (the loader's lock may be held)."""
+  """A local task's preexec_fn: the task dies with the launcher however it
+  ends; None where prctl is missing (not Linux). prctl is looked up here:
+  the child must not load libraries before it execs.
+  """
   try:
     prctl = ctypes.CDLL(None, use_errno=True).prctl
   except AttributeError:
@@ -87,8 +81,9 @@ def _dies_with(launcher):
 
 
 def _kill(processes, grace=15):
-  """Stops every task: remote ones through their host first, so that when
-  this returns their processes are gone, not merely disconnected."""
+  """Stops every task, remote ones through their host first, so their
+  processes are gone on return.
+  """
   for proc in processes:
     if proc.stdin:  # a remote task: its host stops it when this closes
       try:
@@ -123,10 +118,9 @@ STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 @contextlib.contextmanager
 def stopping_signals_recorded():
-  """Within it, SIGTERM and SIGINT are recorded instead of ending the
-  launcher: its tasks run in sessions of their own (so a terminal's Ctrl-C
-  reaches only the launcher), and a launcher that died of the signal would
-  leave them running. Yields the list the signals' numbers go to."""
+  """Records SIGTERM and SIGINT in the list it yields instead of ending the
+  launcher, which must stop its tasks (in sessions of their own) first.
+  """
   received = []
   previous = {number: signal.signal(number,
                                     lambda signum, _: received.append(signum))
@@ -139,8 +133,7 @@ def stopping_signals_recorded():
 
 
 def _signalled(number):
-  """(the job's exit code, the line saying why) when the launcher got
-  signal `number`: 128 + its number, as a shell reports a death by it."""
+  """(exit code 128 + `number`, the line saying why) after a signal."""
   return (128 + number, f"got {signal.Signals(number).name}; stopping every "
           "task (SIGTERM to each task's process group, SIGKILL after a grace "
           "period)")
@@ -164,13 +157,8 @@ def why_failed(task, code):
 class Job:
   """One start of a cluster's tasks: their processes and output pumps.
 
-  Args:
-    command: argv of every task.
-    tasks: `Task`s (`hosts.local_tasks` or `hosts.host_tasks`).
-    out: where prefixed output goes.
-    remote_env: the environment remote tasks get
-      (`remote.forwarded_environment`).
-    ssh_port: the hosts' ssh port (None: ssh's default or config).
+  `tasks` are `hosts` Tasks; `remote_env` is what remote tasks get
+  (`remote.forwarded_environment`); `ssh_port` None: ssh's default.
   """
 
   def __init__(self, command, tasks, out=sys.stdout, remote_env=None,
@@ -236,8 +224,7 @@ def exit_code(code):
 
 
 def _watch(job, returning, deadline, received):
-  """Polls `job` until it ends, fails, runs out of time, may grow, or the
-  launcher gets a signal (`received`).
+  """Polls `job` until it ends, fails, times out, may grow, or a signal came.
 
   Returns:
     ("done", None), ("timeout", None), ("failed", (task, code)),
@@ -260,8 +247,9 @@ def _watch(job, returning, deadline, received):
 
 
 def _ending(outcome, detail, failures, policy, timeout):
-  """(the job's exit code, the line saying why) where `outcome` ends the
-  job; (None, None) where it restarts."""
+  """(exit code, line) where `outcome` ends the job; (None, None) where it
+  restarts.
+  """
   if outcome == "done":
     return 0, None
   if outcome == "timeout":
@@ -278,26 +266,17 @@ def _ending(outcome, detail, failures, policy, timeout):
 def run(command, hosts, ps=0, chief=False, port=hosts_lib.DEFAULT_PORT,
         timeout=None, out=sys.stdout, extra_env=(), ssh_port=None,
         policy=elastic.PLAIN, received=()):
-  """Runs `command` as a TF_CONFIG cluster on `hosts`; returns the job's
-  exit code. Under an elastic `policy` the cluster restarts on the hosts
-  that answer after a failure, and with those that come back.
+  """Runs `command` as a TF_CONFIG cluster on `hosts`; the job's exit code.
 
   Args:
     command: argv of every task.
-    hosts: [(host, slots)], as `hosts.parse_hosts` returns; [(None,
-      workers)] runs on this machine (`hosts.local_tasks`), where a
-      restart keeps the size.
+    hosts: [(host, slots)], or [(None, workers)] for this machine.
     ps, chief, port: as for `hosts.host_tasks`.
-    timeout: seconds before the whole job, restarts included, is stopped
-      (exit 124).
-    out: where prefixed output goes.
+    timeout: seconds before the whole job is stopped (exit 124).
     extra_env: `-x` items for remote tasks.
-    ssh_port: the hosts' ssh port (None: ssh's default or config).
     policy: `elastic.Policy`; `elastic.PLAIN` never restarts.
-    received: the signals sent to the launcher, as
-      `stopping_signals_recorded` yields them: once one is there, every
-      task is stopped and the job ends with 128 + its number, after one
-      line naming it.
+    received: `stopping_signals_recorded`'s list; once a signal is there,
+      every task is stopped and the job ends with 128 + it.
   """
   remote_env = remote.forwarded_environment(os.environ, extra_env)
   members, failures = list(hosts), 0

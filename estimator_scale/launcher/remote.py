@@ -1,11 +1,7 @@
 """Tasks on other hosts: ssh command lines, what travels, who answers.
 
-Only the variables a job needs travel (`forwarded_environment`), and they
-travel on ssh's stdin, not on the remote command line where `ps` would show
-them to every user of that host. A remote task is stopped when its ssh
-connection closes, so killing the launcher stops the whole job, and when
-the launcher's heartbeat stops reaching it: a host cut off from the
-launcher keeps its ssh session open until TCP gives up, hours later.
+Variables travel on ssh's stdin, which `ps` does not show; a remote task
+stops when its ssh closes or the launcher's heartbeat stops.
 """
 import shlex
 import subprocess
@@ -37,7 +33,8 @@ SSH_LOST = 255
 
 def forwarded_environment(environ, extra=()):
   """The variables a remote task gets: `FORWARDED_*` and `extra` names
-  (NAME, or NAME=VALUE to set one)."""
+  (NAME, or NAME=VALUE).
+  """
   env = {k: v for k, v in environ.items()
          if k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES}
   for item in extra:
@@ -109,10 +106,9 @@ def remote_command(host, command, env, cwd, ssh_port=None):
 
 
 def ports_free_command(ports):
-  """A shell command that fails while anything on its host listens on one
-  of `ports`: a task cut off with its host's link holds its port until its
-  ssh session sees the launcher gone, which can be long after the host
-  answers again, and a task started there meanwhile cannot bind."""
+  """A shell command that fails while anything on its host listens on one of
+  `ports` (a cut-off task holds its port until its ssh notices).
+  """
   if not ports:
     return "true"
   probe = ("for p in " + " ".join(str(int(p)) for p in ports) +
@@ -122,8 +118,7 @@ def ports_free_command(ports):
 
 
 def answers(host, ssh_port=None, timeout=25, free_ports=()):
-  """Whether `host` runs a command over ssh now, with none of `free_ports`
-  in use there."""
+  """Whether `host` runs a command over ssh now, `free_ports` unused."""
   try:
     return subprocess.run(
         ["ssh", *SSH_OPTIONS, *_port_options(ssh_port), host,
@@ -135,8 +130,9 @@ def answers(host, ssh_port=None, timeout=25, free_ports=()):
 
 
 def answering(hosts, ssh_port=None, free_ports=None):
-  """The hosts of `hosts` that answer, probed at once; with `free_ports`
-  ({host: ports}), those with none of their ports in use."""
+  """The hosts that answer, probed at once (with `free_ports`: {host:
+  ports} unused).
+  """
   result = {}
 
   def probe(host):

@@ -1,19 +1,10 @@
 r"""Converts Parquet files to TFRecords of tf.train.Example, partition by partition.
 
-  estimator-scale-parquet --input=/data/clicks --output=/data/clicks-tfrecord
-
-(`python -m estimator_scale.parquet ...` in a checkout). Each folder of
-Parquet files under --input (such as Spark's `day=2024-05-01/`) becomes the
-same folder of TFRecord files under --output, marked finished by a
-`_SUCCESS` file; a re-run skips finished partitions and redoes unfinished
-ones. --output/feature_spec.json describes the records; train on them with
-
-  spec = estimator_scale.parquet.feature_spec("/data/clicks-tfrecord")
-  train = es.inputs.from_tfrecords("/data/clicks-tfrecord/day=*/*.tfrecord",
-                                   spec, "clicked", global_batch_size=256)
-
-It imports no TensorFlow. Exit code 2 with one line naming the file, column
-or flag when the data cannot be converted.
+Each folder of Parquet files under --input becomes the same folder of
+TFRecords under --output, finished by a `_SUCCESS` file; a re-run skips
+finished partitions. --output/feature_spec.json describes the records
+(docs/parquet.md). Exit code 2 with one line naming the file, column or
+flag when the data cannot be converted.
 """
 import argparse
 import os

@@ -1,12 +1,7 @@
 """Parquet partitions into TFRecord partitions, one process per core.
 
-The output mirrors the input: each folder holding Parquet files (a Hive-style
-`day=YYYY-MM-DD/`, or the input root itself) becomes a folder of
-`part-NNNNN.tfrecord` files under the output root. A partition is finished
-when its `_SUCCESS` marker exists, written after every file of it is in place
-(each written under a temporary name and renamed), so a reader that waits for
-the marker, as for Spark's, never sees half a partition, and a re-run skips
-finished partitions and starts an unfinished one over.
+Each folder of Parquet files becomes a folder of `part-NNNNN.tfrecord`
+files, finished by its `_SUCCESS` marker written last.
 """
 import ctypes
 import dataclasses
@@ -34,8 +29,7 @@ memory (some ten times this) stays small beside the row group's."""
 
 @dataclasses.dataclass(frozen=True)
 class Partition:
-  """A folder of Parquet files: `name` is its path under the input root
-  ("" for the root itself)."""
+  """A folder of Parquet files, `name` its path under the input root."""
   name: str
   files: tuple
 
@@ -56,8 +50,7 @@ def _hidden(name):
 
 
 def find_partitions(input_path):
-  """The partitions under `input_path` (a Parquet file, or a folder), in
-  order of their names.
+  """The partitions under `input_path` (a file or a folder), by name.
 
   Raises:
     DataError: no such path, or no Parquet file in it.
@@ -82,12 +75,8 @@ def find_partitions(input_path):
 
 
 def landed(partitions, input_path, log):
-  """The partitions Spark has finished writing.
-
-  As `inputs.days` reads a root: where any partition of the input holds its
-  `_SUCCESS`, one without is still being written (a day landing late) and
-  is left for a later run, which a run converting half of it would mark
-  finished for good; an input without markers at all is taken as complete.
+  """The partitions Spark has finished writing (as `inputs.days` reads a
+  root); converting half of one would mark it finished for good.
   """
   marked = [os.path.exists(os.path.join(input_path, p.name, MARKER))
             for p in partitions]
@@ -109,16 +98,8 @@ def _file_features(path, nulls):
 
 
 def read_features(partitions, nulls, converted=None):
-  """The features of every partition's files, which must all agree.
-
-  Args:
-    partitions: from `find_partitions`.
-    nulls: one of schema.NULLS.
-    converted: (features, where) of data already in the output root, which
-      new partitions must match, or None.
-
-  Returns:
-    {name: spec.Feature}, with a default where any file's column may be null.
+  """{name: spec.Feature} of every partition's files, which must agree with
+  each other and with `converted` (features, where), if any.
 
   Raises:
     DataError: naming the file and column that differs.
@@ -145,8 +126,9 @@ def read_features(partitions, nulls, converted=None):
 
 
 def _tasks(partition, features, nulls, output_dir, processes):
-  """The partition's work, cut into about `processes` pieces or one per
-  file, whichever is more, so every core has a share."""
+  """The partition's work in about `processes` pieces or one per file,
+  whichever is more.
+  """
   counts = []
   for path in partition.files:
     counts.append(pq.ParquetFile(path).metadata.num_row_groups)
@@ -161,12 +143,7 @@ def _tasks(partition, features, nulls, output_dir, processes):
 
 
 def _row_group(parquet_file, group, columns):
-  """One row group, read a column at a time.
-
-  Arrow's batch reader (`iter_batches`) holds about half as much again as
-  the decoded row group while it reads; this holds the row group once, plus
-  one column's bytes from the file.
-  """
+  """One row group, read a column at a time to hold it once."""
   return pa.table({
       name: parquet_file.read_row_group(group, columns=[name],
                                         use_threads=False).column(0)
@@ -187,13 +164,8 @@ def _write_row_group(parquet_file, group, task, out):
 def give_back_freed_memory():
   """Makes memory freed after a row group leave the process at once.
 
-  Arrow's default allocator (jemalloc) keeps freed pages mapped for reuse,
-  and glibc's malloc raises its mmap threshold after large frees, so either
-  way the next row group was read beside the last one's pages: twice the
-  memory. The system allocator with a fixed mmap threshold unmaps a large
-  buffer when it is freed, for about a tenth more CPU time. It changes the
-  whole process, so only processes that exist to convert call it: the
-  pool's workers and the command.
+  Process-wide, so only converting processes call it
+  (docs/design.md#parquet).
   """
   pa.set_memory_pool(pa.system_memory_pool())
   try:
@@ -239,16 +211,8 @@ def convert(input_path, output_path, processes=None, nulls="fill",
             log=print):
   """Converts every unfinished partition under `input_path`.
 
-  Args:
-    input_path: a Parquet file, or a folder of them or of partition folders.
-    output_path: the output root; its feature_spec.json describes the
-      records (`spec.feature_spec` reads it for training).
-    processes: worker processes; default: one per core.
-    nulls: one of schema.NULLS.
-    log: called with one line per partition.
-
-  Returns:
-    {partition name: records written, or None where it was already done}.
+  Returns {partition name: records written, or None where already done};
+  `processes` defaults to one per core, `log` gets a line per partition.
 
   Raises:
     DataError: a file or column that cannot be converted, named.
@@ -293,8 +257,8 @@ def convert(input_path, output_path, processes=None, nulls="fill",
 
 def _finish(plans, results, log):
   """Marks each partition once all its files are in place, as `results`
-  ((file, records) of each task, in any order) come; {partition name:
-  records}."""
+  come; {partition name: records}.
+  """
   started = time.monotonic()
   partition_of = {task.target: index for index, (_, _, plan) in enumerate(plans)
                   for task in plan}

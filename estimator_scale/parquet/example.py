@@ -1,16 +1,7 @@
 """Arrow record batches as serialized tf.train.Example protos, one per row.
 
-The protobuf wire format of the messages involved, written directly:
-
-  Example   { Features features = 1; }
-  Features  { map<string, Feature> feature = 1; }  (entries: key = 1, value = 2)
-  Feature   { BytesList bytes_list = 1; FloatList float_list = 2;
-              Int64List int64_list = 3; }
-  *List     { repeated value = 1; }  (floats and int64s packed)
-
-A null scalar leaves its feature out of the record (parsing then gives the
-spec's default); a null list is left out too, which a VarLenFeature reads as
-an empty list.
+The protobuf wire format is written directly. A null leaves its feature out
+of the record (a scalar parses as the spec's default, a list as empty).
 """
 import numpy as np
 import pyarrow as pa
@@ -69,8 +60,9 @@ def _binary(array):
 
 
 def _items(values, dtype, where):
-  """The payload of a list of `values`: packed for numbers, one BytesList
-  field per string."""
+  """The payload of a list of `values`: packed numbers, or a BytesList
+  field per string.
+  """
   if dtype == "string":
     return seg.message(_FIELD_1, _binary(values))
   numbers = _numbers(values, dtype, where)
@@ -86,8 +78,9 @@ def _list_message(items, dtype):
 
 
 def _lists(array, feature, where):
-  """The *List message of each row of a list column; nulls inside a list
-  have no place in one, so they are refused by name."""
+  """The *List message of each row of a list column; a null inside a list
+  is refused by name.
+  """
   if pa.types.is_fixed_size_list(array.type):
     values = array.flatten()  # nulls are refused before: lengths stay fixed
     offsets = np.arange(len(array) + 1, dtype=np.int64) * feature.shape[0]
@@ -111,7 +104,8 @@ def _scalars(array, feature, where):
 
 def _entry(name, array, feature, nulls, where):
   """Each row's map entry (name -> Feature) of one column, or nothing where
-  the row is null."""
+  the row is null.
+  """
   where = f"{where}, column '{name}'"
   array = _plain(array)
   present = None
@@ -135,16 +129,8 @@ def _entry(name, array, feature, nulls, where):
 
 
 def encode(batch, features, nulls, where):
-  """Each row of a pyarrow.RecordBatch as a serialized tf.train.Example.
-
-  Args:
-    batch: the rows; its columns are those of `features`.
-    features: {name: spec.Feature} of the columns.
-    nulls: one of schema.NULLS.
-    where: the file and row group, for messages.
-
-  Returns:
-    A `segments.Segments` of one joined piece: an Example per row.
+  """Each row of a pyarrow.RecordBatch as a serialized tf.train.Example, in
+  a joined `segments.Segments`.
 
   Raises:
     DataError: a null where `nulls` refuses one, a null inside a list, an

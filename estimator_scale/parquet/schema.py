@@ -1,9 +1,7 @@
 """The feature spec inferred from a Parquet schema, and the checks on it.
 
-A tf.train.Example holds flat lists of int64, float32 or bytes under a name,
-so a column converts when it is a scalar or a list of scalars; anything
-nested (a struct, a map, a list of lists) has no place in one and is refused
-by name before any record is written.
+A column converts when it is a scalar or a list of scalars; anything nested
+is refused by name before any record is written.
 """
 import pyarrow as pa
 
@@ -37,9 +35,8 @@ def _binary(arrow_type):
 
 
 def scalar_dtype(arrow_type):
-  """The Example dtype of a scalar Arrow type, or None when it has none.
-
-  Dates and times become their integer count (days, or the type's unit).
+  """The Example dtype of a scalar Arrow type, or None; dates and times
+  become their integer count.
   """
   if pa.types.is_dictionary(arrow_type):
     arrow_type = arrow_type.value_type
@@ -62,12 +59,7 @@ def _unsupported(where, field, why):
 
 
 def feature(field, nulls, where):
-  """The `spec.Feature` of an Arrow field.
-
-  Args:
-    field: a pyarrow.Field of the file's schema.
-    nulls: one of NULLS.
-    where: the file, for messages.
+  """The `spec.Feature` of a pyarrow.Field.
 
   Raises:
     DataError: the column's type has no place in a tf.train.Example.
@@ -107,17 +99,11 @@ def features(schema, nulls, where):
 
 
 def check_same(expected, expected_where, found, found_where, scope):
-  """Raises unless two files' features read the same.
-
-  Args:
-    expected, found: {name: spec.Feature} of two files (or of the data
-      already converted, and a file).
-    expected_where, found_where: where each came from, for the message.
-    scope: what must agree ("one partition's files"), for the message.
+  """Raises unless two files' features (or the converted data's and a file's)
+  read the same; the `*_where` and `scope` arguments go into the message.
 
   Raises:
-    DataError: naming the first column that is missing, extra or read
-      another way.
+    DataError: naming the first column missing, extra or read another way.
   """
   for name, feature_ in expected.items():
     other = found.get(name)

@@ -1,11 +1,5 @@
-"""One byte string per row, for a whole batch of rows at once.
-
-A tf.train.Example is nested length-prefixed messages; building one per row
-in Python would make the conversion a loop over every value of the file.
-Here each piece of every row (a key, a varint, a packed list) is one Arrow
-array (or one constant) for the batch. Nesting a message only computes
-lengths; the bytes are copied once, when Arrow's `binary_join_element_wise`
-joins all the pieces of a row (`join`).
+"""One byte string per row, for a whole batch of rows at once: each piece of
+every row is one Arrow array, joined once (docs/design.md#parquet).
 """
 import numpy as np
 import pyarrow as pa
@@ -17,9 +11,9 @@ _NOTHING = pa.scalar(b"", _BINARY)
 
 
 class Segments:
-  """Row i's bytes are row i of every piece, in order; `lengths[i]` is
-  their total. A piece is an Arrow large_binary array or scalar (the same
-  bytes in every row)."""
+  """Row i's bytes are row i of every piece, in order (`lengths[i]` in all);
+  a piece is an Arrow large_binary array or a scalar for every row.
+  """
 
   def __init__(self, pieces, lengths):
     self.pieces = pieces
@@ -54,9 +48,9 @@ def constant(value, rows):
 
 
 def varints(values):
-  """Each of `values` (int64 or uint64) as a protobuf varint: 7 bits a byte,
-  low first, the top bit set on all but the last; a negative int64 is read
-  as its two's complement, so it takes ten bytes."""
+  """Each of `values` (int64 or uint64) as a protobuf varint; a negative
+  int64 takes ten bytes.
+  """
   values = np.asarray(values)
   if values.size and (values == values[0]).all():
     return constant(varint(int(values[0])), len(values))
@@ -116,8 +110,7 @@ def data(joined):
 
 
 def group(items, offsets):
-  """Row i is items offsets[i] .. offsets[i + 1] - 1 back to back (the
-  elements of list i)."""
+  """Row i is items offsets[i] .. offsets[i + 1] - 1 back to back."""
   ends = np.zeros(len(items.lengths) + 1, np.int64)
   np.cumsum(items.lengths, out=ends[1:])
   lengths = ends[offsets[1:]] - ends[offsets[:-1]]

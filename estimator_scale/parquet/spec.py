@@ -1,9 +1,7 @@
 """The feature spec written beside converted data, and read back for training.
 
-The spec is JSON, not pickled TensorFlow objects, so that the converter never
-imports TensorFlow, a person can read (and edit: a null's default) what was
-written, and any version of the framework reads it. This module imports
-neither pyarrow nor TensorFlow until `feature_spec` builds TensorFlow's spec.
+JSON, so the converter needs no TensorFlow and a person can read and edit
+it; TensorFlow is imported only by `feature_spec`.
 """
 import dataclasses
 import json
@@ -29,15 +27,9 @@ DTYPES = ("int64", "float32", "string")
 class Feature:
   """One column as a feature of the records.
 
-  Attributes:
-    kind: FIXED or VAR_LEN.
-    dtype: one of DTYPES, named as TensorFlow names it.
-    shape: a FIXED feature's shape: [] for a scalar, [n] for a fixed-size
-      list; None for VAR_LEN.
-    default: what parsing gives a record that lacks the feature (the column
-      was null there); None when the column cannot be null.
-    arrow_type: the Parquet column's Arrow type, to tell where a value came
-      from (a float64 became float32, a timestamp its integer count).
+  `kind` is FIXED (`shape` [] or [n]) or VAR_LEN (`shape` None); `default`
+  is what a record without it parses as (None: never null); `arrow_type`
+  names the Parquet column's type in messages.
   """
   kind: str
   dtype: str
@@ -59,8 +51,7 @@ class Feature:
 
 
 def write(directory, features):
-  """Writes {name: Feature} as the spec of `directory`, atomically (a reader
-  never sees half a file)."""
+  """Writes {name: Feature} as the spec of `directory`, atomically."""
   path = os.path.join(directory, SPEC_FILE)
   text = json.dumps({"format": FORMAT,
                      "features": {name: dataclasses.asdict(feature)
@@ -93,15 +84,8 @@ def read(path):
 
 
 def feature_spec(path):
-  """The `feature_spec` that `es.inputs.from_tfrecords` takes, for data that
-  `estimator-scale-parquet` wrote.
-
-  Args:
-    path: the converter's output root, or its feature_spec.json.
-
-  Returns:
-    {name: tf.io.FixedLenFeature or tf.io.VarLenFeature}; pop the label's
-    name from it or pass it as `label_key`.
+  """The `feature_spec` `es.inputs.from_tfrecords` takes, for the data the
+  converter wrote under `path`; pop the label or pass it as `label_key`.
 
   Raises:
     DataError: `path` holds no spec written by the converter.

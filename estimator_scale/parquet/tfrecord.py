@@ -1,10 +1,5 @@
-"""TFRecord framing without TensorFlow: lengths and masked CRC-32C checksums.
-
-The converter's worker processes never import TensorFlow: it would cost each
-of them several hundred MB of resident memory, more than the row group it
-holds, and seconds to start. TensorFlow's readers check every record's two
-checksums, so they are computed here, over a whole batch of records at once
-with numpy (one Python step per byte position, not per byte).
+"""TFRecord framing without TensorFlow: lengths and masked CRC-32C checksums,
+with numpy over a whole batch of records (docs/design.md#parquet).
 """
 import numpy as np
 
@@ -28,13 +23,8 @@ _PAIR = _table(16)  # 256 KiB: two bytes a step
 
 
 def crc32c(data, lengths):
-  """The CRC-32C of each of the byte strings that lie back to back in the
-  uint8 array `data`, string i being `lengths[i]` long; uint32.
-
-  Step j reads the j-th pair of bytes of every string still running: the
-  strings go longest first, so those are a prefix of them. A pair at an odd
-  offset is read from a copy of the data shifted by one byte. A string of
-  odd length takes its last byte alone.
+  """The uint32 CRC-32C of each string back to back in the uint8 `data`,
+  string i `lengths[i]` long, a byte pair of every string at a time.
   """
   count = len(lengths)
   crc = np.full(count, 0xFFFFFFFF, dtype=np.uint32)
@@ -69,19 +59,15 @@ def crc32c(data, lengths):
 
 
 def _masked(crc):
-  """TFRecord's masked checksum (rotated, plus a constant), so that a
-  checksum stored inside checksummed data stays well distributed."""
+  """TFRecord's masked checksum (rotated, plus a constant)."""
   crc = crc.astype(np.uint64)
   rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
   return ((rotated + _MASK_DELTA) & 0xFFFFFFFF).astype("<u4")
 
 
 def frame(records):
-  """The bytes of a TFRecord file holding each row of `records` (joined
-  `segments.Segments`) in order, as a uint8 array.
-
-  Each record is its length (uint64), that length's masked CRC, the data
-  and the data's masked CRC, all little-endian.
+  """The bytes (uint8) of a TFRecord file of the joined `records`, each
+  length, masked CRC, data, masked CRC, little-endian.
   """
   count = len(records.lengths)
   length_bytes = records.lengths.astype("<u8").view(np.uint8)

@@ -15,13 +15,7 @@ from estimator_scale.embeddings import shard_checkpoints
 
 
 class Horovod(base.Backend):
-  """See base class.
-
-  Holds the job's stop flag: the reducer folds it into each update's
-  allreduce and the coordinator's signal hook feeds and reads it; and the
-  elastic job it was made in (`elastic.run`, None outside one), whose
-  commits its Estimator writes.
-  """
+  """See base class; holds the job's stop flag and its elastic job, if any."""
 
   name = "horovod"
   compressions = ("none", "fp16")

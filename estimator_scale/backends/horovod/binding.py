@@ -1,7 +1,6 @@
 """Horovod's process-level settings: its knobs' defaults and core binding.
 
-Both must apply before `hvd.init()` starts Horovod's threads (defaults) or
-right after (binding), so the backend calls them in that order.
+Defaults must apply before `hvd.init()`, binding right after.
 """
 import os
 
@@ -21,8 +20,7 @@ has what each bought."""
 
 
 def apply_defaults(environ):
-  """Sets `HOROVOD_DEFAULTS` in `environ` where the user has not (before
-  hvd.init(), which reads them)."""
+  """Sets `HOROVOD_DEFAULTS` in `environ` where the user has not."""
   for key, value in HOROVOD_DEFAULTS.items():
     environ.setdefault(key, value)
 
@@ -32,10 +30,8 @@ BINDINGS = ("cores", "none")
 
 
 def rank_cores(available, local_rank, local_size):
-  """The cores a rank binds to: its even, disjoint share of `available`.
-
-  None where binding cannot help: one rank on the host, or more ranks than
-  cores (each would get none).
+  """The cores a rank binds to, its even share of `available`; None where
+  binding cannot help.
   """
   cores = sorted(available)
   share = len(cores) // local_size
@@ -47,22 +43,10 @@ def rank_cores(available, local_rank, local_size):
 def bind_to_cores(topology, environ, threads=None):
   """Binds this rank to its share of the cores, as mpirun --bind-to does.
 
-  Unbound, the OS moves each rank's compute thread, Horovod's background
-  thread and Gloo's threads across all cores, so ranks that each could own a
-  core take turns on all of them; bound, a rank's Horovod threads run on its
-  own core between its updates (docs/BENCH.md, "Horovod knobs", has
-  what it buys). A process the user or launcher already bound (an affinity narrower than
-  the machine) is left as it is, as is a rank asking for more intra-op
-  threads than its share; `ESTIMATOR_SCALE_CORE_BINDING=none` turns binding
-  off.
-
-  Args:
-    topology: this rank's place (local_rank, local_size).
-    environ: where `ESTIMATOR_SCALE_CORE_BINDING` is read.
-    threads: the intra-op threads the user asked for, if any.
-
-  Returns:
-    The cores bound to, or None.
+  Unbound, the OS moves every rank's threads over all cores (docs/BENCH.md,
+  "Horovod knobs"). A process already bound, or asking for more `threads`
+  than its share, is left alone; `ESTIMATOR_SCALE_CORE_BINDING=none` in
+  `environ` turns binding off. Returns the cores bound to, or None.
   """
   mode = environ.get(CORE_BINDING, "cores")
   if mode not in BINDINGS:

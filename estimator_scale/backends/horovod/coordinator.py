@@ -19,13 +19,9 @@ EXCHANGES = ("HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather",
 
 
 class RequireExchangeHook(tf.compat.v1.train.SessionRunHook):
-  """Refuses a training graph in which the ranks exchange nothing.
-
-  Such a graph trains each rank on its own shard, unsynchronised, with no
-  error: an Estimator made with this backend's RunConfig but an optimizer
-  that does not reduce (a canned estimator given a plain optimizer, a
-  model_fn calling `minimize`). Runs before the stop agreement adds its own
-  allreduce, and before any session, so every rank refuses alike.
+  """Refuses a training graph in which the ranks exchange nothing, which
+  would train each rank alone without error; on every rank, before any
+  session.
   """
 
   def __init__(self, ranks):
@@ -42,12 +38,8 @@ class RequireExchangeHook(tf.compat.v1.train.SessionRunHook):
 
 
 class HorovodCoordinator(coordinator.Coordinator):
-  """Horovod ranks: rank 0 decides, all ranks follow.
-
-  The start step is rank 0's checkpoint step (broadcast), so a restart agrees
-  even when only rank 0 can see the checkpoint; a SIGTERM to any rank stops
-  all of them after the same update; a rank whose input ends early fails
-  loudly instead of leaving the others blocked in an allreduce.
+  """Horovod ranks: rank 0 decides (its checkpoint step is the start), all
+  ranks follow; a SIGTERM to any rank stops all after the same update.
   """
 
   def __init__(self, topology, hvd, stop_flag):
@@ -95,9 +87,9 @@ class HorovodCoordinator(coordinator.Coordinator):
     return coordinator.result(last, estimator, target, stop.stopped)
 
   def evaluate(self, estimator, input_fn, checkpoint_path=None, **kwargs):
-    """Every rank gets the metrics. Rank 0 evaluates alone, with no
-    collectives, unless the checkpoint's tables were saved split over the
-    ranks, which then evaluate it together (`evaluation`)."""
+    """Every rank gets the metrics; rank 0 evaluates alone unless the tables
+    were saved split over the ranks (`evaluation`).
+    """
     chosen = None
     if self.topology.is_chief:
       path = checkpoint_path or estimator.latest_checkpoint()

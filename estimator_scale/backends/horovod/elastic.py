@@ -1,38 +1,7 @@
 """Elastic Horovod: training goes on while hosts join, leave or fail.
 
-horovodrun's elastic driver (`--min-np/--max-np/--host-discovery-script`)
-re-forms the ranks when the hosts change, and Horovod's elastic loop
-(`horovod.common.elastic.run_fn`) calls the training function again on every
-rank of the new set. Horovod's TensorFlow states keep the variables in memory
-through a session, which an Estimator hides and remakes for each train()
-call (horovod/horovod#3376), so here the state that matters is the
-checkpoint instead:
-
-- A commit is rank 0's checkpoint, written every `commit_every_n_steps`
-  updates. After each one every rank asks rank 0 (the only rank the driver
-  tells) whether the hosts changed, so all of them leave before the same
-  update.
-- A restart makes the Estimator again for the new size, and it restores the
-  checkpoint (global_step, the micro-batch counter, AdaScale's tau and
-  estimates, the optimizer's slots) and hands rank 0's variables to the
-  ranks that joined. Tables sharded over the ranks are not handed on: each
-  rank reads its range of rows at the new size from the tables every rank
-  saved at the commit (`shard_checkpoints`). The updates after the last
-  commit are lost and trained again; none is applied twice. The checkpoint
-  is read from rank 0's model_dir, and rank 0 may move to another host, so
-  every host must see the same model_dir.
-- What the ranks keep in memory across a restart is small (the last commit,
-  the size, the per-rank micro-batch) and travels as Horovod's
-  `ObjectState`.
-- The input is made again too, for the new size: the framework's inputs
-  resume at the commit's position and share the rest of the epoch over the
-  new ranks (`inputs.position`).
-
-A dead peer must surface as Horovod's own error for its loop to restart, so
-the Horovod backend does not turn it into a line naming the lost rank here,
-and a rank whose launcher is gone leaves at once (faults.py). A rank whose
-host the discovery script no longer lists leaves too, with exit status 0
-and one line saying so (`_rejoin`).
+Ranks carry rank 0's checkpoint across a change, not memory
+(docs/design.md#backendshorovodelasticpy).
 """
 import contextvars
 import dataclasses
@@ -78,24 +47,13 @@ def attempting():
 
 @dataclasses.dataclass(frozen=True)
 class Batch:
-  """The batch of the job at its current size: what `train` builds with.
-
-  Attributes:
-    global_batch_size: examples per update over all ranks.
-    accumulation_steps: micro-batches per update on each rank.
-  """
+  """The batch of the job at its current size: what `train` builds with."""
   global_batch_size: int
   accumulation_steps: int
 
 
 def batch_for_size(policy, micro_batch, start, size):
-  """The Batch of `size` ranks.
-
-  Args:
-    policy: one of BATCH_POLICIES.
-    micro_batch: examples in one micro-batch of one rank, fixed for the job.
-    start: the Batch the job was given.
-    size: the number of ranks now.
+  """The Batch of `size` ranks under `policy`, one rank's `micro_batch` fixed.
 
   Raises:
     errors.ConfigError: `hold` on a size that cannot share the update's
@@ -129,11 +87,8 @@ def check_arguments(elastic_batch, commit_every_n_steps):
 
 
 class CommitHook(tf.compat.v1.train.SessionRunHook):
-  """Commits every `every` updates, then leaves if the hosts changed.
-
-  Rank 0's checkpoint saver writes the same steps (the backend gives it this
-  interval), counted like this hook from the step the session starts at;
-  the commit runs before the next update, once the checkpoint is on disk.
+  """Commits every `every` updates, counted as rank 0's saver does, then
+  leaves if the hosts changed.
   """
 
   def __init__(self, job, every):
@@ -185,9 +140,7 @@ class _Job:
     return self._hvd.rank()
 
   def _broadcast(self, value):
-    """Rank 0's value. Eager even inside a training session, whose graph is
-    finalized and whose Estimator runs in graph mode (tf.init_scope would
-    lead back to that graph)."""
+    """Rank 0's value, eager even inside a finalized graph-mode session."""
     with context.eager_mode():
       return self._hvd.broadcast_object(value, root_rank=0,
                                         name="estimator_scale_elastic")
@@ -228,11 +181,10 @@ class _Job:
       _ATTEMPT.reset(token)
 
   def _back_to_commit_after_full_disk(self, error):
-    """Has a rank whose save found the disk full go back to the last commit
-    with the others (HorovodInternalError), after a wait, instead of ending:
-    with tables sharded over the ranks every rank saves, and all of them
-    ending would end the job. Gives up (re-raises `error`) after
-    FULL_DISK_ATTEMPTS failed saves in a row without a commit."""
+    """Sends this rank back to the last commit with the others after a wait.
+
+    Re-raises `error` after FULL_DISK_ATTEMPTS failed saves without a commit.
+    """
     from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
     self._full_disk_failures += 1
     if self._full_disk_failures > FULL_DISK_ATTEMPTS:
@@ -249,14 +201,10 @@ class _Job:
     raise exceptions.HorovodInternalError(error) from error
 
   def attach(self, model_dir, topology):
-    """The commit hooks of an Estimator made in this attempt; logs the
-    attempt's start once (old size, new size, the step it resumes at).
-    Rank 0 resumes from a checkpoint with its sharded tables: a rank lost
-    while the ranks saved them leaves the latest without.
+    """The commit hooks of an Estimator made in this attempt; logs its start.
 
     Raises:
-      errors.ConfigError: rank 0's model_dir lacks the last commit (every
-        rank raises it, so the job ends instead of re-forming).
+      errors.ConfigError: rank 0's model_dir lacks the last commit.
     """
     if not self._announced:
       self._announced = True
@@ -294,13 +242,7 @@ class _Job:
           old, size, self._why, step, recipe)
 
   def commit(self, step):
-    """Records the commit at `step` and leaves if the hosts changed
-    (HostsUpdatedInterrupt, on every rank at once).
-
-    A rank whose save failed (a full disk) goes back to the last commit
-    before it gets here: every rank takes the step from rank 0, so that
-    then this fails on each of them and the restart resumes from the
-    commit before, which is on disk, instead of a step that never was.
+    """Records the commit at `step` (rank 0's) and leaves if the hosts changed.
     """
     self.state.step = self._broadcast(step)
     self._full_disk_failures = 0
@@ -315,11 +257,8 @@ driver answers them."""
 
 
 def next_slot(environ):
-  """This process's values of `_SLOT_VARIABLES` in the next set of ranks,
-  from horovodrun's elastic driver; a rank of -1 means its host left the job.
-
-  Asked once per process and change: the driver counts the question as this
-  slot being ready, and answers once every slot of the old set has asked.
+  """This process's `_SLOT_VARIABLES` in the next set of ranks (rank -1: its
+  host left); ask once per change, as the driver counts the question.
   """
   # Lazy: Horovod is optional; `run` imported it for this rank.
   from horovod.runner.elastic import rendezvous  # pylint: disable=g-import-not-at-top
@@ -333,17 +272,8 @@ def next_slot(environ):
 
 
 def _rejoin(hvd, environ=None):
-  """Leaves the old set of ranks and joins the new one, or ends this
-  process, with status 0, where its host has left the job.
-
-  Horovod re-initialising by itself asks the driver for the slot's new
-  rank from its background thread, and where the discovery script dropped
-  the host, throws there a C++ exception that nothing can catch: the process
-  aborts with thread dumps, though the job goes on as it should without it.
-  So the question is asked here, where the answer can end the process
-  cleanly, and Horovod starts from the answer as it does at a first start,
-  from the environment, which it reads when it is not told to ask
-  (HOROVOD_ELASTIC unset for the call).
+  """Leaves the old set of ranks and joins the new one, or exits with status
+  0 where its host has left the job.
   """
   environ = os.environ if environ is None else environ
   hvd.shutdown()
@@ -362,16 +292,8 @@ def _rejoin(hvd, environ=None):
 
 
 def _join(environ=None):
-  """horovod.tensorflow, initialised for this rank of an elastic job.
-
-  A rank started into a round whose other ranks stopped waiting for it
-  (it took longer than HOROVOD_GLOO_TIMEOUT_SECONDS to start, on a busy
-  host) fails its first hvd.init() (HorovodInitError, from
-  third_party/horovod/lost_peer_at_init.patch). Leaving would get its host
-  blacklisted, and a job down to one rank would wait for the next start,
-  as slow; instead it asks the driver for its slot again, as those ranks
-  do, and the next round forms with it, started by then. Once: a rank
-  that fails a second time leaves, and the driver drops its host.
+  """horovod.tensorflow, initialised for this rank of an elastic job; a rank
+  that started too late for its round asks for its slot again, once.
   """
   try:
     return ranks.init_horovod()
@@ -389,33 +311,15 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
         commit_every_n_steps=COMMIT_EVERY_N_STEPS, intra_op_threads=None):
   """Runs `train(batch)` on every rank until it returns, through host changes.
 
-  `train` makes the Estimator (`make_estimator(..., distribution="horovod")`)
-  and trains it; it is called again, on the ranks of the new set, after each
-  change, and must build with `batch.global_batch_size` and
-  `batch.accumulation_steps` (the first call gets the values given here) and
-  read its data through the new Estimator's topology, so the input is
-  sharded for the new size. Estimators made inside it commit every
-  `commit_every_n_steps` updates.
-
-  Args:
-    train: Batch -> any; its result is returned on each rank.
-    global_batch_size: examples per update at the size the job starts with.
-    accumulation_steps: micro-batches per update at that size.
-    elastic_batch: one of BATCH_POLICIES.
-    commit_every_n_steps: updates between commits (rank 0's checkpoints):
-      the work a failure may lose, against the time saving takes.
-    intra_op_threads: threads per op on each rank (default: its share of
-      the host's cores), as `make_estimator` takes it; a process's thread
-      pool is sized once, here, before the ranks first agree.
-
-  Returns:
-    what `train` returned.
+  `train` makes and trains the Estimator (distribution="horovod") with the
+  Batch given, reading its data through the Estimator's topology; it is
+  called again on the new ranks after each change. Returns its result.
 
   Raises:
     errors.ConfigError: a bad argument; a size `hold` cannot honour; a
       model_dir that rank 0's host does not share.
     SystemExit: (status 0) on a rank whose host the discovery script
-      dropped: it has no part in the job any more.
+      dropped.
   """
   check_arguments(elastic_batch, commit_every_n_steps)
   if not ranks.elastic_requested():

@@ -1,19 +1,8 @@
 """Evaluation on every Horovod rank, for tables split over the ranks.
 
-No rank can look such a table up alone, so each rank evaluates a share of
-the batches with the training-time exchange (`sharded.read_on_ranks`):
-rank r reads batches r, r + N, ... of the evaluation input, so the ranks
-together read the batches one process would, whole. A rank whose batches
-have run out reads empty ones, since every lookup is a collective, until no
-rank has any left (an allreduce each step says so).
-
-TensorFlow's metrics keep totals (sums and counts, AUC's threshold
-buckets), which each rank accumulates over its batches; before the values
-are read, every total is summed over the ranks, so each rank reads the
-metrics one process computes. Estimator's `loss` is the mean of the
-batches' losses: an empty batch adds 0, and its count is taken out after.
-A metric whose state is not a sum (a maximum, a quantile) is not combined
-correctly.
+Rank r evaluates batches r, r + N, ..., then empty ones until no rank has
+any left (every lookup is a collective); metric totals are summed over the
+ranks, so a metric whose state is not a sum is not combined correctly.
 """
 import shutil
 import tempfile
@@ -58,8 +47,8 @@ def _call_input_fn(input_fn, mode, params, config):
 
 
 def split_input(input_fn, rank, size, steps):
-  """The input_fn of `rank`'s share: batches rank, rank + size, ... of the
-  first `steps` (None: all), then empty batches without end.
+  """The input_fn of `rank`'s share of the first `steps` batches, then
+  empty batches without end.
 
   Raises:
     ConfigError: `input_fn` returns no tf.data.Dataset.
@@ -84,9 +73,9 @@ def split_input(input_fn, rank, size, steps):
 
 
 class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
-  """Ends evaluation on every rank at the step no rank has a batch left,
-  and sums the metrics' totals over the ranks before their values are
-  read (its `end` runs before Estimator's final ops)."""
+  """Ends evaluation when no rank has a batch left and sums the metrics'
+  totals over the ranks before their values are read.
+  """
 
   def __init__(self, hvd, rows):
     self._hvd = hvd
@@ -123,8 +112,9 @@ class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
 
 
 def _evaluating_model_fn(model_fn, hvd, hooks):
-  """`model_fn` whose evaluation graph reads its tables on the ranks, its
-  loss 0 on an empty batch, with a `_SumOverRanksHook` (kept in `hooks`)."""
+  """`model_fn` whose evaluation reads its tables on the ranks, with loss 0
+  on an empty batch and a `_SumOverRanksHook` in `hooks`.
+  """
 
   def on_ranks(features, labels, mode, params, config):
     rows = _rows(features, labels)
@@ -141,20 +131,11 @@ def _evaluating_model_fn(model_fn, hvd, hooks):
 
 def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,
              hooks=None, name=None):
-  """Evaluates `checkpoint_path` on every rank, each a share of the
-  batches; every rank returns the metrics one process would.
+  """Evaluates `checkpoint_path` on every rank, each a share of the batches.
 
-  Rank 0 writes the evaluation's summaries as Estimator does; the others
-  write theirs to a directory removed after.
-
-  Args:
-    estimator: the tf.estimator.Estimator (the framework's wrapped one).
-    input_fn: the evaluation input_fn; it must return a tf.data.Dataset.
-    hvd: horovod.tensorflow, initialised.
-    checkpoint_path: the checkpoint every rank evaluates (rank 0's pick).
-    steps: batches to evaluate over all ranks (None: the whole input).
-    hooks: hooks every rank runs.
-    name: the evaluation's name (its summaries' directory).
+  Every rank returns the metrics one process would; only rank 0's summaries
+  are kept. `input_fn` must return a tf.data.Dataset; `steps` counts batches
+  over all ranks (None: the whole input).
   """
   if hvd.rank() == 0:
     logging.info("Evaluating %s on %d Horovod ranks: its tables are split "

@@ -1,32 +1,5 @@
-"""A lost host, link or launcher: every Horovod rank ends, and says who is lost.
-
-What horovodrun (Gloo) leaves to the ranks:
-
-- It starts over ssh every rank on a host that is not one of the launching
-  host's interface addresses; where host names resolve to loopback (stock
-  Debian) that is every rank, the launching host's own included. When it
-  stops a job (a rank failed, Ctrl-C) it signals its ssh clients only: the
-  rank at the other end is not told, and trains on with nobody reading its
-  output. `watch_launcher` ends such a rank.
-- A rank whose peer's process died learns it at once (Gloo: connection closed
-  by peer); one whose peer's host or link went silent learns it when Horovod's
-  background negotiation times out (HOROVOD_GLOO_TIMEOUT_SECONDS). Either way
-  every Horovod op then fails with "Horovod has been shut down", which names
-  no one, and horovodrun reports the first process that exited, which after
-  a silent peer is a survivor. `NamingLostRanks` asks the other ranks'
-  processes whether they are still there and names the ones that are not.
-
-Under horovodrun's elastic driver (HOROVOD_ELASTIC=1) a lost rank is not
-the end of the job: the other ranks' next collective fails with Horovod's
-own error, which its elastic loop answers by re-forming the ranks (elastic.py),
-so no line names the lost rank there, and a rank whose launcher is gone
-leaves at once instead of asking every rank to stop.
-
-The Gloo timeout stays Horovod's own: it also bounds how far apart the ranks
-may reach hvd.init(), and a shorter one would fail jobs whose hosts start
-slowly. A rank that still has not ended well after it (a Horovod op that
-never returns once the background loop has stopped) is ended by
-`StallWatch`, which names the lost rank the same way.
+"""A lost host, link or launcher: every Horovod rank ends, and says who is lost
+(docs/design.md#backendshorovodfaultspy).
 """
 import concurrent.futures
 import contextlib
@@ -78,12 +51,7 @@ _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 def collective_failed(error):
   """Whether `error` is a Horovod collective's failure (a peer died, left or
-  went silent) rather than an error of this rank's own.
-
-  Horovod fails an op in one of two ways, by a race: once its background
-  loop has stopped, every op raises SHUT_DOWN; an op whose own transfer
-  broke raises the transport's error (Gloo's text, no Horovod in it), so
-  there the failed op's type tells.
+  went silent) rather than this rank's own error.
   """
   if SHUT_DOWN in str(error):
     return True
@@ -103,9 +71,7 @@ errors as in Python's."""
 
 
 def disk_full(error):
-  """The line of `error` that says a write found its disk full (a save
-  that may succeed once room is made, unlike a path that cannot be
-  written), or None."""
+  """The line of `error` saying a write found its disk full, or None."""
   return next((line.strip() for line in str(error).splitlines()
                if any(text in line for text in _DISK_FULL)), None)
 
@@ -114,10 +80,8 @@ _watchdog_started = False
 
 
 def output_pipes():
-  """This process's stdout and stderr where they are pipes or sockets.
-
-  Those lead to whoever launched it (horovodrun's middleman, an sshd); a
-  terminal or a file says nothing about a launcher.
+  """This process's stdout and stderr where they are pipes or sockets (which
+  lead to its launcher).
   """
   fds = []
   for fd in (1, 2):
@@ -131,12 +95,8 @@ def output_pipes():
 
 
 def wait_until_unread(fds, timeout=None):
-  """Whether one of `fds` lost its reader, waiting up to `timeout` seconds
-  (None: for as long as it takes).
-
-  Polled for no event at all, a pipe's write end reports only an error, which
-  the kernel raises when the read end closes, and a socket only a hang-up: so
-  this sleeps until the launcher is gone, at no cost meanwhile.
+  """Whether one of `fds` lost its reader within `timeout` s (None: no limit),
+  polled for no event, so sleeping until then.
   """
   poller = select.poll()
   for fd in fds:
@@ -147,16 +107,7 @@ def wait_until_unread(fds, timeout=None):
 def watch_launcher(grace_seconds=GRACE_SECONDS, environ=None):
   """Ends this rank once nobody reads its output; returns whether it watches.
 
-  Nobody reading means the launcher, or the ssh connection it started this
-  rank through, is gone: the job is over for whoever started it, and a rank
-  left to itself would train to the end or block on peers that were stopped.
-  The rank first gets the SIGTERM horovodrun would have sent it, then is
-  ended after `grace_seconds`. Started before hvd.init(), so a rank
-  abandoned while the ranks meet ends too; once per process.
-
-  In an elastic job the rank leaves at once: a SIGTERM would stop every
-  rank after the same update, ending the job that the others should carry
-  on after re-forming without this one.
+  Start before hvd.init(); once per process.
   """
   global _watchdog_started
   environ = os.environ if environ is None else environ
@@ -183,11 +134,8 @@ def _end_when_unread(fds, grace_seconds):
 
 
 def _interface_address(iface):
-  """The IPv4 address of network interface `iface`, or None.
-
-  horovodrun picks one interface that every host reaches every other on and
-  hands it to the ranks (HOROVOD_GLOO_IFACE); an address on it is one the
-  other ranks can connect to, whatever the host names resolve to.
+  """The IPv4 address of network interface `iface` (HOROVOD_GLOO_IFACE), or
+  None: one the other ranks can reach whatever the host names resolve to.
   """
   if not iface:
     return None
@@ -203,11 +151,7 @@ def _interface_address(iface):
 
 
 class _Listener:
-  """A port that accepts connections for as long as this process lives.
-
-  Its answer is the liveness check: the kernel closes it with the process,
-  and a host that is down or cut off cannot answer at all.
-  """
+  """A port that accepts connections for as long as this process lives."""
 
   def __init__(self):
     self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -241,10 +185,7 @@ def probe(address, port, timeout=PROBE_SECONDS):
 class Peers:
   """Every rank's host and where its process answers while it lives.
 
-  Args:
-    rank: this rank.
-    table: per rank, (host name, address to probe or None, port).
-    listener: this rank's own listener, kept open with the object.
+  `table` holds per rank (host name, address to probe or None, port).
   """
 
   def __init__(self, rank, table, listener=None):
@@ -254,12 +195,8 @@ class Peers:
 
   @classmethod
   def exchange(cls, hvd, environ):
-    """Opens this rank's listener and learns every rank's (a collective).
-
-    A rank advertises its address on the interface horovodrun chose; where
-    there is none (another launcher), nobody probes it, since its host name
-    may resolve to loopback on the others and a probe would then ask the
-    wrong host.
+    """Opens this rank's listener and learns every rank's (a collective); a
+    rank without horovodrun's interface is not probed.
     """
     listener = _Listener()
     host = environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
@@ -272,9 +209,8 @@ class Peers:
     return self.table[rank][0]
 
   def lost(self, timeout=PROBE_SECONDS):
-    """[(rank, why)] of the other ranks whose process does not answer.
-
-    Probed all at once, so a job with many silent hosts takes one timeout.
+    """[(rank, why)] of the other ranks whose process does not answer, all
+    probed at once.
     """
     others = [r for r in range(len(self.table))
               if r != self.rank and self.table[r][1]]
@@ -294,21 +230,8 @@ class Peers:
 
 
 class NamingLostRanks:
-  """A Horovod coordinator whose failure after a lost rank names that rank.
-
-  Horovod's own error says only that it has shut down; the line this raises
-  instead says which rank and host are gone and what to do, while the ranks
-  that can still tell are alive. Where every other rank still answers (one
-  failed on an error of its own, which it reports), the original error
-  stands.
-
-  A call that stalls instead of failing ends the rank by `StallWatch`.
-
-  Args:
-    coordinator: the HorovodCoordinator to delegate to.
-    peers: this job's `Peers`.
-    stall_seconds: how long a call may go without an update before its
-      `StallWatch` probes the peers (`stall_seconds`).
+  """A Horovod coordinator whose failure after a lost rank names that rank;
+  where every other rank answers, the original error stands.
   """
 
   def __init__(self, coordinator, peers, stall_seconds):
@@ -356,8 +279,7 @@ class NamingLostRanks:
 
 
 def stall_seconds(environ):
-  """How long a rank of a job with this environment may go without an
-  update before `StallWatch` probes its peers."""
+  """How long a rank may go without an update before `StallWatch` probes."""
   gloo_timeout = float(environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS") or 30)
   return gloo_timeout + STALL_MARGIN_SECONDS
 
@@ -371,16 +293,8 @@ def _end_naming(line):
 class StallWatch:
   """Ends a rank that made no progress for `seconds` while a peer is lost.
 
-  Horovod ends a rank whose peer went silent by its Gloo timeout, but an op
-  enqueued as its background loop stops is never answered, and the step
-  that waits for it never returns: the rank hangs with the job lost. Only
-  a stall costs probes (a long step or evaluation of a healthy job finds
-  every peer there and waits on), so no job pays for it while it trains.
-
-  Args:
-    peers: this job's `Peers`.
-    seconds: the stall after which peers are probed (`stall_seconds`).
-    end: called with the line naming the lost ranks; must not return.
+  Only a stall costs probes. `end` gets the line naming the lost ranks and
+  must not return.
   """
 
   def __init__(self, peers, seconds, end=_end_naming):
@@ -412,9 +326,9 @@ class StallWatch:
         self._since = time.monotonic()
 
   def stalled(self, now):
-    """The line naming the lost ranks when the watched call stalled with
-    some lost; else None (and a stall with every peer there waits another
-    `seconds` before the next probe)."""
+    """The line naming the lost ranks if the watched call stalled with some
+    lost; else None.
+    """
     with self._lock:
       if self._since is None or now - self._since < self._seconds:
         return None

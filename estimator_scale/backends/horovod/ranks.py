@@ -1,9 +1,4 @@
-"""This process as a Horovod rank: started by horovodrun, initialised, bound.
-
-The rank primitives the backend and elastic runs share: whether a launcher
-started this process (and as an elastic job), importing and initialising
-Horovod with what must hold first, and this rank's topology and cores.
-"""
+"""This process as a Horovod rank: started by horovodrun, initialised, bound."""
 import ipaddress
 import os
 import socket
@@ -40,10 +35,8 @@ checksum)."""
 
 
 def hostname_address():
-  """(host name, the address Gloo binds to when given no interface).
-
-  Gloo resolves the host name and takes the first address it can bind,
-  which is the first one the resolver gives; None where it resolves to none.
+  """(host name, the first address it resolves to: where Gloo binds without
+  an interface), the address None where it resolves to none.
   """
   name = socket.gethostname()
   try:
@@ -57,17 +50,12 @@ def check_process_set_interface(environ, resolve=hostname_address,
                                 marker=PATCH_MARKER):
   """Refuses, in one line, a job that an unpatched Horovod would abort.
 
-  Horovod 0.28.1 makes the global process set's Gloo context on the address
-  the host name resolves to instead of the interface horovodrun chose
-  (third_party/horovod/process_set_iface.patch has the details). Where that
-  address is loopback, every rank of a job spanning hosts tells its peers to
-  connect to loopback and hvd.init() aborts in C++ with a
-  gloo::IoException that names neither cause nor fix. Checked before
-  hvd.init(), from what horovodrun sets in each rank's environment; the
-  patched build is known by the marker the setup writes next to it.
+  Horovod 0.28.1 forms its process set on the host name's address, and on
+  loopback a multi-host hvd.init() aborts with a bare gloo::IoException
+  (third_party/horovod/process_set_iface.patch).
 
   Raises:
-    errors.TopologyError: a Gloo job spanning hosts, on a host whose name
+    errors.TopologyError: a multi-host Gloo job on a host whose name
       resolves to loopback, with an unpatched Horovod.
   """
   if "HOROVOD_GLOO_RENDEZVOUS_ADDR" not in environ:
@@ -110,7 +98,8 @@ def read_topology(hvd, backend):
 
 def bind_rank(hvd, backend, intra_op_threads):
   """(topology, threads per op) of this rank, bound to its cores and its
-  TensorFlow thread pool sized, which must come before any TensorFlow op."""
+  thread pool sized; call before any TensorFlow op.
+  """
   topology = read_topology(hvd, backend)
   cores = binding.bind_to_cores(topology, os.environ, intra_op_threads)
   threads = intra_op_threads or (len(cores) if cores else max(
@@ -120,11 +109,8 @@ def bind_rank(hvd, backend, intra_op_threads):
 
 
 def init_horovod():
-  """horovod.tensorflow, initialised for this rank (again: no-op).
-
-  What must hold before hvd.init(): a build that can form the ranks, a
-  watchdog for a rank abandoned while they meet, Horovod's knobs set. A
-  task of a Slurm step becomes a rank here, from the step's layout.
+  """horovod.tensorflow, initialised for this rank (again: no-op), after what
+  must hold first (the build checked, the launcher watched, the knobs set).
   """
   if not launched() and slurm.in_step(os.environ):
     srun.start_rank(os.environ)

@@ -1,35 +1,5 @@
-"""Horovod's reduction of one update: a grouped allreduce for everything.
-
-Allreduce compression casts the dense gradients to float16 for the exchange
-only: each replica's gradients and AdaScale's squared norms are computed in
-float32 before it, the norms are summed uncompressed, and the mean is cast
-back to float32 before anything reads it. So AdaScale's sigma^2 and mu^2 are
-exact up to the rounding of the mean gradient (a relative 2^-11 per
-element). float16 holds magnitudes up to 65504: a larger gradient arrives as
-inf, and the update is skipped as any non-finite one is (AdaScale, float16
-loss scaling).
-
-Sparse gradients (embedding lookups) travel one of two ways, chosen per
-gradient (`sparse_exchange`: "auto", or "sparse" or "dense" for all),
-except a sharded table's (`embeddings/sharded.py`), which its lookup has
-already brought to the rank that owns its rows:
-- sparse: each rank's rows, duplicates merged first, are allgathered. Horovod's
-  own allreduce of IndexedSlices gathers every lookup, so a row looked up a
-  thousand times is sent a thousand times (horovod/horovod#3328); merged, it
-  is sent once per rank. Every rank receives the rows of all ranks.
-- dense: the rows are summed into a tensor the size of the table, which
-  joins the grouped allreduce (what Horovod's `sparse_as_dense=True` does),
-  with a count of the ranks that touched each row beside it.
-Either way the optimizer gets IndexedSlices of the rows some rank touched,
-each once, holding the mean, so lazy optimizers (momentum, Adam) update the
-rows they would on one process whichever way the rows travelled.
-
-"auto" picks dense once the rows gathered exceed the table's rows (the
-ranks touch most of the table, and a ring allreduce of the table costs
-less than everyone receiving everyone's rows). The ranks must agree without
-a further exchange, so the choice for an update comes from the rows the
-previous update gathered, a sum every rank received in the same grouped
-allreduce; the first update of a graph goes sparse.
+"""Horovod's reduction of one update: a grouped allreduce for everything
+(docs/design.md#backendshorovodreducerpy).
 """
 import tensorflow as tf
 
@@ -41,11 +11,8 @@ from estimator_scale.train_ops import gradients
 
 
 def _grouped_sum(hvd, tensors):
-  """Sums `tensors` over the ranks: one grouped allreduce per dtype.
-
-  A grouped allreduce takes one dtype; everything of that dtype shares one
-  negotiation per update. The groups are made in the order their dtypes
-  first appear, the same on every rank, as Horovod's op names must be.
+  """Sums `tensors` over the ranks: one grouped allreduce per dtype, the
+  groups in first-appearance order (the same on every rank).
   """
   summed = [None] * len(tensors)
   for dtype in dict.fromkeys(t.dtype for t in tensors):
@@ -62,13 +29,8 @@ def _empty_like(tensor):
 
 
 class _SparseExchange:
-  """One sparse gradient's way through an update's exchange.
-
-  `dense_payload` and `sparse_payload` are what this rank contributes to the
-  grouped allreduce and to the allgathers; in the way not taken they have no
-  rows, so every rank runs the same collectives with agreeing shapes and no
-  collective sits inside a tf.cond. `mean` turns what came back into
-  IndexedSlices.
+  """One sparse gradient's way through an update's exchange; the way not
+  taken sends no rows, so no collective sits inside a tf.cond.
   """
 
   def __init__(self, grad, ranks, mode):
@@ -121,13 +83,8 @@ class _SparseExchange:
                         lambda: (values / self._ranks, rows))
 
   def mean(self, dense_sums, gathered, rows_gathered):
-    """The global mean as IndexedSlices, one entry per row any rank touched.
-
-    Args:
-      dense_sums: the allreduced dense payload, or None.
-      gathered: the allgathered sparse payload, or None.
-      rows_gathered: the rows all ranks sent this update (summed), stored for
-        the next update's choice.
+    """The global mean as IndexedSlices, one entry per row any rank touched;
+    stores `rows_gathered` for the next update's choice.
     """
 
     def from_dense():
@@ -153,22 +110,7 @@ class _SparseExchange:
 class HorovodReducer(reducers.LocalReducer):
   """Horovod ranks: one grouped allreduce per update, for everything.
 
-  Each update's dense gradients, AdaScale's scalar sums and the SIGTERM stop
-  flag travel in the same grouped allreduce (one per dtype: a compressed
-  exchange with float32 sums, AdaScale's or sparse row counts, makes two;
-  the flag takes the gradients' dtype), so an update pays one negotiation
-  instead of one per kind; each extra one costs Horovod a cycle
-  (HOROVOD_CYCLE_TIME) of waiting.
-  The gradients are divided by the rank count before the sum, which keeps a
-  float16 exchange as far from overflow as Horovod's own average. Sparse
-  gradients go as the module docstring says; their allgathers are issued
-  beside the grouped allreduce, so Horovod negotiates them in the same cycle.
-
-  Args:
-    hvd: the `horovod.tensorflow` module.
-    compression: "none" or "fp16".
-    stop_flag: the backend's `StopFlag`, folded into the allreduce.
-    sparse_exchange: one of `names.SPARSE_EXCHANGES`.
+  `stop_flag` (the backend's `StopFlag`) rides in the allreduce too.
   """
 
   def __init__(self, hvd, compression, stop_flag, sparse_exchange="auto"):
@@ -184,8 +126,7 @@ class HorovodReducer(reducers.LocalReducer):
     self._owned = ()
 
   def expect(self, variables, loss):
-    """See base class; notes which variables are sharded tables, whose
-    gradients stay out of the exchange."""
+    """See base class; sharded tables' gradients stay out of the exchange."""
     del loss  # nothing waits for it
     self._owned = [sharded.is_sharded(v) for v in variables]
 
@@ -197,12 +138,8 @@ class HorovodReducer(reducers.LocalReducer):
     return update
 
   def each_worker(self, value, replicas_per_worker):
-    """See base class.
-
-    Each rank's value sits at its own place in a vector of zeros, which
-    rides in the update's grouped allreduce (with the stop flag): a
-    second Horovod collective in the update's graph left the ranks
-    waiting, and would cost a negotiation besides.
+    """See base class; rides in the update's grouped allreduce (a second
+    collective in the graph left the ranks waiting).
     """
     del replicas_per_worker  # one replica per rank
     hvd = self._hvd

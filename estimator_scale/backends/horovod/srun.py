@@ -1,11 +1,5 @@
-"""Horovod ranks that srun started: Gloo's rendezvous without horovodrun.
-
-Before a rank's hvd.init(), horovodrun does two things: it serves the Gloo
-rendezvous (an HTTP key-value store where the ranks find each other) and
-gives each rank its HOROVOD_* variables. Inside a Slurm step every task can
-work both out from the step itself, so the first task serves the rendezvous
-and each task sets its own variables: Slurm users need neither ssh between
-nodes, nor MPI, nor a hostfile.
+"""Horovod ranks that srun started: Gloo's rendezvous without horovodrun,
+so no ssh, MPI or hostfile is needed.
 """
 import socket
 import threading
@@ -18,10 +12,8 @@ from estimator_scale.backends import slurm
 
 
 def _serve_rendezvous(ranks, port):
-  """Serves the Gloo rendezvous of `ranks` on `port` from a daemon thread.
-
-  Horovod's own server, as horovodrun runs it, but on the step's agreed port
-  (horovodrun picks a free one and tells the ranks, which srun cannot).
+  """Serves the Gloo rendezvous of `ranks` on `port` (the step's agreed one)
+  from a daemon thread.
   """
   # Lazy: Horovod is optional, and only a rank imports it.
   from horovod.runner.common.util import hosts  # pylint: disable=g-import-not-at-top
@@ -51,11 +43,8 @@ def _address(node):
 
 
 def _interface(address):
-  """The network interface that carries `address` here, or None.
-
-  horovodrun tells each rank one interface every host reaches the others
-  on (HOROVOD_GLOO_IFACE); under srun the node's own address (its host name
-  resolved) says the same. Loopback is no such interface.
+  """The network interface that carries `address` here (not loopback), or
+  None.
   """
   if address.startswith("127."):
     return None
@@ -91,14 +80,8 @@ def _wait_for_rendezvous(address, port, node, timeout=RENDEZVOUS_WAIT_S):
 def start_rank(environ, serve=_serve_rendezvous, wait=_wait_for_rendezvous):
   """Makes this task of a Slurm step a Horovod rank, as horovodrun would.
 
-  Sets the rank's HOROVOD_* variables (rank, size, local and cross ranks
-  from the step's layout; Gloo for control and CPU operations; unless set,
-  the interface of the node's own address, which also lets a rank name a
-  lost peer's node) in `environ`, for hvd.init() to read; task 0 first
-  starts the rendezvous, and the others wait until it answers.
-
-  Returns:
-    The rendezvous server on task 0, None on the others.
+  Sets the HOROVOD_* variables in `environ`; returns the rendezvous server
+  on task 0 (which starts it), None on the others (which wait for it).
 
   Raises:
     errors.TopologyError, errors.ConfigError: naming the variable at fault.

@@ -1,11 +1,5 @@
-"""A SIGTERM on any rank stops every rank after the same update.
-
-Each update sums a per-rank "stop requested" flag over the ranks, so all of
-them see the request at the same step and rank 0's checkpoint saver writes
-that step. The flag rides in the gradients' allreduce when the framework's
-reducer made the update (one negotiation per update instead of two); a
-model_fn that reduces on its own gets a separate allreduce for it. The
-backend owns one `StopFlag` and hands it to both the reducer and the hook.
+"""A SIGTERM on any rank stops every rank after the same update: each
+update sums a per-rank stop flag over the ranks.
 """
 import signal
 
@@ -14,10 +8,8 @@ import tensorflow as tf
 
 
 class StopFlag:
-  """The flag of one training graph and its sum over the ranks.
-
-  A train() call builds a new graph, so the flag is remade per graph; the
-  reducer that folds it in records the sum (`folded`), the hook reads both.
+  """The flag of one training graph and its sum over the ranks (remade per
+  graph).
   """
 
   def __init__(self):
@@ -53,10 +45,7 @@ class StopFlag:
 class SignalStopHook(tf.compat.v1.train.SessionRunHook):
   """Feeds a SIGTERM into the stop flag; stops when any rank asked.
 
-  Args:
-    stop_flag: the backend's `StopFlag`.
-    agree: flag tensor -> tensor summed over all ranks, for graphs whose
-      reducer did not fold the flag in.
+  `agree` sums the flag over the ranks where the reducer did not.
   """
 
   def __init__(self, stop_flag, agree):

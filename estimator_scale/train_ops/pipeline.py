@@ -13,6 +13,7 @@ builds (`declare_estimator`), so `build_train_op` takes them when it is
 given none and refuses, in one line naming both, a TrainingConfig or
 Topology that says otherwise.
 """
+import contextlib
 import dataclasses
 from typing import Optional
 import weakref
@@ -483,9 +484,16 @@ def count_micro_batches(k):
   """Adds an update's k micro-batches to `MICRO_BATCHES`.
 
   Every train op counts, at k = 1 too, so a checkpoint restarts with any
-  accumulation.
+  accumulation. On parameter servers it sits beside global_step: the
+  round-robin placement would put it after the chief's own variables (the
+  optimizer's, AdaScale's), which the other workers do not make, so a
+  worker could look for it on another task than the one the chief
+  initialised.
   """
-  with root_variable_scope():
+  step_device = tf.compat.v1.train.get_or_create_global_step().device
+  on_ps = "/job:ps" in step_device
+  with root_variable_scope(), \
+      (tf.device(step_device) if on_ps else contextlib.nullcontext()):
     counter = tf.compat.v1.get_variable(
         MICRO_BATCHES, shape=[], dtype=tf.int64, trainable=False,
         initializer=tf.compat.v1.zeros_initializer(),

@@ -24,7 +24,7 @@ clipping needs them after the reduction. They travel inside the gradient:
 each lookup's gradient entry gets a last column of ones (`with_counts`),
 which every sum of the pipeline (merging a row's entries, accumulation,
 any backend's exchange) adds up with the row; after the reduction the
-column holds cnt_j / n for n gradient samples, and `split_counts` takes it
+column holds cnt_j / n for n gradient samples, and `clip_update` takes it
 off. So the clipping sees the counts and the mean of one process's update.
 
 Tables are the variables whose gradient is sparse (IndexedSlices); those
@@ -38,7 +38,6 @@ import tensorflow as tf
 from estimator_scale import errors
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
-from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import parts
 
 RULE = "cowclip"
@@ -97,69 +96,87 @@ def with_counts(grad, variable):
                           tf.concat([shape[:1], shape[1:] + 1], 0))
 
 
-def split_counts(grad, samples):
-  """(the reduced gradient without its count column, each row's count).
-
-  A sparse gradient's entries of one row are merged first: the row is
-  clipped as a whole, by all its lookups' count.
-
-  Args:
-    grad: `with_counts`' gradient after accumulation and reduction; sparse,
-      or dense where the exchange made it so (a row nobody looked up counts
-      0).
-    samples: the gradient samples the reduction averaged (n).
-  """
-  grad = gradients.merge_duplicates(grad)
-  values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
-  counts = tf.round(values[:, -1] * float(samples))
-  if not isinstance(grad, tf.IndexedSlices):
-    return values[:, :-1], counts
-  shape = tf.cast(grad.dense_shape, tf.int64)
-  return tf.IndexedSlices(values[:, :-1], grad.indices,
-                          tf.concat([shape[:1], shape[1:] - 1], 0)), counts
+def _strip(values):
+  """(the gradient's own columns, the counts column)."""
+  return values[:, :-1], values[:, -1]
 
 
-def clip_rows(values, rows, counts, ratio, min_norm):
-  """Each gradient row scaled down to at most cnt * max(r ||w||, zeta).
+def clip_factors(values, rows, counts, ratio, min_norm):
+  """Per row, the factor that scales it to at most cnt * max(r ||w||, zeta).
 
   Args:
-    values: gradient rows, [n, d].
+    values: the update's gradient rows, one per id, [n, d].
     rows: the table's rows they update, as before the update, [n, d].
-    counts: the id's occurrences in the update, [n].
+    counts: the ids' occurrences in the update, [n].
     ratio, min_norm: r and zeta.
   """
   bound = counts * tf.maximum(ratio * tf.norm(rows, axis=1), min_norm)
   norm = tf.norm(values, axis=1)
-  factor = tf.where(norm > bound, tf.math.divide_no_nan(bound, norm), 1.0)
-  return values * factor[:, None]
+  return tf.where(norm > bound, tf.math.divide_no_nan(bound, norm), 1.0)
 
 
-def _clip(grad, variable, counts, ratio, min_norm):
-  """`clip_rows` of one table's gradient, sparse or dense."""
+def _clip_dense(grad, variable, samples, ratio, min_norm):
+  """A table's gradient the exchange made dense: every row, counts beside."""
+  values, counts = _strip(grad)
+  factors = clip_factors(values, tf.convert_to_tensor(variable),
+                         tf.round(counts * samples), ratio, min_norm)
+  return values * factors[:, None]
+
+
+def _clip_sparse(grad, variable, samples, ratio, min_norm):
+  """A table's sparse gradient, its entries of one row clipped as the row.
+
+  The bound is the row's whole (its entries summed, its lookups counted),
+  but the entries stay as they came: their number is the one the exchange
+  fixed, which tf.distribute's replica-context apply needs from step to
+  step (see backends/reducers.py).
+  """
+  ids, positions = tf.unique(grad.indices)
+  merged = tf.math.unsorted_segment_sum(grad.values, positions,
+                                        tf.shape(ids)[0])
+  values, counts = _strip(merged)
+  factors = clip_factors(values, tf.gather(variable, ids),
+                         tf.round(counts * samples), ratio, min_norm)
+  own, _ = _strip(grad.values)
+  return tf.IndexedSlices(own * tf.gather(factors, positions)[:, None],
+                          grad.indices, _narrowed(grad.dense_shape))
+
+
+def _narrowed(dense_shape):
+  shape = tf.cast(dense_shape, tf.int64)
+  return tf.concat([shape[:1], shape[1:] - 1], 0)
+
+
+def _unclipped(grad):
+  """A table's gradient without its counts, not clipped (a linear part's)."""
   if not isinstance(grad, tf.IndexedSlices):
-    return clip_rows(grad, tf.convert_to_tensor(variable), counts, ratio,
-                     min_norm)
-  rows = tf.gather(variable, grad.indices)
-  return tf.IndexedSlices(clip_rows(grad.values, rows, counts, ratio,
-                                    min_norm), grad.indices, grad.dense_shape)
+    return _strip(grad)[0]
+  return tf.IndexedSlices(_strip(grad.values)[0], grad.indices,
+                          _narrowed(grad.dense_shape))
 
 
 def clip_update(grads, variables, tables, samples, ratio, min_norm):
-  """The update's reduced gradients with every table's rows clipped.
+  """The update's reduced gradients with every table's rows clipped and
+  the counts taken off.
 
   Args:
-    grads: the reduced mean gradients, per variable (None kept).
+    grads: the reduced mean gradients, per variable (None kept); a table's
+      carries its counts (`with_counts`), each divided by `samples`, and
+      is sparse, or dense where the exchange made it so.
     variables: their variables.
-    tables: per gradient, whether it carries counts (`with_counts`).
-    samples: the gradient samples the reduction averaged.
+    tables: per gradient, whether it carries counts.
+    samples: the gradient samples the reduction averaged (n).
     ratio, min_norm: r and zeta.
   """
   clipped = []
   for grad, variable, table in zip(grads, variables, tables):
     if table and grad is not None:
-      grad, counts = split_counts(grad, samples)
-      if not parts.is_linear(variable):
-        grad = _clip(grad, variable, counts, ratio, min_norm)
+      if parts.is_linear(variable):
+        grad = _unclipped(grad)
+      else:
+        clip = (_clip_sparse if isinstance(grad, tf.IndexedSlices) else
+                _clip_dense)
+        grad = clip(grad, variable, float(samples), ratio, min_norm)
     clipped.append(grad)
   return clipped
 

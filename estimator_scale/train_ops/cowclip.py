@@ -77,8 +77,8 @@ def resolved(ratio, min_norm):
 def with_counts(grad, variable):
   """An embedding's gradient with a column of ones after its values.
 
-  Call it on a micro-batch's gradient as `tf.gradients` gives it, one
-  entry per lookup, before any merge; a dense gradient (or None) is
+  Call it on each micro-batch's gradient as `tf.gradients` gives it, one
+  entry per lookup, before accumulation; a dense gradient (or None) is
   returned as it is.
 
   Raises:

@@ -8,6 +8,7 @@ import tensorflow as tf
 import estimator_scale as es
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import cowclip
+from estimator_scale.train_ops import names
 from estimator_scale.train_ops import pipeline
 from tests.helpers import trainer
 from tests.helpers.results import max_difference
@@ -89,6 +90,42 @@ def test_accumulation_equals_one_large_batch(tmp_path):
              for e in runs.values())
   assert max_difference(a, b) <= 1e-5
   assert max_difference(b, c) > 1e-3  # the clipping bound the table
+
+
+def test_a_gradient_the_exchange_made_dense_is_clipped_alike():
+  # Mirrored's exchange sums a sparse gradient of varying length into the
+  # table's shape: counts beside every row, 0 where no lookup was.
+  samples = 2.0
+  grad = np.zeros_like(TABLE)
+  np.add.at(grad, IDS, WEIGHTS)
+  counts = np.bincount(IDS, minlength=len(TABLE))[:, None] / samples
+  with tf.Graph().as_default():
+    table = tf.compat.v1.get_variable("table", initializer=TABLE,
+                                      use_resource=True)
+    dense = tf.constant(np.concatenate([grad / samples, counts], 1),
+                        tf.float32)
+    sparse = cowclip.with_counts(
+        tf.IndexedSlices(tf.constant(WEIGHTS), tf.constant(IDS),
+                         tf.constant(TABLE.shape, tf.int64)), table)
+    sparse = tf.IndexedSlices(sparse.values / samples, sparse.indices,
+                              sparse.dense_shape)
+    clipped = cowclip.clip_update([dense, sparse], [table, table],
+                                  [True, True], samples, RATIO, MIN_NORM)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      got_dense, got_sparse = sess.run([clipped[0],
+                                        tf.convert_to_tensor(clipped[1])])
+  bound = np.bincount(IDS) * np.maximum(
+      RATIO * np.linalg.norm(TABLE, axis=1), MIN_NORM)
+  norm = np.linalg.norm(grad / samples, axis=1)
+  want = grad / samples * np.minimum(bound / norm, 1.0)[:, None]
+  np.testing.assert_allclose(got_dense, want, rtol=1e-6)
+  np.testing.assert_allclose(got_sparse, want, rtol=1e-6)
+  assert list(norm > bound) == [True, True, True, False]
+
+
+def test_the_rule_is_one_of_the_options():
+  assert cowclip.RULE in names.LR_SCALING_RULES
 
 
 @pytest.mark.parametrize("kwargs,message", [

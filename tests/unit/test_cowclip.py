@@ -21,12 +21,21 @@ WEIGHTS = np.array([[4.0, -1.0], [2.0, 2.0], [1.0, 1.0], [-3.0, 0.5],
 RATIO, MIN_NORM, RATE, DENSE = 0.5, 0.2, 0.1, 1.5
 
 
-def _loss(features, labels):
+def _table_rows(shape, dtype=None, partition_info=None):
+  """TABLE's rows of a partition (all of them unpartitioned)."""
+  start = partition_info.var_offset[0] if partition_info else 0
+  return tf.constant(TABLE[start:start + shape[0]], dtype)
+
+
+def _loss(features, labels, parts=1):
   """mean_i (w s_i + 1)^2 / 2 with s_i = table[id_i] . a_i: each gradient
-  reads both variables, so neither update may run before both are read."""
+  reads both variables, so neither update may run before both are read.
+  The table is in `parts` partitions, as over parameter servers."""
   del labels
   table = tf.compat.v1.get_variable(
-      "table", initializer=TABLE, use_resource=True)
+      "table", TABLE.shape, initializer=_table_rows,
+      partitioner=tf.compat.v1.fixed_size_partitioner(parts),
+      use_resource=True)
   w = tf.compat.v1.get_variable(
       "w", initializer=DENSE, use_resource=True)
   s = tf.reduce_sum(tf.nn.embedding_lookup(table, features["ids"]) *
@@ -50,20 +59,23 @@ def _hand_update(batch_scale):
           DENSE - RATE * math.sqrt(batch_scale) * np.mean(error * s), factor)
 
 
-@pytest.mark.parametrize("accumulation_steps", [1, 2, 3])
-def test_update_matches_hand_computation(accumulation_steps):
+@pytest.mark.parametrize("accumulation_steps,parts", [(1, 1), (2, 1), (3, 1),
+                                                      (2, 2)])
+def test_update_matches_hand_computation(accumulation_steps, parts):
   config = es.TrainingConfig(
       optimizer="sgd", schedule=es.Schedule(learning_rate=RATE),
       accumulation_steps=accumulation_steps, lr_scaling="cowclip",
       batch_scale=4, cowclip_ratio=RATIO, cowclip_min_norm=MIN_NORM)
   with tf.Graph().as_default():
     features = {"ids": tf.constant(IDS), "a": tf.constant(WEIGHTS)}
-    built = pipeline.build_train_op(_loss, features, None, config)
-    table, w = tf.compat.v1.trainable_variables()
+    built = pipeline.build_train_op(
+        lambda x, y: _loss(x, y, parts), features, None, config)
+    *table, w = tf.compat.v1.trainable_variables()
+    assert len(table) == parts
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       sess.run(built.train_op)
-      got_table, got_w = sess.run([table, w])
+      got_table, got_w = sess.run([tf.concat(table, 0), w])
   want_table, want_w, factor = _hand_update(4)
   np.testing.assert_allclose(got_table, want_table, rtol=1e-5, atol=1e-7)
   assert got_w == pytest.approx(want_w, rel=1e-6)

@@ -69,7 +69,8 @@ class Gradients:
 
   Attributes:
     grads: per-variable mean over the k micro-batches (None where the loss
-      does not depend on the variable); float32.
+      does not depend on the variable); float32; a sparse one with
+      CowClip's count column where `with_counts` was asked.
     variables: the variables differentiated, in the order of `grads`.
     loss: mean of the micro-batch losses.
     sum_squared_norms: sum over micro-batches of ||g_j||^2 (float32), or None

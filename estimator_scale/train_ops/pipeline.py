@@ -150,7 +150,8 @@ class TrainOp:
   Attributes:
     train_op: one update (k micro-batches, reduction, apply).
     loss: the update's mean loss, as an EstimatorSpec's `loss` should be.
-    learning_rate: the rate this update applies (scaled, scheduled).
+    learning_rate: the rate this update applies (scaled, scheduled); with
+      `cowclip`, the dense variables' (the tables take the schedule's).
     adascale: AdaScale's state, or None without AdaScale.
     loss_scale: the dynamic loss scale's state, or None (only
       mixed_float16 scales the loss).

@@ -54,6 +54,7 @@ from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import adascale
+from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import scaling
@@ -211,8 +212,9 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
     accumulation_steps: micro-batches per update (k), the same for every
       canned optimizer of one estimator; the input gives each worker its
       share of the global batch, k micro-batches of it, per update.
-    lr_scaling: `identity`, `linear`, `sqrt` or `adascale`
-      (`scaling.RULES`).
+    lr_scaling: `identity`, `linear`, `sqrt` or `adascale` (`scaling.RULES`
+      but `cowclip`, refused: this module's own update does not carry
+      the per-id counts CowClip clips by).
     batch_scale: S, how many times the S = 1 batch (one micro-batch) an
       update averages; None means the gradient samples one update averages
       (replicas x accumulation_steps).
@@ -233,6 +235,11 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
   _check_accumulation_steps(accumulation_steps, config)
   samples = topology.replicas_per_update * accumulation_steps
   scaling.check_rule(lr_scaling, batch_scale)
+  if lr_scaling == cowclip.RULE:
+    raise errors.ConfigError(
+        f"lr_scaling={lr_scaling!r} is not offered to canned estimators; "
+        "train a model_fn through build_train_op (BaseModel) for it, or use "
+        "another rule")
   adascale.check_smoothing(adascale_smoothing, lr_scaling)
   topology.backend.check_offers(allreduce_compression)
   resolved = float(batch_scale) if batch_scale is not None else float(samples)

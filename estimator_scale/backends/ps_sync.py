@@ -50,6 +50,14 @@ def _identity(value):
   return tf.identity(value)
 
 
+def _shape(grad, variable):
+  """The shape of `variable`'s gradient: a sparse one's rows may be wider
+  than the variable's (CowClip's counts ride in one more column)."""
+  if isinstance(grad, tf.IndexedSlices):
+    return variable.shape[:1].concatenate(grad.values.shape[1:])
+  return variable.shape
+
+
 class _Slot:
   """One value's accumulator on `device`, shared by every task by name."""
 
@@ -107,7 +115,7 @@ class SyncReducer(reducers.LocalReducer):
     with tf.control_dependencies([loss]):
       for grad, variable in zip(grads, variables):
         slot = None if grad is None else _Slot(
-            grad, variable.shape, variable.device, variable.op.name)
+            grad, _shape(grad, variable), variable.device, variable.op.name)
         slots.append(slot)
         if slot is not None:
           pushes.append(slot.push(gradients.cast(grad, tf.float32), step))

@@ -32,6 +32,8 @@ def training_config_from_flags(accumulation_steps=None):
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
+      cowclip_ratio=FLAGS.cowclip_ratio,
+      cowclip_min_norm=FLAGS.cowclip_min_norm,
       optimizer_options=_optimizer_options(FLAGS.optimizer),
       linear_optimizer=FLAGS.linear_optimizer,
       linear_optimizer_options=(_optimizer_options(FLAGS.linear_optimizer)

@@ -119,6 +119,12 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "AdaScale's moving-average factor in [0, 1); default "
                    "max(1 - n/1000, 0), n = gradient samples per update. "
                    "Lower it for runs of few updates.")
+flags.DEFINE_float("cowclip_ratio", None,
+                   "`cowclip`'s r > 0: an id's gradient is clipped to r "
+                   "times its row's norm, per occurrence; default 1.")
+flags.DEFINE_float("cowclip_min_norm", None,
+                   "`cowclip`'s floor zeta >= 0 of that bound, for new and "
+                   "small rows; default 1e-5.")
 flags.DEFINE_enum("precision", "float32", train_ops_names.PRECISIONS,
                   "The network's compute type; variables and the optimizer "
                   "stay float32; mixed_float16 adds dynamic loss scaling.")

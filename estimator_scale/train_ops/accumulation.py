@@ -52,6 +52,7 @@ from absl import logging
 import tensorflow as tf
 
 from estimator_scale.embeddings import sharded
+from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import gradients as gradients_lib
 from estimator_scale.train_ops import lifting
 from estimator_scale.train_ops import running_sums
@@ -68,7 +69,8 @@ class Gradients:
 
   Attributes:
     grads: per-variable mean over the k micro-batches (None where the loss
-      does not depend on the variable); float32.
+      does not depend on the variable); float32; a sparse one with
+      CowClip's count column where `with_counts` was asked.
     variables: the variables differentiated, in the order of `grads`.
     loss: mean of the micro-batch losses.
     sum_squared_norms: sum over micro-batches of ||g_j||^2 (float32), or None
@@ -89,7 +91,7 @@ class _MicroBatch:
 
 
 def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
-                 norm_groups=None):
+                 norm_groups=None, with_counts=False):
   """Loss, gradients and squared norm of one micro-batch.
 
   The network's writes to its own state (moving statistics) run before the
@@ -120,6 +122,8 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
   if loss_scale is not None:
     grads = [gradients_lib.scale(g, 1.0 / loss_scale) for g in grads]
   grads, vector_grads = grads[:len(variables)], grads[len(variables):]
+  if with_counts:
+    grads = [cowclip.with_counts(g, v) for g, v in zip(grads, variables)]
   norm = None
   if with_norms and norm_groups is not None:
     norm = _group_norms(grads, variables, norm_groups())
@@ -254,7 +258,7 @@ def _drop_from_collections(graph):
 
 
 def accumulate(compute_loss, features, labels, k, with_norms=False,
-               loss_scale=None, norm_groups=None):
+               loss_scale=None, norm_groups=None, with_counts=False):
   """Mean gradient of k micro-batches of (features, labels).
 
   Args:
@@ -271,6 +275,8 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
       variables, called once `compute_loss` has built the network (a canned
       estimator's optimizers each own a part of it, known only then); the
       squared norms are then summed per list, a vector in its order.
+    with_counts: give each sparse gradient CowClip's count column
+      (`cowclip.with_counts`), summed like its values.
 
   Returns:
     `Gradients`.
@@ -280,7 +286,7 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
   """
   if k == 1:
     micro = _micro_batch(compute_loss, features, labels, with_norms,
-                         loss_scale, norm_groups)
+                         loss_scale, norm_groups, with_counts)
     return Gradients(micro.grads, micro.variables, micro.loss,
                      micro.squared_norm)
   checks = _check_divisible((features, labels), k)
@@ -297,7 +303,7 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
     with lifting.lift_to_outer_graph(), \
         tf.compat.v1.name_scope(scope + "/" if scope else None):
       micro = _micro_batch(compute_loss, features_j, labels_j, with_norms,
-                           loss_scale, norm_groups)
+                           loss_scale, norm_groups, with_counts)
     sums.layout(micro.grads, micro.variables)
     norm = micro.squared_norm if with_norms else 0.0
     return [index + 1, loss_sum + micro.loss, norm_sum + norm] + sums.add(

@@ -14,7 +14,7 @@ equal)."""
 SCHEDULES = ("constant", "piecewise", "cosine", "polynomial")
 """Valid `lr_schedule` values."""
 
-LR_SCALING_RULES = ("identity", "linear", "sqrt", "adascale")
+LR_SCALING_RULES = ("identity", "linear", "sqrt", "adascale", "cowclip")
 """Valid `lr_scaling` values."""
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")

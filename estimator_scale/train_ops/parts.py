@@ -67,33 +67,34 @@ def is_linear(variable):
 
 
 class PerPartOptimizer(tf.compat.v1.train.Optimizer):
-  """Applies `linear` to the linear part's variables and `rest` to the
+  """Applies `part` to the variables `in_part` names and `rest` to the
   others, as one v1 optimizer: whatever applies an optimizer (a backend's
   reducer, a rank keeping its shards' slots) applies both.
 
   Each variable's update, slots and state are its own optimizer's; the
-  global step advances once, after both.
+  global step advances once, after both. `in_part` takes a variable or its
+  handle, hence decides by name; by default the part is the linear one.
   """
 
-  def __init__(self, linear, rest):
+  def __init__(self, part, rest, in_part=is_linear):
     super().__init__(use_locking=False, name="PerPart")
-    self.linear, self.rest = linear, rest
+    self.part, self.rest = part, rest
+    self._in_part = in_part
     self._active = ()
 
   def optimizer_of(self, variable):
     """The optimizer that updates `variable`."""
-    return self.linear if is_linear(variable) else self.rest
+    return self.part if self._in_part(variable) else self.rest
 
   def _create_slots(self, var_list):
     # An optimizer is prepared and finished only where it has variables:
     # Adam's state is placed beside its first one.
-    owned = {id(self.linear): [], id(self.rest): []}
+    owned = {id(self.part): [], id(self.rest): []}
     for variable in var_list:
       owned[id(self.optimizer_of(variable))].append(variable)
-    self._active = [o for o in (self.linear, self.rest) if owned[id(o)]]
+    self._active = [o for o in (self.part, self.rest) if owned[id(o)]]
     for optimizer in self._active:
       optimizer._create_slots(owned[id(optimizer)])  # pylint: disable=protected-access
-
   def _prepare(self):
     for optimizer in self._active:
       optimizer._prepare()  # pylint: disable=protected-access
@@ -120,7 +121,7 @@ class PerPartOptimizer(tf.compat.v1.train.Optimizer):
 
   def get_slot_names(self):
     """See base class: both optimizers' slots."""
-    return sorted(set(self.linear.get_slot_names()) |
+    return sorted(set(self.part.get_slot_names()) |
                   set(self.rest.get_slot_names()))
 
   def get_slot(self, var, name):
@@ -129,14 +130,14 @@ class PerPartOptimizer(tf.compat.v1.train.Optimizer):
 
   def variables(self):
     """See base class: both optimizers' variables."""
-    return self.linear.variables() + self.rest.variables()
+    return self.part.variables() + self.rest.variables()
 
 
 def each_optimizer(optimizer):
   """The v1 optimizers that `optimizer` applies, itself if it is one: what
   changes an optimizer's own update changes each of them."""
   if isinstance(optimizer, PerPartOptimizer):
-    return [optimizer.linear, optimizer.rest]
+    return each_optimizer(optimizer.part) + each_optimizer(optimizer.rest)
   return [optimizer]
 
 

@@ -13,6 +13,7 @@ builds (`declare_estimator`), so `build_train_op` takes them when it is
 given none and refuses, in one line naming both, a TrainingConfig or
 Topology that says otherwise.
 """
+import contextlib
 import dataclasses
 from typing import Optional, Tuple
 import weakref
@@ -28,6 +29,7 @@ from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
+from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import parts
@@ -65,6 +67,10 @@ class TrainingConfig:
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
       (None: max(1 - n/1000, 0), n the gradient samples per update).
+    cowclip_ratio: CowClip's r > 0, an id's gradient bound as a multiple
+      of its row's norm (None: `cowclip.DEFAULT_RATIO`).
+    cowclip_min_norm: CowClip's floor zeta >= 0 of that bound, for new and
+      small rows (None: `cowclip.DEFAULT_MIN_NORM`).
     optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
     linear_optimizer: a name of `optimizers.OPTIMIZERS` for the variables
       the model builds inside `linear_part()` (FTRL for a wide part), the
@@ -93,6 +99,8 @@ class TrainingConfig:
   batch_scale: Optional[float] = None
   scaling_warmup_updates: int = 0
   adascale_smoothing: Optional[float] = None
+  cowclip_ratio: Optional[float] = None
+  cowclip_min_norm: Optional[float] = None
   optimizer_options: tuple = ()
   linear_optimizer: Optional[str] = None
   linear_optimizer_options: tuple = ()
@@ -130,6 +138,8 @@ class TrainingConfig:
       raise errors.ConfigError("scaling_warmup_updates="
                                f"{self.scaling_warmup_updates} must be >= 0")
     adascale.check_smoothing(self.adascale_smoothing, self.lr_scaling)
+    cowclip.check_settings(self.lr_scaling, self.cowclip_ratio,
+                           self.cowclip_min_norm)
 
   def base_learning_rate(self, step):
     """The S = 1 rate at `step` (a float tensor), before `lr_scaling`."""
@@ -153,7 +163,8 @@ class TrainOp:
   Attributes:
     train_op: one update (k micro-batches, reduction, apply).
     loss: the update's mean loss, as an EstimatorSpec's `loss` should be.
-    learning_rate: the rate this update applies (scaled, scheduled).
+    learning_rate: the rate this update applies (scaled, scheduled); with
+      `cowclip`, the dense variables' (the tables take the schedule's).
     adascale: AdaScale's state, or None without AdaScale.
     loss_scale: the dynamic loss scale's state, or None (only
       mixed_float16 scales the loss).
@@ -301,6 +312,7 @@ def build_train_op(loss_fn, features, labels, training_config=None,
 def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
+  use_cowclip = config.lr_scaling == cowclip.RULE
   in_sync = replicas_in_sync(topology)
   reducer = topology.backend.make_reducer(config.allreduce_compression,
                                           config.sparse_exchange)
@@ -315,8 +327,11 @@ def _build(loss_fn, features, labels, config, topology):
   with precision_lib.network_scope(config.precision):
     grads = accumulation.accumulate(
         loss_fn, features, labels, k, with_norms=use_adascale,
-        loss_scale=loss_scale.value() if loss_scale else None)
+        loss_scale=loss_scale.value() if loss_scale else None,
+        with_counts=use_cowclip)
   dynamic.check_trainers(topology)
+  if use_cowclip:
+    cowclip.check_tables(grads.variables)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   if not reducer.applies_updates:
     return _contribute(reducer, start, wait, grads, config, topology)
@@ -329,6 +344,7 @@ def _build(loss_fn, features, labels, config, topology):
     shared = stragglers.exchange(start, grads.grads, grads.loss, reducer,
                                  topology)
   exchanged_wait = input_wait.exchange(wait, reducer, topology)
+  finite = None
   if use_adascale:
     with root_variable_scope():
       state = adascale.AdaScale(batch_scale,
@@ -339,21 +355,29 @@ def _build(loss_fn, features, labels, config, topology):
     # tau advances beside the apply, after it was read for this rate.
     with tf.control_dependencies([learning_rate]):
       finished.append(state.advance())
-  else:
+  else:  # CowClip's dense variables take the sqrt rule's rate
     learning_rate = scaling.scaled_learning_rate(
-        config.lr_scaling, config.base_learning_rate, global_step, batch_scale,
+        "sqrt" if use_cowclip else config.lr_scaling,
+        config.base_learning_rate, global_step, batch_scale,
         config.scaling_warmup_updates)
   skip_nonfinite = use_adascale or loss_scale is not None
   if skip_nonfinite and not use_adascale:
     mean, finite = _finite_mean(reducer, grads)
     learning_rate = tf.where(finite, learning_rate, 0.0)
-  optimizer = parts.make_optimizer(config, learning_rate, grads.grads,
-                                   grads.variables)
+  elif use_cowclip:
+    mean, _ = reducer.all_mean(grads.grads, [])
+  if use_cowclip:
+    mean, optimizer = _cowclip_update(mean, grads, config, topology,
+                                      learning_rate, finite)
+  else:
+    optimizer = parts.make_optimizer(config, learning_rate, grads.grads,
+                                     grads.variables)
   for each in parts.each_optimizer(optimizer):
     dynamic.reset_slots_on_admission(each)
   if skip_nonfinite:
     # A skipped update must not write inf * 0 = NaN into the weights.
     mean = [gradients.zero_unless(finite, g) for g in mean]
+  if skip_nonfinite or use_cowclip:
     finished.append(reducer.apply_reduced(optimizer, mean, grads.variables,
                                           global_step))
   else:
@@ -390,6 +414,26 @@ def _adascale_update(state, reducer, grads, schedule):
   rest, _ = sharded.mean_squared_norm(mean, grads.variables)
   return (mean, *state.update(rest, sum_sq, schedule,
                               extra_mean_squared_norm=shards_sq))
+
+
+def _cowclip_update(mean, grads, config, topology, dense_rate, finite):
+  """(the clipped mean, the optimizer) of a CowClip update: the tables'
+  rows clipped and trained at the S = 1 rate, the other variables at
+  `dense_rate`; both rates 0 where `finite` (None: not checked) is false."""
+  tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
+  clipped = cowclip.clip_update(
+      mean, grads.variables, tables, config.samples_per_update(topology),
+      *cowclip.resolved(config.cowclip_ratio, config.cowclip_min_norm))
+  step = tf.compat.v1.train.get_or_create_global_step()
+  table_rate = config.base_learning_rate(step)
+  if finite is not None:
+    table_rate = tf.where(finite, table_rate, 0.0)
+  names = cowclip.table_names(grads.variables, tables)
+  optimizer = parts.PerPartOptimizer(
+      parts.make_optimizer(config, table_rate, clipped, grads.variables),
+      parts.make_optimizer(config, dense_rate, clipped, grads.variables),
+      in_part=lambda variable: variable.name in names)
+  return clipped, optimizer
 
 
 def _finite_mean(reducer, grads):
@@ -455,9 +499,16 @@ def count_micro_batches(k):
   """Adds an update's k micro-batches to `MICRO_BATCHES`.
 
   Every train op counts, at k = 1 too, so a checkpoint restarts with any
-  accumulation.
+  accumulation. On parameter servers it sits beside global_step: the
+  round-robin placement would put it after the chief's own variables (the
+  optimizer's, AdaScale's), which the other workers do not make, so a
+  worker could look for it on another task than the one the chief
+  initialised.
   """
-  with root_variable_scope():
+  step_device = tf.compat.v1.train.get_or_create_global_step().device
+  on_ps = "/job:ps" in step_device
+  with root_variable_scope(), \
+      (tf.device(step_device) if on_ps else contextlib.nullcontext()):
     counter = tf.compat.v1.get_variable(
         MICRO_BATCHES, shape=[], dtype=tf.int64, trainable=False,
         initializer=tf.compat.v1.zeros_initializer(),

@@ -10,11 +10,15 @@ import tensorflow as tf
 from estimator_scale.train_ops import gradients as gradients_lib
 
 
-def _static_or_dynamic_shape(variable):
-  """A variable's shape as an int64 tensor (a constant when known)."""
+def _static_or_dynamic_shape(variable, row_shape):
+  """The shape of a sparse gradient of `variable` whose rows have
+  `row_shape` (the variable's own, or wider: CowClip's counts ride in one
+  more column), as an int64 tensor (a constant when known)."""
   if variable.shape.is_fully_defined():
-    return tf.constant(variable.shape.as_list(), tf.int64)
-  return tf.shape(variable, out_type=tf.int64)
+    return tf.constant(variable.shape[:1].concatenate(row_shape).as_list(),
+                       tf.int64)
+  return tf.concat([tf.shape(variable, out_type=tf.int64)[:1],
+                    tf.constant(row_shape.as_list(), tf.int64)], 0)
 
 
 class Sums:
@@ -44,6 +48,7 @@ class Sums:
     self.variables = None
     self._kinds = None  # per variable: None, "dense" or "sparse"
     self._lookups = None  # per sparse gradient: entries per micro-batch or None
+    self._row_shapes = None  # per sparse gradient: the shape of its rows
 
   @staticmethod
   def empty():
@@ -59,6 +64,8 @@ class Sums:
                    for g in grads]
     self._lookups = [g.indices.shape.num_elements() for g in grads
                      if isinstance(g, tf.IndexedSlices)]
+    self._row_shapes = [g.values.shape[1:] for g in grads
+                        if isinstance(g, tf.IndexedSlices)]
 
   def add(self, lists, grads, index, k):
     """The lists with micro-batch `index`'s gradients added."""
@@ -113,17 +120,18 @@ class Sums:
     row_ends = tf.cumsum(per_gradient(row_counts))
     value_ends = tf.cumsum(per_gradient(value_counts))
     means = []
-    for j, (variable, lookups) in enumerate(zip(variables, self._lookups)):
+    for j, (variable, lookups, row_shape) in enumerate(
+        zip(variables, self._lookups, self._row_shapes)):
       row_start = row_ends[j - 1] if j else tf.constant(0, tf.int64)
       value_start = value_ends[j - 1] if j else tf.constant(0, tf.int64)
       touched = rows[row_start:row_ends[j]]
       flat = values[value_start:value_ends[j]]
-      shape = [-1] + variable.shape[1:].as_list()
+      shape = [-1] + row_shape.as_list()
       if lookups is not None:
         touched.set_shape([k * lookups])
         shape[0] = k * lookups
       grad = tf.IndexedSlices(tf.reshape(flat, shape), touched,
-                              _static_or_dynamic_shape(variable))
+                              _static_or_dynamic_shape(variable, row_shape))
       means.append(gradients_lib.scale(grad, 1.0 / k) if lookups is not None
                    else gradients_lib.merge_duplicates(grad, divisor=k))
     return means

@@ -174,6 +174,37 @@ def test_accumulation_on_two_horovod_ranks(optimizer, case, accumulation):
   assert max_difference(reference, trained_variables(workers[0])) <= TOLERANCE
 
 
+COWCLIP = dict(case="embedding", examples=128, global_batch_size=32,
+               steps=20, optimizer="momentum", learning_rate=0.05,
+               lr_scaling="cowclip", batch_scale=8, cowclip_min_norm=1e-5)
+"""CowClip's runs: S fixed, as one process's update averages fewer samples."""
+
+
+def test_cowclip_on_horovod_and_mirrored_equals_one_process(tmp_path):
+  # 2 ranks (or 2 replicas) x k = 4 against one process at k = 1: each
+  # id's count and gradient are the whole update's, whichever way the rows
+  # travelled.
+  horovod(2, dump_args(tmp_path / "horovod", tmp_path / "horovod-m",
+                       distribution="horovod", accumulation_steps=4,
+                       cowclip_ratio=1e-4, **COWCLIP))
+  run([PYTHON] + dump_args(tmp_path / "mirrored", tmp_path / "mirrored-m",
+                           distribution="mirrored", accumulation_steps=4,
+                           cowclip_ratio=1e-4, **COWCLIP))
+  for label, ratio in (("one", 1e-4), ("unclipped", 1e6)):
+    run([PYTHON] + dump_args(tmp_path / label, tmp_path / f"{label}-m",
+                             cowclip_ratio=ratio, **COWCLIP))
+  (one,), (unclipped,) = (load_workers(tmp_path / label)
+                          for label in ("one", "unclipped"))
+  reference = trained_variables(one)
+  assert max_difference(reference, trained_variables(unclipped)) > 1e-3
+  for mode in ("horovod", "mirrored"):
+    workers = load_workers(tmp_path / mode)
+    assert len(workers) == (2 if mode == "horovod" else 1), mode
+    _assert_workers_identical(workers)
+    assert max_difference(reference,
+                          trained_variables(workers[0])) <= TOLERANCE, mode
+
+
 MICRO_BATCH_CASES = ["keras", "keras_model", "mlp", "autoencoder", "embedding"]
 
 

@@ -9,6 +9,8 @@ the chief predict after the worker exited (once a hang).
 """
 import json
 
+import pytest
+
 from tests.helpers.processes import PYTHON, dump_args, launch, run
 from tests.helpers.results import load_workers, max_difference
 
@@ -27,14 +29,25 @@ def _variables(worker, with_slots):
           if with_slots or not name.endswith("/Adagrad")}
 
 
-def test_variables_after_20_updates_equal_one_process(tmp_path):
-  # Dense and sparse parts, Adagrad's slots, accumulation 2 and AdaScale in
-  # one job; two ps tasks hold the tables, and their accumulators, between
-  # them. (Plain SGD is the canned case below.)
+SCALING_RULES = {
+    "adascale": dict(lr_scaling="adascale"),
+    # r small enough that the clipping binds; S fixed, as one process's
+    # update averages fewer gradient samples.
+    "cowclip": dict(lr_scaling="cowclip", cowclip_ratio=1e-4,
+                    cowclip_min_norm=1e-5, batch_scale=4),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(SCALING_RULES))
+def test_variables_after_20_updates_equal_one_process(rule, tmp_path):
+  # Dense and sparse parts, Adagrad's slots, accumulation 2 and a scaling
+  # rule that reads the reduced gradient in one job; two ps tasks hold the
+  # tables, and their accumulators, between them. (Plain SGD is the canned
+  # case below.)
   accumulation = 2
   flags = dict(case="feature_columns", examples=128, global_batch_size=32,
                steps=20, optimizer="adagrad", learning_rate=0.1,
-               lr_scaling="adascale")
+               **SCALING_RULES[rule])
   # One process takes the same 2 x k micro-batches of each update.
   run([PYTHON] + dump_args(tmp_path / "one", tmp_path / "one-m",
                            accumulation_steps=2 * accumulation, **flags))

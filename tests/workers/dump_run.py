@@ -36,6 +36,8 @@ flags.DEFINE_string("lr_scaling", "identity", "")
 flags.DEFINE_float("batch_scale", None,
                    "S (default: gradient samples per update)")
 flags.DEFINE_float("adascale_smoothing", None, "AdaScale's theta")
+flags.DEFINE_float("cowclip_ratio", None, "CowClip's r")
+flags.DEFINE_float("cowclip_min_norm", None, "CowClip's zeta")
 flags.DEFINE_string("model_dir", None, "")
 flags.DEFINE_string("out_dir", None, "")
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "")
@@ -108,7 +110,9 @@ def _train():
       learning_rate=FLAGS.learning_rate,
       accumulation_steps=FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
-      adascale_smoothing=FLAGS.adascale_smoothing)
+      adascale_smoothing=FLAGS.adascale_smoothing,
+      cowclip_ratio=FLAGS.cowclip_ratio,
+      cowclip_min_norm=FLAGS.cowclip_min_norm)
   estimator = es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=config, ps_sync=FLAGS.ps_sync,

@@ -1,0 +1,189 @@
+"""CowClip's rule (train_ops/cowclip.py) against a hand computation."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator_scale as es
+from estimator_scale.embeddings import sharded
+from estimator_scale.train_ops import cowclip
+from estimator_scale.train_ops import names
+from estimator_scale.train_ops import pipeline
+from tests.helpers import trainer
+from tests.helpers.results import max_difference
+from tests.workers import tiny_models
+
+TABLE = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 0.1], [3.0, 4.0]], np.float32)
+IDS = np.array([0, 1, 1, 2, 3, 3], np.int64)
+WEIGHTS = np.array([[4.0, -1.0], [2.0, 2.0], [1.0, 1.0], [-3.0, 0.5],
+                    [0.1, 0.0], [0.0, 0.2]], np.float32)
+RATIO, MIN_NORM, RATE, DENSE = 0.5, 0.2, 0.1, 1.5
+
+
+def _table_rows(shape, dtype=None, partition_info=None):
+  """TABLE's rows of a partition (all of them unpartitioned)."""
+  start = partition_info.var_offset[0] if partition_info else 0
+  return tf.constant(TABLE[start:start + shape[0]], dtype)
+
+
+def _loss(features, labels, parts=1):
+  """mean_i (w s_i + 1)^2 / 2 with s_i = table[id_i] . a_i: each gradient
+  reads both variables, so neither update may run before both are read.
+  The table is in `parts` partitions, as over parameter servers."""
+  del labels
+  table = tf.compat.v1.get_variable(
+      "table", TABLE.shape, initializer=_table_rows,
+      partitioner=tf.compat.v1.fixed_size_partitioner(parts),
+      use_resource=True)
+  w = tf.compat.v1.get_variable(
+      "w", initializer=DENSE, use_resource=True)
+  s = tf.reduce_sum(tf.nn.embedding_lookup(table, features["ids"]) *
+                    features["a"], 1)
+  return tf.reduce_mean(tf.square(w * s + 1.0)) / 2
+
+
+def _hand_update(batch_scale):
+  """(table, w, each row's clip factor) after one update, in numpy, from
+  the paper's Algorithm 1."""
+  s = np.sum(TABLE[IDS] * WEIGHTS, 1)
+  error = DENSE * s + 1
+  grad = np.zeros_like(TABLE)
+  np.add.at(grad, IDS, (error * DENSE)[:, None] * WEIGHTS / len(IDS))
+  counts = np.bincount(IDS, minlength=len(TABLE))
+  bound = counts * np.maximum(RATIO * np.linalg.norm(TABLE, axis=1),
+                              MIN_NORM)
+  norm = np.linalg.norm(grad, axis=1)
+  factor = np.minimum(bound / norm, 1.0)
+  return (TABLE - RATE * grad * factor[:, None],
+          DENSE - RATE * math.sqrt(batch_scale) * np.mean(error * s), factor)
+
+
+@pytest.mark.parametrize("accumulation_steps,parts", [(1, 1), (2, 1), (3, 1),
+                                                      (2, 2)])
+def test_update_matches_hand_computation(accumulation_steps, parts):
+  config = es.TrainingConfig(
+      optimizer="sgd", learning_rate=RATE,
+      accumulation_steps=accumulation_steps, lr_scaling="cowclip",
+      batch_scale=4, cowclip_ratio=RATIO, cowclip_min_norm=MIN_NORM)
+  with tf.Graph().as_default():
+    features = {"ids": tf.constant(IDS), "a": tf.constant(WEIGHTS)}
+    built = pipeline.build_train_op(
+        lambda x, y: _loss(x, y, parts), features, None, config)
+    *table, w = tf.compat.v1.trainable_variables()
+    assert len(table) == parts
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(built.train_op)
+      got_table, got_w = sess.run([tf.concat(table, 0), w])
+  want_table, want_w, factor = _hand_update(4)
+  np.testing.assert_allclose(got_table, want_table, rtol=1e-5, atol=1e-7)
+  assert got_w == pytest.approx(want_w, rel=1e-6)
+  # Rows 0 and 2 are held to the floor, row 1 (looked up twice) to twice
+  # r ||w||; row 3's gradient is under its bound.
+  assert list(factor < 1) == [True, True, True, False]
+  moved = np.linalg.norm(got_table - TABLE, axis=1)
+  assert moved[:3] == pytest.approx(RATE * np.array([MIN_NORM, 2 * RATIO,
+                                                     MIN_NORM]), rel=1e-5)
+
+
+def test_accumulation_equals_one_large_batch(tmp_path):
+  model, features, labels = tiny_models.generated_data("embedding", 64)
+  kwargs = dict(optimizer="momentum", lr_scaling="cowclip", batch_scale=4,
+                cowclip_min_norm=1e-5, learning_rate=0.5)
+  runs = {label: trainer.train(model, features, labels, tmp_path / label,
+                               16, 10, accumulation_steps=k,
+                               cowclip_ratio=ratio, **kwargs)
+          for label, k, ratio in (("k4", 4, 1e-4), ("k1", 1, 1e-4),
+                                  ("unclipped", 1, 1e6))}
+  names = [n for n in runs["k1"].get_variable_names()
+           if n.startswith("model/") and "Momentum" not in n]
+  a, b, c = ({n: e.get_variable_value(n) for n in names}
+             for e in runs.values())
+  assert max_difference(a, b) <= 1e-5
+  assert max_difference(b, c) > 1e-3  # the clipping bound the table
+
+
+def test_a_gradient_the_exchange_made_dense_is_clipped_alike():
+  # Mirrored's exchange sums a sparse gradient of varying length into the
+  # table's shape: counts beside every row, 0 where no lookup was.
+  samples = 2.0
+  grad = np.zeros_like(TABLE)
+  np.add.at(grad, IDS, WEIGHTS)
+  counts = np.bincount(IDS, minlength=len(TABLE))[:, None] / samples
+  with tf.Graph().as_default():
+    table = tf.compat.v1.get_variable("table", initializer=TABLE,
+                                      use_resource=True)
+    dense = tf.constant(np.concatenate([grad / samples, counts], 1),
+                        tf.float32)
+    sparse = cowclip.with_counts(
+        tf.IndexedSlices(tf.constant(WEIGHTS), tf.constant(IDS),
+                         tf.constant(TABLE.shape, tf.int64)), table)
+    sparse = tf.IndexedSlices(sparse.values / samples, sparse.indices,
+                              sparse.dense_shape)
+    clipped = cowclip.clip_update([dense, sparse], [table, table],
+                                  [True, True], samples, RATIO, MIN_NORM)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      got_dense, got_sparse = sess.run([clipped[0],
+                                        tf.convert_to_tensor(clipped[1])])
+  bound = np.bincount(IDS) * np.maximum(
+      RATIO * np.linalg.norm(TABLE, axis=1), MIN_NORM)
+  norm = np.linalg.norm(grad / samples, axis=1)
+  want = grad / samples * np.minimum(bound / norm, 1.0)[:, None]
+  np.testing.assert_allclose(got_dense, want, rtol=1e-6)
+  np.testing.assert_allclose(got_sparse, want, rtol=1e-6)
+  assert list(norm > bound) == [True, True, True, False]
+
+
+def test_the_rule_is_one_of_the_options():
+  assert cowclip.RULE in names.LR_SCALING_RULES
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(lr_scaling="cowclip", cowclip_ratio=0.0),
+     r"^cowclip_ratio=0.0 must be a finite number > 0"),
+    (dict(lr_scaling="cowclip", cowclip_ratio=float("inf")),
+     r"^cowclip_ratio=inf must be a finite number > 0"),
+    (dict(lr_scaling="cowclip", cowclip_min_norm=-1e-5),
+     r"^cowclip_min_norm=-1e-05 must be a finite number >= 0"),
+    (dict(lr_scaling="cowclip", cowclip_min_norm="0.1"),
+     r"^cowclip_min_norm='0.1' must be a finite number >= 0"),
+    (dict(cowclip_ratio=2.0), r"^cowclip_ratio=2.0 needs lr_scaling='cowclip'"),
+    (dict(lr_scaling="sqrt", cowclip_min_norm=0.1),
+     r"^cowclip_min_norm=0.1 needs lr_scaling='cowclip'"),
+])
+def test_bad_settings(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    es.TrainingConfig(**kwargs)
+
+
+def test_dynamic_table_is_refused():
+  config = es.TrainingConfig(optimizer="sgd", lr_scaling="cowclip")
+
+  def loss(features, labels):
+    del labels
+    return tf.reduce_sum(es.dynamic_embedding(features["ids"], 2, 16,
+                                              name="ids_table"))
+
+  with tf.Graph().as_default():
+    with pytest.raises(es.errors.ConfigError,
+                       match=r"^dynamic table 'ids_table.*': "
+                             r"lr_scaling='cowclip' clips hashed"):
+      pipeline.build_train_op(loss, {"ids": tf.constant(IDS)}, None, config)
+
+
+def test_sharded_table_is_refused():
+  with tf.Graph().as_default():
+    shard = tf.compat.v1.get_variable("clicks_table/shard", [4, 2])
+    tf.compat.v1.add_to_collection(sharded.COLLECTION, shard)
+    with pytest.raises(es.errors.ConfigError,
+                       match=r"^sharded table 'clicks_table/shard': "
+                             r"lr_scaling='cowclip' clips hashed"):
+      cowclip.check_tables([shard])
+
+
+def test_canned_estimators_refuse_the_rule():
+  with pytest.raises(es.errors.ConfigError,
+                     match=r"^lr_scaling='cowclip' is not offered to canned"):
+    es.canned_optimizer("Adagrad", es.Topology(), lr_scaling="cowclip")

@@ -10,7 +10,8 @@ as on a cluster:
   dynamic table of 2^21 x 32 with Adagrad (1,584 MiB of rows, slots and
   ids) train, are evaluated on the ranks and exported (whole, and compact:
   the dynamic table's rows as int8), each host capped at 1,056 MiB (the
-  tables are 1.5x a host);
+  tables are 1.5x a host); the same job with tables 1.2x the 4 hosts' caps
+  together is refused before training, in one line per rank;
 - parameter servers, a chief, a worker and 3 ps tasks on 5 hosts: a table
   of 2^23 x 32 with Adagrad (2 GiB) trains, is evaluated on the ps tasks
   and exported, each host capped at 1,400 MiB (the table is 1.46x a host,
@@ -19,6 +20,7 @@ as on a cluster:
 No host is ever OOM-killed (before, the chief or rank 0 was, as it
 restored every table to evaluate).
 """
+import re
 import shutil
 import subprocess
 import time
@@ -55,24 +57,35 @@ def _check_hosts(hosts, cap, before):
   return {host.name: round(host.memory_use().peak / MiB) for host in hosts}
 
 
+def _ranks_job(hosts, scratch, vocabulary, capacity):
+  """The Horovod job of one rank per host over `hosts`: a sharded table of
+  `vocabulary` rows and a dynamic one of `capacity`, dimension 32, Adagrad."""
+  return [
+      HOROVODRUN, "--gloo", "-np", str(len(hosts)), "-H",
+      ",".join(f"{h.name}:1" for h in hosts), PYTHON, "-m",
+      "tests.workers.evaluation_on_ranks",
+      f"--model_dir={scratch / 'model'}", f"--out_dir={scratch / 'out'}",
+      f"--export_dir={scratch / 'export'}",
+      f"--compact_export_dir={scratch / 'compact'}",
+      f"--vocabulary={vocabulary}", f"--capacity={capacity}",
+      "--dimension=32", "--steps=4"]
+
+
+def _table_bytes(vocabulary, capacity):
+  """Rows and Adagrad's slot of both tables, and the dynamic one's ids."""
+  return (vocabulary + capacity) * 32 * 4 * 2 + capacity * 3 * 8
+
+
 def test_horovod_ranks_on_hosts_capped_below_the_tables(cluster, scratch):
   hosts = cluster(4).hosts
   cap = 1056 * MiB
-  tables = ((1 << 22) + (1 << 21)) * 32 * 4 * 2 + (1 << 21) * 3 * 8
-  assert tables >= 1.5 * cap
+  assert _table_bytes(1 << 22, 1 << 21) >= 1.5 * cap
   for host in hosts:
     host.limit_memory(cap)
   before = {host.name: host.memory_use() for host in hosts}
   out, export = scratch / "out", scratch / "export"
-  log = _run(hosts[0], [
-      HOROVODRUN, "--gloo", "-np", "4", "-H",
-      ",".join(f"{h.name}:1" for h in hosts), PYTHON, "-m",
-      "tests.workers.evaluation_on_ranks",
-      f"--model_dir={scratch / 'model'}", f"--out_dir={out}",
-      f"--export_dir={export}", f"--compact_export_dir={scratch / 'compact'}",
-      f"--vocabulary={1 << 22}",
-      f"--capacity={1 << 21}", "--dimension=32", "--steps=4"],
-             ENV, scratch / "log", 420)
+  log = _run(hosts[0], _ranks_job(hosts, scratch, 1 << 22, 1 << 21), ENV,
+             scratch / "log", 420)
   assert "Evaluating" in log and "on 4 Horovod ranks" in log, log[-3000:]
   peaks = _check_hosts(hosts, cap, before)
   assert len(list(out.iterdir())) == 4
@@ -84,6 +97,42 @@ def test_horovod_ranks_on_hosts_capped_below_the_tables(cluster, scratch):
   assert sum(f.stat().st_size for f in (compact / "variables").iterdir()) \
       <= full - 0.99 * (1 << 21) * 32 * 4
   print(f"peaks MiB under a {cap // MiB} MiB cap per host: {peaks}")
+
+
+def test_tables_larger_than_the_whole_cluster_are_refused_before_training(
+    cluster, scratch):
+  """1.2x what the 4 capped hosts hold together: every rank stops at its
+  capacity check, before a variable is made, naming its share, the cap and
+  the cgroup file it comes from; no host is OOM-killed."""
+  hosts = cluster(4).hosts
+  cap = 1056 * MiB
+  assert _table_bytes(1 << 24, 1 << 22) >= 1.2 * 4 * cap
+  for host in hosts:
+    host.limit_memory(cap)
+  before = {host.name: host.memory_use() for host in hosts}
+  log = scratch / "log"
+  with open(log, "w") as f:
+    proc = hosts[0].popen(_ranks_job(hosts, scratch, 1 << 24, 1 << 22),
+                          cwd=ROOT, env=ENV, stdout=f,
+                          stderr=subprocess.STDOUT)
+  try:
+    code = proc.wait(timeout=300)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  text = log.read_text()
+  assert code != 0, text[-3000:]
+  refusals = [line for line in text.splitlines()
+              if "the model's variables do not fit" in line]
+  assert refusals, text[-3000:]
+  assert all(f"above the {cap / MiB:.1f} MiB a task may hold (this task's "
+             "memory cgroup limit, " in line and "add ranks" in line
+             for line in refusals), refusals
+  # Nothing trained or evaluated (a step logs its loss, an evaluation its
+  # ranks).
+  assert not re.search(r"loss = [-\d]", text), text[-3000:]
+  assert "Horovod ranks" not in text, text[-3000:]
+  _check_hosts(hosts, cap, before)
 
 
 def test_parameter_servers_on_hosts_capped_below_the_table(cluster, scratch):

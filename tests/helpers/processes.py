@@ -102,3 +102,12 @@ def dump_args(out, model_dir=None, **flags):
   if model_dir:
     args.append(f"--model_dir={model_dir}")
   return args + [f"--{k}={v}" for k, v in flags.items()]
+
+
+def alive(pid):
+  """Whether `pid` runs (a zombie, waiting for its reaper, does not)."""
+  try:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
+    return False

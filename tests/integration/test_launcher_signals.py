@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from tests.helpers import processes
 from tests.helpers.processes import PYTHON, ROOT, worker_env
 
 TASK = """
@@ -34,15 +35,6 @@ time.sleep(300)
 """
 TASKS = 3
 """--workers 1 --ps 1: chief 0, worker 0 and ps 0."""
-
-
-def _alive(pid):
-  """Whether `pid` runs (a zombie, waiting for its reaper, does not)."""
-  try:
-    with open(f"/proc/{pid}/stat") as stat:
-      return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
-    return False
 
 
 def _pids(directory, timeout=60):
@@ -83,7 +75,7 @@ def test_a_signalled_launcher_leaves_no_task_running(tmp_path, number,
   launcher = _launch(tmp_path, stubborn)
   try:
     pids = _pids(tmp_path)
-    assert len(pids) == 2 * TASKS and all(map(_alive, pids)), pids
+    assert len(pids) == 2 * TASKS and all(map(processes.alive, pids)), pids
     launcher.send_signal(number)
     output, _ = launcher.communicate(timeout=60)
   finally:
@@ -97,9 +89,9 @@ def test_a_signalled_launcher_leaves_no_task_running(tmp_path, number,
                        "to each task's process group, SIGKILL after a grace "
                        "period)"], output
   deadline = time.time() + 10  # the children, reparented, die on their own
-  while any(map(_alive, pids)) and time.time() < deadline:
+  while any(map(processes.alive, pids)) and time.time() < deadline:
     time.sleep(0.1)
-  assert not [pid for pid in pids if _alive(pid)], (pids, output)
+  assert not [pid for pid in pids if processes.alive(pid)], (pids, output)
 
 
 def test_a_killed_launcher_leaves_no_task_running(tmp_path):
@@ -108,13 +100,13 @@ def test_a_killed_launcher_leaves_no_task_running(tmp_path):
   launcher = _launch(tmp_path, 0)
   try:
     tasks = _pids(tmp_path)[::2]
-    assert all(map(_alive, tasks)), tasks
+    assert all(map(processes.alive, tasks)), tasks
     launcher.kill()
     launcher.wait(timeout=60)
     deadline = time.time() + 10
-    while any(map(_alive, tasks)) and time.time() < deadline:
+    while any(map(processes.alive, tasks)) and time.time() < deadline:
       time.sleep(0.1)
-    assert not [pid for pid in tasks if _alive(pid)], tasks
+    assert not [pid for pid in tasks if processes.alive(pid)], tasks
   finally:
     if launcher.poll() is None:
       launcher.kill()

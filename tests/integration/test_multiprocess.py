@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import golden
+from tests.helpers import processes
 from tests.helpers import shared
 from tests.helpers.processes import (KERAS_ADASCALE, PYTHON, ROOT, dump_args,
                                      horovod, horovodrun_argv, launch,
@@ -367,17 +368,10 @@ def _kill_a_worker_and_expect_all_gone(command, out):
   proc.communicate(timeout=60)  # a hang would last until Gloo's timeout
   assert proc.returncode != 0
   deadline = time.monotonic() + 30
-  while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+  while (any(processes.alive(pid) for pid in pids) and
+         time.monotonic() < deadline):
     time.sleep(0.2)
-  assert not [pid for pid in pids if _alive(pid)]
-
-
-def _alive(pid):
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  return True
+  assert not [pid for pid in pids if processes.alive(pid)]
 
 
 def test_launcher_stops_everything_when_a_worker_dies(tmp_path):

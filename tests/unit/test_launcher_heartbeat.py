@@ -9,6 +9,7 @@ import time
 import pytest
 
 from estimator_scale.launcher import remote
+from tests.helpers import processes
 
 
 @pytest.fixture
@@ -28,14 +29,6 @@ def _start(cwd):
   return proc, int(proc.stdout.readline())
 
 
-def _alive(pid):
-  try:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-      return f.read().split()[2] != "Z"
-  except (FileNotFoundError, ProcessLookupError):
-    return False
-
-
 def test_a_task_that_hears_the_heartbeat_runs_on(short_silence, tmp_path):
   proc, pid = _start(tmp_path)
   try:
@@ -43,11 +36,11 @@ def test_a_task_that_hears_the_heartbeat_runs_on(short_silence, tmp_path):
       time.sleep(0.5)
       proc.stdin.write(b"\n")
       proc.stdin.flush()
-    assert _alive(pid) and proc.poll() is None
+    assert processes.alive(pid) and proc.poll() is None
   finally:
     proc.stdin.close()
     assert proc.wait(10) != 0
-  assert not _alive(pid)
+  assert not processes.alive(pid)
 
 
 def test_a_task_whose_launcher_falls_silent_stops(short_silence, tmp_path):
@@ -61,4 +54,4 @@ def test_a_task_whose_launcher_falls_silent_stops(short_silence, tmp_path):
   # Not before the silence allowed (2 s); well before the 15 s wait, which
   # only the silence can end.
   assert 2 <= time.monotonic() - start < 10
-  assert not _alive(pid)
+  assert not processes.alive(pid)

@@ -108,15 +108,19 @@ def test_a_host_without_the_jobs_python_ends_the_job_naming_its_rank(
   hosts = [host1.name, host2.name]
   # horovodrun checks the hosts (ssh, a common NIC) with its own Python and
   # keeps the result for an hour per -np and -H; a host that lost the Python
-  # since fails at its rank. (Without that result: the next test.)
-  checked = host1.run(horovodrun_argv(hosts, "true"), env=ENV, timeout=120)
+  # since fails at its rank. (Without that result: the next test.) The
+  # result is kept in one file under $HOME, which any horovodrun of other
+  # hosts rewrites whole: this test's own $HOME keeps other tests' jobs,
+  # running meanwhile, from dropping it.
+  env = dict(ENV, HOME=str(tmp_path / "home"))
+  checked = host1.run(horovodrun_argv(hosts, "true"), env=env, timeout=120)
   assert checked.returncode == 0, checked.stdout + checked.stderr
   hidden = host2.run(["mount", "-t", "tmpfs", "tmpfs",
                       os.path.join(ROOT, ".venv")])
   assert hidden.returncode == 0, hidden.stderr
   deadline = time.monotonic() + LIMIT
   proc = host1.run(horovodrun_argv(hosts, *train_argv(tmp_path / "model")),
-                   cwd=ROOT, env=ENV, timeout=LIMIT + 60)
+                   cwd=ROOT, env=env, timeout=LIMIT + 60)
   log = proc.stdout + proc.stderr
   assert time.monotonic() < deadline, log[-3000:]
   assert proc.returncode != 0, log[-3000:]

@@ -63,7 +63,8 @@ def check_settings(lr_scaling, ratio, min_norm):
       continue
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or
         not math.isfinite(value) or not holds(value)):
-      raise errors.ConfigError(f"{name}={value!r} must be a finite number {valid}")
+      raise errors.ConfigError(
+          f"{name}={value!r} must be a finite number {valid}")
     if lr_scaling != RULE:
       raise errors.ConfigError(f"{name}={value} needs lr_scaling='{RULE}'")
 
@@ -82,18 +83,17 @@ def with_counts(grad, variable):
   returned as it is.
 
   Raises:
-    ValueError: a sparse gradient of a table whose rows are not vectors.
+    ConfigError: a sparse gradient of a table whose rows are not vectors.
   """
   if not isinstance(grad, tf.IndexedSlices):
     return grad
   if grad.values.shape.rank != 2:
-    raise ValueError(
+    raise errors.ConfigError(
         f"lr_scaling='{RULE}' clips each row of a table of vectors; "
         f"{variable.name} has rows of shape {grad.values.shape[1:]}")
   values = tf.concat([grad.values, tf.ones_like(grad.values[:, :1])], 1)
-  shape = tf.cast(grad.dense_shape, tf.int64)
   return tf.IndexedSlices(values, grad.indices,
-                          tf.concat([shape[:1], shape[1:] + 1], 0))
+                          _columns(grad.dense_shape, 1))
 
 
 def _strip(values):
@@ -139,12 +139,13 @@ def _clip_sparse(grad, variable, samples, ratio, min_norm):
                          tf.round(counts * samples), ratio, min_norm)
   own, _ = _strip(grad.values)
   return tf.IndexedSlices(own * tf.gather(factors, positions)[:, None],
-                          grad.indices, _narrowed(grad.dense_shape))
+                          grad.indices, _columns(grad.dense_shape, -1))
 
 
-def _narrowed(dense_shape):
+def _columns(dense_shape, more):
+  """A table gradient's dense shape with `more` columns (the counts')."""
   shape = tf.cast(dense_shape, tf.int64)
-  return tf.concat([shape[:1], shape[1:] - 1], 0)
+  return tf.concat([shape[:1], shape[1:] + more], 0)
 
 
 def _unclipped(grad):
@@ -152,7 +153,7 @@ def _unclipped(grad):
   if not isinstance(grad, tf.IndexedSlices):
     return _strip(grad)[0]
   return tf.IndexedSlices(_strip(grad.values)[0], grad.indices,
-                          _narrowed(grad.dense_shape))
+                          _columns(grad.dense_shape, -1))
 
 
 def clip_update(grads, variables, tables, samples, ratio, min_norm):

@@ -37,7 +37,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     full_checkpoint_every: one save in this many is a full checkpoint; the
       others write only the rows of the dynamic tables changed since the
       save before, and every other variable (`embeddings.deltas`). For one
-      process (distribution "none") only.
+      process, or synchronous parameter servers (ps_sync).
 
   Returns:
     `ScaleConfig`.
@@ -51,7 +51,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   filesystems.require("model_dir", model_dir)
   # Before the backend starts: a parameter server serves from inside it.
   memory_limit.watch_for_oom_kill()
-  _check_full_checkpoint_every(full_checkpoint_every, distribution)
+  _check_full_checkpoint_every(full_checkpoint_every, distribution, ps_sync)
   common = dict(tf_random_seed=random_seed,
                 save_checkpoints_steps=save_checkpoints_steps,
                 save_checkpoints_secs=None,
@@ -69,17 +69,23 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   return scale_config
 
 
-def _check_full_checkpoint_every(full_every, distribution):
+def _check_full_checkpoint_every(full_every, distribution, ps_sync):
   if not isinstance(full_every, int) or full_every < 1:
     raise errors.ConfigError(
         f"full_checkpoint_every={full_every!r}: give a whole number >= 1 (1: "
         "every save is full; K: one save in K is, the others save the rows "
         "changed since the save before)")
-  if full_every > 1 and distribution != "none":
+  # Asynchronous workers each admit into the tables, where the chief that
+  # saves cannot see which rows they changed.
+  if full_every > 1 and not (distribution == "none" or (
+      distribution == "parameter_server" and ps_sync)):
     raise errors.ConfigError(
-        f"full_checkpoint_every={full_every} saves deltas of one process's "
-        f"tables; distribution={distribution!r} saves every row at every "
-        "save: use full_checkpoint_every=1 there, or distribution='none'")
+        f"full_checkpoint_every={full_every} saves deltas of the dynamic "
+        "tables one process or a synchronous parameter-server chief admits "
+        f"into; distribution={distribution!r}"
+        f"{'' if distribution != 'parameter_server' else ' without ps_sync'}"
+        " saves every row at every save: use full_checkpoint_every=1 there, "
+        "distribution='none', or parameter_server with ps_sync=True")
 
 
 def _synchronised_by_the_factory(scale_config):

@@ -72,13 +72,18 @@ def _save_in_groups(spec, part_bytes, config):
 
 
 def _saving_deltas(spec, config, full_every):
-  """`spec` whose Saver writes one full checkpoint in `full_every` saves and
-  deltas in between (`deltas.DeltaSaver`), where it has tables to track."""
+  """`spec` whose Saver (its own, the one `_save_in_groups` made, or one
+  like Estimator's default) writes one full checkpoint in `full_every`
+  saves and deltas in between (`deltas.DeltaSaver`), where it has tables
+  to track: one process's, or the parts a synchronous parameter-server
+  chief admits into."""
   from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
   tracked = [(t, t.changes) for t in dynamic.tables() if t.changes]
   if not tracked:
     return spec
-  saver = spec.scaffold.saver or tf.compat.v1.train.Saver(
+  grouped = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)
+  saver = spec.scaffold.saver or (grouped[0] if grouped else None)
+  saver = saver or tf.compat.v1.train.Saver(
       sharded=True, max_to_keep=config.keep_checkpoint_max,
       keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
       defer_build=True, save_relative_paths=True)
@@ -101,8 +106,8 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
     topology: this process's Topology (its backend and whether it is the
       chief, which logs the capacity line).
     full_checkpoint_every: saves per full checkpoint; the others save the
-      rows of one-process dynamic tables changed since the save before
-      (`deltas`).
+      rows of the dynamic tables changed since the save before (`deltas`:
+      one process, or synchronous parameter servers).
 
   Returns:
     model_fn(features, labels, mode, params, config); `params` is there for
@@ -114,7 +119,13 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
 
   def placed(features, labels, mode, params, config):
     del params  # bound in model_fn
+    # Deltas saved by an earlier run are applied, whatever this one's
+    # setting (with 1, each save of this run is full).
+    with_deltas = mode == "train" and (
+        full_checkpoint_every > 1 or deltas.follow_latest(config.model_dir))
     with contextlib.ExitStack() as stack:
+      if with_deltas:
+        stack.enter_context(deltas.tracking())
       if num_ps > 1:
         stack.enter_context(partitioning.partitioned_variables(
             num_ps, slice_bytes, part_bytes))
@@ -128,13 +139,8 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
         if topology.is_chief and dynamic_ps.tables():
           spec = spec._replace(training_hooks=list(spec.training_hooks) + [
               dynamic_ps_moves.MoveHook(dynamic_ps.tables(), num_ps)])
-      elif mode == "train" and (full_checkpoint_every > 1 or
-                                deltas.follow_latest(config.model_dir)):
-        # Deltas saved by an earlier run are applied, whatever this one's
-        # setting (with 1, each save of this run is full).
-        with deltas.tracking():
-          spec = model_fn(features, labels, mode, config)
-        spec = _saving_deltas(spec, config, full_checkpoint_every)
+      elif mode == "train":
+        spec = model_fn(features, labels, mode, config)
       else:
         with ps_reading.placed_on_ps():
           if ps_reading.active():  # dynamic tables split as training did
@@ -148,5 +154,7 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
                              sharded.COLLECTION)])
       if num_ps > 1:
         _save_in_groups(spec, part_bytes, config)
+      if with_deltas:
+        spec = _saving_deltas(spec, config, full_checkpoint_every)
     return spec
   return placed

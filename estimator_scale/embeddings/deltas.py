@@ -28,7 +28,11 @@ full checkpoint they follow when Estimator deletes it
 (`keep_checkpoint_max`), and those past the point a restore reached are
 deleted then (another timeline would otherwise continue their chain).
 
-Tables split over Horovod ranks or parameter servers save as before.
+On synchronous parameter servers each ps task's part of a table marks its
+own rows, and a delta names the rows as one process's table has them (the
+whole variables' names, the whole table's row numbers): a chain restores
+into any number of parts, each taking the rows in its range. Tables split
+over Horovod ranks, and asynchronous workers' tables, save as before.
 """
 import contextlib
 import contextvars
@@ -81,7 +85,8 @@ class Changes:
     rows = ids.shape[0]
     local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
     name = ids.op.name
-    with tf.init_scope():
+    # Beside the table's rows: a parameter server's part marks its own.
+    with tf.init_scope(), tf.compat.v1.device(ids.device):
       self.touched = tf.compat.v1.Variable(
           tf.zeros([rows], tf.bool), trainable=False, collections=local,
           name=f"{name}_touched")
@@ -118,6 +123,13 @@ def _per_row(table, variables):
       and v.shape.rank and v.shape[0] == rows]
 
 
+def _whole(variable):
+  """The name of the whole variable `variable` is (or is a part of) in a
+  checkpoint: a delta names rows as one process's table has them."""
+  info = variable._save_slice_info  # pylint: disable=protected-access
+  return info.full_name if info else variable.op.name
+
+
 def _step(path):
   return int(path.rpartition("-")[2])
 
@@ -131,7 +143,8 @@ class DeltaSaver:
 
   Args:
     saver: the Saver the training graph would use.
-    tables: (table, its `Changes`) of the one-process dynamic tables.
+    tables: (table, its `Changes`) of the dynamic tables (a parameter
+      server's parts each one).
     full_every: saves per full checkpoint.
   """
 
@@ -153,9 +166,12 @@ class DeltaSaver:
     if self._ops is not None:
       return
     variables = tf.compat.v1.global_variables()
-    rows_of = [(changes, _per_row(table, variables), table)
-               for table, changes in self._tables]
-    per_row = {v.op.name for _, rows, _ in rows_of for v in rows}
+    by_table = {}  # a table split over ps tasks is saved as one
+    for table, changes in self._tables:
+      by_table.setdefault(_whole(table.pool), []).append(
+          (table, changes, {_whole(v): v for v in _per_row(table, variables)}))
+    per_row = {name for parts in by_table.values()
+               for _, _, rows in parts for name in rows}
     saveables = saveable_object_util.op_list_to_dict(
         variables + tf.compat.v1.get_collection(
             tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS))
@@ -163,21 +179,27 @@ class DeltaSaver:
     prefix = tf.compat.v1.placeholder(tf.string, [], name="delta_prefix")
     after = tf.compat.v1.placeholder(tf.int64, [], name="delta_after")
     names, tensors, applied = [_AFTER], [after], []
-    for changes, rows, table in rows_of:
-      positions = changes.changed()
-      key = table.pool.op.name + _POSITIONS
-      names.append(key)
-      tensors.append(positions)
-      (read,) = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key],
-                                     shape_and_slices=[""], dtypes=[tf.int64])
-      for variable in rows:
-        names.append(variable.op.name)
-        tensors.append(tf.gather(variable, positions))
+    for pool, parts in by_table.items():
+      changed = [changes.changed() for _, changes, _ in parts]
+      names.append(pool + _POSITIONS)
+      tensors.append(tf.concat([c + table.first_row for c, (table, _, _)
+                                in zip(changed, parts)], 0))
+      (read,) = tf.raw_ops.RestoreV2(
+          prefix=prefix, tensor_names=[pool + _POSITIONS],
+          shape_and_slices=[""], dtypes=[tf.int64])
+      for name, variable in parts[0][2].items():
+        names.append(name)
+        tensors.append(tf.concat([tf.gather(rows[name], c) for c, (_, _, rows)
+                                  in zip(changed, parts)], 0))
         (values,) = tf.raw_ops.RestoreV2(
-            prefix=prefix, tensor_names=[variable.op.name],
-            shape_and_slices=[""], dtypes=[variable.dtype.base_dtype])
-        applied.append(resource_variable_ops.resource_scatter_update(
-            variable.handle, read, values))
+            prefix=prefix, tensor_names=[name], shape_and_slices=[""],
+            dtypes=[variable.dtype.base_dtype])
+        for table, _, rows in parts:  # each part its own rows
+          mine = tf.where((read >= table.first_row) &
+                          (read < table.first_row + table.rows))[:, 0]
+          applied.append(resource_variable_ops.resource_scatter_update(
+              rows[name].handle, tf.gather(read, mine) - table.first_row,
+              tf.gather(values, mine)))
     parts = tf.compat.v1.placeholder(tf.string, [None], name="delta_parts")
     self._ops = dict(
         prefix=prefix, after=after, parts=parts,

@@ -9,8 +9,9 @@ same ids as one process's table, each with the same vector, optimizer
 slots, count and last update, to 1e-5. Restored into 3 ranks, then back
 into 2, each rank must hold exactly the ids it owns under the new count,
 with their rows as saved, and train on. On synchronous parameter servers
-the export serves the table with TensorFlow alone, and a restore into 3 ps
-tasks moves the rows and trains on.
+the export serves the table with TensorFlow alone, a restore into 3 ps
+tasks moves the rows and trains on, and deltas of the ps parts' rows
+restore as their full save does, on one process and on 3 ps tasks.
 """
 import glob
 import json
@@ -261,3 +262,57 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
   assert moved.get_tensor("global_step") == 24
   rows = moved.get_tensor(worker.TABLE + "/ids")
   assert len(set(rows[rows >= 0].tolist())) == np.sum(rows >= 0) > 10
+
+
+def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(
+    tmp_path):
+  # Synchronous ps tasks save a full checkpoint in 3 and deltas of their
+  # parts' changed rows in between, named as one process's table has them:
+  # one process restores the full save and the delta after it as the full
+  # save of the same step.
+  model_dir = tmp_path / "sync" / "adagrad"
+  launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
+                    "--distribution=parameter_server", "--configs=adagrad",
+                    "--full_checkpoint_every=3", "--save_checkpoints_steps=2"],
+         ps=2, timeout=400)
+  # Full at 0, 6, 12, 18; deltas in between, 20 too; then 20 full at the end.
+  deltas = sorted(p.name for p in (model_dir / "deltas" / "18").iterdir()
+                  if p.name.endswith(".index"))
+  assert deltas == ["delta-20.index"], deltas
+  delta = tf.train.load_checkpoint(str(model_dir / "deltas" / "18" /
+                                       "delta-20"))
+  changed = delta.get_tensor(worker.TABLE + "/_delta_positions")
+  assert 0 < len(changed) < 120  # of the 120 rows (the worker's --capacity)
+  full = tf.train.load_checkpoint(str(model_dir / "model.ckpt-20"))
+  expected = {name: full.get_tensor(name)
+              for name in full.get_variable_to_shape_map()
+              if name.startswith(worker.TABLE)}
+  shutil.copytree(tmp_path / "sync", tmp_path / "full")
+  os.remove(model_dir / "model.ckpt-20.index")
+  tf.compat.v1.train.update_checkpoint_state(
+      str(model_dir), str(model_dir / "model.ckpt-18"))
+  shutil.copytree(tmp_path / "sync", tmp_path / "chain")
+  dumps = tmp_path / "dumps"
+  log = run([PYTHON] + ARGS + [f"--model_dir={tmp_path / 'sync'}",
+                               "--configs=adagrad", "--steps=21",
+                               f"--dump_dir={dumps}"], timeout=300)
+  assert "and 1 delta(s) after it, to step 20" in log.stdout + log.stderr
+  with np.load(dumps / "start-20-of1-rank0.npz") as restored:
+    for name, value in expected.items():
+      np.testing.assert_array_equal(restored[name], value, err_msg=name)
+  # On 3 ps tasks, the chain (each part taking the delta's rows in its
+  # range, then the chief moving rows to their ids' tasks) trains the next
+  # update as the full save of step 20 does.
+  after = {}
+  for start in ("full", "chain"):
+    log = launch(1, ARGS + [f"--model_dir={tmp_path / start}", "--ps_sync",
+                            "--distribution=parameter_server",
+                            "--configs=adagrad", "--steps=21"],
+                 ps=3, timeout=400)
+    after[start] = _by_id(str(tmp_path / start / "adagrad" /
+                              "model.ckpt-21"))
+  assert "and 1 delta(s) after it, to step 20" in log.stdout + log.stderr
+  assert ("Dynamic table model/table moved onto 3 ps tasks"
+          in log.stdout + log.stderr)
+  dynamic_rows.assert_same(after["chain"], after["full"], atol=0)
+

@@ -171,7 +171,10 @@ def test_the_setting_is_refused_where_it_does_not_apply():
   with pytest.raises(errors.ConfigError, match=r"full_checkpoint_every=0: "
                      r"give a whole number >= 1"):
     es.build_run_config("none", full_checkpoint_every=0)
-  with pytest.raises(errors.ConfigError, match=r"full_checkpoint_every=4 "
-                     r"saves deltas of one process's tables; "
-                     r"distribution='mirrored'"):
-    es.build_run_config("mirrored", full_checkpoint_every=4)
+  for distribution, extra in (("mirrored", ""),
+                              ("parameter_server", " without ps_sync")):
+    with pytest.raises(errors.ConfigError, match=(
+        r"full_checkpoint_every=4 saves deltas of the dynamic tables one "
+        r"process or a synchronous parameter-server chief admits into; "
+        f"distribution='{distribution}'{extra} saves every row")):
+      es.build_run_config(distribution, full_checkpoint_every=4)

@@ -44,6 +44,9 @@ def _define_flags():
   flags.DEFINE_list("configs", list(CONFIGS), "the CONFIGS to train")
   flags.DEFINE_string("dump_dir", None, "where each rank writes its rows")
   flags.DEFINE_integer("capacity", 120, "the table's rows")
+  flags.DEFINE_integer("full_checkpoint_every", 1,
+                       "saves per full checkpoint; deltas in between")
+  flags.DEFINE_integer("save_checkpoints_steps", 100, "")
   flags.DEFINE_string("export_dir", None,
                       "where the chief exports each config's model")
   flags.DEFINE_bool("evaluate", False,
@@ -106,7 +109,9 @@ def main(argv):
     estimator = es.make_estimator(
         RawIds(), model_dir=os.path.join(FLAGS.model_dir, name),
         distribution=FLAGS.distribution, training_config=config,
-        random_seed=0, **({"ps_sync": True} if FLAGS.ps_sync else {}))
+        random_seed=0, full_checkpoint_every=FLAGS.full_checkpoint_every,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        **({"ps_sync": True} if FLAGS.ps_sync else {}))
     hooks = []
     if FLAGS.dump_dir:
       os.makedirs(FLAGS.dump_dir, exist_ok=True)

@@ -37,7 +37,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     full_checkpoint_every: one save in this many is a full checkpoint; the
       others write only the rows of the dynamic tables changed since the
       save before, and every other variable (`embeddings.deltas`). For one
-      process, or synchronous parameter servers (ps_sync).
+      process, Horovod ranks (not elastic), or synchronous parameter
+      servers (ps_sync).
 
   Returns:
     `ScaleConfig`.
@@ -51,7 +52,6 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   filesystems.require("model_dir", model_dir)
   # Before the backend starts: a parameter server serves from inside it.
   memory_limit.watch_for_oom_kill()
-  _check_full_checkpoint_every(full_checkpoint_every, distribution, ps_sync)
   common = dict(tf_random_seed=random_seed,
                 save_checkpoints_steps=save_checkpoints_steps,
                 save_checkpoints_secs=None,
@@ -59,6 +59,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
                 log_step_count_steps=log_step_count_steps,
                 keep_checkpoint_max=keep_checkpoint_max)
   backend = backends.get(distribution)
+  _check_full_checkpoint_every(full_checkpoint_every, distribution, ps_sync,
+                               backend.elastic_requested())
   if ps_sync:
     backend = backend.synchronized()
   scale_config = backend.build(common, model_dir, replicas, intra_op_threads)
@@ -69,23 +71,25 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   return scale_config
 
 
-def _check_full_checkpoint_every(full_every, distribution, ps_sync):
+def _check_full_checkpoint_every(full_every, distribution, ps_sync, elastic):
   if not isinstance(full_every, int) or full_every < 1:
     raise errors.ConfigError(
         f"full_checkpoint_every={full_every!r}: give a whole number >= 1 (1: "
         "every save is full; K: one save in K is, the others save the rows "
         "changed since the save before)")
   # Asynchronous workers each admit into the tables, where the chief that
-  # saves cannot see which rows they changed.
-  if full_every > 1 and not (distribution == "none" or (
-      distribution == "parameter_server" and ps_sync)):
+  # saves cannot see which rows they changed; an elastic job's commits are
+  # its saves, untried with deltas.
+  where = {"none": "", "horovod": "", "parameter_server": " without ps_sync"}
+  refused = (distribution not in where or elastic or (
+      distribution == "parameter_server" and not ps_sync))
+  if full_every > 1 and refused:
     raise errors.ConfigError(
         f"full_checkpoint_every={full_every} saves deltas of the dynamic "
-        "tables one process or a synchronous parameter-server chief admits "
-        f"into; distribution={distribution!r}"
-        f"{'' if distribution != 'parameter_server' else ' without ps_sync'}"
-        " saves every row at every save: use full_checkpoint_every=1 there, "
-        "distribution='none', or parameter_server with ps_sync=True")
+        "tables of one process, of Horovod ranks (not elastic) or of "
+        f"synchronous parameter servers; distribution={distribution!r}"
+        f"{' (elastic)' if elastic else where.get(distribution, '')} saves "
+        "every row at every save: use full_checkpoint_every=1 there")
 
 
 def _synchronised_by_the_factory(scale_config):

@@ -78,7 +78,8 @@ def _saving_deltas(spec, config, full_every):
   to track: one process's, or the parts a synchronous parameter-server
   chief admits into."""
   from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
-  tracked = [(t, t.changes) for t in dynamic.tables() if t.changes]
+  tracked = [(t, t.changes) for t in dynamic.tables()
+             if t.changes and t.shard is None]
   if not tracked:
     return spec
   grouped = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)
@@ -125,7 +126,7 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
         full_checkpoint_every > 1 or deltas.follow_latest(config.model_dir))
     with contextlib.ExitStack() as stack:
       if with_deltas:
-        stack.enter_context(deltas.tracking())
+        stack.enter_context(deltas.tracking(full_checkpoint_every))
       if num_ps > 1:
         stack.enter_context(partitioning.partitioned_variables(
             num_ps, slice_bytes, part_bytes))

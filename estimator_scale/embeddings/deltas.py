@@ -32,7 +32,8 @@ On synchronous parameter servers each ps task's part of a table marks its
 own rows, and a delta names the rows as one process's table has them (the
 whole variables' names, the whole table's row numbers): a chain restores
 into any number of parts, each taking the rows in its range. Tables split
-over Horovod ranks, and asynchronous workers' tables, save as before.
+over Horovod ranks save their deltas beside their full saves
+(`shard_deltas`); asynchronous workers' tables save as before.
 """
 import contextlib
 import contextvars
@@ -48,20 +49,21 @@ from tensorflow.python.training.saving import saveable_object_util  # pylint: di
 from estimator_scale.embeddings import saving
 
 DIRECTORY = "deltas"
-_AFTER = "_delta_after"
+AFTER = "_delta_after"
 """The step of the save a delta follows."""
 _POSITIONS = "/_delta_positions"
 _DELTA = re.compile(r"((?:tmp-)?delta-(\d+))(?:\.index$|[.-])")
 
 _TRACKING = contextvars.ContextVar("estimator_scale_tracking_changes",
-                                   default=False)
+                                   default=0)
+"""The saves per full checkpoint of the graph being built; 0: untracked."""
 
 
 @contextlib.contextmanager
-def tracking():
-  """Within it, training lookups of one-process tables mark the rows they
-  return (`Changes`)."""
-  token = _TRACKING.set(True)
+def tracking(full_every):
+  """Within it, training lookups of dynamic tables mark the rows they
+  return (`Changes`), for saves of which one in `full_every` is full."""
+  token = _TRACKING.set(full_every)
   try:
     yield
   finally:
@@ -70,7 +72,7 @@ def tracking():
 
 def tracking_on():
   """Whether the graph being built tracks its tables' changed rows."""
-  return _TRACKING.get()
+  return bool(_TRACKING.get())
 
 
 class Changes:
@@ -82,6 +84,7 @@ class Changes:
 
   def __init__(self, ids):
     self._ids = ids
+    self.full_every = _TRACKING.get()
     rows = ids.shape[0]
     local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
     name = ids.op.name
@@ -130,7 +133,8 @@ def _whole(variable):
   return info.full_name if info else variable.op.name
 
 
-def _step(path):
+def step_of(path):
+  """The step of a checkpoint or a delta (a path prefix ending in it)."""
   return int(path.rpartition("-")[2])
 
 
@@ -178,7 +182,7 @@ class DeltaSaver:
     rest = {k: v for k, v in saveables.items() if k not in per_row}
     prefix = tf.compat.v1.placeholder(tf.string, [], name="delta_prefix")
     after = tf.compat.v1.placeholder(tf.int64, [], name="delta_after")
-    names, tensors, applied = [_AFTER], [after], []
+    names, tensors, applied = [AFTER], [after], []
     for pool, parts in by_table.items():
       changed = [changes.changed() for _, changes, _ in parts]
       names.append(pool + _POSITIONS)
@@ -259,7 +263,7 @@ class DeltaSaver:
     result = self._saver.restore(sess, save_path)
     if save_path is None:
       return result
-    base = _step(save_path)
+    base = step_of(save_path)
     ops, at = self._ops, base
     follow = chain(save_path)
     for at, delta in follow:
@@ -287,19 +291,19 @@ def follow_latest(model_dir):
 def _directory(checkpoint):
   """Where the deltas that follow the full `checkpoint` are."""
   return os.path.join(os.path.dirname(checkpoint), DIRECTORY,
-                      str(_step(checkpoint)))
+                      str(step_of(checkpoint)))
 
 
 def chain(checkpoint):
   """(step, prefix) of the deltas that follow the full `checkpoint`, in
   order: each the save after the one before, up to the first that is not
   (torn, or from a timeline a restore left)."""
-  at, found = _step(checkpoint), []
+  at, found = step_of(checkpoint), []
   for step, delta in _deltas(_directory(checkpoint)):
     if step <= at:
       continue
     if (not tf.io.gfile.exists(delta + ".index") or int(
-        tf.train.load_variable(delta, _AFTER)) != at):
+        tf.train.load_variable(delta, AFTER)) != at):
       break
     at = step
     found.append((step, delta))

@@ -410,7 +410,7 @@ class Table:
               multipliers=[m - (1 << 64) if m >> 63 else m
                            for m in _MULTIPLIERS]))
     done = []
-    if deltas.tracking_on() and self.shard is None:
+    if deltas.tracking_on():
       if self.changes is None:
         self.changes = deltas.Changes(self.ids)
       done.append(self.changes.mark(rows))

@@ -94,6 +94,13 @@ def _slots(table, sliced):
           and v._save_slice_info.full_shape == info.full_shape]  # pylint: disable=protected-access
 
 
+def per_row(table, sliced):
+  """`table`'s variables with a row per row of its shard: its pool, its
+  optimizer slots among the `sliced` variables, and its bookkeeping."""
+  return ([table.pool] + _slots(table, sliced) +
+          [getattr(table, name) for name, _ in _FREE_VALUES])
+
+
 def _keep(table, received_ids, scores):
   """Positions of the received rows this rank keeps: all of them when they
   fit, else the `rows` the eviction policy ranks first."""

@@ -37,6 +37,10 @@ and when training ends. Rank 0's time-based checkpoints
 (`save_checkpoints_secs`) have no counterpart: a restart from one of them
 is refused, naming the missing file.
 
+With `full_checkpoint_every` > 1 the saves between two full ones are
+deltas of the dynamic tables' changed rows (`shard_deltas`), which a
+restore and an evaluation on the ranks apply after the full save.
+
 One process saves its tables whole in its own checkpoint, and ranks
 resuming it read their ranges from there. One process resuming the ranks'
 checkpoint joins rank 0's and the merged one into one it restores
@@ -59,6 +63,7 @@ import contextvars
 import os
 import random
 import re
+import time
 
 from absl import logging
 import numpy as np
@@ -71,8 +76,10 @@ from estimator_scale import errors
 from estimator_scale import moments
 from estimator_scale import resume
 from estimator_scale.embeddings import compact
+from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import saving
+from estimator_scale.embeddings import shard_deltas
 from estimator_scale.embeddings import sharded
 
 DIRECTORY = "sharded_tables"
@@ -184,16 +191,20 @@ def drop_unkept(directory, model_dir, before):
   tables' of every save would otherwise fill the disk over a long run. A
   checkpoint the Estimator keeps (its latest, or one of every
   `keep_checkpoint_every_n_hours`) keeps its tables."""
+  kept = {int(name[:-len(".index")].rpartition("-")[2])
+          for name in tf.io.gfile.glob(os.path.join(model_dir,
+                                                    "model.ckpt-*.index"))}
+  kept |= shard_deltas.needed_fulls(directory, kept)
   steps = {}
   for name in tf.io.gfile.glob(os.path.join(directory, "ckpt-*")):
     found = _SAVED_STEP.match(os.path.basename(name))
     if found and int(found.group(1)) < before:
       steps.setdefault(int(found.group(1)), []).append(name)
   for step, names in steps.items():
-    if not tf.io.gfile.exists(os.path.join(model_dir,
-                                           f"model.ckpt-{step}.index")):
+    if step not in kept:
       for name in names:
         tf.io.gfile.remove(name)
+      shard_deltas.drop_chain(directory, step)
 
 
 
@@ -208,6 +219,15 @@ def merged_checkpoint(checkpoint):
   (a path prefix), for the same global step."""
   return os.path.join(os.path.dirname(checkpoint), DIRECTORY,
                       f"ckpt-{_step(checkpoint)}")
+
+
+def tables_of(checkpoint):
+  """(the merged checkpoint, the deltas after it) that hold the ranks'
+  tables at Estimator's `checkpoint`'s step, or None where none does."""
+  merged = merged_checkpoint(checkpoint)
+  if tf.io.gfile.exists(merged + ".index"):
+    return merged, []
+  return shard_deltas.chain_to(os.path.dirname(merged), _step(checkpoint))
 
 
 def _holds(checkpoint, keys):
@@ -232,8 +252,8 @@ def _has_tables(checkpoint):
   """Whether the ranks can restore their shards at `checkpoint`'s step: its
   tables were merged, one process saved them whole in it, or it is a step
   0, which the initializers draw."""
-  return _step(checkpoint) == 0 or tf.io.gfile.exists(
-      merged_checkpoint(checkpoint) + ".index") or _holds_tables(checkpoint)
+  return (_step(checkpoint) == 0 or tables_of(checkpoint) is not None or
+          _holds_tables(checkpoint))
 
 
 def resume_where_tables_were_merged(model_dir):
@@ -356,14 +376,15 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     """The checkpoint that holds the tables of `save_path`."""
     if _holds(save_path, self._table_keys):
       return save_path
-    merged = merged_checkpoint(save_path)
-    if not tf.io.gfile.exists(merged + ".index"):
+    found = tables_of(save_path)
+    if found is None:
       raise errors.ConfigError(
           f"checkpoint {save_path} holds the sharded tables "
-          f"{', '.join(self._table_keys)} in {merged}, which is missing; "
-          "evaluate a checkpoint every rank saved (save_checkpoints_steps, "
-          "or the one training ended with)")
-    return merged
+          f"{', '.join(self._table_keys)} in {merged_checkpoint(save_path)}, "
+          "which is missing; evaluate a checkpoint every rank saved "
+          "(save_checkpoints_steps, or the one training ended with)")
+    _refuse_deltas(save_path, found, "predict or export")
+    return found[0]
 
   def restore(self, sess, save_path):
     """See base class: the tables come from `merged_checkpoint(save_path)`
@@ -400,10 +421,22 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     return save_path
 
 
+def _refuse_deltas(checkpoint, found, what):
+  """Raises where the tables at `checkpoint` are a full save and deltas
+  (`found`, from `tables_of`), which only the ranks apply."""
+  if found[1]:
+    raise errors.ConfigError(
+        f"checkpoint {checkpoint} holds its sharded tables as {found[0]} and "
+        f"{len(found[1])} delta(s) after it, which only Horovod ranks "
+        f"apply; {what} a checkpoint with a full save of the tables (the "
+        "one training ended with, or one in full_checkpoint_every)")
+
+
 def split_over_ranks(checkpoint):
   """Whether `checkpoint`'s tables were saved by Horovod ranks (merged
-  beside it): no process held them whole, so none evaluates them alone."""
-  return tf.io.gfile.exists(merged_checkpoint(checkpoint) + ".index")
+  beside it, or deltas after such a save): no process held them whole, so
+  none evaluates them alone."""
+  return tables_of(checkpoint) is not None
 
 
 class RankTablesSaver(tf.compat.v1.train.Saver):
@@ -426,18 +459,47 @@ class RankTablesSaver(tf.compat.v1.train.Saver):
                   if v.ref() not in own] + tf.compat.v1.get_collection(
                       tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS),
         sharded=True, save_relative_paths=True)
-    self._source = tf.compat.v1.placeholder(tf.string, [])
     self._initialise = tf.compat.v1.variables_initializer(shards)
-    self._rows = _restore_in_blocks(shards, self._source)
-    self._resharder = dynamic_reshard.Resharder(hvd, shards)
+    self._tables = _RankTables(hvd, shards)
 
   def restore(self, sess, save_path):
     """See base class."""
     super().restore(sess, save_path)
-    merged = merged_checkpoint(save_path)
     sess.run(self._initialise)
-    sess.run(self._rows, {self._source: merged})
-    self._resharder.after_restore(sess, merged)
+    self._tables.restore(sess, tables_of(save_path))
+
+
+class _RankTables:
+  """This rank's ops reading its rows of the tables from a merged
+  checkpoint and the deltas after it, then re-sharding them.
+
+  Args:
+    hvd: horovod.tensorflow, initialised.
+    sliced: this rank's variables saved as slices.
+  """
+
+  def __init__(self, hvd, sliced):
+    self._hvd = hvd
+    self.source = tf.compat.v1.placeholder(tf.string, [])
+    self.rows = _restore_in_blocks(sliced, self.source)
+    self.deltas = shard_deltas.RankDeltas(hvd, sliced)
+    self.whole_rows = _restore_in_blocks(self.deltas.whole, self.source)
+    self.resharder = dynamic_reshard.Resharder(hvd, sliced)
+
+  def restore(self, session, found):
+    """Reads `found` ((checkpoint, deltas), `tables_of`)."""
+    merged, chain = found
+    session.run(self.rows, {self.source: merged})
+    for delta in chain:
+      session.run(self.whole_rows, {self.source: delta})
+      self.deltas.apply_rows_of(session, delta)
+    self.resharder.after_restore(session, merged)
+    session.run(self.deltas.reset)
+    if self._hvd.rank() == 0:
+      logging.info("Sharded tables restored from %s%s on %d ranks", merged,
+                   f" and {len(chain)} delta(s) after it, to step "
+                   f"{deltas.step_of(chain[-1])}" if chain else "",
+                   self._hvd.size())
 
 
 def _rank_tables(spec):
@@ -507,9 +569,11 @@ def _resume_tables_whole(spec, config):
   if latest is None:
     return spec
   if not _holds(latest, saveable_object_util.op_list_to_dict(tables)):
-    merged = merged_checkpoint(latest)
-    if not tf.io.gfile.exists(merged + ".index"):
+    found = tables_of(latest)
+    if found is None:
       return spec  # the Saver names what the checkpoint lacks
+    _refuse_deltas(latest, found, "resume on one process")
+    merged = found[0]
     if config.num_worker_replicas > 1:
       raise errors.ConfigError(
           f"checkpoint {latest} in {config.model_dir} holds its tables in "
@@ -620,9 +684,10 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._save_parts, parts = _save_in_blocks(
         variables, self._checkpoint,
         dynamic_reshard.ranks_tensor(hvd) if hvd.rank() == 0 else None)
-    self._restore = _restore_in_blocks(variables, self._checkpoint)
+    self._tables = _RankTables(hvd, variables)
+    self._save_whole, self._whole_parts = _save_in_blocks(
+        self._tables.deltas.whole, self._checkpoint)
     self._names = sorted({v._save_slice_info.full_name for v in variables})  # pylint: disable=protected-access
-    self._resharder = dynamic_reshard.Resharder(hvd, variables)
     self._step = tf.compat.v1.train.get_global_step()
     self._token_in = tf.compat.v1.placeholder(tf.int64, [])
     self._token = hvd.broadcast(self._token_in, 0,
@@ -641,6 +706,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
         checkpoint_prefixes=self._prefixes, destination_prefix=self._merged,
         delete_old_dirs=False)
     self._saved_at = None
+    self._full_at = None  # this session's last full save
+    self._since_full = 0
     self._last = 0
 
   def after_create_session(self, session, coord):
@@ -666,29 +733,28 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     if tf.train.latest_checkpoint(self._model_dir) is None or step == 0:
       return  # nothing trained yet: the initializers draw the same rows
     self._saved_at = step
-    source = self._tables_source(step)
-    if dynamic_reshard.ranks_saved(source) != self._hvd.size():
+    found = self._tables_source(step)
+    if dynamic_reshard.ranks_saved(found[0]) != self._hvd.size():
       moments.begins("reshard")
-    session.run(self._restore, {self._checkpoint: source})
-    self._resharder.after_restore(session, source)
-    if self._hvd.rank() == 0:
-      logging.info("Sharded tables restored from %s on %d ranks", source,
-                   self._hvd.size())
+    self._tables.restore(session, found)
 
   def _tables_source(self, step):
-    """The checkpoint the ranks read their rows of `step` from: the ranks'
-    merged one, or the Estimator's own where one process saved the tables
-    whole in it.
+    """(checkpoint, deltas) the ranks read their rows of `step` from: the
+    ranks' merged one and the deltas after it, or the Estimator's own where
+    one process saved the tables whole in it.
 
     Raises:
-      errors.ConfigError: neither holds them.
+      errors.ConfigError: none holds them.
     """
     merged = self._prefix(step)
     if tf.io.gfile.exists(merged + ".index"):
-      return merged
+      return merged, []
+    found = shard_deltas.chain_to(self._directory, step)
+    if found:
+      return found
     latest = tf.train.latest_checkpoint(self._model_dir)
     if latest and _step(latest) == step and _holds(latest, self._names):
-      return latest
+      return latest, []
     raise errors.ConfigError(
         f"the checkpoint at step {step} in {self._model_dir} has no "
         f"sharded tables' checkpoint ({merged}) and does not hold the "
@@ -710,9 +776,11 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
   def end(self, session):
     if self._save_parts is None:
       return
+    # A session's last save is full: what is evaluated or exported after
+    # training is a merged checkpoint.
     step = int(session.run(self._step))
-    if step != self._saved_at:
-      self._save(session, step)
+    if step != self._full_at:
+      self._save(session, step, full=True)
 
   def _prefix(self, step, rank=None):
     """The merged checkpoint of `step`, or the prefix of `rank`'s parts in
@@ -722,21 +790,49 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       name += f"-of{self._hvd.size()}-rank{rank}"
     return os.path.join(self._directory, name)
 
-  def _save(self, session, step):
-    """Every rank writes its slices; once all have, rank 0 merges them."""
+  def _save(self, session, step, full=False):
+    """Every rank writes its slices, or its delta; once all have, rank 0
+    merges them. A session's first save is full, so a chain of deltas is
+    written by one number of ranks."""
     hvd = self._hvd
+    rank_deltas = self._tables.deltas
+    full = full or self._full_at is None or (
+        self._since_full + 1 >= rank_deltas.full_every)
     moments.begins("save")
-    session.run(self._save_parts,
-                {self._checkpoint: self._prefix(step, hvd.rank())})
-    written = int(session.run(self._barrier,
-                              {self._parts_in: float(self._parts)}))
+    start = time.perf_counter()
+    if full:
+      destination = self._prefix(step)
+      session.run(self._save_parts,
+                  {self._checkpoint: self._prefix(step, hvd.rank())})
+      parts = self._parts
+    else:
+      destination = os.path.join(self._directory, shard_deltas.DIRECTORY,
+                                 str(self._full_at), f"delta-{step}")
+      tf.io.gfile.makedirs(os.path.dirname(destination))
+      mine = f"{destination}-of{hvd.size()}-rank{hvd.rank()}"
+      session.run(self._save_whole, {self._checkpoint: mine})
+      session.run(rank_deltas.save_rows, {
+          rank_deltas.prefix: f"{mine}-part{self._whole_parts}",
+          rank_deltas.after: self._saved_at})
+      parts = self._whole_parts + 1
+    written = int(session.run(self._barrier, {self._parts_in: float(parts)}))
     if hvd.rank() == 0:
-      self._merge_parts(session, step, written)
+      self._merge_parts(session, destination, written)
+      if full:
+        drop_unkept(self._directory, self._model_dir, step)
+      logging.info("Sharded tables saved %s at step %d on %d ranks in %.3f s",
+                   "whole" if full else "as a delta", step, hvd.size(),
+                   time.perf_counter() - start)
+    session.run(rank_deltas.reset)
     self._saved_at = step
+    if full:
+      self._full_at, self._since_full = step, 0
+    else:
+      self._since_full += 1
 
-  def _merge_parts(self, session, step, written):
-    """Merges the `written` parts of this save at `step`, then removes what
-    an unfinished save of the step by another number of ranks left.
+  def _merge_parts(self, session, destination, written):
+    """Merges the `written` parts of this save into `destination`, then
+    removes what an unfinished save of it by another number of ranks left.
 
     Raises:
       errors.ConfigError: rank 0 does not find every part the ranks wrote.
@@ -744,21 +840,20 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     moments.begins("merge")
     size = self._hvd.size()
     parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(
-        self._prefix(step) + f"-of{size}-rank*-part*.index"))
+        destination + f"-of{size}-rank*-part*.index"))
     if len(parts) != written:
       raise errors.ConfigError(
-          f"rank 0 finds {len(parts)} parts of the sharded tables at step "
-          f"{step} in {self._directory}, where the {size} ranks wrote "
-          f"{written}: every rank must write to the directory rank 0 reads, "
-          "and see there what the others wrote (a shared file system)")
+          f"rank 0 finds {len(parts)} parts of the sharded tables for "
+          f"{destination}, where the {size} ranks wrote {written}: every "
+          "rank must write to the directory rank 0 reads, and see there "
+          "what the others wrote (a shared file system)")
     merging = os.path.join(self._directory, MERGING)
     if tf.io.gfile.exists(merging):  # what a merge cut short left
       tf.io.gfile.rmtree(merging)
     tf.io.gfile.makedirs(merging)
-    source = os.path.join(merging, f"ckpt-{step}")
+    source = os.path.join(merging, os.path.basename(destination))
     session.run(self._merge, {self._prefixes: parts, self._merged: source})
-    saving.publish(source, self._prefix(step))
+    saving.publish(source, destination)
     tf.io.gfile.rmtree(merging)
-    for name in tf.io.gfile.glob(self._prefix(step) + "-of*-rank*"):
+    for name in tf.io.gfile.glob(destination + "-of*-rank*"):
       tf.io.gfile.remove(name)
-    drop_unkept(self._directory, self._model_dir, step)

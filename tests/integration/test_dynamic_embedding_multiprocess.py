@@ -316,3 +316,54 @@ def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(
           in log.stdout + log.stderr)
   dynamic_rows.assert_same(after["chain"], after["full"], atol=0)
 
+
+
+def test_horovod_ranks_save_deltas_restored_on_2_and_3_ranks(tmp_path):
+  # Two ranks save their tables fully at 2, 8 and 14 and deltas of their
+  # changed rows at 4, 6, 10, 12, 16 and 18; the session's last save, at
+  # 18, is full too. Without that full save, the chain 14, 16, 18 restores
+  # on 2 ranks, and on 3 (then re-sharded), the rows it holds, bit for bit,
+  # and evaluates to the same metrics.
+  model_dir = tmp_path / "adagrad"
+  horovod(2, ARGS + [f"--model_dir={tmp_path}", "--distribution=horovod",
+                     "--configs=adagrad", "--full_checkpoint_every=3",
+                     "--save_checkpoints_steps=2", "--steps=18"], timeout=480)
+  tables = model_dir / "sharded_tables"
+  chain = sorted(p.name for p in (tables / "deltas" / "14").iterdir()
+                 if p.name.endswith(".index"))
+  assert chain == ["delta-16.index", "delta-18.index"], chain
+  delta = tf.train.load_checkpoint(str(tables / "deltas" / "14" / "delta-18"))
+  changed = sum(len(delta.get_tensor(
+      f"{worker.TABLE}/_delta_positions/_delta_rank{rank}")) for rank in (0, 1))
+  assert 0 < changed < 120  # of the 120 rows (the worker's --capacity)
+  expected = _by_id(str(tables / "ckpt-18"))
+  # Evaluated on the ranks, the chain gives the full save's metrics.
+  evaluated = []
+  for _ in range(2):
+    log = horovod(2, ARGS + [f"--model_dir={tmp_path}",
+                             "--distribution=horovod", "--configs=adagrad",
+                             "--steps=18", "--evaluate"], timeout=480)
+    evaluated.append(json.loads((model_dir / "eval.json").read_text()))
+    for path in tables.glob("ckpt-18.*"):
+      path.unlink()
+  assert ("and 2 delta(s) after it, to step 18 on 2 ranks"
+          in log.stdout + log.stderr)
+  assert evaluated[0] == evaluated[1]
+  out = tmp_path / "out"
+  for size in (2, 3):
+    shutil.rmtree(tmp_path / "again", ignore_errors=True)
+    shutil.copytree(tmp_path, tmp_path / "again",
+                    ignore=shutil.ignore_patterns("again", "out"))
+    log = horovod(size, ARGS + [
+        f"--model_dir={tmp_path / 'again'}", "--distribution=horovod",
+        "--configs=adagrad", "--steps=19", f"--dump_dir={out}",
+        "--global_batch_size=24"], timeout=480)
+    assert ("and 2 delta(s) after it, to step 18 on "
+            f"{size} ranks" in log.stdout + log.stderr)
+    dumps = []
+    for rank in range(size):
+      with np.load(out / f"start-18-of{size}-rank{rank}.npz") as dump:
+        dumps.append({k: v for k, v in dump.items()
+                      if not k.endswith("/sketch")})
+    dynamic_rows.assert_same(dynamic_rows.by_id(dumps, worker.TABLE),
+                             expected, 0, f"on {size} ranks")

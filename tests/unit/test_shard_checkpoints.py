@@ -18,6 +18,7 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 
 import estimator_scale as es
 from estimator_scale import moments
+from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
 from tools.rig.chaos import core
@@ -98,9 +99,9 @@ def test_a_save_merges_its_own_parts_and_clears_an_unfinished_ones(tmp_path):
 def test_rank_0_refuses_to_merge_without_every_ranks_parts(tmp_path):
   """Rank 1 says it wrote its part, which rank 0 cannot see."""
   with pytest.raises(es.errors.ConfigError,
-                     match=r"^rank 0 finds 1 parts of the sharded tables at "
-                     r"step 5 in \S*sharded_tables, where the 2 ranks wrote "
-                     r"2: every rank must write"):
+                     match=r"^rank 0 finds 1 parts of the sharded tables for "
+                     r"\S*sharded_tables/ckpt-5, where the 2 ranks wrote 2: "
+                     r"every rank must write"):
     _save_as_rank_0(tmp_path, 2, 5)
   assert not (tmp_path / shard_checkpoints.DIRECTORY / "ckpt-5.index").exists()
 
@@ -141,6 +142,32 @@ def test_a_save_removes_the_tables_of_checkpoints_the_estimator_dropped(
       hook.after_run(tf.compat.v1.train.SessionRunContext((), sess), None)
   assert sorted({p.name.split(".")[0] for p in tables.iterdir()}) == [
       "ckpt-20", "ckpt-30", "shared-dir-token"]
+
+
+def test_a_full_save_the_kept_checkpoints_deltas_follow_is_kept(tmp_path):
+  """Step 12's tables are step 10's full save and a delta: the Estimator
+  keeps model.ckpt-12 only, so ckpt-10 and its deltas stay, while step
+  4's, which no kept checkpoint reaches, go with their deltas."""
+  tables = tmp_path / shard_checkpoints.DIRECTORY
+  for base in ("4", "10"):
+    (tables / "deltas" / base).mkdir(parents=True)
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    for prefix, tensors in (
+        (tables / "ckpt-4", {"model/table": ROWS}),
+        (tables / "ckpt-10", {"model/table": ROWS}),
+        (tables / "deltas" / "4" / "delta-6", {deltas.AFTER: 4}),
+        (tables / "deltas" / "10" / "delta-12", {deltas.AFTER: 10})):
+      sess.run(tf.raw_ops.SaveV2(
+          prefix=str(prefix), tensor_names=list(tensors),
+          shape_and_slices=[""] * len(tensors),
+          tensors=[tf.constant(v) for v in tensors.values()]))
+  _estimator_checkpoints(tmp_path, (12,))
+  assert shard_checkpoints.tables_of(str(tmp_path / "model.ckpt-12")) == (
+      str(tables / "ckpt-10"), [str(tables / "deltas" / "10" / "delta-12")])
+  shard_checkpoints.drop_unkept(str(tables), str(tmp_path), 30)
+  assert sorted(p.name.split(".")[0] for p in tables.glob("ckpt-*")) == [
+      "ckpt-10", "ckpt-10"]
+  assert sorted(p.name for p in (tables / "deltas").iterdir()) == ["10"]
 
 
 def test_a_restart_resumes_from_the_latest_checkpoint_with_its_tables(

@@ -3,6 +3,7 @@ table grows and as the rows touched between saves do.
 
   python -m tools.bench.delta_saves --out=docs/delta_saves.json  # the sweep
   python -m tools.bench.delta_saves --log2_rows=18 --touched=0.01  # seconds
+  python -m tools.bench.delta_saves --ranks=2,4 --out=...  # Horovod ranks
 
 For each size and fraction touched, one process trains a dynamic table of
 2^log2_rows x 16 with Adagrad, saving every `--steps_per_save` updates,
@@ -10,12 +11,14 @@ one save in `--full_every` full (`full_checkpoint_every`); every update
 looks up ids never seen before, as many as make the rows touched between
 two saves `--touched` of the table, which never fills (so none is
 evicted). Each save's time is read from Estimator's own
-log lines around it (the save proper, what a training step waits for),
-and its bytes from its files; a size's full and delta saves are measured
+log lines around it (the save proper, what a training step waits for;
+on Horovod ranks, rank 0's line for the tables' save, its write, the wait
+for the other ranks and the merge), and its bytes from its files; a size's full and delta saves are measured
 in the same run, so a busy disk slows both. At `--check_log2_rows` the
 full checkpoint and its deltas are restored in a new job and compared
 with the full save of the same step, bit for bit: the figures are only
-worth having if the delta saves what the full save does. Writes every
+worth having if the delta saves what the full save does (on ranks,
+tests/integration/test_dynamic_embedding_multiprocess.py checks it). Writes every
 run to --out (JSON) as it finishes, for docs/performance.md and
 docs/TABLE_COSTS.md.
 """
@@ -26,17 +29,23 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 
+from absl import logging as absl_logging
 import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from tools.bench.perf import runner
 
 DIMENSION = 16
 _SAVING = re.compile(r"Saving checkpoints for (\d+) ")
 _SAVED = re.compile(r"Calling checkpoint listeners after saving checkpoint "
                     r"(\d+)")
+_RANKS_SAVED = re.compile(r"Sharded tables saved (whole|as a delta) at step "
+                          r"(\d+) on \d+ ranks in ([\d.]+) s")
 
 
 class _SaveTimes(logging.Handler):
@@ -45,9 +54,14 @@ class _SaveTimes(logging.Handler):
   def __init__(self):
     super().__init__()
     self.started, self.seconds = {}, {}
+    self.ranks = {"full": {}, "delta": {}}  # {step: seconds} of the tables
 
   def emit(self, record):
     message = record.getMessage()
+    match = _RANKS_SAVED.search(message)
+    if match:
+      kind = "full" if match.group(1) == "whole" else "delta"
+      self.ranks[kind][int(match.group(2))] = float(match.group(3))
     for pattern, started in ((_SAVING, True), (_SAVED, False)):
       match = pattern.search(message)
       if match:
@@ -84,27 +98,36 @@ def _bytes(prefix):
   return sum(os.path.getsize(p) for p in tf.io.gfile.glob(prefix + ".*"))
 
 
-def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir):
+def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir,
+            distribution="none"):
   """{"full": [(step, seconds, bytes)], "delta": [...]}."""
   rows = 1 << log2_rows
-  batch = max(1, int(rows * touched) // steps_per_save)
+  ranks = int(os.environ.get("HOROVOD_SIZE", "1"))  # a batch for each
+  batch = max(ranks, int(rows * touched) // steps_per_save // ranks * ranks)
   steps = steps_per_save * saves
   estimator = es.make_estimator(
       _Table(rows), model_dir=model_dir, random_seed=0,
+      distribution=distribution,
       save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
       keep_checkpoint_max=saves,
       training_config=es.TrainingConfig(
           optimizer="adagrad", learning_rate=0.1))
   times = _SaveTimes()
-  logger = tf.get_logger()
-  level = logger.level
-  logger.setLevel(logging.INFO)  # the lines the times are read from
-  logger.addHandler(times)
+  # The lines the times are read from: Estimator's, and the framework's
+  # (absl's logger) on ranks.
+  loggers = [tf.get_logger(), absl_logging.get_absl_logger()]
+  levels = [logger.level for logger in loggers]
+  for logger in loggers:
+    logger.setLevel(logging.INFO)
+    logger.addHandler(times)
   try:
     estimator.train(_input_fn(batch, steps), max_steps=steps)
   finally:
-    logger.removeHandler(times)
-    logger.setLevel(level)
+    for logger, level in zip(loggers, levels):
+      logger.removeHandler(times)
+      logger.setLevel(level)
+  if distribution == "horovod":
+    return _on_ranks(times.ranks, model_dir)
   found = {"full": [], "delta": []}
   for step, seconds in sorted(times.seconds.items()):
     full = os.path.join(model_dir, f"model.ckpt-{step}")
@@ -115,6 +138,48 @@ def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir):
     elif step and tf.io.gfile.exists(full + ".index"):
       found["full"].append((step, seconds, _bytes(full)))
   return found
+
+
+def _on_ranks(seconds, model_dir):
+  """`measure`'s figures from rank 0's lines of the tables' saves."""
+  tables = os.path.join(model_dir, "sharded_tables")
+  found = {"full": [], "delta": []}
+  for step, took in sorted(seconds["delta"].items()):
+    (delta,) = tf.io.gfile.glob(os.path.join(tables, "deltas", "*",
+                                             f"delta-{step}.index"))
+    found["delta"].append((step, took, _bytes(delta[:-len(".index")])))
+  for step, took in sorted(seconds["full"].items()):
+    full = os.path.join(tables, f"ckpt-{step}")
+    if tf.io.gfile.exists(full + ".index"):  # not dropped since
+      found["full"].append((step, took, _bytes(full)))
+  return found
+
+
+def _on_horovod(args, ranks, log2_rows, touched, model_dir):
+  """`measure` run by `ranks` Horovod ranks on this host (this module
+  again, under horovodrun); rank 0 writes its figures."""
+  out = os.path.join(model_dir, "found.json")
+  argv = runner.launcher_argv("horovodrun", ranks, [
+      sys.executable, "-m", "tools.bench.delta_saves",
+      f"--log2_rows={log2_rows}", f"--touched={touched}",
+      f"--steps_per_save={args.steps_per_save}",
+      f"--full_every={args.full_every}", f"--saves={args.saves}",
+      f"--rank_of_job={model_dir}"])
+  subprocess.run(argv, check=True, timeout=3600,
+                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  with open(out, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _rank_of_job(args):
+  """One rank of `_on_horovod`'s job."""
+  model_dir = args.rank_of_job
+  found = measure(args.log2_rows[0], args.touched[0], args.steps_per_save,
+                  args.full_every, args.saves, model_dir, "horovod")
+  if os.environ.get("HOROVOD_RANK") == "0":
+    with open(os.path.join(model_dir, "found.json"), "w",
+              encoding="utf-8") as f:
+      json.dump(found, f)
 
 
 def _tensors(prefix):
@@ -164,12 +229,12 @@ def check_restore(log2_rows, touched, steps_per_save, full_every, found,
           "step": step, "variables": len(full), "equal": bool(equal)}
 
 
-def summary(log2_rows, touched, found):
+def summary(log2_rows, touched, found, ranks=1):
   """One run's medians; the saves themselves are kept beside them."""
   full = statistics.median(s for _, s, _ in found["full"])
   delta = statistics.median(s for _, s, _ in found["delta"])
   return {"log2_rows": log2_rows, "rows": 1 << log2_rows,
-          "touched": touched,
+          "touched": touched, "ranks": ranks,
           "full_s": full, "delta_s": delta, "ratio": delta / full,
           "full_bytes": statistics.median(b for _, _, b in found["full"]),
           "delta_bytes": statistics.median(b for _, _, b in found["delta"]),
@@ -195,39 +260,57 @@ def main():
                       help="odd with --full_every=2, so the last step has "
                       "a delta and the end's full save to compare it to")
   parser.add_argument("--check_log2_rows", type=int, default=18)
+  parser.add_argument("--ranks", type=_ints, default=[1],
+                      help="Horovod ranks on this host of each run (1: one "
+                      "process)")
+  parser.add_argument("--rank_of_job", default=None,
+                      help="(set by the bench for the ranks it starts: "
+                      "their model_dir)")
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
+  if args.rank_of_job:
+    _rank_of_job(args)
+    return
   if max(args.touched) * args.saves > 1:  # every id is new: none evicted
     parser.error("--touched x --saves must not pass the whole table")
   result = {"dimension": DIMENSION, "optimizer": "adagrad",
             "steps_per_save": args.steps_per_save,
             "full_every": args.full_every, "saves_per_run": args.saves,
             "runs": [], "restore_check": None}
-  for log2_rows in args.log2_rows:
-    for touched in args.touched:
-      model_dir = tempfile.mkdtemp(prefix="delta-saves-")
-      try:
-        found = measure(log2_rows, touched, args.steps_per_save,
-                        args.full_every, args.saves, model_dir)
-        if log2_rows == args.check_log2_rows and not result[
-            "restore_check"]:
-          result["restore_check"] = check_restore(
-              log2_rows, touched, args.steps_per_save, args.full_every,
-              found, model_dir)
-          print("restore check:", result["restore_check"], flush=True)
-      finally:  # gigabytes of checkpoints
-        shutil.rmtree(model_dir, ignore_errors=True)
-      run = summary(log2_rows, touched, found)
-      result["runs"].append(run)
-      print(f"2^{log2_rows} x {DIMENSION} rows, {touched:.0%} touched: "
-            f"full {run['full_s']:.3f} s ({run['full_bytes'] / 2**20:.0f} "
-            f"MiB, {len(found['full'])} saves), delta {run['delta_s']:.3f} s"
-            f" ({run['delta_bytes'] / 2**20:.1f} MiB, "
-            f"{len(found['delta'])} saves): delta / full = "
-            f"{run['ratio']:.3f}", flush=True)
-      if args.out:  # each run as it ends: a cut sweep keeps what it had
-        with open(args.out, "w") as f:
-          json.dump(result, f, indent=1)
+  for ranks in args.ranks:
+    for log2_rows in args.log2_rows:
+      for touched in args.touched:
+        _run(args, result, ranks, log2_rows, touched)
+
+
+def _run(args, result, ranks, log2_rows, touched):
+  """One size's and fraction's run, added to `result` (and --out)."""
+  model_dir = tempfile.mkdtemp(prefix="delta-saves-")
+  try:
+    if ranks > 1:
+      found = _on_horovod(args, ranks, log2_rows, touched, model_dir)
+    else:
+      found = measure(log2_rows, touched, args.steps_per_save,
+                      args.full_every, args.saves, model_dir)
+    if (ranks == 1 and log2_rows == args.check_log2_rows and
+        not result["restore_check"]):
+      result["restore_check"] = check_restore(
+          log2_rows, touched, args.steps_per_save, args.full_every, found,
+          model_dir)
+      print("restore check:", result["restore_check"], flush=True)
+  finally:  # gigabytes of checkpoints
+    shutil.rmtree(model_dir, ignore_errors=True)
+  run = summary(log2_rows, touched, found, ranks)
+  result["runs"].append(run)
+  print(f"2^{log2_rows} x {DIMENSION} rows on {ranks} rank(s), "
+        f"{touched:.0%} touched: full {run['full_s']:.3f} s "
+        f"({run['full_bytes'] / 2**20:.0f} MiB, {len(found['full'])} saves),"
+        f" delta {run['delta_s']:.3f} s ({run['delta_bytes'] / 2**20:.1f} "
+        f"MiB, {len(found['delta'])} saves): delta / full = "
+        f"{run['ratio']:.3f}", flush=True)
+  if args.out:  # each run as it ends: a cut sweep keeps what it had
+    with open(args.out, "w") as f:
+      json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,136 @@
+"""Delta saves of dynamic tables sharded over Horovod ranks.
+
+With `full_checkpoint_every` K > 1, one save of the tables in K is the
+ranks' merged checkpoint (`shard_checkpoints`); at the others each rank
+writes the rows of its dynamic tables changed since the save before
+(`deltas.Changes`) under keys of its own, its other slices (static sharded
+tables, sketches) whole as a full save does, and rank 0 merges them into
+`<model_dir>/sharded_tables/deltas/<full step>/delta-<step>`, which
+`deltas.chain` follows as it follows one process's.
+
+A delta's rows carry their row numbers in the whole table, so a rank
+restoring takes the rows in its own range whatever number of ranks wrote
+them. Every delta of a chain was written by the ranks that wrote its full
+save: a session's first save is full, so a chain never spans a change in
+the number of ranks, and the re-shard after a restore sees one layout.
+"""
+import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
+
+from estimator_scale.embeddings import deltas
+from estimator_scale.embeddings import dynamic
+from estimator_scale.embeddings import dynamic_reshard
+
+DIRECTORY = deltas.DIRECTORY
+
+_POSITIONS = "/_delta_positions"
+
+
+def _whole(variable):
+  return variable._save_slice_info.full_name  # pylint: disable=protected-access
+
+
+def _key(name, rank):
+  """A rank's rows of the whole variable `name` in a delta."""
+  return tf.strings.join([name, "/_delta_rank", rank])
+
+
+class RankDeltas:
+  """This rank's ops to save its changed rows and to apply a delta's.
+
+  Args:
+    hvd: horovod.tensorflow, initialised.
+    sliced: this rank's variables saved as slices.
+  """
+
+  def __init__(self, hvd, sliced):
+    tables = [t for t in dynamic.tables() if t.shard is not None]
+    self.per_row = {t.pool.ref(): dynamic_reshard.per_row(t, sliced)
+                    for t in tables}
+    rowed = {v.ref() for rows in self.per_row.values() for v in rows}
+    self.whole = [v for v in sliced if v.ref() not in rowed]
+    tracked = [t for t in tables if t.changes is not None]
+    self.full_every = tracked[0].changes.full_every if tracked else 1
+    self.prefix = tf.compat.v1.placeholder(tf.string, [])
+    self.after = tf.compat.v1.placeholder(tf.int64, [])
+    rank = str(hvd.rank())
+    names, tensors = [], []
+    if hvd.rank() == 0:
+      names.append(deltas.AFTER)
+      tensors.append(self.after)
+      for name, tensor in dynamic_reshard.ranks_tensor(hvd).items():
+        names.append(name)
+        tensors.append(tensor)
+    for table in tracked:
+      changed = table.changes.changed()
+      names.append(_key(_whole(table.pool) + _POSITIONS, rank))
+      tensors.append(changed + table.first_row)
+      for variable in self.per_row[table.pool.ref()]:
+        names.append(_key(_whole(variable), rank))
+        tensors.append(tf.gather(variable, changed))
+    self.save_rows = tf.raw_ops.SaveV2(
+        prefix=self.prefix, tensor_names=tf.stack(names),
+        shape_and_slices=[""] * len(names), tensors=tensors) if tracked else None
+    self.reset = tf.group(*[t.changes.reset() for t in tracked])
+    self.source = tf.compat.v1.placeholder(tf.string, [])
+    applied = []
+    for table in tables:
+      (positions,) = tf.raw_ops.RestoreV2(
+          prefix=self.prefix,
+          tensor_names=tf.reshape(_key(_whole(table.pool) + _POSITIONS,
+                                       self.source), [1]),
+          shape_and_slices=[""], dtypes=[tf.int64])
+      mine = tf.where((positions >= table.first_row) &
+                      (positions < table.first_row + table.rows))[:, 0]
+      rows = tf.gather(positions, mine) - table.first_row
+      for variable in self.per_row[table.pool.ref()]:
+        (values,) = tf.raw_ops.RestoreV2(
+            prefix=self.prefix,
+            tensor_names=tf.reshape(_key(_whole(variable), self.source), [1]),
+            shape_and_slices=[""], dtypes=[variable.dtype.base_dtype])
+        applied.append(resource_variable_ops.resource_scatter_update(
+            variable.handle, rows, tf.gather(values, mine)))
+    self.apply_rows = tf.group(*applied)
+
+  def apply_rows_of(self, session, delta):
+    """Applies every saving rank's rows of `delta` (a prefix) in this
+    rank's range."""
+    for rank in range(dynamic_reshard.ranks_saved(delta)):
+      session.run(self.apply_rows, {self.prefix: delta,
+                                    self.source: str(rank)})
+
+
+def chain_to(directory, step):
+  """(the merged full checkpoint, the deltas after it in order) that hold
+  the tables at `step` in the sharded tables' `directory`, or None."""
+  root = tf.io.gfile.join(directory, deltas.DIRECTORY)
+  if not tf.io.gfile.isdir(root):
+    return None
+  bases = sorted((int(name.rstrip("/")) for name in tf.io.gfile.listdir(root)
+                  if name.rstrip("/").isdigit()), reverse=True)
+  for base in bases:
+    full = tf.io.gfile.join(directory, f"ckpt-{base}")
+    if base >= step or not tf.io.gfile.exists(full + ".index"):
+      continue
+    follow = [(at, delta) for at, delta in deltas.chain(full) if at <= step]
+    if follow and follow[-1][0] == step:
+      return full, [delta for _, delta in follow]
+  return None
+
+
+def needed_fulls(directory, kept_steps):
+  """The steps of the full checkpoints in `directory` whose deltas reach a
+  step in `kept_steps` (the Estimator checkpoints still kept)."""
+  needed = set()
+  for step in kept_steps:
+    found = chain_to(directory, step)
+    if found:
+      needed.add(int(found[0].rpartition("-")[2]))
+  return needed
+
+
+def drop_chain(directory, base):
+  """Removes the deltas that follow the full checkpoint of step `base`."""
+  chain = tf.io.gfile.join(directory, deltas.DIRECTORY, str(base))
+  if tf.io.gfile.isdir(chain):
+    tf.io.gfile.rmtree(chain)

@@ -75,11 +75,12 @@ bench-dynamic: setup
 	$(PY) -m tools.bench.dynamic
 
 # Delta saves against full ones of a dynamic table of 2^18 to 2^23 rows, 1 %
-# and 10 % of them changed between saves (about 3 minutes):
-# docs/delta_saves.json, whose figures docs/performance.md and TABLE_COSTS.md
-# quote.
+# and 10 % of them changed between saves, in one process (about 3 minutes)
+# and on 2 and 4 Horovod ranks (about 30): docs/delta_saves.json and
+# docs/delta_saves_ranks.json, which TABLE_COSTS.md renders.
 bench-delta-saves: setup
 	$(PY) -m tools.bench.delta_saves --out=docs/delta_saves.json
+	$(PY) -m tools.bench.delta_saves --ranks=2,4 --out=docs/delta_saves_ranks.json
 
 # The zoo's wide & deep with dynamic tables, exported whole and compact
 # (float16, int8, min_count, last_updates), each export's AUC on held-out

@@ -93,10 +93,13 @@ class Changes:
       self.touched = tf.compat.v1.Variable(
           tf.zeros([rows], tf.bool), trainable=False, collections=local,
           name=f"{name}_touched")
-      # Initialised after the restore, as local variables are.
+      # Initialised after the restore, as local variables are; a Horovod
+      # rank's ids are local too, initialised beside it and restored after
+      # (`reset` then).
+      held = tf.zeros([rows], tf.bool) if _is_local(ids) else (
+          lambda: tf.greater_equal(ids.read_value(), 0))
       self.held = tf.compat.v1.Variable(
-          lambda: tf.greater_equal(ids.read_value(), 0), trainable=False,
-          collections=local, name=f"{name}_held")
+          held, trainable=False, collections=local, name=f"{name}_held")
 
   def mark(self, rows):
     """The op marking `rows` (a lookup's; -1: no row) as touched."""
@@ -113,6 +116,10 @@ class Changes:
     """The op that makes the current state the saved one."""
     return tf.group(self.touched.assign(tf.zeros_like(self.touched)),
                     self.held.assign(self._ids >= 0))
+
+
+def _is_local(variable):
+  return any(variable is v for v in tf.compat.v1.local_variables())
 
 
 def _per_row(table, variables):

@@ -700,6 +700,11 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._parts_in = tf.compat.v1.placeholder(tf.float32, [])
     self._barrier = hvd.allreduce(self._parts_in, op=hvd.Sum,
                                   name="sharded_tables_barrier")
+    # Whether any rank wants this save full (its session ends): all write
+    # the same kind of save.
+    self._full_in = tf.compat.v1.placeholder(tf.float32, [])
+    self._any_full = hvd.allreduce(self._full_in, op=hvd.Max,
+                                   name="sharded_tables_full")
     self._prefixes = tf.compat.v1.placeholder(tf.string, [None])
     self._merged = tf.compat.v1.placeholder(tf.string, [])
     self._merge = tf.raw_ops.MergeV2Checkpoints(
@@ -770,7 +775,9 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     # runs may be before or after it, and the ranks must agree.
     step = int(run_context.session.run(self._step))
     if step >= self._last + self._save_steps:
-      self._save(run_context.session, step)
+      # The session's last save is full: one write, not a delta and then
+      # the full save `end` would make.
+      self._save(run_context.session, step, full=run_context.stop_requested)
       self._last = step
 
   def end(self, session):
@@ -798,6 +805,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     rank_deltas = self._tables.deltas
     full = full or self._full_at is None or (
         self._since_full + 1 >= rank_deltas.full_every)
+    if rank_deltas.full_every > 1:
+      full = bool(session.run(self._any_full, {self._full_in: float(full)}))
     moments.begins("save")
     start = time.perf_counter()
     if full:

@@ -32,8 +32,13 @@ def _define_flags():
   flags.DEFINE_string("name", "eval", "the metrics files' name")
   flags.DEFINE_string("distribution", "horovod", "horovod or none")
   flags.DEFINE_integer("steps", 30, "updates to train (0: evaluate only)")
+  flags.DEFINE_integer("save_checkpoints_steps", None,
+                       "updates between saves (default: --steps)")
+  flags.DEFINE_integer("full_checkpoint_every", 1,
+                       "saves per full save of the tables; deltas between")
   flags.DEFINE_integer("eval_steps", None, "batches to evaluate")
   flags.DEFINE_integer("eval_batch_size", 32, "")
+  flags.DEFINE_integer("global_batch_size", 32, "training's")
   flags.DEFINE_integer("vocabulary", 64, "the sharded table's rows")
   flags.DEFINE_integer("capacity", 96, "the dynamic table's rows")
   flags.DEFINE_integer("dimension", 4, "both tables' vectors")
@@ -79,10 +84,13 @@ def main(argv):
       Clicks(), model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=es.TrainingConfig(
           optimizer="adagrad", learning_rate=0.5),
-      random_seed=0, save_checkpoints_steps=max(1, FLAGS.steps))
+      random_seed=0, full_checkpoint_every=FLAGS.full_checkpoint_every,
+      save_checkpoints_steps=FLAGS.save_checkpoints_steps or max(
+          1, FLAGS.steps))
   if FLAGS.steps:
     features, labels = click_data(TRAIN_EXAMPLES, 1, FLAGS.vocabulary)
-    estimator.train(es.inputs.from_arrays(features, labels, 32),
+    estimator.train(es.inputs.from_arrays(features, labels,
+                                          FLAGS.global_batch_size),
                     max_steps=FLAGS.steps)
   features, labels = click_data(EVAL_EXAMPLES, 2, FLAGS.vocabulary)
   metrics = estimator.evaluate(

@@ -1,12 +1,13 @@
 """docs/TABLE_COSTS.md from results/table_costs.json and, for the delta
-saves on one rank, docs/delta_saves.json (`make bench-delta-saves`).
+saves, docs/delta_saves.json and docs/delta_saves_ranks.json (`make
+bench-delta-saves`).
 
 The page states each cost's growth from the fitted lines (fit.py) and the
 plan from their slopes (plan.py); nothing on it is typed by hand but the
 template's prose, so a rerun of either bench rewrites every figure and
-verdict. Delta saves exist only for a dynamic table in one process, so
-their figures are that table's, on the 1-rank lines only; they come from
-their own bench because they need a table that tracks its changed rows.
+verdict. Delta saves write the changed rows of dynamic tables, so their
+figures are a dynamic table's of the same rows; they come from their own
+bench because they need a table that tracks its changed rows.
 """
 import os
 
@@ -20,11 +21,11 @@ RESULTS = os.path.join(_HERE, "results", "table_costs.json")
 TEMPLATE = os.path.join(_HERE, "TABLE_COSTS.md.template")
 PAGE = os.path.join(repo.DOCS, "TABLE_COSTS.md")
 DELTAS = os.path.join(repo.DOCS, "delta_saves.json")
+DELTAS_RANKS = os.path.join(repo.DOCS, "delta_saves_ranks.json")
 TOUCHED = (0.01, 0.1)
 """The fractions of the rows touched between saves the delta columns
 show."""
 MIB = 1 << 20
-NOT_BUILT = "not built yet"
 SECONDS = {"step": "step", "save": "full save", "restore": "restore",
            "reshard": "re-shard", "eval": "evaluation", "export": "export"}
 BYTES = {"peak": "peak resident memory per process",
@@ -50,16 +51,13 @@ def _percent(touched):
 
 
 def delta_runs(deltas):
-  """{(rows, touched): run} of the one-process delta saves bench."""
-  return {(run["rows"], run["touched"]): run
+  """{(rows, touched, ranks): run} of the delta saves bench."""
+  return {(run["rows"], run["touched"], run.get("ranks", 1)): run
           for run in (deltas or {}).get("runs", [])}
 
 
 def _delta(runs, rows, ranks, touched):
-  """A delta save's seconds on one rank; over ranks it is not built."""
-  if ranks > 1:
-    return NOT_BUILT
-  run = runs.get((rows, touched))
+  run = runs.get((rows, touched, ranks))
   return "-" if run is None else f"{run['delta_s']:.3f}"
 
 
@@ -96,30 +94,36 @@ def costs_table(cells, dimension, deltas=None):
 
 
 def deltas_note(deltas):
-  """Where the 1-rank delta columns come from: another table, another
-  bench, so they are not read as the sharded table's."""
+  """Where the delta columns come from: another table, another bench, so
+  they are not read as the sharded table's."""
   runs = delta_runs(deltas)
   if not runs:
-    return ("Delta saves on 1 rank: not measured yet (`make "
-            "bench-delta-saves`); on 2 and 4 ranks not built yet.")
+    return "Delta saves: not measured yet (`make bench-delta-saves`)."
   some = next(iter(runs.values()))["saves"]
-  sizes = sorted({rows for rows, _ in runs})
+  sizes = sorted({rows for rows, _, _ in runs})
+  counts = sorted({ranks for _, _, ranks in runs})
+  fulls = []
+  for ranks in counts:
+    said = ", ".join(f"2^{rows.bit_length() - 1} {run['full_s']:.2f} s"
+                     for (rows, touched, n), run in sorted(runs.items())
+                     if touched == TOUCHED[0] and n == ranks)
+    fulls.append(f"on {ranks} rank{'s' * (ranks > 1)} {said}")
   return (
-      "The delta save columns on 1 rank are **a dynamic table "
-      "(`es.dynamic_embedding`) in one process**, not the sharded table of "
-      f"the other columns: 2^{sizes[0].bit_length() - 1} to "
+      "The delta save columns are **a dynamic table "
+      "(`es.dynamic_embedding`)**, not the sharded table of the other "
+      f"columns: 2^{sizes[0].bit_length() - 1} to "
       f"2^{sizes[-1].bit_length() - 1} rows x {deltas['dimension']} with "
-      f"Adagrad, a save every {deltas['steps_per_save']} updates, one in "
-      f"{deltas['full_every']} full, each delta the median of "
+      f"Adagrad, in one process or over {', '.join(map(str, counts[1:]))} "
+      f"Horovod ranks, a save every {deltas['steps_per_save']} updates, one "
+      f"in {deltas['full_every']} full, each delta the median of "
       f"{len(some['delta'])} saves of one run in which 1 % or 10 % of the "
       "table's rows were new since the save before (`make "
-      "bench-delta-saves`, [delta_saves.json](delta_saves.json)). The "
-      f"{_percent(TOUCHED[0])} runs' own full saves, to set a delta against: "
-      + ", ".join(f"2^{rows.bit_length() - 1} {run['full_s']:.2f} s"
-                  for (rows, touched), run in sorted(runs.items())
-                  if touched == TOUCHED[0])
-      + " (the dynamic table also saves its ids and bookkeeping). On 2 and"
-      " 4 ranks delta saves are not built yet: every save is full.")
+      "bench-delta-saves`, [delta_saves.json](delta_saves.json), "
+      "[delta_saves_ranks.json](delta_saves_ranks.json)); on ranks, rank "
+      "0's time for its own write, the wait for every rank's and the merge. "
+      f"The {_percent(TOUCHED[0])} runs' own full saves, to set a delta "
+      f"against: {'; '.join(fulls)} (the dynamic table also saves its ids "
+      "and bookkeeping).")
 
 
 def rounds_line(cells):
@@ -191,17 +195,18 @@ def _growth_cell(growth, cost, touched=None):
   return slope_text, f"{growth['share']:.0%}", said
 
 
-def delta_growths(deltas):
-  """{touched: (rows, seconds, growth)} of the one-process delta saves
-  against the table's rows, fitted as every other cost."""
+def delta_growths(deltas, per_rank=False):
+  """{(touched, ranks): (rows, seconds, growth)} of the delta saves
+  against the table's rows (or, `per_rank`, the rows a rank holds), fitted
+  as every other cost."""
   runs = delta_runs(deltas)
   found = {}
-  for touched in TOUCHED:
-    points = sorted((rows, run["delta_s"]) for (rows, t), run
-                    in runs.items() if t == touched)
-    if points:
-      xs, ys = [p[0] for p in points], [p[1] for p in points]
-      found[touched] = (xs, ys, fit.growth(xs, ys))
+  for touched, ranks in sorted({(t, n) for _, t, n in runs}):
+    points = sorted((rows // ranks if per_rank else rows, run["delta_s"])
+                    for (rows, t, n), run in runs.items()
+                    if t == touched and n == ranks)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    found[(touched, ranks)] = (xs, ys, fit.growth(xs, ys))
   return found
 
 
@@ -233,16 +238,12 @@ def growth_table(cells, deltas=None):
         low, high = f"{ys[0]:.2f} s", f"{ys[-1]:.2f} s"
       lines.append(f"| {named} | {ranks} | {len(xs)} | {low} | {high} | "
                    f"{slope} | {share} | {said} |")
-  for touched, (xs, ys, growth) in delta_growths(deltas).items():
+  for (touched, ranks), (xs, ys, growth) in delta_growths(deltas).items():
     slope, share, said = _growth_cell(growth, "delta", touched)
     lines.append(f"| delta save, {_percent(touched)} of rows touched "
-                 f"(dynamic table, one process) | 1 | {len(xs)} | "
+                 f"(dynamic table) | {ranks} | {len(xs)} | "
                  f"{ys[0]:.3f} s | {ys[-1]:.3f} s | {slope} | {share} | "
                  f"{said} |")
-  wider = ", ".join(map(str, [n for n in rank_counts if n > 1]))
-  if wider:
-    lines.append(f"| delta save (1 %, 10 % of rows touched) | {wider} | - |"
-                 f" - | - | - | - | {NOT_BUILT} |")
   return "\n".join(lines)
 
 
@@ -298,16 +299,18 @@ def _duration(seconds):
 
 def _delta_plan(row):
   if not row.get("delta_seconds"):
-    return NOT_BUILT
-  return "not built; " + ", ".join(
+    return "-"
+  return ", ".join(
       f"{_percent(touched)}: {_duration(seconds)}"
       for touched, seconds in row["delta_seconds"].items())
 
 
 def plan_fields(cells, dimension, deltas=None):
   """The plan's assumptions and table."""
-  growths = {t: g for t, (_, _, g) in delta_growths(deltas).items()
-             if g and g["points"] >= 2}
+  measured = delta_growths(deltas, per_rank=True)
+  widest = max((n for _, n in measured), default=None)
+  growths = {t: g for (t, n), (_, _, g) in measured.items()
+             if n == widest and g and g["points"] >= 2}
   figures_ = plans.plan(cells, dimension, deltas=growths or None,
                         deltas_dimension=(deltas or {}).get("dimension"))
   if figures_ is None:
@@ -347,15 +350,15 @@ def plan_fields(cells, dimension, deltas=None):
       "slots) into the SavedModel a block at a time, alone, so its time "
       f"is the whole table's at the slope on {ranks['export']} ranks, "
       "however many hosts.",
-      ("- **Delta saves**: not built yet for tables over ranks, so every "
-       "save costs the full save below. The delta save column is what "
-       "a host's share would take if they were, at one process's rate: "
-       "the line through the dynamic table's delta saves on 1 rank (1 % "
-       "and 10 % of its rows touched between saves, against the table's "
-       f"rows), its slope scaled by bytes as above."
+      ("- **Delta saves**: every rank writes the rows of its share touched "
+       "since the save before, and rank 0 merges the parts' index, so a "
+       "host saves the touched rows of its share at the rate the dynamic "
+       f"table's delta saves took on {widest} ranks (the line through them "
+       "against the rows a rank holds, 1 % and 10 % of the rows touched "
+       "between saves), its slope scaled by bytes as above; its intercept "
+       "(the wait for every rank and the merge) is this machine's."
        if growths else
-       "- **Delta saves**: not built yet for tables over ranks, so not "
-       "planned; until they are, every save costs the full save below.")]
+       "- **Delta saves**: not measured on ranks, so not planned.")]
       + (
           [f"- **Caution**: {', '.join(a['faster'])} grew faster than "
            "linear between the two largest tables on those ranks, so the "
@@ -419,8 +422,12 @@ def page(result, deltas=None):
       **plan_fields(cells, dimension, deltas)})
 
 
-def write(results=RESULTS, path=PAGE, deltas=DELTAS):
+def write(results=RESULTS, path=PAGE, deltas=DELTAS,
+          deltas_ranks=DELTAS_RANKS):
   """Renders the page from the saved results; returns its text."""
-  text = page(repo.load_json(results), repo.load_json(deltas))
+  one, ranks = repo.load_json(deltas), repo.load_json(deltas_ranks)
+  if one and ranks:
+    one = dict(one, runs=one["runs"] + ranks["runs"])
+  text = page(repo.load_json(results), one or ranks)
   repo.write(path, text)
   return text

@@ -77,6 +77,7 @@ from estimator_scale import moments
 from estimator_scale import resume
 from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import deltas
+from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import saving
 from estimator_scale.embeddings import shard_deltas
@@ -459,7 +460,9 @@ class RankTablesSaver(tf.compat.v1.train.Saver):
                   if v.ref() not in own] + tf.compat.v1.get_collection(
                       tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS),
         sharded=True, save_relative_paths=True)
-    self._initialise = tf.compat.v1.variables_initializer(shards)
+    # Before the local_init_op: the shards, and what a re-shard counts.
+    self._initialise = tf.compat.v1.variables_initializer(shards + [
+        t.evicted for t in dynamic.tables() if t.shard is not None])
     self._tables = _RankTables(hvd, shards)
 
   def restore(self, sess, save_path):
@@ -700,11 +703,6 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._parts_in = tf.compat.v1.placeholder(tf.float32, [])
     self._barrier = hvd.allreduce(self._parts_in, op=hvd.Sum,
                                   name="sharded_tables_barrier")
-    # Whether any rank wants this save full (its session ends): all write
-    # the same kind of save.
-    self._full_in = tf.compat.v1.placeholder(tf.float32, [])
-    self._any_full = hvd.allreduce(self._full_in, op=hvd.Max,
-                                   name="sharded_tables_full")
     self._prefixes = tf.compat.v1.placeholder(tf.string, [None])
     self._merged = tf.compat.v1.placeholder(tf.string, [])
     self._merge = tf.raw_ops.MergeV2Checkpoints(
@@ -775,9 +773,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     # runs may be before or after it, and the ranks must agree.
     step = int(run_context.session.run(self._step))
     if step >= self._last + self._save_steps:
-      # The session's last save is full: one write, not a delta and then
-      # the full save `end` would make.
-      self._save(run_context.session, step, full=run_context.stop_requested)
+      self._save(run_context.session, step)
       self._last = step
 
   def end(self, session):
@@ -805,8 +801,6 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     rank_deltas = self._tables.deltas
     full = full or self._full_at is None or (
         self._since_full + 1 >= rank_deltas.full_every)
-    if rank_deltas.full_every > 1:
-      full = bool(session.run(self._any_full, {self._full_in: float(full)}))
     moments.begins("save")
     start = time.perf_counter()
     if full:

@@ -6,12 +6,15 @@ included, as a machine with that much memory would be; past its cap the
 kernel kills the host's biggest process. The jobs run from host1 over ssh,
 as on a cluster:
 
-- Horovod, one rank on each of 4 hosts: a sharded table of 2^22 x 32 and a
-  dynamic table of 2^21 x 32 with Adagrad (1,584 MiB of rows, slots and
-  ids) train, are evaluated on the ranks and exported (whole, and compact:
-  the dynamic table's rows as int8), each host capped at 1,056 MiB (the
-  tables are 1.5x a host); the same job with tables 1.2x the 4 hosts' caps
-  together is refused before training, in one line per rank;
+- Horovod, one rank on each of 4 hosts (horovodrun on a host of its own):
+  a sharded table of 2^22 x 32 and a dynamic table of 2^21 x 32 with
+  Adagrad (1,584 MiB of rows, slots and ids) train, save (full, then
+  deltas: the dynamic table's changed rows, the sharded one whole), are
+  evaluated on the ranks and exported (whole, and compact: the dynamic
+  table's rows as int8), each host capped at 1,056 MiB (the tables are
+  1.5x a host); the full save and a delta restore into 5 ranks on 5
+  capped hosts, which re-shard, train on and evaluate; the same job with tables 1.2x the 4 hosts' caps together is refused before
+  training, in one line per rank;
 - parameter servers, a chief, a worker and 3 ps tasks on 5 hosts: a table
   of 2^23 x 32 with Adagrad (2 GiB) trains, is evaluated on the ps tasks
   and exported, each host capped at 1,400 MiB (the table is 1.46x a host,
@@ -57,9 +60,10 @@ def _check_hosts(hosts, cap, before):
   return {host.name: round(host.memory_use().peak / MiB) for host in hosts}
 
 
-def _ranks_job(hosts, scratch, vocabulary, capacity):
+def _ranks_job(hosts, scratch, vocabulary, capacity, *more):
   """The Horovod job of one rank per host over `hosts`: a sharded table of
-  `vocabulary` rows and a dynamic one of `capacity`, dimension 32, Adagrad."""
+  `vocabulary` rows and a dynamic one of `capacity`, dimension 32, Adagrad,
+  with the worker's flags `more` after the others."""
   return [
       HOROVODRUN, "--gloo", "-np", str(len(hosts)), "-H",
       ",".join(f"{h.name}:1" for h in hosts), PYTHON, "-m",
@@ -68,7 +72,7 @@ def _ranks_job(hosts, scratch, vocabulary, capacity):
       f"--export_dir={scratch / 'export'}",
       f"--compact_export_dir={scratch / 'compact'}",
       f"--vocabulary={vocabulary}", f"--capacity={capacity}",
-      "--dimension=32", "--steps=4"]
+      "--dimension=32", "--steps=4", *more]
 
 
 def _table_bytes(vocabulary, capacity):
@@ -77,17 +81,23 @@ def _table_bytes(vocabulary, capacity):
 
 
 def test_horovod_ranks_on_hosts_capped_below_the_tables(cluster, scratch):
-  hosts = cluster(4).hosts
+  # horovodrun runs on a host of its own, whose memory is not the ranks'.
+  launcher, *hosts = cluster(6).hosts
   cap = 1056 * MiB
   assert _table_bytes(1 << 22, 1 << 21) >= 1.5 * cap
   for host in hosts:
     host.limit_memory(cap)
   before = {host.name: host.memory_use() for host in hosts}
   out, export = scratch / "out", scratch / "export"
-  log = _run(hosts[0], _ranks_job(hosts, scratch, 1 << 22, 1 << 21), ENV,
-             scratch / "log", 420)
+  # Saves at 2 (full), 4 and 6 (deltas), and 6 again (the session's last
+  # save is full).
+  log = _run(launcher, _ranks_job(
+      hosts[:4], scratch, 1 << 22, 1 << 21, "--steps=6",
+      "--save_checkpoints_steps=2", "--full_checkpoint_every=3"), ENV,
+      scratch / "log", 420)
   assert "Evaluating" in log and "on 4 Horovod ranks" in log, log[-3000:]
-  peaks = _check_hosts(hosts, cap, before)
+  tables = scratch / "model" / "sharded_tables"
+  assert (tables / "deltas" / "2" / "delta-4.index").exists(), log[-3000:]
   assert len(list(out.iterdir())) == 4
   (exported,) = list(export.iterdir())
   full = sum(f.stat().st_size for f in (exported / "variables").iterdir())
@@ -96,6 +106,20 @@ def test_horovod_ranks_on_hosts_capped_below_the_tables(cluster, scratch):
   (compact,) = list((scratch / "compact").iterdir())
   assert sum(f.stat().st_size for f in (compact / "variables").iterdir()) \
       <= full - 0.99 * (1 << 21) * 32 * 4
+  # Without step 6's saves, 5 ranks resume at step 4: the full save of
+  # step 2 and the delta after it; they re-shard, train on and evaluate,
+  # under the caps.
+  for path in [*tables.glob("ckpt-6.*"), *tables.glob("deltas/2/delta-6.*")]:
+    path.unlink()
+  log = _run(launcher, _ranks_job(hosts, scratch, 1 << 22, 1 << 21,
+                                  "--steps=6", "--name=five", "--export_dir=",
+                                  "--compact_export_dir=",
+                                  "--global_batch_size=30"),
+             ENV, scratch / "log5", 420)
+  assert ("and 1 delta(s) after it, to step 4 on 5 ranks" in log
+          and "re-sharded from 4 to 5 ranks" in log), log[-3000:]
+  assert len(list(out.glob("five-rank*.json"))) == 5
+  peaks = _check_hosts(hosts, cap, before)
   print(f"peaks MiB under a {cap // MiB} MiB cap per host: {peaks}")
 
 

@@ -361,7 +361,7 @@ def _build(loss_fn, features, labels, config, topology):
                                 config.adascale_smoothing)
     if per_part:
       mean, learning_rate, finite, finished, table_rate = _adascale_parts(
-          state, reducer, grads, config, topology)
+          state, reducer, grads, config)
     else:
       mean, learning_rate, finite, finished = _adascale_update(
           state, reducer, grads, config.base_learning_rate)
@@ -464,15 +464,15 @@ def _check_part_tables(grads, variables):
   embedding table, or a sharded one (its mean gradient is spread over the
   ranks, outside the per-part norms)."""
   tables, _ = adascale.part_groups(grads, variables)
-  shards = [v.op.name for v in tables if sharded.is_sharded(v)]
+  shards = [v.op.name for v in variables if sharded.is_sharded(v)]
   if not tables or shards:
     raise errors.ConfigError(
         "adascale_parts='embeddings,dense' needs embedding tables, none "
         f"sharded (found {len(tables)} tables, sharded: {shards}); use "
-        "hashed, partitioned or dynamic tables, or adascale_parts='all'")
+        "tables that are not sharded, or adascale_parts='all'")
 
 
-def _adascale_parts(state, reducer, grads, config, topology):
+def _adascale_parts(state, reducer, grads, config):
   """(mean, dense rate, finite, state writes, tables' rate) of an AdaScale
   update with a gain per part: the tables' own state (at
   `adascale.TABLES_SCOPE`) reads the dense state's tau, which alone

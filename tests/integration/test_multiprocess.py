@@ -206,15 +206,18 @@ def test_cowclip_on_horovod_and_mirrored_equals_one_process(tmp_path):
                           trained_variables(workers[0])) <= TOLERANCE, mode
 
 
-def test_adascale_parts_on_horovod_equals_one_process(tmp_path):
-  # 2 ranks x k = 4 against one process at k = 8, the same 8 micro-batches
-  # per update: each part's norms are the whole update's.
+def test_adascale_parts_on_horovod_and_mirrored_equals_one_process(tmp_path):
+  # 2 ranks (or 2 replicas) x k = 4 against one process at k = 8, the same
+  # 8 micro-batches per update: each part's norms are the whole update's.
   flags = dict(case="embedding", examples=128, global_batch_size=32,
                steps=20, optimizer="momentum", learning_rate=0.05,
                lr_scaling="adascale", adascale_smoothing=0.5)
   horovod(2, dump_args(tmp_path / "horovod", tmp_path / "horovod-m",
                        distribution="horovod", accumulation_steps=4,
                        adascale_parts="embeddings,dense", **flags))
+  run([PYTHON] + dump_args(tmp_path / "mirrored", tmp_path / "mirrored-m",
+                           distribution="mirrored", accumulation_steps=4,
+                           adascale_parts="embeddings,dense", **flags))
   for parts in ("embeddings,dense", "all"):
     run([PYTHON] + dump_args(tmp_path / parts, tmp_path / f"{parts}-m",
                              accumulation_steps=8, adascale_parts=parts,
@@ -225,11 +228,12 @@ def test_adascale_parts_on_horovod_equals_one_process(tmp_path):
   assert max_difference(reference, trained_variables(whole)) > 1e-3
   assert float(one["adascale/embeddings/gain@0"]) != pytest.approx(
       float(one["adascale/gain@0"]), rel=1e-2)
-  workers = load_workers(tmp_path / "horovod")
-  assert len(workers) == 2
-  _assert_workers_identical(workers)
-  assert max_difference(reference,
-                        trained_variables(workers[0])) <= TOLERANCE
+  for mode in ("horovod", "mirrored"):
+    workers = load_workers(tmp_path / mode)
+    assert len(workers) == (2 if mode == "horovod" else 1), mode
+    _assert_workers_identical(workers)
+    assert max_difference(reference,
+                          trained_variables(workers[0])) <= TOLERANCE, mode
 
 
 MICRO_BATCH_CASES = ["keras", "keras_model", "mlp", "autoencoder", "embedding"]

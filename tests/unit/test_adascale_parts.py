@@ -10,6 +10,7 @@ import tensorflow as tf
 import estimator_scale as es
 from estimator_scale import errors
 from tests.helpers import trainer
+from tests.workers import tiny_models
 
 TABLE = np.array([[1.0, -2.0], [0.5, 3.0], [-1.5, 0.25]], np.float32)
 KERNEL = 0.5
@@ -97,3 +98,11 @@ def test_gain_per_part_matches_numpy(tmp_path):
 def test_bad_parts_are_refused(parts, rule):
   with pytest.raises(errors.ConfigError, match="adascale_parts="):
     es.TrainingConfig(lr_scaling=rule, adascale_parts=parts)
+
+
+def test_a_model_without_tables_is_refused(tmp_path):
+  x = np.ones((4, 2), np.float32)
+  with pytest.raises(errors.ConfigError, match="needs embedding tables"):
+    trainer.train(tiny_models.SumLinear(2, True), {"x": x}, np.zeros(4),
+                  tmp_path, 4, 1, optimizer="sgd", lr_scaling="adascale",
+                  accumulation_steps=2, adascale_parts="embeddings,dense")

@@ -88,7 +88,7 @@ class _Recorder:
     scope = tf.compat.v1.get_default_graph().get_name_scope()
     self.parts.append((optimizer, params, scope))
 
-  def groups(self):
+  def groups(self, *_):
     return [params for _, params, _ in self.parts]
 
   def trace(self, model_fn, features, labels, config):

@@ -32,6 +32,7 @@ def training_config_from_flags(accumulation_steps=None):
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       scaling_warmup_updates=FLAGS.scaling_warmup_updates,
       adascale_smoothing=FLAGS.adascale_smoothing,
+      adascale_parts=FLAGS.adascale_parts,
       cowclip_ratio=FLAGS.cowclip_ratio,
       cowclip_min_norm=FLAGS.cowclip_min_norm,
       optimizer_options=_optimizer_options(FLAGS.optimizer),

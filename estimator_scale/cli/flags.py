@@ -119,6 +119,10 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "AdaScale's moving-average factor in [0, 1); default "
                    "max(1 - n/1000, 0), n = gradient samples per update. "
                    "Lower it for runs of few updates.")
+flags.DEFINE_enum("adascale_parts", "all", train_ops_names.ADASCALE_PARTS,
+                  "With --lr_scaling=adascale: one gain for every variable, "
+                  "or one for the embedding tables and one for the dense "
+                  "variables (tau advances by the dense one).")
 flags.DEFINE_float("cowclip_ratio", None,
                    "`cowclip`'s r > 0: an id's gradient is clipped to r "
                    "times its row's norm, per occurrence; default 1.")

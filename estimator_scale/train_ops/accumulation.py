@@ -126,7 +126,7 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
     grads = [cowclip.with_counts(g, v) for g, v in zip(grads, variables)]
   norm = None
   if with_norms and norm_groups is not None:
-    norm = _group_norms(grads, variables, norm_groups())
+    norm = _group_norms(grads, variables, norm_groups(grads, variables))
   elif with_norms:
     norm = sharded.replica_squared_norm(grads, variables, lookups,
                                         vector_grads)
@@ -271,9 +271,10 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
       (AdaScale's variance estimate needs them).
     loss_scale: a scalar the loss is multiplied by before differentiating
       (float16 loss scaling), or None; the gradients returned are unscaled.
-    norm_groups: with `with_norms`, a zero-argument callable giving lists of
-      variables, called once `compute_loss` has built the network (a canned
-      estimator's optimizers each own a part of it, known only then); the
+    norm_groups: with `with_norms`, a callable of (a micro-batch's
+      gradients, their variables) giving lists of variables, called once
+      `compute_loss` has built the network (a canned estimator's optimizers
+      each own a part of it, known only then); the
       squared norms are then summed per list, a vector in its order.
     with_counts: give each sparse gradient CowClip's count column
       (`cowclip.with_counts`), summed like its values.

@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale.train_ops import gradients
+from estimator_scale.train_ops import names
 
 SCOPE = "adascale"
 GAIN = f"{SCOPE}/gain"
@@ -57,6 +58,9 @@ GRAD_SQR_AVG = f"{SCOPE}/grad_sqr_avg"
 EMA_WEIGHT = f"{SCOPE}/ema_weight"
 NONFINITE_UPDATES = f"{SCOPE}/nonfinite_updates"
 MIN_VARIANCE = 1e-6
+TABLES_SCOPE = f"{SCOPE}/embeddings"
+"""Where the embedding tables' state lives with `adascale_parts`; the
+dense variables' is the job's public state under `SCOPE`."""
 
 
 def _variable(full_name, dtype=tf.float32, initial=0.0):
@@ -101,6 +105,32 @@ def check_samples(batch_scale, samples):
         "variance; use accumulation_steps >= 2 or more workers/replicas")
 
 
+def check_parts(parts, rule):
+  """Raises ConfigError unless `parts` is one of `names.ADASCALE_PARTS`,
+  and anything but "all" only with `rule` (the lr_scaling) AdaScale."""
+  if parts not in names.ADASCALE_PARTS:
+    raise errors.ConfigError(
+        f"adascale_parts={parts!r} is unknown; valid: "
+        f"{', '.join(names.ADASCALE_PARTS)}")
+  if parts != "all" and rule != "adascale":
+    raise errors.ConfigError(f"adascale_parts={parts!r} needs "
+                             "lr_scaling='adascale'")
+
+
+def part_groups(grads, variables):
+  """[embedding tables, dense variables] of one micro-batch's gradients.
+
+  A table is a variable whose gradient is sparse (IndexedSlices), as CowClip
+  tells them: its rows are updated only by the examples holding their ids,
+  so its gradient noise differs from the dense layers'.
+  """
+  tables = [v for g, v in zip(grads, variables)
+            if isinstance(g, tf.IndexedSlices)]
+  dense = [v for g, v in zip(grads, variables)
+           if not isinstance(g, tf.IndexedSlices)]
+  return [tables, dense]
+
+
 class AdaScale:
   """AdaScale's state variables and the ops of one update.
 
@@ -113,9 +143,12 @@ class AdaScale:
       state; a second group of variables trained by its own optimizer (a
       canned wide & deep model's linear part) keeps its own state beside
       it, as fairscale's AdaScale keeps its estimates per parameter group.
+    progress: another state's tau, read for the schedule instead of one of
+      its own (a part whose gain does not count progress; never `advance`
+      such a state).
   """
 
-  def __init__(self, scale, samples, theta=None, scope=SCOPE):
+  def __init__(self, scale, samples, theta=None, scope=SCOPE, progress=None):
     check_samples(scale, samples)
     check_smoothing(theta, "adascale")
     self.theta = smoothing(samples) if theta is None else float(theta)
@@ -123,7 +156,8 @@ class AdaScale:
     self.samples = int(samples)
     with tf.compat.v1.variable_scope(scope, reuse=tf.compat.v1.AUTO_REUSE):
       self.gain = _variable(GAIN, initial=1.0)
-      self.progress = _variable(PROGRESS, tf.float64)
+      self.progress = (_variable(PROGRESS, tf.float64) if progress is None
+                       else progress)
       self.scale_variable = _variable(SCALE, initial=scale)
       self.grad_var_avg = _variable(GRAD_VAR_AVG)
       self.grad_sqr_avg = _variable(GRAD_SQR_AVG)
@@ -144,7 +178,7 @@ class AdaScale:
     return tf.maximum(var, MIN_VARIANCE), tf.maximum(sqr, 0.0), finite
 
   def update(self, mean_grads, sum_squared_norms, schedule,
-             extra_mean_squared_norm=0.0):
+             extra_mean_squared_norm=0.0, also_finite=True):
     """Ops that compute this update's gain and learning rate.
 
     Args:
@@ -153,6 +187,8 @@ class AdaScale:
       schedule: maps a float step to the S = 1 learning rate.
       extra_mean_squared_norm: the squared norm of a part of the mean
         gradient not in `mean_grads` (sharded tables', summed over ranks).
+      also_finite: a bool tensor the update also needs to be finite (the
+        other part's flag), so both parts skip together.
 
     Returns:
       (learning_rate, finite, assign_ops): the rate to apply (0 when the
@@ -161,12 +197,13 @@ class AdaScale:
     """
     if self.samples < 2:
       finite = tf.math.is_finite(gradients.total_squared_norm(mean_grads) +
-                                 extra_mean_squared_norm)
+                                 extra_mean_squared_norm) & also_finite
       gain = tf.constant(1.0)
       assigns = [self.gain.assign(gain), self.scale_variable.assign(1.0)]
     else:
       var, sqr, finite = self._estimates(mean_grads, sum_squared_norms,
                                          extra_mean_squared_norm)
+      finite = finite & also_finite
       theta = self.theta
       weight = theta * self.ema_weight + (1.0 - theta)
       var_avg = theta * self.grad_var_avg + (1.0 - theta) * var

@@ -17,5 +17,9 @@ SCHEDULES = ("constant", "piecewise", "cosine", "polynomial")
 LR_SCALING_RULES = ("identity", "linear", "sqrt", "adascale", "cowclip")
 """Valid `lr_scaling` values."""
 
+ADASCALE_PARTS = ("all", "embeddings,dense")
+"""Valid `adascale_parts` values: one AdaScale gain for every variable, or
+one for the embedding tables and one for the dense variables."""
+
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 """Valid `precision` values."""

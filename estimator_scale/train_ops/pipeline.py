@@ -67,6 +67,9 @@ class TrainingConfig:
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
       (None: max(1 - n/1000, 0), n the gradient samples per update).
+    adascale_parts: a name of `names.ADASCALE_PARTS`: with AdaScale, one
+      gain for every variable ("all") or one for the embedding tables and
+      one for the dense variables, tau advancing by the dense part's.
     cowclip_ratio: CowClip's r > 0, an id's gradient bound as a multiple
       of its row's norm (None: `cowclip.DEFAULT_RATIO`).
     cowclip_min_norm: CowClip's floor zeta >= 0 of that bound, for new and
@@ -99,6 +102,7 @@ class TrainingConfig:
   batch_scale: Optional[float] = None
   scaling_warmup_updates: int = 0
   adascale_smoothing: Optional[float] = None
+  adascale_parts: str = "all"
   cowclip_ratio: Optional[float] = None
   cowclip_min_norm: Optional[float] = None
   optimizer_options: tuple = ()
@@ -138,6 +142,7 @@ class TrainingConfig:
       raise errors.ConfigError("scaling_warmup_updates="
                                f"{self.scaling_warmup_updates} must be >= 0")
     adascale.check_smoothing(self.adascale_smoothing, self.lr_scaling)
+    adascale.check_parts(self.adascale_parts, self.lr_scaling)
     cowclip.check_settings(self.lr_scaling, self.cowclip_ratio,
                            self.cowclip_min_norm)
 
@@ -313,6 +318,7 @@ def _build(loss_fn, features, labels, config, topology):
   k = config.accumulation_steps
   use_adascale = config.lr_scaling == "adascale"
   use_cowclip = config.lr_scaling == cowclip.RULE
+  per_part = use_adascale and config.adascale_parts != "all"
   in_sync = replicas_in_sync(topology)
   reducer = topology.backend.make_reducer(config.allreduce_compression,
                                           config.sparse_exchange)
@@ -328,8 +334,11 @@ def _build(loss_fn, features, labels, config, topology):
     grads = accumulation.accumulate(
         loss_fn, features, labels, k, with_norms=use_adascale,
         loss_scale=loss_scale.value() if loss_scale else None,
-        with_counts=use_cowclip)
+        with_counts=use_cowclip,
+        norm_groups=adascale.part_groups if per_part else None)
   dynamic.check_trainers(topology)
+  if per_part:
+    _check_part_tables(grads.grads, grads.variables)
   if use_cowclip:
     cowclip.check_tables(grads.variables)
   global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -350,8 +359,12 @@ def _build(loss_fn, features, labels, config, topology):
       state = adascale.AdaScale(batch_scale,
                                 config.samples_per_update(topology),
                                 config.adascale_smoothing)
-    mean, learning_rate, finite, finished = _adascale_update(
-        state, reducer, grads, config.base_learning_rate)
+    if per_part:
+      mean, learning_rate, finite, finished, table_rate = _adascale_parts(
+          state, reducer, grads, config)
+    else:
+      mean, learning_rate, finite, finished = _adascale_update(
+          state, reducer, grads, config.base_learning_rate)
     # tau advances beside the apply, after it was read for this rate.
     with tf.control_dependencies([learning_rate]):
       finished.append(state.advance())
@@ -369,6 +382,9 @@ def _build(loss_fn, features, labels, config, topology):
   if use_cowclip:
     mean, optimizer = _cowclip_update(mean, grads, config, topology,
                                       learning_rate, finite)
+  elif per_part:
+    optimizer = _tables_apart(config, table_rate, learning_rate, mean,
+                              grads)
   else:
     optimizer = parts.make_optimizer(config, learning_rate, grads.grads,
                                      grads.variables)
@@ -428,12 +444,64 @@ def _cowclip_update(mean, grads, config, topology, dense_rate, finite):
   table_rate = config.base_learning_rate(step)
   if finite is not None:
     table_rate = tf.where(finite, table_rate, 0.0)
+  return clipped, _tables_apart(config, table_rate, dense_rate, clipped,
+                                grads)
+
+
+def _tables_apart(config, table_rate, dense_rate, mean, grads):
+  """One optimizer: the tables (variables of sparse gradients) at
+  `table_rate`, the other variables at `dense_rate`."""
+  tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
   names = cowclip.table_names(grads.variables, tables)
-  optimizer = parts.PerPartOptimizer(
-      parts.make_optimizer(config, table_rate, clipped, grads.variables),
-      parts.make_optimizer(config, dense_rate, clipped, grads.variables),
+  return parts.PerPartOptimizer(
+      parts.make_optimizer(config, table_rate, mean, grads.variables),
+      parts.make_optimizer(config, dense_rate, mean, grads.variables),
       in_part=lambda variable: variable.name in names)
-  return clipped, optimizer
+
+
+def _check_part_tables(grads, variables):
+  """Raises ConfigError where a gain per part cannot be estimated: no
+  embedding table, or a sharded one (its mean gradient is spread over the
+  ranks, outside the per-part norms)."""
+  tables, _ = adascale.part_groups(grads, variables)
+  shards = [v.op.name for v in variables if sharded.is_sharded(v)]
+  if not tables or shards:
+    raise errors.ConfigError(
+        "adascale_parts='embeddings,dense' needs embedding tables, none "
+        f"sharded (found {len(tables)} tables, sharded: {shards}); use "
+        "tables that are not sharded, or adascale_parts='all'")
+
+
+def _adascale_parts(state, reducer, grads, config):
+  """(mean, dense rate, finite, state writes, tables' rate) of an AdaScale
+  update with a gain per part: the tables' own state (at
+  `adascale.TABLES_SCOPE`) reads the dense state's tau, which alone
+  advances; each gain comes from its part's norms alone."""
+  with root_variable_scope():
+    tables = adascale.AdaScale(
+        state.scale, state.samples, config.adascale_smoothing,
+        scope=adascale.TABLES_SCOPE, progress=state.progress)
+  mean, (table_sq, dense_sq) = reducer.all_mean(grads.grads,
+                                                _norm_sums(config, grads))
+  in_tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
+  table_rate, table_finite, writes = tables.update(
+      [m for m, t in zip(mean, in_tables) if t], table_sq,
+      config.base_learning_rate)
+  rate, finite, dense_writes = state.update(
+      [m for m, t in zip(mean, in_tables) if not t], dense_sq,
+      config.base_learning_rate, also_finite=table_finite)
+  return (mean, rate, finite, writes + dense_writes,
+          tf.where(finite, table_rate, 0.0))
+
+
+def _norm_sums(config, grads):
+  """AdaScale's summed squared norms as the scalars an exchange adds: one,
+  or the tables' and the dense variables' with `adascale_parts`."""
+  if config.lr_scaling != "adascale":
+    return []
+  if config.adascale_parts == "all":
+    return [grads.sum_squared_norms]
+  return [tf.reshape(grads.sum_squared_norms[i], []) for i in range(2)]
 
 
 def _finite_mean(reducer, grads):
@@ -459,9 +527,8 @@ def _contribute(reducer, start, wait, grads, config, topology):
   if start is not None:
     stragglers.exchange(start, grads.grads, grads.loss, reducer, topology)
   own_wait = input_wait.exchange(wait, reducer, topology)
-  sums = ([grads.sum_squared_norms] if config.lr_scaling == "adascale" else
-          [])
-  waited = reducer.contribute(grads.grads, grads.variables, sums, grads.loss)
+  waited = reducer.contribute(grads.grads, grads.variables,
+                              _norm_sums(config, grads), grads.loss)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   counted = count_micro_batches(config.accumulation_steps)
   return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,

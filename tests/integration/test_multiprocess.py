@@ -181,16 +181,30 @@ COWCLIP = dict(case="embedding", examples=128, global_batch_size=32,
 """CowClip's runs: S fixed, as one process's update averages fewer samples."""
 
 
+def _run_on_two(tmp_path, **flags):
+  """The flags on 2 Horovod ranks and on 2 mirrored replicas, k = 4."""
+  horovod(2, dump_args(tmp_path / "horovod", tmp_path / "horovod-m",
+                       distribution="horovod", accumulation_steps=4, **flags))
+  run([PYTHON] + dump_args(tmp_path / "mirrored", tmp_path / "mirrored-m",
+                           distribution="mirrored", accumulation_steps=4,
+                           **flags))
+
+
+def _assert_two_equal(tmp_path, reference):
+  """`_run_on_two`'s runs end with the one process's `reference`."""
+  for mode in ("horovod", "mirrored"):
+    workers = load_workers(tmp_path / mode)
+    assert len(workers) == (2 if mode == "horovod" else 1), mode
+    _assert_workers_identical(workers)
+    assert max_difference(reference,
+                          trained_variables(workers[0])) <= TOLERANCE, mode
+
+
 def test_cowclip_on_horovod_and_mirrored_equals_one_process(tmp_path):
   # 2 ranks (or 2 replicas) x k = 4 against one process at k = 1: each
   # id's count and gradient are the whole update's, whichever way the rows
   # travelled.
-  horovod(2, dump_args(tmp_path / "horovod", tmp_path / "horovod-m",
-                       distribution="horovod", accumulation_steps=4,
-                       cowclip_ratio=1e-4, **COWCLIP))
-  run([PYTHON] + dump_args(tmp_path / "mirrored", tmp_path / "mirrored-m",
-                           distribution="mirrored", accumulation_steps=4,
-                           cowclip_ratio=1e-4, **COWCLIP))
+  _run_on_two(tmp_path, cowclip_ratio=1e-4, **COWCLIP)
   for label, ratio in (("one", 1e-4), ("unclipped", 1e6)):
     run([PYTHON] + dump_args(tmp_path / label, tmp_path / f"{label}-m",
                              cowclip_ratio=ratio, **COWCLIP))
@@ -198,12 +212,27 @@ def test_cowclip_on_horovod_and_mirrored_equals_one_process(tmp_path):
                           for label in ("one", "unclipped"))
   reference = trained_variables(one)
   assert max_difference(reference, trained_variables(unclipped)) > 1e-3
-  for mode in ("horovod", "mirrored"):
-    workers = load_workers(tmp_path / mode)
-    assert len(workers) == (2 if mode == "horovod" else 1), mode
-    _assert_workers_identical(workers)
-    assert max_difference(reference,
-                          trained_variables(workers[0])) <= TOLERANCE, mode
+  _assert_two_equal(tmp_path, reference)
+
+
+def test_adascale_parts_on_horovod_and_mirrored_equals_one_process(tmp_path):
+  # 2 ranks (or 2 replicas) x k = 4 against one process at k = 8, the same
+  # 8 micro-batches per update: each part's norms are the whole update's.
+  flags = dict(case="embedding", examples=128, global_batch_size=32,
+               steps=20, optimizer="momentum", learning_rate=0.05,
+               lr_scaling="adascale", adascale_smoothing=0.5)
+  _run_on_two(tmp_path, adascale_parts="embeddings,dense", **flags)
+  for parts in ("embeddings,dense", "all"):
+    run([PYTHON] + dump_args(tmp_path / parts, tmp_path / f"{parts}-m",
+                             accumulation_steps=8, adascale_parts=parts,
+                             **flags))
+  (one,), (whole,) = (load_workers(tmp_path / parts)
+                      for parts in ("embeddings,dense", "all"))
+  reference = trained_variables(one)
+  assert max_difference(reference, trained_variables(whole)) > 1e-3
+  assert float(one["adascale/embeddings/gain@0"]) != pytest.approx(
+      float(one["adascale/gain@0"]), rel=1e-2)
+  _assert_two_equal(tmp_path, reference)
 
 
 MICRO_BATCH_CASES = ["keras", "keras_model", "mlp", "autoencoder", "embedding"]

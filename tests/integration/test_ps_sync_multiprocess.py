@@ -31,6 +31,8 @@ def _variables(worker, with_slots):
 
 SCALING_RULES = {
     "adascale": dict(lr_scaling="adascale"),
+    "adascale_parts": dict(lr_scaling="adascale",
+                           adascale_parts="embeddings,dense"),
     # r small enough that the clipping binds; S fixed, as one process's
     # update averages fewer gradient samples.
     "cowclip": dict(lr_scaling="cowclip", cowclip_ratio=1e-4,

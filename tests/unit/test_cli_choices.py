@@ -14,8 +14,10 @@ from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import precision
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
+from estimator_scale.train_ops import names as train_ops_names
 
 CONSTANTS = {
+    "adascale_parts": train_ops_names.ADASCALE_PARTS,
     "allreduce_compression": backend_names.COMPRESSIONS,
     "distribution": backend_names.NAMES,
     "elastic_batch": backend_names.ELASTIC_BATCH_POLICIES,

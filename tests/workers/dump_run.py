@@ -36,6 +36,7 @@ flags.DEFINE_string("lr_scaling", "identity", "")
 flags.DEFINE_float("batch_scale", None,
                    "S (default: gradient samples per update)")
 flags.DEFINE_float("adascale_smoothing", None, "AdaScale's theta")
+flags.DEFINE_string("adascale_parts", "all", "AdaScale's gains per part")
 flags.DEFINE_float("cowclip_ratio", None, "CowClip's r")
 flags.DEFINE_float("cowclip_min_norm", None, "CowClip's zeta")
 flags.DEFINE_string("model_dir", None, "")
@@ -111,6 +112,7 @@ def _train():
       accumulation_steps=FLAGS.accumulation_steps,
       lr_scaling=FLAGS.lr_scaling, batch_scale=FLAGS.batch_scale,
       adascale_smoothing=FLAGS.adascale_smoothing,
+      adascale_parts=FLAGS.adascale_parts,
       cowclip_ratio=FLAGS.cowclip_ratio,
       cowclip_min_norm=FLAGS.cowclip_min_norm)
   estimator = es.make_estimator(

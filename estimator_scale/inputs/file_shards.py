@@ -322,5 +322,4 @@ def worker_records(source, position, entries, model_dir, workers, index):
   lanes, consumed = plan(job, len(files), counts, seed)
   lane = advance(lanes[index], consumed, counts, seed)
   counts.freeze()
-  return lane_records(files, lane, counts, source.read, seed,
-                      source.window)
+  return lane_records(files, lane, counts, source.read, seed, source.window)

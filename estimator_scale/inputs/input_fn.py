@@ -21,13 +21,11 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-  """What an input reads and how, fixed when it is built.
-
-  Records come from `files` (each read by `read`, `cycle_length` at a
-  time) or, with `count`, are the indices 0..count-1 of in-memory arrays.
-  `parse` maps a record (or a batch, with `parse_batches`) to the model's
-  input; `window` is records per shuffled window (0: no shuffle). With
-  `whole_files` (TFRecord) files may be shuffled and dealt whole.
+  """What an input reads and how, fixed when it is built: the records of
+  `files` (by `read`, `cycle_length` at a time), or with `count` the indices
+  of in-memory arrays; `parse` maps a record (a batch, with `parse_batches`)
+  to the model's input; `window`: records per shuffled window (0: none);
+  `whole_files` (TFRecord): files may be shuffled and dealt whole.
   """
   builder: str
   global_batch_size: int
@@ -47,19 +45,15 @@ class Plan:
 
 
 class InputFn:
-  """An Estimator input_fn, and the job it reads for and the files it reads.
-
-  `files` (() for in-memory data) let an unreadable record's file be named;
-  `topology` and `accumulation_steps` are None until the Estimator gives
-  its own. Called without a topology, it reads as one local process.
+  """An Estimator input_fn over a `Plan`; `files` name an unreadable record's
+  file. `topology` is None until the Estimator gives its own (called
+  without one, it reads as one local process).
   """
 
   def __init__(self, plan, topology=None, accumulation_steps=None,
                make_dataset=None):
-    """Checks the batch at once, against `topology` where given.
-
-    `make_dataset` (plan, topology, replica batch size, input_context,
-    model_dir) -> tf.data.Dataset replaces `read` (for `synthetic`).
+    """Checks the batch at once; `make_dataset` (`read`'s arguments) replaces
+    `read` for `synthetic`.
     """
     self.plan = plan
     self.files = plan.files

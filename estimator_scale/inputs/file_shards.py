@@ -296,11 +296,11 @@ def by_file(num_files, workers):
   return num_files >= max(workers, 2)
 
 
-def worker_records(files, read, position, entries, model_dir, workers, index,
-                   seed, window, skip_corrupt=False):
-  """This worker's records from the checkpoint's position on, forever; record
-  counts are kept in `model_dir`; others as `lane_records`.
+def worker_records(source, position, entries, model_dir, workers, index):
+  """This worker's records of `source` (an `input_fn.Plan`) from the
+  checkpoint's position on, forever; record counts are kept in `model_dir`.
   """
+  files, seed = source.files, source.seed
   entries = [e for e in entries if e["step"] <= position.step]
   stretch = entries
   for n, entry in enumerate(entries):
@@ -314,7 +314,7 @@ def worker_records(files, read, position, entries, model_dir, workers, index,
     job = segments(stretch, position.examples, workers)
   else:
     job = [(workers, position.examples // workers)]
-  counts = Counts(files, model_dir, index, skip_corrupt)
+  counts = Counts(files, model_dir, index, source.skip_corrupt)
   if position.examples:
     # What the plan will walk: every file once the job has changed size.
     counts.count(range(len(files)) if len(job) > 1 else
@@ -322,4 +322,4 @@ def worker_records(files, read, position, entries, model_dir, workers, index,
   lanes, consumed = plan(job, len(files), counts, seed)
   lane = advance(lanes[index], consumed, counts, seed)
   counts.freeze()
-  return lane_records(files, lane, counts, read, seed, window)
+  return lane_records(files, lane, counts, source.read, seed, source.window)

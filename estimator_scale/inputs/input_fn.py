@@ -1,44 +1,67 @@
-"""The input_fn every builder returns, and the plumbing they share.
+"""The input_fn every builder returns, and the one path it reads by.
 
-An input reads for its `Topology`: left out, the Estimator's (handed over
-by `InputFn.for_estimator` before any graph is built); given, it must be
-the Estimator's.
+A builder fixes a `Plan`; `read` goes one way: this worker's shard, its
+records in the epoch's order from the resume position, parsed batches.
+An input reads for the Estimator's `Topology` (`InputFn.for_estimator`).
 """
+import dataclasses
+from typing import Any, Callable, Optional
+
+from absl import logging
 import tensorflow as tf
 
 from estimator_scale import data_options
 from estimator_scale import errors
 from estimator_scale import topology as topology_lib
+from estimator_scale.inputs import file_shards
 from estimator_scale.inputs import position
 
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-class InputFn:
-  """An Estimator input_fn, and the job it reads for and the files it reads.
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """What an input reads and how, fixed when it is built: the records of
+  `files` (by `read`, `cycle_length` at a time), or with `count` the indices
+  of in-memory arrays; `parse` maps a record (a batch, with `parse_batches`)
+  to the model's input; `window`: records per shuffled window (0: none);
+  `whole_files` (TFRecord): files may be shuffled and dealt whole.
+  """
+  builder: str
+  global_batch_size: int
+  training: bool
+  seed: Optional[int]
+  window: int
+  parse: Callable
+  parse_batches: bool = False
+  files: tuple = ()
+  read: Optional[Callable] = None
+  count: int = 0
+  cycle_length: int = 1
+  deterministic: bool = True
+  whole_files: bool = False
+  skip_corrupt: bool = False
+  span: Any = None
 
-  `files` (() for in-memory data) let an unreadable record's file be named;
-  `topology` and `accumulation_steps` are None until the Estimator gives
-  its own. Called without a topology, it reads as one local process.
+
+class InputFn:
+  """An Estimator input_fn over a `Plan`; `files` name an unreadable record's
+  file. `topology` is None until the Estimator gives its own (called
+  without one, it reads as one local process).
   """
 
-  def __init__(self, make_dataset, files, global_batch_size, training=True,
-               topology=None, accumulation_steps=None, builder="input"):
-    """Checks the batch at once, against `topology` where given.
-
-    `make_dataset` is (topology, replica batch size, input_context,
-    model_dir) -> tf.data.Dataset; `builder` names the input in messages.
+  def __init__(self, plan, topology=None, accumulation_steps=None,
+               make_dataset=None):
+    """Checks the batch at once; `make_dataset` (`read`'s arguments) replaces
+    `read` for `synthetic`.
     """
-    self._make_dataset = make_dataset
-    self.files = tuple(files)
-    self.global_batch_size = global_batch_size
-    self.training = training
+    self.plan = plan
+    self.files = plan.files
     self.topology = topology
     self.accumulation_steps = accumulation_steps
-    self._builder = builder
+    self._make_dataset = make_dataset or read
     self._replica_batch = _replica_batch(
-        global_batch_size, training, topology or topology_lib.Topology(),
-        accumulation_steps or 1)
+        plan, topology or topology_lib.Topology(), accumulation_steps or 1)
 
   def for_estimator(self, topology, accumulation_steps=1):
     """This input as the Estimator of `topology` runs it.
@@ -49,16 +72,16 @@ class InputFn:
     """
     if self.topology is not None:
       self.topology.require_estimators(
-          topology, f"{self._builder}: inputs built for")
-    return InputFn(self._make_dataset, self.files, self.global_batch_size,
-                   self.training, topology,
+          topology, f"{self.plan.builder}: inputs built for")
+    return InputFn(self.plan, topology,
                    self.accumulation_steps or accumulation_steps,
-                   self._builder)
+                   self._make_dataset)
 
   def __call__(self, params=None, input_context=None, config=None):
     del params  # every setting was fixed when the input_fn was built
     topology = self.topology or self._alone(input_context, config)
-    dataset = self._make_dataset(topology, self._replica_batch, input_context,
+    dataset = self._make_dataset(self.plan, topology, self._replica_batch,
+                                 input_context,
                                  getattr(config, "model_dir", None))
     return data_options.without_tuning_thread(dataset)
 
@@ -69,9 +92,9 @@ class InputFn:
     replicas = input_context.num_replicas_in_sync if input_context else 1
     workers = max(getattr(config, "num_worker_replicas", 1) or 1,
                   input_context.num_input_pipelines if input_context else 1)
-    if self.training and max(replicas, workers) > 1:
+    if self.plan.training and max(replicas, workers) > 1:
       raise errors.ConfigError(
-          f"{self._builder}: built without topology= and called by an "
+          f"{self.plan.builder}: built without topology= and called by an "
           f"Estimator of {workers} worker(s), {replicas} replica(s) in "
           "sync that es.make_estimator did not make, so it cannot know its "
           "share: train through es.make_estimator, or pass "
@@ -79,80 +102,145 @@ class InputFn:
     return topology_lib.Topology()
 
 
-def _replica_batch(global_batch_size, training, topology, accumulation_steps):
+def _replica_batch(plan, topology, accumulation_steps):
   """The examples one replica reads per batch: training splits the global
   batch over the job and micro-batches, evaluation takes it as given.
   """
-  if training:
-    return topology.replica_batch_size(global_batch_size, accumulation_steps)
-  if global_batch_size is None or global_batch_size < 1:
+  size = plan.global_batch_size
+  if plan.training:
+    return topology.replica_batch_size(size, accumulation_steps)
+  if size is None or size < 1:
     raise errors.ConfigError("global_batch_size must be a positive integer, "
-                             f"got {global_batch_size!r}")
-  return global_batch_size
+                             f"got {size!r}")
+  return size
 
 
-def shards(topology, training, input_context):
+def read(plan, topology, replica_batch, input_context, model_dir):
+  """The Dataset of `plan`, its stages in order (see the module's doc)."""
+  shards, index = _shards(plan, topology, input_context)
+  if plan.span is not None and plan.training:
+    return _span_batches(plan, _span_records(plan, model_dir), shards, index,
+                         replica_batch)
+  if plan.training and topology.synchronous:
+    # Asynchronous workers' examples are not a function of the step.
+    start = position.resume(model_dir, plan.global_batch_size, shards,
+                            topology.is_chief)
+    records = _resumed(plan, start, shards, index, model_dir)
+  else:
+    records = _unresumed(plan, shards, index)
+  if plan.parse_batches:
+    records = records.batch(replica_batch, drop_remainder=plan.training)
+  records = records.map(plan.parse, num_parallel_calls=AUTOTUNE)
+  if not plan.parse_batches:
+    records = records.batch(replica_batch, drop_remainder=plan.training)
+  return records.prefetch(AUTOTUNE)
+
+
+def _shards(plan, topology, input_context):
   """(number of shards, this worker's shard); evaluation reads everything."""
-  if not training:
+  if not plan.training:
     return 1, 0
   if input_context is not None and input_context.num_input_pipelines > 1:
-    return input_context.num_input_pipelines, input_context.input_pipeline_id
-  return topology.num_workers, topology.worker_index
+    shards, index = (input_context.num_input_pipelines,
+                     input_context.input_pipeline_id)
+  else:
+    shards, index = topology.num_workers, topology.worker_index
+  if plan.count and shards > 1 and plan.count < shards:
+    raise errors.ConfigError(f"{plan.builder}: {plan.count} examples cannot "
+                             f"be sharded over {shards} workers")
+  return shards, index
 
 
-def resumes(training, topology):
-  """Whether the input resumes at a position: training in a synchronous
-  job (asynchronous workers' examples are not a function of the step).
+def _epoch_records(plan):
+  """epoch -> the records of one epoch in their base order, for `stream`."""
+  if plan.count:
+    return lambda epoch: tf.data.Dataset.range(plan.count)
+  return position.file_records(plan.files, plan.read, plan.seed,
+                               plan.cycle_length)
+
+
+def _resumed(plan, start, shards, index, model_dir):
+  """This worker's training records from the `start` position on."""
+  if plan.whole_files:
+    history = position.read_history(model_dir) if model_dir else []
+    if file_shards.by_file(len(plan.files), shards):
+      return file_shards.worker_records(plan, start, history, model_dir,
+                                        shards, index)
+    if start.examples and any(
+        file_shards.by_file(len(plan.files), e["workers"])
+        for e in history if e["step"] <= start.step):
+      logging.warning("%s: %d workers read %d files by record, and the job "
+                      "read them by file before: the records start over in "
+                      "another order", plan.builder, shards, len(plan.files))
+  epoch_records = _epoch_records(plan)
+  count = ((lambda: plan.count) if plan.count else
+           (lambda: position.count(epoch_records(0))))
+  records = position.stream(epoch_records, count, start.examples, plan.seed,
+                            plan.window or None)
+  return position.worker_share(records, plan.global_batch_size, shards, index)
+
+
+def _unresumed(plan, shards, index):
+  """This worker's records with no position: evaluation, or asynchronous
+  training; shuffled by window and repeated when training.
   """
-  return training and topology.synchronous
+  by_file = plan.whole_files and shards > 1 and len(plan.files) >= shards
+  by_record = shards > 1 and not by_file
+  if plan.count:
+    records = tf.data.Dataset.range(plan.count)
+  else:
+    names = tf.data.Dataset.from_tensor_slices(list(plan.files))
+    if by_file:
+      names = names.shard(shards, index)
+    # Record sharding needs one fixed record order on every worker, so files
+    # are only shuffled when each worker owns whole files.
+    if (plan.whole_files and plan.training and plan.seed is not None and
+        not by_record):
+      names = names.shuffle(len(plan.files), seed=plan.seed)
+    if by_record and not plan.deterministic:
+      logging.warning("%s: %d files for %d workers shard by record, which "
+                      "needs a fixed order: deterministic=False does not "
+                      "apply", plan.builder, len(plan.files), shards)
+    records = names.interleave(
+        plan.read, cycle_length=min(plan.cycle_length, len(plan.files)),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=plan.deterministic or by_record)
+  if by_record:
+    records = records.shard(shards, index)
+  if plan.training:
+    if plan.window:
+      records = records.shuffle(plan.window, seed=plan.seed)
+    records = records.repeat()
+  return records
 
 
-def start(model_dir, global_batch_size, num_shards, topology):
-  """The `position.Position` a training run starts at."""
-  return position.resume(model_dir, global_batch_size, num_shards,
-                         topology.is_chief)
+def _span_records(plan, model_dir):
+  """What the plan's span (a day) has left to train, in the epoch's order."""
+  span = plan.span
+  done = position.span_done(model_dir, span, plan.global_batch_size)
+  return position.stream(_epoch_records(plan), lambda: span.records, done,
+                         plan.seed, plan.window or None).take(
+                             span.examples - done)
 
 
-def finish(dataset, training, replica_batch, seed, shuffle_buffer, parse=None,
-           parse_batches=False):
-  """Shuffle, repeat, parse, batch, prefetch, in the order that keeps it fast
-  (`parse_batches` parses a batch in one vectorised call).
+def _span_batches(plan, records, shards, index, replica_batch):
+  """This worker's batches of a span's `records`, then the end, at the same
+  update on every worker; the last may be short, split evenly.
   """
-  if training:
-    if shuffle_buffer:
-      dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-    dataset = dataset.repeat()
-  if parse is not None and not parse_batches:
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
-  dataset = dataset.batch(replica_batch, drop_remainder=training)
-  if parse is not None and parse_batches:
-    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE)
-  return dataset.prefetch(AUTOTUNE)
-
-
-def read_span(span, epoch_records, model_dir, global_batch_size, num_shards,
-              index, replica_batch, seed, window, parse_each=None,
-              parse_batch=None):
-  """This worker's batches of what `span` has left to train, then the end,
-  at the same update on every worker; the last may be short, split evenly.
-  """
-  done = position.span_done(model_dir, span, global_batch_size)
-  records = position.stream(epoch_records, lambda: span.records, done, seed,
-                            window or None).take(span.examples - done)
-  pieces = max(1, global_batch_size // (num_shards * replica_batch))
+  pieces = max(1, plan.global_batch_size // (shards * replica_batch))
 
   def worker_part(batch):
     size = tf.shape(batch)[0]
-    return batch[index * size // num_shards:(index + 1) * size // num_shards]
+    return batch[index * size // shards:(index + 1) * size // shards]
 
   def replica_batches(rows):
     parts = tf.data.Dataset.from_tensor_slices(rows)
-    if parse_each is not None:
-      parts = parts.map(parse_each)
+    if not plan.parse_batches:
+      parts = parts.map(plan.parse)
     return parts.batch(tf.cast(tf.shape(rows)[0] // pieces, tf.int64))
 
-  dataset = records.batch(global_batch_size).map(worker_part).flat_map(
+  dataset = records.batch(plan.global_batch_size).map(worker_part).flat_map(
       replica_batches)
-  if parse_batch is not None:
-    dataset = dataset.map(parse_batch, num_parallel_calls=AUTOTUNE)
+  if plan.parse_batches:
+    dataset = dataset.map(plan.parse, num_parallel_calls=AUTOTUNE)
   return dataset.prefetch(AUTOTUNE)

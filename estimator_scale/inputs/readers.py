@@ -12,11 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 from estimator_scale import errors
-from estimator_scale.inputs import file_shards
 from estimator_scale.inputs import input_fn
-from estimator_scale.inputs import position
 
-AUTOTUNE = tf.data.AUTOTUNE
 
 def _count(features, labels):
   """The number of examples, checked to agree between features and labels."""
@@ -51,30 +48,15 @@ def from_arrays(features, labels, global_batch_size, training=True,
   """
   count = _count(features, labels)
   data = (features, labels) if labels is not None else features
-  buffer = (shuffle_buffer or count) if seed is not None else 0
 
-  def make_dataset(topology, replica_batch, input_context, model_dir):
-    shards, index = input_fn.shards(topology, training, input_context)
-    if shards > 1 and count < shards:
-      raise errors.ConfigError(f"from_arrays: {count} examples cannot be "
-                               f"sharded over {shards} workers")
-    if input_fn.resumes(training, topology):
-      start = input_fn.start(model_dir, global_batch_size, shards, topology)
-      rows = position.stream(
-          lambda epoch: tf.data.Dataset.range(count), lambda: count,
-          start.examples, seed, shuffle_buffer or None)
-      rows = position.worker_share(rows, global_batch_size, shards, index)
-      tensors = tf.nest.map_structure(tf.convert_to_tensor, data)
-      return rows.batch(replica_batch, drop_remainder=True).map(
-          lambda i: tf.nest.map_structure(lambda a: tf.gather(a, i), tensors),
-          num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
-    dataset = tf.data.Dataset.from_tensor_slices(data)
-    if shards > 1:
-      dataset = dataset.shard(shards, index)
-    return input_fn.finish(dataset, training, replica_batch, seed, buffer)
+  def gather(rows):
+    return tf.nest.map_structure(lambda array: tf.gather(array, rows), data)
 
-  return input_fn.InputFn(make_dataset, (), global_batch_size, training,
-                          topology, accumulation_steps, "from_arrays")
+  window = (shuffle_buffer or count) if seed is not None else 0
+  return input_fn.InputFn(
+      input_fn.Plan("from_arrays", global_batch_size, training, seed, window,
+                    gather, parse_batches=True, count=count),
+      topology, accumulation_steps)
 
 
 def list_files(pattern, flag="file pattern"):
@@ -129,61 +111,12 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
     labels = parsed.pop(label_key)
     return parsed, labels
 
-  def resumed(topology, shards, index, model_dir):
-    """The training records from the checkpoint's position on."""
-    start = input_fn.start(model_dir, global_batch_size, shards, topology)
-    window = buffer or None
-    history = position.read_history(model_dir) if model_dir else []
-    if file_shards.by_file(len(files), shards):
-      return file_shards.worker_records(files, records, start, history,
-                                        model_dir, shards, index, seed, window,
-                                        skip_corrupt)
-    if start.examples and any(file_shards.by_file(len(files), e["workers"])
-                              for e in history if e["step"] <= start.step):
-      logging.warning("from_tfrecords: %d workers read %d files by record, "
-                      "and the job read them by file before: the records "
-                      "start over in another order", shards, len(files))
-    epoch_records = position.file_records(files, records, seed, 4)
-    stream = position.stream(
-        epoch_records, lambda: position.count(epoch_records(0)),
-        start.examples, seed, window)
-    return position.worker_share(stream, global_batch_size, shards, index)
-
-  def make_dataset(topology, replica_batch, input_context, model_dir):
-    shards, index = input_fn.shards(topology, training, input_context)
-    if span is not None and training:
-      return input_fn.read_span(
-          span, position.file_records(files, records, seed, 4), model_dir,
-          global_batch_size, shards, index, replica_batch, seed, buffer,
-          parse_batch=parse)
-    if input_fn.resumes(training, topology):
-      dataset = resumed(topology, shards, index, model_dir).batch(
-          replica_batch, drop_remainder=True)
-      return dataset.map(parse, num_parallel_calls=AUTOTUNE).prefetch(
-          AUTOTUNE)
-    names = tf.data.Dataset.from_tensor_slices(files)
-    by_file = shards > 1 and len(files) >= shards
-    by_record = shards > 1 and not by_file
-    if by_file:
-      names = names.shard(shards, index)
-    # Record sharding needs one fixed record order on every worker, so files
-    # are only shuffled when each worker owns whole files.
-    if training and seed is not None and not by_record:
-      names = names.shuffle(len(files), seed=seed)
-    if by_record and not deterministic:
-      logging.warning("from_tfrecords: %d files for %d workers shard by "
-                      "record, which needs a fixed order: deterministic=False "
-                      "does not apply", len(files), shards)
-    dataset = names.interleave(
-        records, cycle_length=min(4, len(files)), num_parallel_calls=AUTOTUNE,
-        deterministic=deterministic or by_record)
-    if by_record:
-      dataset = dataset.shard(shards, index)
-    return input_fn.finish(dataset, training, replica_batch, seed, buffer,
-                           parse=parse, parse_batches=True)
-
-  return input_fn.InputFn(make_dataset, files, global_batch_size, training,
-                          topology, accumulation_steps, "from_tfrecords")
+  return input_fn.InputFn(
+      input_fn.Plan("from_tfrecords", global_batch_size, training, seed,
+                    buffer, parse, parse_batches=True, files=tuple(files),
+                    read=records, cycle_length=4, deterministic=deterministic,
+                    whole_files=True, skip_corrupt=skip_corrupt, span=span),
+      topology, accumulation_steps)
 
 
 def write_tfrecord_shards(features, labels, directory, num_shards,
@@ -270,38 +203,15 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
   scalar string tensor to features, or (features, labels); `builder` names
   the input in messages; other arguments as `from_tfrecords`.
   """
-  files = list(files)
   buffer = shuffle_buffer if seed is not None else 0
 
   def lines(path):
     return tf.data.TextLineDataset(path).skip(1 if header else 0)
 
-  def make_dataset(topology, replica_batch, input_context, model_dir):
-    shards, index = input_fn.shards(topology, training, input_context)
-    if span is not None and training:
-      return input_fn.read_span(
-          span, position.file_records(files, lines, seed), model_dir,
-          global_batch_size, shards, index, replica_batch, seed, buffer,
-          parse_each=parse_line)
-    if input_fn.resumes(training, topology):
-      start = input_fn.start(model_dir, global_batch_size, shards, topology)
-      epoch_lines = position.file_records(files, lines, seed)
-      dataset = position.stream(
-          epoch_lines, lambda: position.count(epoch_lines(0)),
-          start.examples, seed, buffer or None)
-      dataset = position.worker_share(dataset, global_batch_size, shards,
-                                      index)
-      return dataset.map(parse_line, num_parallel_calls=AUTOTUNE).batch(
-          replica_batch, drop_remainder=True).prefetch(AUTOTUNE)
-    dataset = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lines, cycle_length=1)
-    if shards > 1:
-      dataset = dataset.shard(shards, index)
-    return input_fn.finish(dataset, training, replica_batch, seed, buffer,
-                           parse=parse_line)
-
-  return input_fn.InputFn(make_dataset, files, global_batch_size, training,
-                          topology, accumulation_steps, builder)
+  return input_fn.InputFn(
+      input_fn.Plan(builder, global_batch_size, training, seed, buffer,
+                    parse_line, files=tuple(files), read=lines, span=span),
+      topology, accumulation_steps)
 
 
 def synthetic(feature_shapes, global_batch_size, num_classes=None,
@@ -328,13 +238,14 @@ def synthetic(feature_shapes, global_batch_size, num_classes=None,
       labels = tf.random.stateless_normal((n,) + label_shape, [seed, -1])
     return features, labels
 
-  def make_dataset(unused_topology, replica_batch, unused_input_context,
-                   unused_model_dir):
+  def make_dataset(unused_plan, unused_topology, replica_batch,
+                   unused_input_context, unused_model_dir):
     # Made by an op and cached, not embedded as a constant: a large batch in
     # the GraphDef is copied at every stage of building the session.
     dataset = tf.data.Dataset.range(1).map(
         lambda unused_index: batch(replica_batch)).cache()
     return dataset.repeat() if training else dataset
 
-  return input_fn.InputFn(make_dataset, (), global_batch_size, training,
-                          topology, accumulation_steps, "synthetic")
+  plan = input_fn.Plan("synthetic", global_batch_size, training, seed, 0,
+                       None)
+  return input_fn.InputFn(plan, topology, accumulation_steps, make_dataset)

@@ -1,5 +1,5 @@
-"""Dated partitions (inputs/days.py), a day read once (input_fn.read_span)
-and the summary per day (day_summary.py), in process.
+"""Dated partitions (inputs/days.py), a day read once (a span of
+`input_fn.Plan`) and the summary per day (day_summary.py), in process.
 
 The command line over days, killed and resumed, is
 tests/integration/test_days_cli.py.
@@ -17,6 +17,7 @@ import estimator_scale as es
 from estimator_scale import by_day
 from estimator_scale import day_summary
 from estimator_scale import errors
+from estimator_scale import topology
 from estimator_scale.inputs import days
 from estimator_scale.inputs import input_fn
 from estimator_scale.inputs import position
@@ -120,9 +121,11 @@ def _read(span, step, workers, index, monkeypatch, replica_batch=None):
   """What worker `index` of `workers` reads of `span` from `step` on."""
   monkeypatch.setattr(position.coordinator_lib, "checkpoint_step",
                       lambda model_dir: step)
-  rows = lambda epoch: tf.data.Dataset.range(span.records)
-  dataset = input_fn.read_span(span, rows, "model_dir", 8, workers, index,
-                               replica_batch or 8 // workers, 3, 5)
+  plan = input_fn.Plan("day", 8, True, 3, 5, lambda rows: rows,
+                       parse_batches=True, count=span.records, span=span)
+  dataset = input_fn.read(plan, topology.Topology(), replica_batch or
+                          8 // workers, tf.distribute.InputContext(
+                              workers, index), "model_dir")
   return [batch.numpy().tolist() for batch in dataset]
 
 

@@ -1,43 +1,22 @@
 """Optimizers for canned estimators: the backend's reduction and the
-learning-rate rules, inside the Keras optimizer a canned estimator takes.
+learning-rate rules inside the Keras optimizer a canned estimator takes.
 
-TF 2.15's canned (v2) estimators make their train op by calling
-`get_updates(loss, variables)` on a `tf.keras.optimizers.legacy` optimizer,
-or on what a zero-argument callable returns when the training graph is
-built. That call is the one place a canned estimator lets the framework in,
-so `canned_optimizer` returns such a callable, and the optimizer it makes
-does in `get_updates` what `build_train_op` does for a hand-written
-model_fn: average the gradients through the backend's reducer, scale the
-learning rate (linear, sqrt, or AdaScale with S = replicas per update) and
-apply the mean. Under synchronous parameter servers the chief's optimizers
-apply the mean of every worker's gradients, and the other workers' only
-hand theirs over (`backends.ps_sync`).
+TF 2.15's canned estimators build their train op by calling
+`get_updates(loss, variables)` on a `tf.keras.optimizers.legacy` optimizer
+(or on what a zero-argument callable returns); that is the only hook, so
+`get_updates` here does what `build_train_op` does for a model_fn: reduce,
+scale the learning rate, apply. With accumulation_steps > 1 it only records
+(`canned_accumulation`) and `apply_accumulated` applies the mean.
 
-With accumulation_steps > 1 the estimator's model_fn runs inside the
-framework's accumulation loop (`canned_accumulation`), where `get_updates`
-only records its loss and variables; `apply_accumulated` then applies the
-mean over the micro-batches through the same reduction and rules.
+The reducer averages even under tf.distribute: AdaScale needs the mean
+before the update, and TF 2.15's graph-mode strategies fail on sparse
+gradients of different lengths per replica, which the reducer pads.
 
-The reducer averages under tf.distribute too, although the strategy would
-sum inside `apply_gradients` on its own: AdaScale needs the mean before the
-update, and TF 2.15's graph-mode strategies fail on sparse gradients whose
-lengths differ between replicas (a feature column's ids in a batch with
-missing values), which the reducer pads. Under Horovod it is one grouped
-allreduce with the stop flag; one process and parameter servers need none.
-
-Under Horovod a dynamic column's table is split by id over the ranks, as
-`es.dynamic_embedding`'s is: the reducer leaves a rank's rows out of the
-allreduce (their lookup already brought every rank's gradient to the
-owner), and their Keras slots are the rank's own, which a Keras optimizer
-would otherwise make global variables: broadcast from rank 0 and saved as
-rank 0's alone.
-
-A canned DNNLinearCombinedClassifier trains its two parts with two
-optimizers, each calling `get_updates` on its own variables; with AdaScale
-each part keeps its own estimates. The part whose optimizer counts
-`global_step` (the deep part when there is one) keeps them under
-`adascale/`, where `scale_invariant_steps` and TensorBoard read them; the
-other under `adascale/<its optimizer's name>/`.
+Under Horovod a dynamic table's rows and their Keras slots are per rank:
+left out of the allreduce, the broadcast and rank 0's checkpoint.
+With AdaScale, the optimizer that counts `global_step` keeps its state
+under `adascale/` (read by `scale_invariant_steps` and TensorBoard); a
+second optimizer (DNNLinearCombined) under `adascale/<its name>/`.
 """
 import contextlib
 import dataclasses
@@ -97,11 +76,10 @@ def _what_to_pass(optimizer):
 
 
 def _class_and_config(optimizer):
-  """(legacy optimizer class, its config), each graph's copy made from them.
+  """(legacy optimizer class, its config).
 
   An optimizer instance cannot be shared between graphs (Estimator builds
-  one per train, evaluate and export call), so it is rebuilt from its
-  config, as `hvd.DistributedOptimizer` does for Keras.
+  one per train, evaluate and export call), so each graph rebuilds it.
   """
   if isinstance(optimizer, str) and optimizer in CANNED_NAMES:
     optimizer = _legacy_class(optimizer)()
@@ -145,9 +123,8 @@ class _Plan:
 class CannedOptimizer:
   """The callable a canned estimator's `optimizer` argument takes.
 
-  Called in each training graph (canned estimators call it in TRAIN mode
-  only), it returns a new optimizer of the given class whose
-  `get_updates` reduces and scales as the job's backend needs.
+  Each call (one per training graph) returns a new optimizer of the given
+  class whose `get_updates` reduces and scales as the backend needs.
 
   Attributes:
     plan: what it does besides applying (topology, rule, S).
@@ -173,8 +150,7 @@ class CannedOptimizer:
 
 
 class _Rate:
-  """The optimizer's learning rate: a callable hyperparameter, filled in
-  when `get_updates` has computed this update's rate."""
+  """The learning rate as a callable hyperparameter, set by `get_updates`."""
 
   def __init__(self):
     self.value = None
@@ -194,40 +170,31 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
                      allreduce_compression="none"):
   """An optimizer for a canned estimator that trains with the job's backend.
 
-  Pass it where a canned estimator takes an optimizer
-  (`tf.estimator.DNNClassifier(optimizer=...)`,
-  `DNNLinearCombinedClassifier(linear_optimizer=..., dnn_optimizer=...)`),
-  make the estimator with `config=scale_config.run_config`, and train it
-  through `make_estimator(estimator, scale_config=scale_config)`, which adds
-  the coordination (Horovod's broadcast, the agreed stop, chief-only
-  writes).
+  Pass it as the canned estimator's optimizer (or linear_optimizer /
+  dnn_optimizer), build the estimator with `config=scale_config.run_config`
+  and train it through `make_estimator(estimator, scale_config=...)`, which
+  adds the coordination (broadcast, agreed stop, chief-only writes).
 
   Args:
-    optimizer: a `tf.keras.optimizers.legacy` optimizer (its learning rate a
-      number or a `tf.keras.optimizers.schedules.LearningRateSchedule`:
-      the S = 1 schedule, read at `global_step`, or at AdaScale's
-      scale-invariant step), or a name canned estimators take
-      (`CANNED_NAMES`, with that class's default learning rate).
-    topology: this process's `Topology` (or the `ScaleConfig` it is in).
-    accumulation_steps: micro-batches per update (k), the same for every
-      canned optimizer of one estimator; the input gives each worker its
-      share of the global batch, k micro-batches of it, per update.
-    lr_scaling: `identity`, `linear`, `sqrt` or `adascale` (`scaling.RULES`
-      but `cowclip`, refused: this module's own update does not carry
-      the per-id counts CowClip clips by).
-    batch_scale: S, how many times the S = 1 batch (one micro-batch) an
-      update averages; None means the gradient samples one update averages
-      (replicas x accumulation_steps).
+    optimizer: a `tf.keras.optimizers.legacy` optimizer whose learning rate
+      is a number or a LearningRateSchedule (the S = 1 schedule), or a name
+      in `CANNED_NAMES`.
+    topology: this process's `Topology` (or the `ScaleConfig` holding it).
+    accumulation_steps: micro-batches per update (k); the same for every
+      canned optimizer of one estimator.
+    lr_scaling: `identity`, `linear`, `sqrt` or `adascale`; `cowclip` is
+      refused (this update does not carry the per-id counts it clips by).
+    batch_scale: S; None means replicas x accumulation_steps.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
-    adascale_smoothing: AdaScale's theta (None: its default for n).
+    adascale_smoothing: AdaScale's theta (None: its default).
     allreduce_compression: where the backend offers it (Horovod: fp16).
 
   Returns:
     A `CannedOptimizer`: a zero-argument callable returning the optimizer.
 
   Raises:
-    ConfigError: an optimizer canned estimators refuse (the message names
-      what to pass), or settings this topology cannot run.
+    ConfigError: an optimizer canned estimators refuse, or settings this
+      topology cannot run.
   """
   if isinstance(topology, base.ScaleConfig):
     topology = topology.topology
@@ -288,9 +255,9 @@ def recording(recorder):
 
 
 class _Reducing:
-  """Placed before a legacy optimizer's class: its `get_updates` averages
-  over the replicas as the backend does, scales the learning rate and
-  applies, in one op."""
+  """Mixed in before a legacy optimizer's class: `get_updates` reduces over
+  replicas, scales the learning rate and applies, in one op.
+  """
 
   def attach(self, plan, rate):
     self._es_plan = plan
@@ -320,8 +287,8 @@ class _Reducing:
     Args:
       mean: their mean gradients (None where absent).
       params: this optimizer's variables.
-      sum_squared: with AdaScale, the sum over micro-batches of the squared
-        norms of their gradients of `params`.
+      sum_squared: with AdaScale, the sum over micro-batches of their
+        gradients' squared norms.
       loss: the update's mean loss.
     """
     in_sync = float(pipeline.replicas_in_sync(self._es_plan.topology))
@@ -333,10 +300,8 @@ class _Reducing:
   def _samples(self, grads):
     """This replica's gradients on the scale of the update's mean.
 
-    Under a tf.distribute strategy the canned head has already divided each
-    replica's loss by their number, so a replica's gradient is g_i / N;
-    times N it is on the scale of the update's mean, as AdaScale's
-    per-replica norms must be.
+    Under tf.distribute the canned head has already divided each replica's
+    loss by N; AdaScale's per-replica norms need g_i, so multiply back by N.
     """
     in_sync = pipeline.replicas_in_sync(self._es_plan.topology)
     return [gradients.scale(g, float(in_sync)) for g in grads]
@@ -386,11 +351,11 @@ class _Reducing:
 
 
 def _check_tables(params, plan):
-  """Refuses the tables split over Horovod ranks a canned optimizer does not
-  train: a sharded table (`es.sharded_embedding_column`), since only a
-  dynamic table's part has a test holding its training on ranks to one
-  process's; and a dynamic table under AdaScale or accumulation, whose
-  per-rank gradient neither path here separates from the exchanged one.
+  """Refuses Horovod-split tables a canned optimizer does not train.
+
+  A sharded table: only the dynamic table's path is tested to match one
+  process. A dynamic table under AdaScale or accumulation: neither path
+  separates a rank's own gradient from the exchanged one.
 
   Raises:
     errors.UsageError: naming the table, why, and what trains it.
@@ -414,8 +379,7 @@ def _sharded_refusal(name):
 
 
 def _dynamic_refusal(name, plan):
-  """Why a canned optimizer cannot train dynamic table `name` on Horovod
-  ranks with `plan`, or None."""
+  """Why dynamic table `name` cannot train on Horovod ranks with `plan`, or None."""
   if plan.lr_scaling == "adascale":
     setting = "lr_scaling='adascale'"
   elif plan.accumulation_steps > 1:
@@ -432,14 +396,12 @@ def _dynamic_refusal(name, plan):
 
 
 def _keep_slots_per_rank(optimizer, params):
-  """Makes the Keras slots of a dynamic table's rows on this rank the
-  rank's own, as the rows are: out of rank 0's broadcast and checkpoint,
-  and saved by every rank as its slice of the whole table's slot
-  (`shard_checkpoints`). The slice takes the name one process saves the
-  slot under, so one process and ranks resume each other's checkpoints.
-  That name, under the optimizer's scope, does not say whose slot it is,
-  so `dynamic_reshard` is told, to move the slot's rows with their ids on
-  a restore into another number of ranks."""
+  """Makes a dynamic table's Keras slots on this rank the rank's own, like its
+  rows: out of rank 0's broadcast and checkpoint, saved as this rank's slice
+  under the name one process uses (so checkpoints resume across either).
+  That name does not say whose slot it is, so `dynamic_reshard` is told, to
+  move the slot's rows with their ids when restoring into other rank counts.
+  """
   sharded.keep_slots_local(optimizer, params)
   for variable in params:
     if not sharded.is_sharded(variable):

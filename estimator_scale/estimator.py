@@ -1,24 +1,17 @@
 """The provided factory: `make_estimator`.
 
-`make_estimator` returns an `Estimator` with tf.estimator.Estimator's
-methods, around a `BaseModel`, a hand-written model_fn, or an Estimator the
-user made (a canned one). It wraps rather than subclasses because
-tf.estimator forbids overriding train/evaluate, and those are what must
-behave the same under every backend (each backend's coordinator,
-backends/coordinator.py).
+It wraps tf.estimator.Estimator rather than subclassing because
+tf.estimator forbids overriding train/evaluate, and those must behave the
+same under every backend (backends/coordinator.py).
 
-An Estimator's RunConfig is fixed when it is made, and a canned estimator's
-optimizer needs the job's topology (`canned.canned_optimizer`), so both come
-from one `build_run_config` result made first: the user makes the
-Estimator with `config=scale_config.run_config`, and `make_estimator`
-checks that it did (a factory called with the RunConfig would save that one
-argument and still need the topology for the optimizer).
+A RunConfig is fixed when an Estimator is made, and a canned optimizer
+needs the topology, so both come from one `build_run_config` result made
+first; `make_estimator` checks the user built with its `run_config`.
 
-The Estimator's `topology` is the one source of "how many of us" for what
-it is given: an `input_fn.InputFn` built without one takes it when
-`train`/`evaluate`/`predict` are called (one built with another is
-refused), and `build_train_op` inside its model_fn takes its topology and
-TrainingConfig (`pipeline.declare_estimator`).
+The Estimator's `topology` is the single source of "how many of us": an
+`InputFn` built without one takes it at train/evaluate/predict, and
+`build_train_op` takes it and the TrainingConfig from
+`pipeline.declare_estimator`.
 """
 import contextlib
 import os
@@ -142,15 +135,13 @@ class Estimator:
   def _for_this_job(self, input_fn):
     """`input_fn` as this Estimator runs it.
 
-    An `input_fn.InputFn` built without a topology takes this Estimator's
-    (and its accumulation steps, unless it was given its own); its batch
-    size is checked against them here, before any graph is built. One
-    built for another topology is refused. Any other input_fn is returned
-    as it is.
+    An `InputFn` built without a topology takes this Estimator's (and its
+    accumulation steps unless it has its own), so its batch is checked before
+    any graph is built. Other input_fns pass through.
 
     Raises:
-      ConfigError: the input was built for another topology (the message
-        names both), or its batch does not divide over this job.
+      ConfigError: built for another topology, or its batch does not divide
+        over this job.
     """
     if not isinstance(input_fn, input_fn_lib.InputFn):
       return input_fn
@@ -187,8 +178,7 @@ class Estimator:
 
   def predict(self, input_fn, predict_keys=None, hooks=None,
               checkpoint_path=None, yield_single_examples=True):
-    """See tf.estimator.Estimator.predict; works on any task, also after
-    the others exited."""
+    """See tf.estimator.Estimator.predict; works on any task, even after the others exited."""
     input_fn = self._for_this_job(input_fn)
     return self.coordinator.predict(
         self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,
@@ -231,8 +221,7 @@ class Estimator:
 
 @contextlib.contextmanager
 def _no_temp_left(export_dir_base):
-  """Removes what an export that failed left under `export_dir_base`
-  (Estimator writes it under temp-<timestamp>, renamed when done)."""
+  """Removes the temp-<timestamp> directory a failed export left under `export_dir_base`."""
   base = os.fsdecode(export_dir_base)
   before = (set(tf.io.gfile.listdir(base)) if tf.io.gfile.isdir(base)
             else set())
@@ -253,25 +242,22 @@ def make_estimator(model, model_dir=None, distribution="none",
   """The Estimator for `model` under `distribution`.
 
   Args:
-    model: a `BaseModel` instance; a hand-written Estimator model_fn that
-      trains through `build_train_op` (any signature tf.estimator takes:
-      `features` with any of `labels`, `mode`, `params`, `config`; with
-      `params`, `hparams` is its params dict); or a `tf.estimator.Estimator`
-      (canned or your own) made with `config=scale_config.run_config`,
-      whose optimizers reduce across workers (`canned_optimizer`).
-    model_dir: checkpoint directory (shared by all workers).
+    model: a `BaseModel`; a model_fn that trains through `build_train_op`
+      (any signature tf.estimator takes; with `params`, it gets `hparams`);
+      or a `tf.estimator.Estimator` (e.g. canned) made with
+      `config=scale_config.run_config` whose optimizers reduce across
+      workers (`canned_optimizer`).
+    model_dir: checkpoint directory, shared by all workers.
     distribution: a backend name for `build_run_config`.
-    training_config: `TrainingConfig` (not for an existing Estimator: its
-      optimizers are inside it). A hand-written model_fn's `build_train_op`
-      takes it when given none, and refuses another one.
+    training_config: `TrainingConfig`; not for an existing Estimator (its
+      optimizers hold it).
     hparams: overrides of the model's `default_hparams`, "a=1,b=2" or a dict.
-    scale_config: an existing `build_run_config` result (then `distribution`
-      and `run_config_kwargs` are not used and must be left at defaults);
-      required with an existing Estimator.
+    scale_config: an existing `build_run_config` result (then leave
+      `distribution` and `run_config_kwargs` at defaults); required with an
+      existing Estimator.
     global_batch_size: when given, the chief logs progress lines.
-    progress_every_n_steps: how often it logs them, and with several
-      synchronous workers each one's compute time per update, naming the
-      slow ones (`stragglers`).
+    progress_every_n_steps: how often; with several synchronous workers the
+      line names the slow ones (`stragglers`).
     scale_invariant_steps: stop when AdaScale's tau reaches this.
     **run_config_kwargs: passed to `build_run_config`.
 
@@ -339,15 +325,12 @@ def make_estimator(model, model_dir=None, distribution="none",
 
 
 def _with_placed_variables(tf_estimator, scale_config, training_config):
-  """The same Estimator, its model built as `embeddings.place_variables`
-  says: large variables split over ps tasks, what cannot fit refused.
+  """The same Estimator, its variables placed per `embeddings.place_variables`.
 
-  Made anew around the model_fn (with its params bound), since a canned
-  estimator's variables are made inside its own model_fn; its canned
-  optimizers' micro-batches run there too (`canned_accumulation`). The
-  model_fn first declares the Estimator's TrainingConfig (None: not
-  given) and topology for the graph it builds, which `build_train_op`
-  reads (`pipeline.declare_estimator`).
+  Rebuilt around the model_fn because a canned estimator makes its variables
+  (and runs its micro-batches, `canned_accumulation`) inside it. The model_fn
+  first declares TrainingConfig and topology for `build_train_op`
+  (`pipeline.declare_estimator`).
   """
   placed = embeddings.place_variables(
       canned_accumulation.with_accumulation(tf_estimator),
@@ -366,8 +349,7 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
 def _model_fn_params(model_fn, hparams):
   """The params tf.estimator passes `model_fn`: None unless it takes them.
 
-  tf.estimator refuses params (even {}) for a model_fn without a `params`
-  argument, as in TF's guides and Horovod's Estimator example.
+  tf.estimator refuses params (even {}) for a model_fn without `params`.
   """
   args = function_utils.fn_args(model_fn)
   if "features" not in args:
@@ -398,9 +380,9 @@ _RUN_CONFIG_FIELDS = ("model_dir", "tf_random_seed", "save_checkpoints_steps",
 def _check_made_with(estimator, run_config):
   """Refuses an Estimator whose RunConfig is not the backend's.
 
-  Estimator copies the RunConfig it is given (to fill in a model_dir or a
-  session config), so the copy is compared field by field: where
-  checkpoints go and who writes them, and the distribution strategy.
+  Estimator copies its RunConfig (filling in model_dir, session config), so
+  the fields that matter are compared: checkpoint location and writers, and
+  the distribution strategy.
   """
   made = estimator.config
   differ = [name for name in _RUN_CONFIG_FIELDS

@@ -1,8 +1,7 @@
 """The base model users subclass: network, loss, metrics, serving inputs.
 
-No training logic lives here: `model_fn.make_model_fn` is the template that
-turns a model into an Estimator model_fn, and it trains through the same
-public `build_train_op` a hand-written model_fn calls.
+No training logic here: `model_fn.make_model_fn` turns a model into a
+model_fn that trains through the same public `build_train_op`.
 """
 import abc
 
@@ -14,13 +13,12 @@ from estimator_scale import errors
 class BaseModel(abc.ABC):
   """A model: network, loss, metrics, predictions and serving inputs.
 
-  Subclasses build the network in `logits` (any style: tf.keras.layers
-  created right there, v1 layers, get_variable) or return a tf.keras.Model
-  from `keras_model`, and implement `loss` and `serving_features`; models
-  with built-in data also implement `input_fn`. Methods receive `params`,
-  the model's hyperparameters (`default_hparams` updated by `--hparams`).
-  Each graph Estimator builds calls the network once per replica, whatever
-  the accumulation steps, so layers are created once.
+  Subclasses build the network in `logits` (any style) or return a
+  tf.keras.Model from `keras_model`, and implement `loss` and
+  `serving_features`; models with built-in data also implement `input_fn`.
+  Methods receive `params` (`default_hparams` updated by `--hparams`).
+  The network is called once per replica per graph whatever the
+  accumulation steps, so layers are created once.
   """
 
   name = None
@@ -43,8 +41,8 @@ class BaseModel(abc.ABC):
   def keras_model(self, params):
     """A tf.keras.Model (Sequential, functional or subclassed), or None.
 
-    Built once per graph and replica, before the network runs; the default
-    `logits` is not used then: the model is called on `keras_inputs`.
+    Built once per graph and replica and called on `keras_inputs` in place of
+    the default `logits`.
     """
     del params
     return None
@@ -94,8 +92,6 @@ class BaseModel(abc.ABC):
                accumulation_steps=1):
     """An Estimator input_fn of the model's own data for `mode`.
 
-    `Estimator.model_input_fn` calls this with the right topology.
-
     Args:
       mode: `ModeKeys.TRAIN` (repeats, shuffled, sharded per worker) or
         `ModeKeys.EVAL` (the held-out split, one pass).
@@ -115,9 +111,8 @@ class BaseModel(abc.ABC):
   def feature_spec(self):
     """{name: tf.io.FixedLenFeature} of one record in data files.
 
-    What `--train_data`/`--eval_data` read (TFRecord Examples or CSV
-    columns): the serving features, and the label under `label_key`.
-    Override it when the files hold more or other features than serving.
+    Defaults to the serving features plus the label under `label_key`;
+    override when the files hold other features.
     """
     spec = {name: tf.io.FixedLenFeature(tensor.shape, tensor.dtype)
             for name, tensor in self.serving_features().items()}
@@ -146,12 +141,9 @@ class BaseModel(abc.ABC):
 
 
 class ClassifierModel(BaseModel):
-  """A classifier: `logits` returns unnormalised class scores, labels are ids.
-
-  Provides the softmax cross-entropy loss, accuracy and the usual
-  predictions; a subclass only builds the network. Its logits are
-  [batch, classes], 2 or more classes; for one logit per example (clicked
-  or not) subclass `BinaryClassifierModel`.
+  """A classifier: `logits` returns [batch, classes] scores (2 or more); labels
+  are ids. Provides softmax cross-entropy, accuracy and predictions; for one
+  logit per example use `BinaryClassifierModel`.
   """
 
   def label_feature(self):
@@ -176,9 +168,9 @@ class ClassifierModel(BaseModel):
     return {"accuracy": _accuracy(labels, tf.argmax(logits, axis=-1))}
 
   def _checked_logits(self, logits):
-    """`logits`, refused when they hold one score per example: softmax
-    over one class is 1 whatever the network says, and a label 1 is out
-    of range (on a GPU, a NaN loss rather than an error)."""
+    """`logits`, refused when there is one score per example: softmax over one
+    class is always 1, and label 1 is out of range (a NaN loss on GPU).
+    """
     if logits.shape.rank and logits.shape[-1] == 1:
       raise errors.ConfigError(
           f"{_described(self)}: a ClassifierModel's logits are one score "
@@ -192,17 +184,10 @@ class ClassifierModel(BaseModel):
 class BinaryClassifierModel(BaseModel):
   """A binary classifier (a click model): one logit per example.
 
-  `logits` returns the log-odds of the positive class, [batch, 1] (a last
-  `tf.keras.layers.Dense(1)`; [batch] is taken as the same); labels are 0
-  or 1 (read as ids, compared as floats). Provides what TensorFlow's canned
-  binary classifiers do: the mean sigmoid cross-entropy loss; predictions
-  `logistic` (the probability of 1, what the SavedModel's signature
-  returns), `logits` and `class_ids` (1 where the probability is above
-  0.5), each [batch, 1]; and the evaluation metrics `auc` (ROC),
-  `auc_precision_recall`, `precision`, `recall`, `accuracy` (at 0.5),
-  `prediction/mean`, `label/mean` and `calibration` (mean prediction over
-  mean label; 1 is calibrated). A subclass only builds the network and
-  names its serving features.
+  `logits` returns the positive class's log-odds, [batch, 1] ([batch] is
+  accepted); labels are 0 or 1. Loss, predictions and metrics match
+  TensorFlow's canned binary classifiers; a subclass only builds the network
+  and names its serving features.
   """
 
   auc_thresholds = 1000

@@ -1,30 +1,18 @@
 """How long each update waited for its input, per worker.
 
-In graph mode an update is one session run, and its batch leaves the input
-pipeline's iterator (the IteratorGetNext op Estimator made from the
-input_fn) inside that run. A pipeline that keeps up has the next batch
-prefetched and hands it over at once; one that does not makes the update
-wait while it reads and parses. So each update times when its features and
-labels arrive. Handing over even a ready element is not free: get_next runs
-on the iterator's own thread and comes back, a hop of tens of microseconds,
-hundreds on a busy host, which is a large part of a small model's update
-though nothing waited for data. A reference iterator whose element is
-always ready makes the same hop in the same run, from the same start, so
-the wait is how much later the batch arrived than the reference element:
-about zero when the input keeps up (a few microseconds either way), the
-time the pipeline held the update up when it does not. The k micro-batches
-of an update are slices of that one batch (train_ops/accumulation.py), so
-one wait covers all of them.
+In graph mode an update is one session run and its batch leaves the
+iterator inside it, so each update times when its features and labels
+arrive. Handing over even a ready element costs a thread hop (tens to
+hundreds of microseconds, a large part of a small model's update), so the
+wait is measured against a reference iterator whose element is always
+ready, started in the same run: about zero when the input keeps up. The k
+micro-batches are slices of one batch, so one wait covers them.
 
-A share is the waits summed over some updates, over those updates' wall
-time (the time examples/sec counts), so it reads as "this much of the
-training time went to waiting for data". Every worker measures its own
-wait; the figures travel through the backend's exchange (`each_worker`, as
-the stragglers' compute seconds do), so the chief's progress line holds
-every worker's. Asynchronous workers exchange nothing, so the chief's line
-gives its own and says so; a train op that `build_train_op` did not build
-(a canned estimator's) has no measure, and the line says that instead of a
-figure.
+A share is summed waits over those updates' wall time. Each worker
+measures its own and the figures travel through the backend's
+`each_worker` exchange to the chief's progress line. Asynchronous workers
+exchange nothing (the chief reports its own), and a train op not built by
+`build_train_op` (canned) has no measure; the line says so.
 """
 import statistics
 
@@ -50,18 +38,15 @@ median worker's is at least this part of its extra compute time."""
 
 
 def measure(features, labels):
-  """Seconds this session run waited for `features` and `labels` beyond
-  what a ready element costs (see the module's docstring), and the two
-  made to follow that measure.
+  """Seconds this run waited for `features` and `labels` beyond a ready
+  element's cost, and the two made to follow that measure.
 
-  The network waits for both timestamps: on a host with few inter-op
-  threads the runtime may otherwise run the network's first ops on the
-  thread that would stamp an arrival, and a slow forward pass would read
-  as a slow input (or hide one).
+  The network waits for both timestamps: with few inter-op threads the
+  runtime might otherwise run the network on the thread that stamps the
+  arrival, and a slow forward pass would read as slow input.
 
   Args:
-    features, labels: the model_fn's arguments (labels may be None): the
-      iterator's outputs, or tensors computed from them.
+    features, labels: the model_fn's arguments (labels may be None).
 
   Returns:
     (float32 seconds, features, labels), the last two to build on.
@@ -87,7 +72,7 @@ def measure(features, labels):
 
 
 def exchange(wait, reducer, topology):
-  """Every worker's `wait`, on every worker that the backend tells.
+  """Every worker's `wait`, on every worker the backend tells.
 
   Args:
     wait: `measure()` of this update.
@@ -95,18 +80,17 @@ def exchange(wait, reducer, topology):
     topology: this process's Topology.
 
   Returns:
-    A function to call once the update's exchange is built (the figures
-    may ride in it), returning a float32 vector in worker order: one entry
-    per worker where the workers exchange figures, else this worker's
-    alone; also added to `COLLECTION` for the progress lines.
+    A function to call once the update's exchange is built (the figures may
+    ride in it), returning a float32 vector in worker order (this worker's
+    alone where nothing is exchanged); also added to `COLLECTION`.
   """
   return each_worker_into(COLLECTION, wait, reducer, topology)
 
 
 def each_worker_into(collection, value, reducer, topology):
-  """`reducer.each_worker` of `value`, deferred as it is, the vector also
-  added to `collection` once built: the hooks that print every worker's
-  figures read them there, outside the model_fn."""
+  """`reducer.each_worker` of `value`, deferred, also added to `collection`
+  where the progress hooks read it outside the model_fn.
+  """
   shared = reducer.each_worker(value, topology.replicas_per_worker)
 
   def every():
@@ -128,10 +112,8 @@ def summaries(seconds, topology):
 
 
 def shares(wait_seconds, wall_seconds):
-  """Each worker's share of `wall_seconds` spent waiting for input.
-
-  Another worker's runs overlap the chief's but do not coincide with them,
-  so its sum may pass the chief's wall time by a hair: a share stops at 1.
+  """Each worker's share of `wall_seconds` spent waiting for input, capped at 1
+  (another worker's runs do not coincide exactly with the chief's).
 
   Args:
     wait_seconds: each worker's summed waits over some updates.
@@ -145,8 +127,7 @@ def progress_text(worker_shares, num_workers):
   """The progress line's part: every worker's share, or why there is none.
 
   Args:
-    worker_shares: `shares()` in worker order, or None where nothing was
-      measured.
+    worker_shares: `shares()` in worker order, or None where not measured.
     num_workers: workers in the job; one share of several workers is the
       chief's own (asynchronous workers exchange nothing).
   """
@@ -166,13 +147,10 @@ def progress_text(worker_shares, num_workers):
 
 
 def slowed_by_input(worker, compute_seconds, wait_seconds):
-  """Whether `worker`'s input explains why it computes slower than the
-  median worker.
+  """Whether `worker`'s input explains why it computes slower than the median.
 
-  A worker's compute time runs from the start of its update to its
-  gradients, so it holds its wait for input; what matters is whether the
-  extra wait covers the extra time, not whether the wait is large: a
-  worker slowed by a slow disk waits where the others do not.
+  Compute time includes the input wait, so the test is whether the extra
+  wait covers the extra time, not whether the wait is large.
 
   Args:
     worker: the worker's index.

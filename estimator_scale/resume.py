@@ -1,33 +1,19 @@
 """Resuming a checkpoint under another recipe: what it lacks starts fresh.
 
-A checkpoint holds the variables of the recipe that wrote it. Resumed with
-another one (AdaScale added, mixed_float16's loss scale, another optimizer,
-accumulation), the graph has state the checkpoint never saw, and
-tf.train.Saver refuses the whole restore for one missing key, in a
-traceback of hundreds of lines. That state belongs to the recipe, not to
-the model: AdaScale's estimates, a loss scale, an optimizer's slots and the
-micro-batch counter each have a defined start, their initializer, which is
-where a fresh run starts them too. So they start there, and one line
-names them.
+Resumed with another recipe (AdaScale, a loss scale, another optimizer,
+accumulation), the graph has state the checkpoint lacks, and
+tf.train.Saver refuses the whole restore for one missing key. Recipe state
+has a defined start (its initializer, where a fresh run starts it), so it
+starts there and one line names it. Network variables have no such start:
+a missing one or a changed shape is a `ConfigError` before any session.
 
-The network's variables have no such start: initializing one would throw
-away training without a word, and a shape that changed means another
-model. Either stops the job before any session runs, in one line naming
-the variable, the checkpoint and both shapes (`errors.ConfigError`, which
-the CLI prints as one line, exit 2).
-
-Estimator restores through its Scaffold's Saver when a session starts
-(`SessionManager` calls `Saver.restore` with the latest checkpoint) and
-runs no initializer after a restore, so the decision is the Saver's. Its
-restore ops must exist before the graph is finalized, so which state the
-checkpoint lacks is read when the Saver is built, from the checkpoint
-latest then; the restore itself checks the checkpoint it is handed again
-(a session re-created after a preemption gets a newer one, which has every
-variable and restores whole). The restore runs wherever a session restores:
-the chief of a parameter-server job (whose variables live on the servers),
-every multi_worker_mirrored worker and every Horovod rank; on all of them
-it restores and initializes the same variables, as multi_worker_mirrored's
-initializers (a collective broadcast from worker 0) need.
+Estimator restores through its Scaffold's Saver and runs no initializer
+after a restore, so the decision is the Saver's. Restore ops must exist
+before the graph is finalized, so the gap is read from the checkpoint
+latest when the Saver is built; `restore` re-checks the one it is handed
+(after a preemption a newer one may be complete). Every process that
+restores (ps chief, every MWMS worker, every Horovod rank) restores and
+initializes the same variables, as MWMS's broadcast initializers need.
 """
 import dataclasses
 import numbers
@@ -68,11 +54,9 @@ class Gap:
 def graph_state(network_scope=None, graph=None):
   """{checkpoint key: _Saved} of every variable a Saver would write.
 
-  A network variable is a trainable one, or any other under
-  `network_scope` (a batch norm's moving statistics) that is not an
-  optimizer's slot. Slots are named after the variable they serve
-  (`<variable>/<slot>`), which is how they are told apart without asking
-  the optimizer; every other variable is the recipe's.
+  Network variables: trainable ones, or others under `network_scope` (batch
+  norm statistics) that are not slots. Slots are told apart by name
+  (`<variable>/<slot>`) without asking the optimizer; the rest is recipe.
   """
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
@@ -94,8 +78,7 @@ def graph_state(network_scope=None, graph=None):
 
 
 def _keys(variable):
-  """The checkpoint keys a Saver writes `variable` under (a distributed
-  variable, a slice of a partitioned one: the name its whole is saved as)."""
+  """The checkpoint keys a Saver writes `variable` under (a partitioned slice: its whole)."""
   return list(saveable_object_util.op_list_to_dict([variable]))
 
 
@@ -161,10 +144,8 @@ def find_gap(checkpoint, state, trainable_keys):
 
 
 def describe(gap):
-  """The one line that names what starts fresh.
-
-  An optimizer's slots come one per network variable, so they are counted
-  per slot name rather than listed.
+  """The one line that names what starts fresh; slots are counted per slot name,
+  since there is one per network variable.
   """
   named, slots = [], {}
   for key in gap.fresh:
@@ -180,16 +161,14 @@ def describe(gap):
 
 
 class ResumingSaver(tf.compat.v1.train.Saver):
-  """A Saver that restores a checkpoint lacking recipe state (see module).
-
-  Saves exactly as the Saver Estimator would make.
+  """A Saver that restores a checkpoint lacking recipe state (see module); it
+  saves exactly as Estimator's own Saver.
 
   Args:
     checkpoint_dir: where the job's checkpoints are (the model_dir).
-    network_scope: the variable scope of the network's variables, whose
-      non-trainable ones must be restored too.
-    log: whether this process writes the line naming the fresh state (the
-      chief's; every worker restores).
+    network_scope: the scope of the network's variables, whose non-trainable
+      ones must be restored too.
+    log: whether this process writes the line naming the fresh state.
     **saver_kwargs: tf.compat.v1.train.Saver's arguments.
   """
 
@@ -236,16 +215,12 @@ class ResumingSaver(tf.compat.v1.train.Saver):
         name="resume_fresh_state")
 
   def save(self, sess, save_path, global_step=None, **kwargs):
-    """See base class; the checkpoint this session restored is not written
-    again.
+    """See base class; the checkpoint this session restored is not rewritten.
 
-    Estimator's checkpoint saver saves as soon as a session starts, at the
-    step it restored, over the very files it restored from. Where several
-    processes restore from one model_dir (Horovod ranks, workers restarted
-    together) the others may still be reading them: a rank then reads a
-    half-rewritten file ("file is too short to be an sstable") and the
-    restart fails. The files already hold this state, so they are left as
-    they are and only counted for `max_to_keep`.
+    Estimator's saver saves at session start over the files it just restored;
+    other processes restoring from the same model_dir may still be reading
+    them ("file is too short to be an sstable"). They already hold this
+    state, so they are only counted for `max_to_keep`.
     """
     if (self._restored is not None and global_step is not None and
         isinstance(global_step, numbers.Integral)):
@@ -279,8 +254,7 @@ class ResumingSaver(tf.compat.v1.train.Saver):
 
 
 def training_scaffold(run_config, network_scope=None, log=True):
-  """The Scaffold of a training EstimatorSpec whose restore takes another
-  recipe's checkpoint; its Saver is the one Estimator would make otherwise.
+  """The training Scaffold whose Saver is a `ResumingSaver`.
 
   Args:
     run_config: the Estimator's RunConfig (the model_fn's `config`).

@@ -1,27 +1,15 @@
 """The slow host named: each worker's own compute time per update, compared.
 
-In a synchronous job every update waits for the slowest worker, so every
-worker's wall time per update is the same and says nothing about who is
-slow. What differs is the part of the update a worker spends on its own
-work before it offers its gradients to the exchange. So each worker
-measures, inside the update's session run, the time from the start of the
-run to the moment its gradients are ready: reading its batch, the forward
-and backward passes of all its micro-batches. The wait in the exchange
-(and the apply after it) is outside that span, so a fast worker that
-waits for a slow one does not look slow itself.
+In a synchronous job every worker's wall time per update is the same, so
+each worker measures, inside the update's run, from the run's start to its
+gradients being ready; the exchange wait and the apply fall outside, so a
+fast worker waiting for a slow one does not look slow.
 
-The figures travel through the backend's own exchange (`each_worker` of
-its reducer: a vector riding in Horovod's grouped allreduce of the update,
-or tf.distribute's collective all-reduce), so every worker holds every
-worker's figure and no side channel is opened. The chief logs them every N updates and at the end of
-training, naming any worker whose time exceeds `SLOW_FACTOR` times the
-median, with its host, and writes them as TensorBoard scalars. The time
-holds the worker's wait for its batch, so each worker's input wait
-(`input_wait`) is exchanged beside it, and a slow worker whose extra wait
-explains its extra time is named as slow because of its input.
-
-Asynchronous workers (parameter servers) do not wait for one another, so a
-slow one slows only itself: they are not compared.
+The figures ride the backend's own exchange (`each_worker` of its reducer),
+so no side channel is opened. The chief logs them and names workers above
+`SLOW_FACTOR` times the median; since compute time holds the input wait,
+`input_wait` is exchanged beside it to say whether input is why.
+Asynchronous workers do not wait for one another, so they are not compared.
 """
 import statistics
 import time
@@ -50,9 +38,8 @@ def applies(topology):
 def start_timing(features):
   """The update's start, and `features` made to wait for it.
 
-  An op with no inputs runs whenever the runtime gets to it, possibly after
-  the network it should precede; the network's inputs depend on it instead,
-  so the time between it and the gradients is the worker's own compute.
+  An op with no inputs may run after the network it should precede, so the
+  network's inputs depend on it instead.
 
   Returns:
     (start timestamp, features that follow it).
@@ -73,10 +60,9 @@ def exchange(start, grads, loss, reducer, topology):
     topology: this process's Topology.
 
   Returns:
-    A function to call once the update's exchange is built (the figures
-    may ride in it), returning a float32 vector of `topology.num_workers`
-    seconds in worker order, also added to the `COLLECTION` for the
-    chief's hook.
+    A function to call once the update's exchange is built (the figures may
+    ride in it), returning a float32 vector of seconds in worker order, also
+    added to `COLLECTION`.
   """
   ready = [loss] + [g.values if isinstance(g, tf.IndexedSlices) else g
                     for g in grads if g is not None]
@@ -123,14 +109,9 @@ def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR,
     workers: each worker's name with its host, e.g. "rank 1 (host-b)".
     first_step, last_step: the updates the means cover.
     factor: see `slow_workers`.
-    waits: each worker's mean input wait seconds per update, or None where
-      not measured.
-    update_seconds: the mean wall seconds of an update, > 0, which the
-      waits are shown as shares of; needed with `waits`.
-
-  Returns:
-    One line: every worker's milliseconds, and the slow ones named, each
-    with whether its input is why.
+    waits: each worker's mean input wait seconds per update, or None.
+    update_seconds: mean wall seconds of an update (> 0), needed with
+      `waits`, which are shown as shares of it.
   """
   if len(seconds) != len(workers):
     raise ValueError(f"{len(seconds)} figures for {len(workers)} workers; "
@@ -172,10 +153,9 @@ def _cause(worker, seconds, waits, update_seconds):
 class StragglerHook(tf.compat.v1.train.SessionRunHook):
   """The chief's straggler lines, every `every_n_steps` updates and at the end.
 
-  Reads the exchanged figures the train op computed (`exchange`, and
-  `input_wait.exchange` for why a worker is slow); where the train op has
-  none (not built by `build_train_op`) it does nothing. The first update of
-  a session is left out: it includes building and warming up the graph.
+  Does nothing where the train op has no figures (not built by
+  `build_train_op`). A session's first update is left out: it includes
+  building and warming up the graph.
 
   Args:
     workers: each worker's name with its host, in worker order.

@@ -1,15 +1,11 @@
-"""`train_and_evaluate`: periodic evaluation, exporters and early stopping on
-every backend, from the `TrainSpec`/`EvalSpec` users already write.
+"""`train_and_evaluate` from the usual `TrainSpec`/`EvalSpec`, on every backend.
 
 tf.estimator.train_and_evaluate refuses this package's Estimator, and under
-Horovod its design cannot work: ranks that evaluate at different steps, or
-rank 0 evaluating inside a training session while the others train, block
-one another in allreduce. Here training runs in segments instead. The chief
-picks where each segment ends, every worker trains to exactly that step (so
-all stop after the same update), the backend's coordinator evaluates (rank 0
-alone under Horovod, the metrics broadcast to every rank), and the chief runs
-the exporters. Every worker sees the same metrics, so an early stop is one
-decision taken everywhere at the same step.
+Horovod ranks evaluating at different steps (or rank 0 evaluating while
+others train) deadlock in allreduce. So training runs in segments: the
+chief picks each segment's end step, every worker trains to exactly it,
+the coordinator evaluates and shares the metrics, and the chief exports.
+With the same metrics everywhere, an early stop is one decision.
 """
 import os
 import time
@@ -26,15 +22,13 @@ from estimator_scale.backends import coordinator as coordinator_lib
 class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
   """Stops `train_and_evaluate` when an eval metric stops improving.
 
-  Put it in `TrainSpec.hooks`, as tf.estimator's `stop_if_no_decrease_hook`.
-  TensorFlow's hook reads eval event files on a timer inside each worker's
-  session, so workers stop at different updates and the others deadlock;
-  this one is asked after each evaluation, whose metrics every worker shares.
-  Inside a training session it does nothing.
+  Put it in `TrainSpec.hooks`. TensorFlow's own hook reads event files on a
+  timer per worker, so workers stop at different updates and deadlock; this
+  one is asked after each (shared) evaluation and is inert in a session.
 
   Args:
     metric_name: a key of the evaluation's metrics.
-    higher_is_better: whether larger values of the metric are improvements.
+    higher_is_better: whether larger values are improvements.
     max_steps_without_improvement: stop once the best evaluation is more
       than this many updates older than the latest.
     max_evaluations_without_improvement: or once this many evaluations in a
@@ -96,11 +90,10 @@ def stop_if_no_increase(metric_name, max_steps_without_increase, min_steps=0):
 class _Cadence:
   """Where the chief ends each training segment and whether it evaluates.
 
-  With `every_n_steps`, segments end on its multiples and each is
-  evaluated. Otherwise they end on checkpoint steps and an evaluation is due
-  once `throttle_secs` have passed since the last one (tf.estimator's
-  meaning); the next segment is sized from the measured speed so that a
-  long throttle does not restart the training session every checkpoint.
+  With `every_n_steps`, segments end on its multiples. Otherwise they end on
+  checkpoint steps and evaluation follows `throttle_secs`; segments are sized
+  from the measured speed so a long throttle does not restart the session at
+  every checkpoint.
   """
 
   def __init__(self, every_n_steps, throttle_secs, checkpoint_steps):
@@ -162,8 +155,8 @@ def _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps):
 def _chief_decides(estimator):
   """decide(fn) -> the chief's fn(), on every worker.
 
-  Where the coordinator cannot broadcast (TF_CONFIG clusters), every worker
-  calls fn itself: the callers make sure it depends on steps alone there.
+  Without a broadcast (TF_CONFIG clusters) each worker calls fn itself, so
+  callers make fn depend on steps alone there.
   """
   coordinator = estimator.coordinator
   if not coordinator.can_broadcast:
@@ -190,26 +183,23 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
                        eval_every_n_steps=None):
   """Trains with periodic evaluation, exports and early stopping.
 
-  Works on every backend with the specs tf.estimator.train_and_evaluate
-  takes: `TrainSpec(input_fn, max_steps, hooks)` and `EvalSpec(input_fn,
-  steps, name, hooks, exporters, throttle_secs)`. As in tf.estimator without
-  an evaluator task, `start_delay_secs` is not used and each evaluation reads
-  a new checkpoint. TF_CONFIG clusters have no channel to share the chief's
-  clock, so there each checkpoint (or `eval_every_n_steps`) is evaluated
-  and `throttle_secs` is not used. A final evaluation and export always run
-  at the last step.
+  Takes tf.estimator's specs; as there without an evaluator task,
+  `start_delay_secs` is unused and each evaluation reads a new checkpoint.
+  TF_CONFIG clusters cannot share the chief's clock, so there every
+  checkpoint (or `eval_every_n_steps`) is evaluated, ignoring
+  `throttle_secs`. A final evaluation and export run at the last step.
 
   Args:
     estimator: an `Estimator` from `make_estimator`.
-    train_spec: `tf.estimator.TrainSpec`; its max_steps is required.
-      `EarlyStoppingHook`s among its hooks are asked after each evaluation.
+    train_spec: `tf.estimator.TrainSpec` with max_steps; its
+      `EarlyStoppingHook`s are asked after each evaluation.
     eval_spec: `tf.estimator.EvalSpec`.
     eval_every_n_steps: evaluate every this many updates instead of by
       `throttle_secs`.
 
   Returns:
-    (the last evaluation's metrics, {exporter name: its last export}), as
-    tf.estimator returns; `estimator.evaluations` lists every evaluation.
+    (the last evaluation's metrics, {exporter name: its last export});
+    `estimator.evaluations` lists every evaluation.
 
   Raises:
     UsageError: an estimator or spec of another kind, naming it.

@@ -1,26 +1,15 @@
 """The TensorFlow the framework pins: checked when it loads, explained once.
 
-tf.estimator is deprecated upstream and gone from TensorFlow 2.16
-(tensorflow-estimator 2.15 fails to import there), so the framework pins
-TensorFlow 2.15, the last release with it. There every tf.estimator symbol
-is marked deprecated (tensorflow_estimator's `estimator_export` wraps each
-with "Use tf.keras instead.") and TensorFlow logs a block for each the first
-time it is used: RunConfig, Estimator, EstimatorSpec and every session hook
-Estimator makes. They all say what `NOTICE` says once.
+tf.estimator is gone from TensorFlow 2.16, so the framework pins 2.15,
+where every tf.estimator symbol logs a deprecation block on first use;
+`NOTICE` says it once instead.
 
-`DeprecationFilter` is the one rule of what TensorFlow's deprecation notices
-still show, for the library (installed by `quiet`, on the first touch of a
-public name) and the command line (cli/logs.py) alike. It drops:
-
-- the notices of tf.estimator symbols, wherever they are used from: `NOTICE`
-  said it, and the framework is built on them;
-- any notice whose deprecated call lies in the machinery the framework
-  drives (`DRIVEN`: this package, tensorflow_estimator, TensorFlow, Keras,
-  Horovod), which a user cannot change.
-
-Any other notice, a deprecated call in the user's own code (a model, an
-input_fn, a script), still shows, once per API as TensorFlow gives it, even
-where the framework called the same API first.
+`DeprecationFilter` is the one rule for which deprecation notices still
+show, for the library (installed by `quiet`) and the CLI (cli/logs.py). It
+drops notices of tf.estimator symbols, and notices whose deprecated call
+lies in the machinery the framework drives (`DRIVEN`), which a user cannot
+change. A deprecated call in the user's own code still shows, once per API,
+even where the framework called the same API first.
 """
 import importlib.util
 import logging as std_logging
@@ -57,7 +46,8 @@ _said = False  # whether NOTICE was logged (or is not to be) in this process
 
 def _package_dirs(names):
   """The source folders of the installed packages among `names`, each ending
-  in os.sep (found without importing them)."""
+  in os.sep, found without importing them.
+  """
   dirs = []
   for name in names:
     try:
@@ -79,13 +69,10 @@ def _is_notice(record):
 
 
 def _call_site(record):
-  """(file, line) of the code that made the deprecated call of the notice
-  being logged now, in this thread.
+  """(file, line) of the deprecated call whose notice is being logged now.
 
-  TensorFlow's own "From FILE:LINE" is two frames above its wrapper, which
-  for an op with dispatch support (tf.compat.v1.to_float, ...) is
-  TensorFlow's dispatch.py, not the caller: the caller is the first frame
-  outside tensorflow/python/util (the wrappers) once inside it.
+  TensorFlow's own "From FILE:LINE" is dispatch.py for ops with dispatch
+  support, so the caller is the first frame outside tensorflow/python/util.
   """
   wrappers = os.path.dirname(record.pathname) + os.sep
   frame, inside = sys._getframe(), False  # pylint: disable=protected-access
@@ -108,10 +95,8 @@ def _estimator_symbol(record):
 class DeprecationFilter(std_logging.Filter):
   """Drops TensorFlow's deprecation notices that the module docstring names.
 
-  TensorFlow marks a notice as given before it logs it, so that it shows
-  once per API. Where this filter drops a notice for its call site, it
-  takes that mark back: the user's own call of the same API later still
-  warns.
+  TensorFlow marks a notice as given before logging it; for a dropped one
+  the mark is taken back, so the user's own later call still warns.
   """
 
   def __init__(self):
@@ -150,7 +135,7 @@ def quiet():
   """Puts `DeprecationFilter` on TensorFlow's logger, where it is not yet.
 
   Loads no TensorFlow: the logger is Python's, by name, and keeps its
-  filters when TensorFlow later adds its handler.
+  filters when TensorFlow adds its handler.
   """
   global _filter
   logger = std_logging.getLogger("tensorflow")
@@ -208,10 +193,10 @@ def require_tensorflow():
 def loaded(error=None):
   """What the package does after it imported a public name's module.
 
-  Where TensorFlow is loaded, checks its release and logs `NOTICE` once.
-  Where the import failed (`error`), re-raises it as `require_tensorflow`'s
-  one-line ImportError when the cause is a missing or wrong TensorFlow;
-  otherwise returns and the caller re-raises `error`.
+  With TensorFlow loaded: checks its release and logs `NOTICE` once. After
+  a failed import (`error`) caused by a missing or wrong TensorFlow: raises
+  `require_tensorflow`'s one-line ImportError; otherwise returns and the
+  caller re-raises `error`.
   """
   if error is not None:
     require_tensorflow()

@@ -75,17 +75,12 @@ class Topology:
                          flag="global_batch_size"):
     """The examples one replica reads per update of its own (k micro-batches).
 
-    `global_batch_size` means one thing on every backend: the examples the
-    whole job reads per step of its workers, summed over every worker and
-    replica, so a replica reads global_batch_size / (workers x replicas)
-    whatever the backend, and the micro-batch the S = 1 learning rate was
-    tuned for, global_batch_size / (workers x replicas x k), stays the same
-    when the same flags run on another backend. Synchronous, that is one
-    update's batch. With asynchronous parameter servers each worker applies
-    its own update of its share, global_batch_size / workers examples
-    (`examples_per_update`): S (and the rate lr_scaling derives from it) is
-    that update's replicas x k, and `global_step`, which counts every
-    worker's updates, advances workers times per global batch read.
+    `global_batch_size` means the same on every backend (examples per step
+    summed over all workers and replicas), so the per-replica batch and the
+    S = 1 micro-batch do not change when the same flags run elsewhere. With
+    asynchronous parameter servers each worker's update averages only its
+    share (`examples_per_update`), S is that update's replicas x k, and
+    `global_step` advances workers times per global batch.
 
     Args:
       global_batch_size: examples per step, summed over the whole job.
@@ -118,17 +113,14 @@ class Topology:
     return global_batch_size // self.num_replicas
 
   def examples_per_update(self, global_batch_size):
-    """The examples one update (one `global_step`) averages.
-
-    The whole `global_batch_size` when synchronous; one worker's share,
-    global_batch_size / num_workers, with asynchronous parameter servers.
-    Throughput is this times the steps per second.
+    """The examples one update (one `global_step`) averages: the global batch
+    when synchronous, global_batch_size / num_workers with asynchronous
+    parameter servers. Throughput is this times the steps per second.
     """
     return global_batch_size * self.replicas_per_update // self.num_replicas
 
   def describe(self):
-    """This topology in one line, as messages name it: what sharding and
-    updates depend on."""
+    """This topology in one line, as messages name it."""
     return (f"topology(backend={self.backend.name!r}, "
             f"synchronous={self.synchronous}, "
             f"num_workers={self.num_workers}, "
@@ -137,9 +129,9 @@ class Topology:
             f"is_chief={self.is_chief})")
 
   def differences(self, other):
-    """The names of what `other` says otherwise about the job and this
-    process's place in it (not local_rank/local_size, which place a
-    process on its host only)."""
+    """The names of what `other` says otherwise about the job and this process's
+    place in it (local_rank/local_size only place a process on its host).
+    """
     return [name for name, mine, theirs in (
         ("backend", self.backend.name, other.backend.name),
         ("synchronous", self.synchronous, other.synchronous),
@@ -150,10 +142,8 @@ class Topology:
         ("is_chief", self.is_chief, other.is_chief)) if mine != theirs]
 
   def require_estimators(self, estimators, given):
-    """Refuses this topology where it is not `estimators`, the Estimator's.
-
-    The one message for an input or a train op built for another job than
-    the Estimator that runs it, which would shard or reduce wrongly.
+    """Refuses this topology where it is not the Estimator's (`estimators`): an
+    input or train op built for another job would shard or reduce wrongly.
 
     Args:
       estimators: the Estimator's `Topology`.

@@ -1,19 +1,15 @@
 """`train_by_day`: days of logs, each trained once, judged on the next.
 
-Click models are trained on day d and judged on day d + 1, the future they
-will serve. For each day of the range, in order: train the day's examples
-once, export it (`export/<day>/<timestamp>/`, a SavedModel per day as
-serving loads them), then, once day d + 1 has landed, evaluate on it and
-keep the best export by that metric (`export/best.json` names it), before
-day d + 1 trains from the same checkpoint. A day whose next day had not
-landed when its run ended (the last of a range) is judged once that day
-lands, by a later run, on the checkpoint saved at the end of the day.
+Click models are judged on day d + 1, the future they will serve. Each day
+trains once, exports (`export/<day>/<timestamp>/`), and once d + 1 lands
+is evaluated on it, the best export named in `export/best.json`. A day
+whose next day had not landed is judged by a later run on the checkpoint
+saved at its end.
 
-Every step of that is a function of what model_dir holds, so the same call
-after a kill goes on where the job stopped: the checkpoint's step says
-which day and which example of it (each day is a `position.Span` starting
-where the day before ended), and `days.json` (the summary,
-`day_summary`) says which days were exported and evaluated.
+Every step is a function of what model_dir holds, so the same call after a
+kill resumes: the checkpoint's step gives the day and offset (each day a
+`position.Span` starting where the previous ended), and `days.json`
+(`day_summary`) which days were exported and evaluated.
 """
 import datetime
 import functools
@@ -64,9 +60,9 @@ def _next_day(root, day, last, follow, timeout_secs):
 
 def _judge(estimator, day, entry, following, checkpoint=None, *,
            global_batch_size, eval_steps, skip_corrupt):
-  """Evaluates day's model on `following` (day + 1's Partition) into its
-  entry; `checkpoint` None is the latest, the day's own right after it
-  trained."""
+  """Evaluates day's model on `following` (day + 1's Partition) into its entry;
+  `checkpoint` None means the latest.
+  """
   metrics = estimator.evaluate(estimator.files_input_fn(
       list(following.files), _EVAL, global_batch_size,
       skip_corrupt=skip_corrupt), steps=eval_steps, checkpoint_path=checkpoint)
@@ -82,12 +78,9 @@ def _judged(entry):
 
 
 def _judge_late(summary, before, eval_data, model_dir, judge):
-  """Judges the days exported before `before` whose next day has landed
-  since their run, each on its own checkpoint (later days trained on from
-  it); whether any entry changed.
-
-  A checkpoint that keep_checkpoint_max removed leaves its day unjudged:
-  the entry's `not_judged` and a warning say so.
+  """Judges earlier days whose next day has landed since, each on its own
+  checkpoint; whether any entry changed. A checkpoint removed by
+  keep_checkpoint_max leaves the day `not_judged`, with a warning.
   """
   changed = False
   for name, entry in sorted(summary["days"].items()):
@@ -111,8 +104,7 @@ def _judge_late(summary, before, eval_data, model_dir, judge):
 
 
 def _export(estimator, export_dir, day, compact):
-  """Day's SavedModel under export_dir/<day>/ (once: a resumed job keeps
-  the one it made); its path."""
+  """Day's SavedModel under export_dir/<day>/, made once (a resumed job keeps it); its path."""
   base = os.path.join(export_dir, str(day))
   names = tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else []
   # A kill inside an export leaves it under temp-<timestamp>, not a number.
@@ -126,8 +118,7 @@ def _export(estimator, export_dir, day, compact):
 
 def _train_day(estimator, partition, start_step, global_batch_size,
                skip_corrupt):
-  """Trains what is left of one day; (entry fields, whether a signal
-  stopped it)."""
+  """Trains what is left of one day; (entry fields, whether a signal stopped it)."""
   topology = estimator.topology
   records = days_lib.count_records(partition, estimator.model_dir,
                                    topology.worker_index, skip_corrupt)
@@ -175,28 +166,25 @@ def train_by_day(estimator, train_data, days, global_batch_size,
   Args:
     estimator: an `Estimator` of `make_estimator` around a `BaseModel`.
     train_data: the root of the days (`inputs.days`).
-    days: "YYYY-MM-DD:YYYY-MM-DD", "YYYY-MM-DD", or "YYYY-MM-DD:" (every
-      day from then on; needs `follow`).
+    days: "YYYY-MM-DD:YYYY-MM-DD", "YYYY-MM-DD", or "YYYY-MM-DD:" (open
+      ended; needs `follow`).
     global_batch_size: examples per update; the same on every resume.
     eval_data: the root of the days evaluated on; default `train_data`.
-    follow: wait for each day to land (its `_SUCCESS`), up to
-      `follow_timeout_secs` each; a range without a last day ends at the
-      first wait that times out.
-    export_dir: where each day's SavedModel goes; default
-      model_dir/export.
+    follow: wait up to `follow_timeout_secs` for each day's `_SUCCESS`; an
+      open range ends at the first wait that times out.
+    export_dir: where each day's SavedModel goes; default model_dir/export.
     best_metric, higher_is_better: which evaluation picks the best day.
     eval_steps: evaluation batches (default: the whole next day).
     skip_corrupt: drop unreadable TFRecord records.
-    compact_export: each day's export keeps its dynamic tables as this
-      `CompactExport` says (None: whole).
+    compact_export: a `CompactExport` for each day's dynamic tables (None:
+      whole).
 
   Returns:
     The summary (`day_summary`): one entry per day trained.
 
   Raises:
-    ConfigError: a range, root or day that cannot be trained, naming the
-      argument and what would be valid; or a day that did not land within
-      `follow_timeout_secs` in a range that names it.
+    ConfigError: a range, root or day that cannot be trained; or a named
+      day that did not land within `follow_timeout_secs`.
   """
   first, last = days_lib.parse_range(days)
   eval_data = eval_data or train_data
@@ -256,15 +244,17 @@ def train_by_day(estimator, train_data, days, global_batch_size,
 
 
 def _trained(entry, model_dir):
-  """Whether a day's training is done: its end as recorded, not computed
-  again (another worker count may round its last update otherwise)."""
+  """Whether a day's training is done, by its recorded end (recomputing it under
+  another worker count could round its last update differently).
+  """
   return ("end_step" in entry and
           coordinator_lib.checkpoint_step(model_dir) >= entry["end_step"])
 
 
 def _first_step(summary, day, model_dir):
-  """Where `day` starts: where it started before, else where the days
-  trained so far end, else at the checkpoint (a model trained before)."""
+  """Where `day` starts: where it started before, else where the trained days
+  end, else at the checkpoint.
+  """
   entries = summary["days"]
   if str(day) in entries:
     return entries[str(day)]["start_step"]

@@ -1,16 +1,10 @@
 """The file system a path needs, loaded when a path asks for it.
 
-TensorFlow 2.15 itself reads and writes local paths, `gs://` and `ram://`;
-object stores and Hadoop (`s3://`, `hdfs://`, ...) live in tensorflow-io,
-whose import registers them with tf.io.gfile and tf.data. Importing it up
-front would cost every job its load time and its native libraries, so it is
-imported only for a path whose scheme TensorFlow lacks, and a missing one is
-one line naming the package that brings it, not TensorFlow's traceback from
-deep inside a checkpoint save or a dataset read.
-
-tensorflow-io 0.36.0 (the release built for TF 2.15) leaves its S3 client
-alive at exit, and the process then aborts in C++ static destructors;
-`exit_process` is how a program that may have used it ends.
+TF 2.15 handles local, `gs://` and `ram://`; other schemes (`s3://`,
+`hdfs://`) come from tensorflow-io. Importing it costs load time and
+native libraries, so it is imported only for a scheme TF lacks, and a
+missing one is one line naming the package instead of a deep traceback.
+`exit_process` is how a program that may have used it ends (see there).
 """
 import atexit
 import ctypes
@@ -42,16 +36,15 @@ def _registered():
 
 
 def require(name, path):
-  """Makes sure tf.io.gfile can open `path`, importing tensorflow-io if the
-  scheme is one of its own.
+  """Makes sure tf.io.gfile can open `path`, importing tensorflow-io for its
+  schemes.
 
   Args:
     name: what the path was given as (`model_dir`), for the message.
     path: a path or glob; without a scheme, nothing is done.
 
   Raises:
-    ConfigError: no file system for the scheme, or tensorflow-io is
-      installed but registered none for it; the message says what to
+    ConfigError: no file system for the scheme; the message says what to
       install.
   """
   wanted = scheme(path) if path else ""
@@ -82,18 +75,14 @@ def io_loaded():
 
 
 def exit_process(status):
-  """Ends the process with `status` after Python's own exit work, without
-  C++ static destructors.
+  """Ends the process with `status` after Python's exit work, skipping C++
+  static destructors.
 
-  tensorflow-io 0.36.0 starts the AWS SDK on its first s3:// access and
-  never shuts it down. At exit the SDK's global EC2 metadata client is
-  destroyed after the log system tensorflow-io installed in the SDK, and
-  its HTTP client logs through that dead object: "pure virtual method
-  called", and the process aborts after a job that succeeded. The log
-  system is not reachable from outside the library (its symbols are
-  hidden), so the destructors are skipped: the atexit handlers (Horovod's
-  shutdown, absl's and logging's flushes) and the buffers of Python and of
-  C stdio run as at a normal exit, then the kernel reclaims the rest.
+  tensorflow-io 0.36.0's AWS SDK is never shut down; at exit its EC2
+  metadata client logs through an already destroyed log system ("pure
+  virtual method called") and a successful job aborts. That log system is
+  unreachable (hidden symbols), so atexit handlers and stdio buffers run as
+  usual, then the destructors are skipped.
   """
   try:
     atexit._run_exitfuncs()  # pylint: disable=protected-access
@@ -108,8 +97,7 @@ def exit_process(status):
 
 
 def exit_status(code):
-  """The status `sys.exit(code)` ends a process with (printing a message
-  given as the code, as Python does)."""
+  """The status `sys.exit(code)` ends a process with (printing a message code, as Python does)."""
   if code is None:
     return 0
   if isinstance(code, int):

@@ -1,9 +1,8 @@
 """The template: a `BaseModel` as an Estimator model_fn, for every mode.
 
-A function, like tf.estimator's canned `dnn_model_fn`: the model describes,
-this wires. Training goes through `pipeline.build_train_op`, the same call
-a hand-written model_fn makes, so accumulation, lr scaling, AdaScale and the
-backend's reduction apply to every model alike.
+Training goes through `pipeline.build_train_op`, the call a hand-written
+model_fn makes, so accumulation, lr scaling, AdaScale and the backend's
+reduction apply to every model alike.
 """
 import contextlib
 import functools
@@ -28,10 +27,8 @@ def make_model_fn(model, training_config=None, topology=None):
   Args:
     model: the `BaseModel`.
     training_config: `TrainingConfig`; None: the Estimator's, as
-      `pipeline.build_train_op` takes it (`TrainingConfig()`, momentum SGD,
-      outside an Estimator that `make_estimator` made).
-    topology: this process's Topology; None: the Estimator's (one local
-      process outside an Estimator that make_estimator made).
+      `build_train_op` takes it.
+    topology: this process's Topology; None: the Estimator's.
 
   Returns:
     model_fn(features, labels, mode, params, config) -> EstimatorSpec.
@@ -72,11 +69,8 @@ def make_model_fn(model, training_config=None, topology=None):
 
 
 class _Attributed:
-  """The model, whose methods name themselves in what they raise.
-
-  A user's shape bug surfaces as a TensorFlow error deep in graph
-  construction; the note ("raised in DigitsMLP.logits") says which of the
-  model's methods was running, and the traceback keeps the user's line.
+  """The model, whose methods name themselves in what they raise ("raised in
+  DigitsMLP.logits"): a shape bug otherwise surfaces deep in graph building.
   """
 
   def __init__(self, model):
@@ -100,12 +94,10 @@ class _Attributed:
 def _network(model, params, precision):
   """(features, training) -> outputs, with every variable under `model/`.
 
-  A `keras_model` is built here, once per graph and replica, outside the
-  accumulation loop (a functional model's Input layers must be). Under
-  mixed precision the floating features enter the network in the compute
-  type and its floating outputs leave it in float32, so the loss, the
-  metrics, the predictions and an export's signature stay float32 in every
-  mode.
+  A `keras_model` is built here, outside the accumulation loop (functional
+  Input layers must be). Under mixed precision floating features enter in
+  the compute type and outputs leave in float32, so loss, metrics,
+  predictions and exports stay float32.
   """
   with _model_scope(precision):
     keras_model = model.keras_model(params)
@@ -127,9 +119,8 @@ def _model_scope(precision):
   """`model/` for variable names, whatever graph or loop the network is in.
 
   Keras names variables after the name scope, v1 layers after the variable
-  scope; re-entering one absolute name scope keeps the names of a
-  checkpoint the same in the training graph (with or without the
-  accumulation loop), the evaluation graph and the export.
+  scope; one absolute scope keeps checkpoint names equal across training
+  (with or without accumulation), evaluation and export.
   """
   with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE,
                                    auxiliary_name_scope=False):
@@ -147,11 +138,9 @@ def _export_outputs(model, outputs, params):
 def _seed_layer_initializers(seed):
   """Makes `random_seed` fix the initial weights too.
 
-  Keras initializers (tf.keras.layers, and the v1 layers built on them) take
-  their op seeds from Keras' own generator (else from Python's `random`),
-  not from the graph seed RunConfig sets. Keras' public setter also reseeds
-  Python and NumPy; their states are put back so a user's own randomness
-  is not reset each time Estimator builds a graph.
+  Keras initializers seed from Keras' own generator, not the graph seed.
+  Keras' setter also reseeds Python and NumPy; their states are restored so
+  a user's randomness is not reset each time a graph is built.
   """
   python_state, numpy_state = random.getstate(), np.random.get_state()
   tf.keras.utils.set_random_seed(seed)

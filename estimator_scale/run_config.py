@@ -20,25 +20,23 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     distribution: none | mirrored | multi_worker_mirrored | parameter_server
       | horovod.
     model_dir: where the chief writes checkpoints. TF_CONFIG workers must
-      share it (a shared file system, or object storage); Horovod ranks
-      may each have their own, as only rank 0's is read.
+      share it; Horovod ranks may each have their own (only rank 0's is
+      read).
     replicas: `mirrored` replicas in this process (default: GPUs, or 2 CPUs).
     save_checkpoints_steps, save_summary_steps, log_step_count_steps: as in
-      RunConfig; step-based because collective ops and time-based saving can
-      deadlock.
+      RunConfig; step-based because time-based saving can deadlock
+      collectives.
     random_seed: seed of the graph and of layer initializers (same on every
       worker).
     keep_checkpoint_max: checkpoints kept.
-    intra_op_threads: threads per op in this process (default: all cores,
-      or cores / ranks per host under Horovod).
+    intra_op_threads: threads per op (default: all cores, or cores / ranks
+      per host under Horovod).
     ps_sync: parameter_server only: every update averages all workers'
-      gradients, applied once by the chief (`backends.ps_sync`); the
-      default is asynchronous, each worker applying its own.
-    full_checkpoint_every: one save in this many is a full checkpoint; the
-      others write only the rows of the dynamic tables changed since the
-      save before, and every other variable (`embeddings.deltas`). For one
-      process, Horovod ranks (not elastic), or synchronous parameter
-      servers (ps_sync).
+      gradients, applied once by the chief (`backends.ps_sync`); default is
+      asynchronous.
+    full_checkpoint_every: one save in this many is full; the others write
+      only dynamic-table rows changed since, plus every other variable
+      (`embeddings.deltas`). For one process, non-elastic Horovod, or ps_sync.
 
   Returns:
     `ScaleConfig`.
@@ -46,8 +44,8 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   Raises:
     TopologyError: the environment cannot run this distribution; the message
       says what to do.
-    ConfigError: model_dir's scheme has no file system here
-      (`filesystems.require`), or ps_sync with another distribution.
+    ConfigError: model_dir's scheme has no file system here, or ps_sync with
+      another distribution.
   """
   filesystems.require("model_dir", model_dir)
   # Before the backend starts: a parameter server serves from inside it.
@@ -103,13 +101,10 @@ def _synchronised_by_the_factory(scale_config):
 class TrainedDirectly:
   """The RunConfig's device function where only `make_estimator` can train.
 
-  Under Horovod or synchronous parameter servers, an Estimator made with
-  the backend's RunConfig (a canned one, say) but trained with its own
-  `train` would run each worker unsynchronised, with no error. Estimator
-  builds its training graph (only that one) under the RunConfig's device
-  function, so this one refuses at its first op, before any step;
-  `make_estimator` trains an Estimator whose RunConfig has it removed
-  (`for_the_factory`).
+  Under Horovod or ps_sync, an Estimator trained with its own `train` would
+  run each worker unsynchronised without error. Estimator builds only its
+  training graph under this device function, so it refuses at the first op;
+  `make_estimator` trains with it removed (`for_the_factory`).
   """
 
   def __init__(self, distribution):

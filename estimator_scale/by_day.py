@@ -104,7 +104,7 @@ def _judge_late(summary, before, eval_data, model_dir, judge):
 
 
 def _export(estimator, export_dir, day, compact):
-  """Day's SavedModel under export_dir/<day>/, made once (a resumed job keeps it); its path."""
+  """Day's SavedModel under export_dir/<day>/, made once; its path."""
   base = os.path.join(export_dir, str(day))
   names = tf.io.gfile.listdir(base) if tf.io.gfile.isdir(base) else []
   # A kill inside an export leaves it under temp-<timestamp>, not a number.
@@ -118,7 +118,7 @@ def _export(estimator, export_dir, day, compact):
 
 def _train_day(estimator, partition, start_step, global_batch_size,
                skip_corrupt):
-  """Trains what is left of one day; (entry fields, whether a signal stopped it)."""
+  """Trains the rest of one day; (entry fields, whether a signal stopped)."""
   topology = estimator.topology
   records = days_lib.count_records(partition, estimator.model_dir,
                                    topology.worker_index, skip_corrupt)
@@ -244,9 +244,8 @@ def train_by_day(estimator, train_data, days, global_batch_size,
 
 
 def _trained(entry, model_dir):
-  """Whether a day's training is done, by its recorded end (recomputing it under
-  another worker count could round its last update differently).
-  """
+  """Whether a day's training is done, by its recorded end (recomputed under
+  another worker count, its last update could round differently)."""
   return ("end_step" in entry and
           coordinator_lib.checkpoint_step(model_dir) >= entry["end_step"])
 

@@ -12,8 +12,10 @@ The reducer averages even under tf.distribute: AdaScale needs the mean
 before the update, and TF 2.15's graph-mode strategies fail on sparse
 gradients of different lengths per replica, which the reducer pads.
 
-Under Horovod a dynamic table's rows and their Keras slots are per rank:
-left out of the allreduce, the broadcast and rank 0's checkpoint.
+Under Horovod a dynamic table is split by id over the ranks: the reducer
+leaves a rank's rows out of the allreduce (the lookup already brought their
+gradients to the owner), and their Keras slots stay per rank too
+(`_keep_slots_per_rank`).
 With AdaScale, the optimizer that counts `global_step` keeps its state
 under `adascale/` (read by `scale_invariant_steps` and TensorBoard); a
 second optimizer (DNNLinearCombined) under `adascale/<its name>/`.
@@ -379,7 +381,7 @@ def _sharded_refusal(name):
 
 
 def _dynamic_refusal(name, plan):
-  """Why dynamic table `name` cannot train on Horovod ranks with `plan`, or None."""
+  """Why dynamic table `name` cannot train on ranks with `plan`, or None."""
   if plan.lr_scaling == "adascale":
     setting = "lr_scaling='adascale'"
   elif plan.accumulation_steps > 1:
@@ -398,9 +400,10 @@ def _dynamic_refusal(name, plan):
 def _keep_slots_per_rank(optimizer, params):
   """Makes a dynamic table's Keras slots on this rank the rank's own, like its
   rows: out of rank 0's broadcast and checkpoint, saved as this rank's slice
-  under the name one process uses (so checkpoints resume across either).
-  That name does not say whose slot it is, so `dynamic_reshard` is told, to
-  move the slot's rows with their ids when restoring into other rank counts.
+  under the name one process uses, so one process and ranks resume each
+  other's checkpoints. That name does not say whose slot it is, so
+  `dynamic_reshard` is told, to move its rows on a restore into another
+  number of ranks.
   """
   sharded.keep_slots_local(optimizer, params)
   for variable in params:

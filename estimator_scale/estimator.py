@@ -178,7 +178,7 @@ class Estimator:
 
   def predict(self, input_fn, predict_keys=None, hooks=None,
               checkpoint_path=None, yield_single_examples=True):
-    """See tf.estimator.Estimator.predict; works on any task, even after the others exited."""
+    """See tf.estimator.Estimator.predict; works on any task, at any time."""
     input_fn = self._for_this_job(input_fn)
     return self.coordinator.predict(
         self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,
@@ -221,7 +221,7 @@ class Estimator:
 
 @contextlib.contextmanager
 def _no_temp_left(export_dir_base):
-  """Removes the temp-<timestamp> directory a failed export left under `export_dir_base`."""
+  """Removes the temp-<timestamp> dir a failed export left in the base."""
   base = os.fsdecode(export_dir_base)
   before = (set(tf.io.gfile.listdir(base)) if tf.io.gfile.isdir(base)
             else set())

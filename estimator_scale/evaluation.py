@@ -1,4 +1,4 @@
-"""`train_and_evaluate` from the usual `TrainSpec`/`EvalSpec`, on every backend.
+"""`train_and_evaluate` from the usual TrainSpec/EvalSpec, on every backend.
 
 tf.estimator.train_and_evaluate refuses this package's Estimator, and under
 Horovod ranks evaluating at different steps (or rank 0 evaluating while

@@ -97,7 +97,7 @@ def exit_process(status):
 
 
 def exit_status(code):
-  """The status `sys.exit(code)` ends a process with (printing a message code, as Python does)."""
+  """The status `sys.exit(code)` exits with (a message code printed first)."""
   if code is None:
     return 0
   if isinstance(code, int):

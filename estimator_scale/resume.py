@@ -78,7 +78,7 @@ def graph_state(network_scope=None, graph=None):
 
 
 def _keys(variable):
-  """The checkpoint keys a Saver writes `variable` under (a partitioned slice: its whole)."""
+  """Checkpoint keys a Saver writes `variable` under (a slice: its whole's)."""
   return list(saveable_object_util.op_list_to_dict([variable]))
 
 
@@ -144,9 +144,8 @@ def find_gap(checkpoint, state, trainable_keys):
 
 
 def describe(gap):
-  """The one line that names what starts fresh; slots are counted per slot name,
-  since there is one per network variable.
-  """
+  """The one line that names what starts fresh; slots are counted per slot
+  name, since there is one per network variable."""
   named, slots = [], {}
   for key in gap.fresh:
     owner = gap.slot_owners.get(key)

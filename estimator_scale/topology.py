@@ -129,9 +129,8 @@ class Topology:
             f"is_chief={self.is_chief})")
 
   def differences(self, other):
-    """The names of what `other` says otherwise about the job and this process's
-    place in it (local_rank/local_size only place a process on its host).
-    """
+    """The names of what `other` says otherwise about the job and this
+    process's place in it (local_rank/local_size only place it on its host)."""
     return [name for name, mine, theirs in (
         ("backend", self.backend.name, other.backend.name),
         ("synchronous", self.synchronous, other.synchronous),

@@ -1,15 +1,12 @@
 """Canned estimators, k micro-batches per update.
 
-By the time a canned estimator calls its optimizer's `get_updates`, its
-network has been built over the whole batch, too late to split it. So
-`make_estimator` finds the canned optimizers the estimator's model_fn closes
-over and, with k > 1, runs that model_fn inside the framework's
-accumulation loop (`train_ops.accumulation`) over the k micro-batches:
-there each optimizer's `get_updates` only records its loss and variables
-(`canned.recording`), and after the loop each applies the mean of its
-variables' gradients through the same reduction and learning-rate rules
-as at k = 1. AdaScale's squared norms are summed per optimizer, since each
-part of a DNNLinearCombined keeps its own estimates.
+When a canned estimator calls `get_updates` its network has already seen
+the whole batch, too late to split it. So with k > 1 the estimator's
+model_fn runs inside the accumulation loop (`train_ops.accumulation`),
+where its canned optimizers only record (`canned.recording`); after the
+loop each applies its mean through the same reduction and rules as k = 1.
+AdaScale's squared norms are summed per optimizer, since each part of a
+DNNLinearCombined keeps its own estimates.
 """
 import functools
 
@@ -22,12 +19,11 @@ from estimator_scale.train_ops import pipeline
 
 
 def with_accumulation(tf_estimator):
-  """`tf_estimator.model_fn`, trained k micro-batches per update as its
-  canned optimizers say.
+  """`tf_estimator.model_fn`, trained k micro-batches per update.
 
-  The optimizers are found among what the estimator's model_fn closes over,
-  where TF's canned estimators keep theirs; one hidden elsewhere with k > 1
-  refuses to train (`get_updates`).
+  The canned optimizers are found among what the model_fn closes over,
+  where TF's canned estimators keep them; one hidden elsewhere refuses to
+  train with k > 1 (`get_updates`).
 
   Raises:
     ConfigError: the canned optimizers differ in accumulation_steps.
@@ -72,8 +68,7 @@ def _closed_over(function):
 
 
 class _Recorder:
-  """What the canned optimizers were given while the model_fn was traced
-  inside the accumulation loop."""
+  """What the canned optimizers were given while traced inside the loop."""
 
   def __init__(self):
     self.parts = []  # (optimizer, its variables, the name scope it had)

@@ -13,12 +13,9 @@
                            "eval": {"auc": ..., "loss": ...}}, ...},
    "best": {"day": ..., "metric": "auc", "value": ..., "export": ...}}
 
-Beside it, `days.md` renders it as a table and `auc_by_day.png` plots the
-metric by day (where matplotlib is installed). `seconds`,
-`examples_per_sec` and `tables` (each dynamic table's rows in use at the
-day's end, ids admitted and rows evicted during it: the chief's part of
-the table on Horovod) are of the last run that trained the day: of the part
-after the restart for a day a kill cut.
+`days.md` renders it as a table and `auc_by_day.png` plots the metric
+(with matplotlib). `seconds`, `examples_per_sec` and `tables` (the chief's
+part on Horovod) are of the last run that trained the day.
 """
 import datetime
 import json
@@ -129,8 +126,9 @@ def save(summary, model_dir, metric=None):
 
 
 def plot(summary, path, metric="auc"):
-  """Plots `metric` on the next day by day; nothing without matplotlib (an
-  optional dependency) or without a judged day. Returns whether it did."""
+  """Plots `metric` on the next day by day; whether it did (not without
+  matplotlib, an optional dependency, or a judged day).
+  """
   points = [(day, e["eval"][metric]) for day, e in
             sorted(summary["days"].items()) if metric in e.get("eval", {})]
   try:

@@ -1,11 +1,9 @@
 """The framework's own errors: one small hierarchy.
 
-Everything here means "the job as configured cannot run", found before or
-while it is set up, and the message says how to fix it; the CLI prints such
-an error as one line and exits 2. Anything else (an exception from a user's
-model code, or from TensorFlow at run time) is not one of these, so it keeps
-its traceback. They subclass ValueError because that is what Python code
-catches for a bad argument, and what this package raised before.
+Each means "the job as configured cannot run", and its message says how
+to fix it; the CLI prints it as one line and exits 2. Anything else (user
+model code, TensorFlow at run time) keeps its traceback. They subclass
+ValueError, which Python code catches for a bad argument.
 
 Library messages name the argument (`global_batch_size=3`); only the CLI
 speaks in `--flags`.
@@ -27,9 +25,9 @@ class ConfigError(Error):
 
 
 class UsageError(Error, TypeError):
-  """The API used in a way it does not support: an argument of the wrong
-  type, arguments that exclude or need each other, a call in the wrong
-  order, a method this kind of Estimator lacks."""
+  """The API used in a way it does not support: wrong argument type,
+  conflicting arguments, wrong call order, or a missing method.
+  """
 
 
 class TopologyError(Error):
@@ -41,10 +39,9 @@ class DataError(Error):
 
 
 def note_model_method(error, method):
-  """Adds "raised in <method>" to an exception from a user's model method.
-
-  Only the innermost method is named (the one that raised), and framework
-  errors are left alone: their message already says what to fix.
+  """Adds "raised in <method>" to an exception from a user's model method:
+  only the innermost one, and never to framework errors, whose message
+  already says what to fix.
   """
   if isinstance(error, Error) or getattr(error, "_model_method", None):
     return

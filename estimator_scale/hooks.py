@@ -17,8 +17,9 @@ collection: a MetaGraph cannot hold dicts)."""
 
 
 def report_table_usage(name, usage):
-  """Has the progress lines of the current graph's training say `usage`
-  (int64 tensors "rows" and "evicted") of table `name`."""
+  """Has the current graph's progress lines report `usage` (int64 "rows" and
+  "evicted") of table `name`.
+  """
   _TABLE_USAGE.setdefault(tf.compat.v1.get_default_graph(), {})[name] = usage
 
 _TABLES_NAMED = 4
@@ -31,11 +32,8 @@ def _variable(name):
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
-  """Logs step, loss, examples/sec, input wait and ETA (and AdaScale's gain
-  and tau).
-
-  The input wait is the share of the wall time between lines that the
-  updates spent blocked on their batch (`input_wait`), per worker.
+  """Logs step, loss, examples/sec, per-worker input wait share, ETA (and
+  AdaScale's gain and tau).
 
   Args:
     global_batch_size: examples per update, for examples/sec.
@@ -175,9 +173,8 @@ def _added(sums, seconds):
 
 
 class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
-  """Stops training once AdaScale's tau reaches `scale_invariant_steps`.
-
-  Every worker reads the same tau, so all stop after the same update.
+  """Stops training once AdaScale's tau reaches `scale_invariant_steps`; every
+  worker reads the same tau, so all stop after the same update.
   """
 
   def __init__(self, scale_invariant_steps):
@@ -207,11 +204,9 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 class LastStepHook(tf.compat.v1.train.SessionRunHook):
   """Remembers the step training ended at, and whether its input ran out.
 
-  MonitoredSession ends cleanly after a run that raised OutOfRangeError, and
-  that run had a `before_run` but no `after_run`; a stop some hook asked for
-  (tau, a signal, a user's or model's hook) ends after a complete run. So
-  the two are told apart whatever the hooks' order. The step is read once,
-  at the end, so the per-update runs fetch nothing.
+  An OutOfRangeError run gets `before_run` but no `after_run`, while a stop
+  a hook asked for ends after a complete run, which tells the two apart
+  whatever the hooks' order. The step is read once, at the end.
   """
 
   def __init__(self):

@@ -1,15 +1,11 @@
 """The memory a task may hold, and a line naming a task killed for it.
 
-A container, a Slurm step or a capped host puts a task in a memory cgroup;
-past its limit the kernel's out-of-memory killer ends the task with
-SIGKILL. The task prints nothing then, and what launched it (horovodrun,
-srun, a TF_CONFIG launcher) sees only an exit status of 137. So where this
-process's cgroup has a limit, `watch_for_oom_kill` starts a small watcher
-process that waits on a pipe this process holds open: if the pipe closes
-without this process having said it exits (atexit), and the cgroup counted
-an out-of-memory kill since the watcher started, the watcher writes one
-line to this process's stderr naming the task, its host, the limit and the
-cgroup's peak.
+Past a memory cgroup's limit the OOM killer SIGKILLs the task silently;
+its launcher sees only exit status 137. So where this process's cgroup has
+a limit, `watch_for_oom_kill` starts a small watcher on a pipe this process
+holds open: if the pipe closes without the atexit "exit" message and
+the cgroup counted an OOM kill meanwhile, the watcher writes one line to
+this process's stderr naming the task, host, limit and peak.
 """
 import atexit
 import json

@@ -1,16 +1,12 @@
-"""Moments of a job that a fault injector aims at: a checkpoint's save, the
-merge of the sharded tables' parts, and their re-shard into another number
-of ranks.
+"""Moments a fault injector aims at: a checkpoint's save, the merge of the
+sharded tables' parts, and their re-shard into another number of ranks.
 
-Each lasts tens of milliseconds, too short to hit at a random time, and
-each is where a lost process or a full disk does harm (a checkpoint half
-written, parts never merged, rows read from the wrong place). A chaos run
-(tools/rig/chaos) asks for one by creating `<moment>.armed` in the
-directory the job's environment names in ESTIMATOR_SCALE_MOMENTS; the first
-process to begin that moment takes the file (a rename, which one process
-wins), so the name says which host it is on, and holds there until the
-injector removes the file (its fault is in) or HOLD_SECONDS pass. Without
-the variable a moment costs nothing, and with nothing armed one stat.
+Each lasts tens of milliseconds, too short to hit at random, and is where
+a lost process or full disk does harm. A chaos run (tools/rig/chaos) arms
+one by creating `<moment>.armed` in the directory ESTIMATOR_SCALE_MOMENTS
+names; the first process to begin it takes the file by rename (one
+winner, naming its host) and holds until the injector removes it or
+HOLD_SECONDS pass. Unset, a moment costs nothing; unarmed, one stat.
 """
 import os
 import socket
@@ -59,9 +55,10 @@ class _BeforeSave(tf.estimator.CheckpointSaverListener):
 
 
 def saving_listeners(estimator):
-  """The listeners a train() of `estimator` passes it: one that marks each
-  checkpoint's save where an injector may ask for it and the process saves
-  (TensorFlow refuses listeners where no checkpoint is saved)."""
+  """The listeners a train() of `estimator` passes: one marking each checkpoint
+  save as a moment, where the process saves (TensorFlow refuses listeners
+  where none is saved).
+  """
   config = estimator.config
   saves = config.save_checkpoints_steps or config.save_checkpoints_secs
   return [_BeforeSave()] if os.environ.get(ENV) and saves else []

@@ -1,15 +1,14 @@
 """The command line: estimator-scale [COMMAND] [--FLAG=VALUE ...].
 
 Also `python -m estimator_scale.cli`. `train` (the default) trains a
-registered model (or one from --model_module) with evaluations (at the end,
-or every --eval_every_n_steps / --eval_every_secs), optionally exports the
-best and the final SavedModel, and writes a JSON summary. `evaluate` and
-`export` evaluate or export the latest (or --checkpoint) checkpoint in
---model_dir without training; `models` lists the registered models.
+registered model (or one from --model_module) with evaluations, optionally
+exports the best and final SavedModel, and writes a JSON summary.
+`evaluate` and `export` use the latest (or --checkpoint) checkpoint in
+--model_dir; `models` lists the registered models.
 
 Exit codes: 0 done; 2 a flag or configuration the framework rejects (one
-line on stderr); 1 an exception from the model's code or from TensorFlow
-at run time (its traceback, naming the model method that was running).
+line on stderr); 1 an exception from the model's code or TensorFlow at run
+time (its traceback, naming the model method that was running).
 """
 import importlib
 import re
@@ -38,18 +37,19 @@ _COMMANDS = {
 
 
 def _command(name):
-  """The function of command `name`, its module imported only now: the
-  commands load TensorFlow, which a `--help` or a bad flag must not."""
+  """The function of command `name`, its module imported only now: commands
+  load TensorFlow, which `--help` or a bad flag must not.
+  """
   module, function = _COMMANDS[name]
   return getattr(importlib.import_module(module), function)
 
 
 def _as_flags(message):
-  """The library's message in the user's words: `global_batch_size=3` (an
-  argument) becomes `--global_batch_size=3` (the flag they typed).
+  """The library's message in the user's words: `global_batch_size=3` becomes
+  `--global_batch_size=3`.
 
-  The one place the CLI adds dashes: a flag's name directly followed by
-  `=` or `:`, not inside a path, a quoted example or a flag already dashed.
+  The one place the CLI adds dashes: a flag name directly followed by `=`
+  or `:`, not inside a path, a quoted example or an already dashed flag.
   """
   names = sorted((name for name in FLAGS if len(name) > 3), key=len,
                  reverse=True)
@@ -72,9 +72,9 @@ def _parse_flags(argv):
 
 
 def _require_file_systems():
-  """Loads the file system of every path flag's scheme, before any work: a
-  missing one would otherwise surface as a traceback at the first save or
-  read, minutes into a job."""
+  """Loads the file system of every path flag's scheme before any work, rather
+  than failing at the first save or read minutes into a job.
+  """
   for name in flags.PATH_FLAGS:
     filesystems.require(name, FLAGS[name].value)
 
@@ -95,9 +95,9 @@ def main(argv):
 
 
 def _usage_from_here():
-  """Makes `--help` print this module's docstring and flags when another
-  module runs as __main__ (the console script's generated wrapper): absl
-  takes both from the main module."""
+  """Makes `--help` print this module's docstring and flags when the console
+  script's wrapper is __main__ (absl takes both from the main module).
+  """
   main_module = sys.modules["__main__"]
   if main_module is sys.modules[__name__]:
     return
@@ -110,9 +110,8 @@ def run():
   """Console-script entry point.
 
   A process that loaded tensorflow-io ends through
-  `filesystems.exit_process`, with the status it would have had (a
-  traceback is printed first, as Python would), because its normal exit
-  aborts in tensorflow-io's destructors after the work is done.
+  `filesystems.exit_process` with the status it would have had, since its
+  normal exit aborts in tensorflow-io's destructors.
   """
   _usage_from_here()
   try:

@@ -45,10 +45,8 @@ def training_config_from_flags(accumulation_steps=None):
 
 
 def _optimizer_options(optimizer):
-  """The option flags that `optimizer` takes, as (name, value) pairs.
-
-  The flags have defaults, so each goes only to the optimizers that take
-  it.
+  """The option flags `optimizer` takes, as (name, value) pairs; the flags have
+  defaults, so each goes only to the optimizers that take it.
   """
   takes = optimizers.valid_options(optimizer)
   return tuple(sorted((name, FLAGS[name].value)
@@ -75,10 +73,8 @@ def _check_option_flags():
 
 
 def _load_models():
-  """Registers the zoo's models and --model_module's.
-
-  The framework does not import the zoo (the zoo imports the framework);
-  the command line is where both meet.
+  """Registers the zoo's models and --model_module's. The CLI is where the zoo
+  and the framework meet: the framework never imports the zoo.
   """
   registry.load_module("model_zoo")
   if FLAGS.model_module:

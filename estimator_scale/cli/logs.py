@@ -1,21 +1,15 @@
 """What the command line prints: each message once, from the chief, and no
 warning that describes what the framework meant to do.
 
-TensorFlow's logger has a handler of its own and also passes its records to
-absl's root handler, so every TensorFlow line appears twice; its INFO lines
-(graphs finalized, model_fn called) repeat for every graph Estimator builds;
-and each deprecated API it uses warns once per call site and process. The
-command keeps absl's handler alone, TensorFlow's INFO lines for
-`--verbosity=1` and above, TensorFlow's deprecation notices for the
-Estimator machinery off (the library's one rule, estimator_scale/stack.py:
-a deprecated call in the user's own model code still warns), and on every
-worker but the chief only warnings and errors: N ranks printing the same
-progress make a log nobody reads.
+TensorFlow's logger also passes records to absl's root handler (every line
+twice), its INFO lines repeat per graph, and deprecated APIs warn per call
+site. So the CLI keeps absl's handler alone, TensorFlow INFO only at
+`--verbosity=1` and above, the library's deprecation rule (stack.py), and
+only warnings and errors on workers other than the chief.
 
-A job that works must read as one that worked, so the warnings TensorFlow
-gives jobs that work as meant are dropped, each by its exact text
-(`EXPECTED`, `OPTIONS_IN_GRAPH_MODE`); every other warning and error still
-shows.
+A job that works must read as one that worked: the warnings TensorFlow
+gives such jobs are dropped by their exact text (`EXPECTED`,
+`OPTIONS_IN_GRAPH_MODE`); every other warning and error still shows.
 """
 import logging as std_logging
 import re
@@ -72,13 +66,11 @@ def configure(is_chief=True):
 
   Args:
     is_chief: whether this process is the chief; others log warnings and
-      errors only, whatever --verbosity says. Called again when a process
-      changes role (an elastic job's new rank 0), it logs as --verbosity
-      says once it is the chief.
+      errors only. Called again when a process becomes chief (an elastic
+      job's new rank 0), it then logs as --verbosity says.
 
   Raises:
-    ConfigError: TensorFlow is missing or not a 2.15 release (one line
-      saying what to install).
+    ConfigError: TensorFlow is missing or not a 2.15 release.
   """
   global _asked_verbosity
   try:

@@ -178,7 +178,8 @@ class Estimator:
 
   def predict(self, input_fn, predict_keys=None, hooks=None,
               checkpoint_path=None, yield_single_examples=True):
-    """See tf.estimator.Estimator.predict; works on any task, at any time."""
+    """See tf.estimator.Estimator.predict; works on any task, even after the
+    others exited."""
     input_fn = self._for_this_job(input_fn)
     return self.coordinator.predict(
         self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,

@@ -51,7 +51,7 @@ from estimator_scale.embeddings import saving
 DIRECTORY = "deltas"
 AFTER = "_delta_after"
 """The step of the save a delta follows."""
-_POSITIONS = "/_delta_positions"
+POSITIONS = "/_delta_positions"
 _DELTA = re.compile(r"((?:tmp-)?delta-(\d+))(?:\.index$|[.-])")
 
 _TRACKING = contextvars.ContextVar("estimator_scale_tracking_changes",
@@ -133,7 +133,7 @@ def _per_row(table, variables):
       and v.shape.rank and v.shape[0] == rows]
 
 
-def _whole(variable):
+def whole_name(variable):
   """The name of the whole variable `variable` is (or is a part of) in a
   checkpoint: a delta names rows as one process's table has them."""
   info = variable._save_slice_info  # pylint: disable=protected-access
@@ -179,8 +179,9 @@ class DeltaSaver:
     variables = tf.compat.v1.global_variables()
     by_table = {}  # a table split over ps tasks is saved as one
     for table, changes in self._tables:
-      by_table.setdefault(_whole(table.pool), []).append(
-          (table, changes, {_whole(v): v for v in _per_row(table, variables)}))
+      by_table.setdefault(whole_name(table.pool), []).append(
+          (table, changes,
+           {whole_name(v): v for v in _per_row(table, variables)}))
     per_row = {name for parts in by_table.values()
                for _, _, rows in parts for name in rows}
     saveables = saveable_object_util.op_list_to_dict(
@@ -192,11 +193,11 @@ class DeltaSaver:
     names, tensors, applied = [AFTER], [after], []
     for pool, parts in by_table.items():
       changed = [changes.changed() for _, changes, _ in parts]
-      names.append(pool + _POSITIONS)
+      names.append(pool + POSITIONS)
       tensors.append(tf.concat([c + table.first_row for c, (table, _, _)
                                 in zip(changed, parts)], 0))
       (read,) = tf.raw_ops.RestoreV2(
-          prefix=prefix, tensor_names=[pool + _POSITIONS],
+          prefix=prefix, tensor_names=[pool + POSITIONS],
           shape_and_slices=[""], dtypes=[tf.int64])
       for name, variable in parts[0][2].items():
         names.append(name)

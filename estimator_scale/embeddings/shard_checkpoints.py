@@ -809,7 +809,7 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
                   {self._checkpoint: self._prefix(step, hvd.rank())})
       parts = self._parts
     else:
-      destination = os.path.join(self._directory, shard_deltas.DIRECTORY,
+      destination = os.path.join(self._directory, deltas.DIRECTORY,
                                  str(self._full_at), f"delta-{step}")
       tf.io.gfile.makedirs(os.path.dirname(destination))
       mine = f"{destination}-of{hvd.size()}-rank{hvd.rank()}"

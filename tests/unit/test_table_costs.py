@@ -53,7 +53,7 @@ def _results(sizes=(1 << 18, 1 << 20, 1 << 22), failed=None):
   return {"machine": {"date": "2026-12-04 23:00 UTC", "summary": "2 cores",
                       "load_average_at_start": [1.0, 1.0, 1.0],
                       "load_average_at_end": [2.0, 2.0, 2.0]},
-          "settings": {"dimension": 16, "batch": 4096, "steps": 25,
+          "settings": {"dimension": 16, "batch": 4096, "steps": 25, "rounds": 1,
                        "warmup": 5, "eval_batches": 4, "ranks": [1, 2, 4],
                        "process_limit_gib": 6.0, "job_limit_gib": 14.0,
                        "peak_factor_assumed": 2.5},
@@ -195,3 +195,36 @@ def test_page_says_a_failed_job_and_the_sizes_left_out():
 
 def test_page_before_any_run_says_how_to_measure():
   assert "Not measured yet: `make bench-table-costs`." in render.page(None)
+
+
+def _ps_results():
+  """Parameter-server chains: the chief's figures alone, and each ps
+  task's peak sampled from outside, its share of the table on a line."""
+  results = _results()
+  for runs in results["sizes"].values():
+    for run in runs:
+      tasks = run["ranks"]
+      run["job"]["ranks"] = run["job"]["ranks"][:1]
+      run["job"]["ps_peaks"] = {
+          f"ps:{i}": BASE + PER_ROW_HELD * run["rows"] // tasks
+          for i in range(tasks)}
+  results["settings"]["distribution"] = "parameter_server"
+  return results
+
+
+def test_parameter_server_chains_get_their_own_table_and_lines():
+  text = render.page(_results(), None, _ps_results())
+  part = text[text.index("## On parameter servers"):]
+  assert "Not measured yet" not in part
+  lines = {l[:len("| 2^22 | 512 | 4 |")]: l for l in part.splitlines()}
+  # 2^22 rows of 128 bytes over 4 ps tasks: 128 MiB each above the base.
+  assert lines["| 2^22 | 512 | 4 |"].split(" | ")[10] == f"{500 + 256:,}"
+  reshard = 1.0 + RESTORE_PER_ROW * (1 << 22)  # from 2 ps tasks onto 4
+  assert f"| {reshard:.2f} ({2}) |" in lines["| 2^22 | 512 | 4 |"]
+  growth = [l for l in part.splitlines()
+            if l.startswith("| peak memory of a ps task | 4 |")]
+  assert len(growth) == 1 and "64.0 MiB" in growth[0], growth
+  assert "| cost | ps tasks |" in part
+  assert "Every job of every chain finished." in part
+  assert "Not measured yet: `make bench-table-costs-ps`" in render.page(
+      _results())

@@ -2,16 +2,21 @@
 
   python -m tools.bench.table_costs             # make bench-table-costs
   python -m tools.bench.table_costs --sizes=18,20 --ranks=1,2   # a few
+  python -m tools.bench.table_costs --distribution=parameter_server \
+      --sizes=18,20,22,24,23 --rounds=1    # make bench-table-costs-ps
   python -m tools.bench.table_costs render      # the page from the JSON
 
 For each size (2^n rows of dimension 16, Adagrad) `--rounds` chains of
 Horovod jobs (jobs.py) train, save, restore, re-shard, evaluate and export
-the table on 1, 2 and 4 ranks, one fresh set of processes per job. Sizes run
+the table on 1, 2 and 4 ranks, one fresh set of processes per job; with
+`--distribution=parameter_server` the same chains run on a chief, a worker
+and 1, 2 and 4 ps tasks, the table partitioned over them. Sizes run
 in the order given, and the results file is written after each, so a run
 cut short keeps what it measured; a size measured again replaces its
 runs, the other sizes' stay. Each size's checkpoints live in a temporary
 folder deleted when the size is done. Writes results/table_costs.json and
-renders docs/TABLE_COSTS.md.
+renders docs/TABLE_COSTS.md (results/table_costs_ps.json for parameter
+servers).
 """
 import argparse
 import json
@@ -34,7 +39,10 @@ def parse_args(argv=None):
                       choices=("run", "render"))
   parser.add_argument("--sizes", default=SIZES,
                       help="powers of two of the tables' rows, in order")
-  parser.add_argument("--ranks", default="1,2,4")
+  parser.add_argument("--distribution", default="horovod",
+                      choices=("horovod", "parameter_server"))
+  parser.add_argument("--ranks", default="1,2,4",
+                      help="Horovod ranks, or ps tasks")
   parser.add_argument("--dimension", type=int, default=16)
   parser.add_argument("--batch", type=int, default=4096,
                       help="ids per update over all ranks")
@@ -47,7 +55,9 @@ def parse_args(argv=None):
                       help="a job whose ranks would pass this is skipped")
   parser.add_argument("--job_limit_gib", type=float, default=14.0,
                       help="likewise for all of a job's ranks together")
-  parser.add_argument("--results", default=render.RESULTS)
+  parser.add_argument("--results", default=None,
+                      help="default: results/table_costs.json, or "
+                      "table_costs_ps.json for parameter servers")
   parser.add_argument("--page", default=render.PAGE)
   args = parser.parse_args(argv)
   try:
@@ -59,6 +69,9 @@ def parse_args(argv=None):
     parser.error("--ranks >= 1; --sizes between 1 and 39")
   if args.rounds < 1:
     parser.error(f"--rounds={args.rounds}: must be >= 1")
+  if args.results is None:
+    args.results = (render.RESULTS if args.distribution == "horovod"
+                    else render.RESULTS_PS)
   if args.warmup >= args.steps:
     parser.error(f"--warmup={args.warmup} must be below --steps")
   return args
@@ -70,7 +83,7 @@ def run(args):
   result["machine"] = runner.machine_info()
   result["settings"] = {k: getattr(args, k) for k in (
       "dimension", "batch", "rounds", "steps", "warmup", "eval_batches",
-      "ranks",
+      "ranks", "distribution",
       "process_limit_gib", "job_limit_gib")}
   result["settings"]["peak_factor_assumed"] = jobs.PEAK_FACTOR
   runs = {int(k): v for k, v in result.get("sizes", {}).items()}
@@ -93,7 +106,8 @@ def main(argv=None):
   args = parse_args(argv)
   if args.action == "run":
     run(args)
-  print(render.write(args.results, args.page))
+  given = "results" if args.distribution == "horovod" else "results_ps"
+  print(render.write(path=args.page, **{given: args.results}))
 
 
 if __name__ == "__main__":

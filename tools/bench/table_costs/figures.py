@@ -3,15 +3,16 @@
 Which rank speaks for a job depends on the cost: the step is one
 collective, so rank 0's; a save ends with rank 0's merge, so rank 0's; a
 restore, an evaluation and an export end when the slowest rank does, so
-the largest over the ranks; memory is per process, so the largest rank's.
+the largest over the ranks; memory is per process, so the largest rank's
+(and the largest ps task's, sampled from outside the job).
 Where several jobs measured a cost (the restore job trains and saves
 again), the figure is their median and `rounds` says how many.
 """
 import statistics
 
 COSTS = ("step", "save", "restore", "reshard", "eval", "export",
-         "peak_train", "peak_eval", "peak_export", "checkpoint_bytes",
-         "export_bytes")
+         "peak_train", "peak_eval", "peak_export", "ps_peak",
+         "checkpoint_bytes", "export_bytes")
 
 
 def _rank0(job, key):
@@ -40,6 +41,8 @@ READERS = {
     "peak_train": lambda run: _largest(run["job"], "peak_train"),
     "peak_eval": lambda run: _largest(run["job"], "peak_eval"),
     "peak_export": lambda run: _largest(run["job"], "peak_export"),
+    "ps_peak": lambda run: max(run["job"].get("ps_peaks", {}).values(),
+                               default=None),
     "checkpoint_bytes": lambda run: _rank0(run["job"], "checkpoint_bytes"),
     "export_bytes": lambda run: _rank0(run["job"], "export_bytes"),
 }

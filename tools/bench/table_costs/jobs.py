@@ -6,18 +6,19 @@ same ranks restores it (the restore); jobs on more ranks restore a save of
 fewer (the re-shard: each rank reads its own range of the merged table),
 each followed by a plain restore on its own ranks. Jobs with `export`
 also evaluate and export, so those are measured once per rank count, on
-a table trained by the job itself.
+a table trained by the job itself. Under parameter servers the counts are
+of ps tasks, beside a chief and a worker.
 """
 import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 from tools.bench.perf import runner
+from tools.bench.ps_memory import procs
 
 GIB = 1 << 30
 PROCESS_BASE = 0.6 * GIB
@@ -58,11 +59,28 @@ def chain(rows, dimension, rank_counts, process_limit, job_limit):
   return jobs
 
 
-def run_job(args, rows, ranks, model_dir, log_dir, export):
-  """Per-rank figures of one horovodrun job, or None (failed: its log in
-  `log_dir` says why)."""
-  out = tempfile.mkdtemp(dir=log_dir, prefix=f"rows{rows}-np{ranks}-")
-  argv = runner.launcher_argv("horovodrun", ranks, [
+PS_TRAINERS = 2
+"""A parameter-server job's training tasks: the chief and one worker; the
+chief's figures are the job's."""
+
+
+def _argv(args, count, command):
+  """`command` on `count` Horovod ranks, or on a chief, a worker and
+  `count` ps tasks."""
+  if args.distribution == "horovod":
+    return runner.launcher_argv("horovodrun", count, command)
+  return ([sys.executable, "-m", "estimator_scale.launcher",
+           f"--workers={PS_TRAINERS - 1}", f"--ps={count}",
+           f"--timeout={JOB_LIMIT_S}", "--"] + command +
+          ["--distribution=parameter_server"])
+
+
+def run_job(args, rows, count, model_dir, log_dir, export):
+  """Per-rank figures of one job on `count` ranks (ps tasks), or None
+  (failed: its log in `log_dir` says why). A parameter-server job also
+  has each ps task's peak resident bytes, sampled from outside."""
+  out = tempfile.mkdtemp(dir=log_dir, prefix=f"rows{rows}-np{count}-")
+  argv = _argv(args, count, [
       sys.executable, "-m", "tools.bench.table_costs.worker",
       f"--model_dir={model_dir}", f"--out_dir={out}", f"--rows={rows}",
       f"--dimension={args.dimension}", f"--batch={args.batch}",
@@ -71,23 +89,21 @@ def run_job(args, rows, ranks, model_dir, log_dir, export):
           ["--export"] if export else []))
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   began = time.monotonic()
-  with open(os.path.join(out, "log.txt"), "w", encoding="utf-8") as log:
-    try:
-      code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT,
-                            env=env, timeout=JOB_LIMIT_S,
-                            check=False).returncode
-    except subprocess.TimeoutExpired:
-      code = "timeout"
+  peaks, code = procs.watch(argv, env, os.path.join(out, "log.txt"),
+                            timeout=JOB_LIMIT_S + 60)
   ranks_figures = []
   for path in sorted(glob.glob(os.path.join(out, "rank*.json"))):
     with open(path, encoding="utf-8") as f:
       ranks_figures.append(json.load(f))
-  if code != 0 or len(ranks_figures) != ranks:
+  reporting = count if args.distribution == "horovod" else 1
+  if code != 0 or len(ranks_figures) != reporting:
     print(f"    FAILED ({code}), see {out}/log.txt", flush=True)
     return None
   shutil.rmtree(out)
   return {"wall_seconds": time.monotonic() - began,
-          "ranks": sorted(ranks_figures, key=lambda f: f["rank"])}
+          "ranks": sorted(ranks_figures, key=lambda f: f["rank"]),
+          "ps_peaks": {name: peak for name, peak in peaks.items()
+                       if name.startswith("ps:")}}
 
 
 def run_size(args, rows, scratch, log_dir):
@@ -109,7 +125,8 @@ def _chain_once(args, rows, scratch, log_dir, round_):
         args.job_limit_gib * GIB):
       kind = ("fresh" if from_ranks is None else
               "restore" if from_ranks == ranks else "reshard")
-      print(f"  round {round_ + 1}: {rows:,} rows, {ranks} ranks, {kind}"
+      unit = "ranks" if args.distribution == "horovod" else "ps tasks"
+      print(f"  round {round_ + 1}: {rows:,} rows, {ranks} {unit}, {kind}"
             f"{'' if kind != 'reshard' else f' from {from_ranks}'}",
             flush=True)
       job = run_job(args, rows, ranks, model_dir, log_dir, export)

@@ -18,6 +18,7 @@ from tools.bench.table_costs import plan as plans
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(_HERE, "results", "table_costs.json")
+RESULTS_PS = os.path.join(_HERE, "results", "table_costs_ps.json")
 TEMPLATE = os.path.join(_HERE, "TABLE_COSTS.md.template")
 PAGE = os.path.join(repo.DOCS, "TABLE_COSTS.md")
 DELTAS = os.path.join(repo.DOCS, "delta_saves.json")
@@ -169,7 +170,7 @@ def skipped_line(cells, settings):
 
 
 def _is_bytes(cost):
-  return cost in BYTES or cost.startswith("peak")
+  return cost in BYTES or "peak" in cost
 
 
 def _growth_cell(growth, cost, touched=None):
@@ -210,15 +211,16 @@ def delta_growths(deltas, per_rank=False):
   return found
 
 
-def growth_table(cells, deltas=None):
-  """Each cost's line on each rank count (memory against the rows held,
-  the others against the table's rows)."""
-  lines = ["| cost | ranks | sizes | at the smallest | at the largest | "
+def growth_table(cells, deltas=None, unit="ranks"):
+  """Each cost's line on each rank (or ps task) count, against the
+  table's rows."""
+  lines = [f"| cost | {unit} | sizes | at the smallest | at the largest | "
            "slope per 2^20 rows | slope's share at the largest | growth |",
            "|---|---:|---:|---:|---:|---:|---:|---|"]
   rank_counts = sorted({ranks for _, ranks in cells})
   for cost, label in list(SECONDS.items()) + [
       ("peak_train", "peak memory, training"),
+      ("ps_peak", "peak memory of a ps task"),
       ("checkpoint_bytes", BYTES["checkpoint_bytes"]),
       ("export_bytes", BYTES["export_bytes"])]:
     for ranks in rank_counts:
@@ -385,6 +387,68 @@ def plan_fields(cells, dimension, deltas=None):
                         f"that peak: {hosts_for}.")}
 
 
+def ps_table(cells, dimension):
+  """One line per size and count of ps tasks."""
+  lines = [
+      "| rows | rows + slot MiB | ps tasks | step | full save s | restore s "
+      "| re-shard s (from) | evaluation s | export s | chief's peak MiB: "
+      "train / eval / export | a ps task's peak MiB | checkpoint MiB | "
+      "export MiB |",
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+  for (rows, tasks), cell in sorted(cells.items()):
+    if "failed" in cell and "step" not in cell:
+      lines.append(f"| 2^{rows.bit_length() - 1} | - | {tasks} | failed "
+                   f"({', '.join(cell['failed'])} job) |" + " - |" * 9)
+      continue
+    reshard = _seconds(cell, "reshard")
+    if "reshard_from" in cell and reshard != "-":
+      reshard += f" ({cell['reshard_from']})"
+    peaks = " / ".join(_mib(cell.get(k, {}).get("value")) for k in (
+        "peak_train", "peak_eval", "peak_export"))
+    lines.append(
+        f"| 2^{rows.bit_length() - 1} | "
+        f"{plans.row_bytes(dimension) * rows / MIB:,.0f} | {tasks} | "
+        f"{_seconds(cell, 'step')} | {_seconds(cell, 'save')} | "
+        f"{_seconds(cell, 'restore')} | {reshard} | "
+        f"{_seconds(cell, 'eval')} | {_seconds(cell, 'export')} | {peaks} | "
+        f"{_mib(cell.get('ps_peak', {}).get('value'))} | "
+        f"{_mib(cell.get('checkpoint_bytes', {}).get('value'))} | "
+        f"{_mib(cell.get('export_bytes', {}).get('value'))} |")
+  return "\n".join(lines)
+
+
+def ps_section(result):
+  """The parameter-server chains' run, costs and growth, or a line saying
+  they were not run."""
+  if not result or not result.get("sizes"):
+    return ("Not measured yet: `make bench-table-costs-ps`; "
+            "`python -m tools.bench.ps_memory` measures a ps task's memory "
+            "against its share of a table.")
+  m, s = result["machine"], result["settings"]
+  cells = figures.table(result)
+  failed = [f"2^{rows.bit_length() - 1} rows on {n} ps tasks "
+            f"({', '.join(cell['failed'])})"
+            for (rows, n), cell in sorted(cells.items()) if "failed" in cell]
+  return "\n\n".join([
+      f"Run {m['date']} on {m['summary']}; load average at the start "
+      f"{', '.join(map(str, m['load_average_at_start']))}, at the end "
+      f"{', '.join(map(str, m.get('load_average_at_end', [])))}. The same "
+      f"table ({s['dimension']} wide, Adagrad, {s['batch']:,} ids per "
+      f"update, {s['steps']} updates per job) as a "
+      "`tf.compat.v1.get_variable` the framework partitions over the ps "
+      "tasks, trained asynchronously by a chief and a worker, in chains as "
+      "above on 1, 2 and 4 ps tasks (a re-shard: a save of fewer ps tasks "
+      "restored onto more, each part reading its slice). The seconds are "
+      "the chief's as on the ranks (the evaluation runs on the ps tasks, "
+      "the export is the chief's alone); a ps task's peak is its resident "
+      "high-water mark over the whole job, read from /proc, the largest "
+      f"task's. Rounds: {s['rounds']}.",
+      ps_table(cells, s["dimension"]),
+      ("Failed jobs: " + "; ".join(failed) + "." if failed else
+       "Every job of every chain finished."),
+      growth_table(cells, unit="ps tasks")])
+
+
 def run_line(result):
   m, s = result["machine"], result["settings"]
   return (
@@ -399,15 +463,17 @@ def run_line(result):
       f"reads {s['eval_batches']} batches of {s['batch']:,}.")
 
 
-def page(result, deltas=None):
+def page(result, deltas=None, ps=None):
   """The page's text; a placeholder where nothing was measured yet.
-  `deltas` is docs/delta_saves.json's content, or None."""
+  `deltas` is docs/delta_saves.json's content, `ps` the parameter-server
+  chains' results, or None."""
   if not result or not result.get("sizes"):
     fields = dict.fromkeys(("costs_table", "deltas_note", "rounds",
                             "skipped",
                             "growth_table", "one_rank", "plan_assumptions",
                             "plan_table", "hosts_for"), "")
     fields["run"] = "Not measured yet: `make bench-table-costs`."
+    fields["ps_section"] = ps_section(ps)
     return repo.fill_template(TEMPLATE, fields)
   cells = figures.table(result)
   dimension = result["settings"]["dimension"]
@@ -419,15 +485,17 @@ def page(result, deltas=None):
       "skipped": skipped_line(cells, result["settings"]),
       "growth_table": growth_table(cells, deltas),
       "one_rank": one_rank_said(cells),
+      "ps_section": ps_section(ps),
       **plan_fields(cells, dimension, deltas)})
 
 
 def write(results=RESULTS, path=PAGE, deltas=DELTAS,
-          deltas_ranks=DELTAS_RANKS):
+          deltas_ranks=DELTAS_RANKS, results_ps=RESULTS_PS):
   """Renders the page from the saved results; returns its text."""
   one, ranks = repo.load_json(deltas), repo.load_json(deltas_ranks)
   if one and ranks:
     one = dict(one, runs=one["runs"] + ranks["runs"])
-  text = page(repo.load_json(results), one or ranks)
+  text = page(repo.load_json(results), one or ranks,
+              repo.load_json(results_ps))
   repo.write(path, text)
   return text

@@ -1,12 +1,15 @@
-"""One Horovod rank of a table-costs job: trains, saves, evaluates, exports.
+"""One rank of a table-costs job: trains, saves, evaluates, exports.
 
-Run by jobs.py under horovodrun, never by hand. Each rank writes its own
-figures to `<out_dir>/rank<r>.json`; the job's costs are read from them.
+Run by jobs.py under horovodrun (a table sharded over the ranks) or the
+launcher (a chief, a worker and ps tasks: a table partitioned over the ps
+tasks), never by hand. Each rank (the chief and the worker) writes its
+own figures to `<out_dir>/rank<r>.json`; the job's costs are read from
+them. A ps task serves inside `train()` until the launcher stops it.
 
 The seconds come from where a user would wait: a step is one session run;
-the restore is what the session's start costs beyond this hook's own
-after_create_session, which runs before the backend's hooks read the
-table's rows (the backend's hooks come after the caller's); the full save
+the restore is `train()` up to the first step (graph, session and the
+reading of the rows, whichever hook or session creator reads them); the
+full save
 is what train() takes after its last step returns, the ranks writing
 their rows and rank 0 merging them; evaluation and export are their calls'
 wall time. Peak resident memory is the kernel's high-water mark, reset
@@ -27,6 +30,8 @@ START = time.monotonic()
 
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--distribution", default="horovod",
+                      choices=("horovod", "parameter_server"))
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--out_dir", required=True)
   parser.add_argument("--rows", type=int, required=True)
@@ -95,8 +100,13 @@ def main(argv=None):
     name = None
 
     def logits(self, features, training, params):
-      vectors = es.sharded_embedding(features["ids"], args.rows,
-                                     args.dimension, name="table")
+      if args.distribution == "horovod":
+        vectors = es.sharded_embedding(features["ids"], args.rows,
+                                       args.dimension, name="table")
+      else:  # partitioned over the ps tasks by the framework
+        table = tf.compat.v1.get_variable("table",
+                                          [args.rows, args.dimension])
+        vectors = tf.nn.embedding_lookup(table, features["ids"])
       net = tf.reshape(vectors, [-1, args.dimension])
       return tf.keras.layers.Dense(1, name="logit")(net)
 
@@ -123,10 +133,9 @@ def main(argv=None):
       self.steps.append(self.last_end - self.began)
 
   estimator = es.make_estimator(
-      OneTable(), model_dir=args.model_dir, distribution="horovod",
+      OneTable(), model_dir=args.model_dir, distribution=args.distribution,
       training_config=es.TrainingConfig(optimizer="adagrad"),
       random_seed=0, save_checkpoints_steps=10**9)
-  rank = estimator.topology.worker_index
   latest = tf.train.latest_checkpoint(args.model_dir)
   step_before = int(latest.rsplit("-", 1)[1]) if latest else 0
   features, labels = data(args.rows, args.batch * args.steps, args.seed)
@@ -136,6 +145,10 @@ def main(argv=None):
   estimator.train(es.inputs.from_arrays(features, labels, args.batch),
                   hooks=[clock], max_steps=step_before + args.steps)
   trained = time.monotonic()
+  rank = estimator.topology.worker_index
+  if args.distribution != "horovod" and rank:
+    return  # the chief's figures are the job's; this worker may find the
+    # steps done before its session starts
   timed = clock.steps[args.warmup:] or clock.steps
   figures = {
       "rank": rank, "restored": latest is not None,

@@ -14,6 +14,7 @@ import contextvars
 import itertools
 import os
 
+import grpc
 import tensorflow as tf
 
 _READING = contextvars.ContextVar("estimator_scale_reading_on_ps",
@@ -45,7 +46,37 @@ def reading_on_ps(num_ps, task_device, master, session_config):
     yield container
   finally:
     _READING.reset(token)
-    tf.compat.v1.Session.reset(master, [container], config=session_config)
+    _reset(master, container, session_config.device_filters)
+
+
+_RESET_TIMEOUT_S = 600
+
+
+def _field(number, text):
+  """One length-delimited protobuf field."""
+  data, key = text.encode(), (number << 3) | 2
+  size, head = len(data), bytes([key])
+  while size > 0x7F:
+    head += bytes([size & 0x7F | 0x80])
+    size >>= 7
+  return head + bytes([size]) + data
+
+
+def _reset(master, container, device_filters):
+  """Frees `container` on the tasks `device_filters` name.
+
+  `tf.compat.v1.Session.reset` sends the master no device filters, so the
+  master cleans up on every task of the cluster, and waits forever for a
+  worker that has exited. The master's Reset call takes filters: a
+  ResetRequest (tensorflow/core/protobuf/master.proto) holds the
+  containers in field 1 and the filters in field 2; TensorFlow's wheel
+  ships no Python class for it, so its two fields are encoded here.
+  """
+  request = _field(1, container) + b"".join(
+      _field(2, name) for name in device_filters)
+  with grpc.insecure_channel(master.replace("grpc://", "", 1)) as channel:
+    channel.unary_unary("/tensorflow.MasterService/Reset")(
+        request, timeout=_RESET_TIMEOUT_S)
 
 
 def active():

@@ -1,19 +1,10 @@
 """Dynamic tables the way models are written: a Keras layer, a feature column.
 
-Both make their table with `dynamic.make_table` and look it up with
-`dynamic.lookup`, as `es.dynamic_embedding` does, so admission, eviction,
-the slots' reset and export are the function's.
-
-`DynamicEmbedding` stands where `tf.keras.layers.Embedding` over hashed ids
-would; Keras tracks the pool as the layer's `embeddings` (on parameter
-servers, the first part's; the others' are its `embedding_parts`).
-
-`dynamic_embedding_column` stands where `tf.feature_column.embedding_column`
-over `categorical_column_with_hash_bucket` or `_with_identity` would: it
-keeps the categorical column's parsing and weights, but the ids its table
-sees are the raw values (a hashed column's strings or integers fingerprinted
-to 63 bits instead of its buckets; an identity column's integers as they
-are), so ids never share a row.
+Both wrap `dynamic.make_table` and `dynamic.lookup`, so admission,
+eviction, the slots' reset and export are `es.dynamic_embedding`'s. The
+column keeps its categorical column's parsing and weights, but its table
+sees the raw values (a hashed column's fingerprints, not buckets), so ids
+never share a row.
 """
 import tensorflow as tf
 from tensorflow.python.feature_column import feature_column_v2 as fc  # pylint: disable=g-direct-tensorflow-import
@@ -29,16 +20,15 @@ _RAW_BUCKETS = (1 << 63) - 1
 class DynamicEmbedding(tf.keras.layers.Layer):
   """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`).
 
+  Keras tracks the pool as `embeddings` (on ps, the first part's; the others
+  are `embedding_parts`). `training=False` only reads.
+
   Args:
     dimension: the vectors' length.
     capacity: the most ids the table holds at once.
     min_count, steps_to_live, eviction: as `dynamic_embedding`'s.
     embeddings_initializer: draws admitted rows; None: from each id's hash.
     **kwargs: Keras layer arguments (name, ...).
-
-  Call it on int64 or string ids of any shape; `training=False` only reads
-  (an unadmitted id gets zeros), as the framework's evaluation and export
-  graphs do by themselves.
   """
 
   def __init__(self, dimension, capacity, min_count=1, steps_to_live=None,
@@ -95,18 +85,13 @@ def dynamic_embedding_column(categorical_column, dimension, capacity,
                              eviction="lru", initializer=None, max_norm=None):
   """An embedding column whose table is keyed by the column's raw ids.
 
-  Use it where `tf.feature_column.embedding_column` goes: `input_layer`,
-  `tf.keras.layers.DenseFeatures`.
-
   Args:
     categorical_column: `categorical_column_with_hash_bucket` (its bucket
-      count is then unused: the raw values are the ids) or
-      `categorical_column_with_identity` over the raw ids, or a weighted
-      column of either.
+      count is unused) or `categorical_column_with_identity` over the raw
+      ids, or a weighted column of either.
     dimension: the vectors' length.
     capacity: the most ids the table holds at once.
-    combiner: one of "mean", "sqrtn", "sum": how an example's vectors
-      become one.
+    combiner: one of "mean", "sqrtn", "sum".
     min_count, steps_to_live, eviction, initializer: as
       `dynamic_embedding`'s.
     max_norm: if set, each looked-up vector is clipped to this l2 norm.
@@ -143,17 +128,14 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     return column
 
   def create_state(self, state_manager):
-    """See base class: DenseFeatures' table, named as the layer names its
-    columns' weights, in its own scope (the layer opens only a name scope,
-    in which every column's "embedding_weights" would be one table).
+    """See base class: DenseFeatures' table, in a scope of its own (the layer
+    opens only a name scope, where every column's "embedding_weights" would
+    be one table).
 
-    The pool goes through the layer's add_weight so that Keras counts it
-    among the layer's weights: a canned estimator trains only the
-    variables its Keras model lists. Its getter makes the table (Keras'
-    own variable would be the whole raw range); no autocast, so the
-    optimizer sees the pool itself, by which it finds the table. A table
-    split over parameter servers lists every part's pool, each trained on
-    its own task.
+    The pool goes through add_weight so Keras lists it (a canned estimator
+    trains only listed variables); its getter makes the table, and no
+    autocast, so the optimizer sees the pool and finds the table. A table on
+    ps lists every part's pool.
     """
     layer = state_manager._layer  # pylint: disable=protected-access
 

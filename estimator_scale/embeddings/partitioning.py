@@ -1,32 +1,19 @@
 """Large variables split over the parameter servers, whatever made them.
 
-Estimator places a parameter-server job's variables round-robin over the
-ps tasks, one variable to one task, so a table larger than a task's memory
-cannot train and one task holds the whole table and its optimizer slots.
-TensorFlow splits a variable only where `get_variable` meets a partitioner
-(v1 layers and feature columns): the variable scope gets one. Keras layers,
-v2 feature columns (`tf.keras.layers.DenseFeatures`) and the v2 canned
-estimators make theirs with `tf.Variable`, which never asks: a variable
-creator splits those. Either way a variable larger than a slice becomes
-parts along its first axis, the same number on every ps task (one, or
-more where one would exceed `MAX_PART_BYTES`), held as one
-`PartitionedVariable`, which embedding lookups, Keras and the Saver take as
-the table it stands for (a checkpoint holds the whole tensor with slice
-information, so it restores into any number of parts).
+Estimator places each variable whole on one ps task, so a table larger
+than a task cannot train. `get_variable` users (v1 layers, feature
+columns) get a scope partitioner; `tf.Variable` users (Keras, v2 columns
+and canned estimators) never ask one, so a variable creator splits those.
+A large variable becomes a `PartitionedVariable` of parts along axis 0,
+the same number per task, saved as slices so it restores into any number
+of parts.
 
-Each part is initialised from its own slice of the initializer, on the ps
-task that holds it, so no task ever holds more than its parts; any
-initializer a user writes, v1, TF 2 or Keras, draws its part
-(`initializers.part_initializer`), also where get_variable splits the
-variable itself, which would hand TF 2's and Keras' initializers the part's
-shape alone (a constant of the whole table would not fit, a seeded one
-would repeat its values in every part). A
-variable initialised to one value (Adagrad's accumulator, Adam's zero
-slots) is made without a graph constant: a constant's kernel keeps its
-whole tensor for the session's life (and TensorFlow's constant folding
-turns a `Fill` of constants into one), the variable shares that buffer
-until its first sparse update copies it, and the task holds the slot
-twice.
+Each part is drawn on its task by `initializers.part_initializer`, also
+where get_variable splits itself (it would hand TF 2 and Keras
+initializers the part's shape alone). One-value variables (zero slots,
+Adagrad's accumulator) avoid graph constants: a constant's kernel keeps
+its tensor for the session, the variable shares it until its first sparse
+update copies it, and the task holds the slot twice.
 """
 import contextlib
 import functools
@@ -52,10 +39,9 @@ def number_of_parts(shape, dtype, num_ps, min_slice_bytes=MIN_SLICE_BYTES,
                     max_part_bytes=MAX_PART_BYTES):
   """Parts to split a variable of `shape` and `dtype` into (1: keep whole).
 
-  One part per ps task once the variable is larger than `min_slice_bytes`,
-  fewer when it would make parts smaller than that; where one part per task
-  would be larger than `max_part_bytes`, as many parts per task as keep
-  them within it. Never more parts than rows.
+  One per ps task above `min_slice_bytes` (fewer if parts would be smaller
+  than that); more per task where a part would exceed `max_part_bytes`;
+  never more than rows.
   """
   if not shape or num_ps < 2 or any(d is None for d in shape):
     return 1
@@ -78,11 +64,8 @@ def _size(shape, dtype):
 def _slice_initial_value(initial_value, full_shape, offset, part_shape):
   """A zero-argument callable making part `offset` of `initial_value`.
 
-  Variable creators receive `functools.partial(initializer, shape, dtype=)`
-  from get_variable, Keras and feature columns alike; the part is drawn as
-  `initializers.part_initializer` says, whatever family the initializer
-  is of. None when the initial value is of another kind (a tensor): it is
-  not split.
+  Creators receive `partial(initializer, shape, dtype=)`; anything else (a
+  tensor) is not split: None.
   """
   if not isinstance(initial_value, functools.partial) or not initial_value.args:
     return None
@@ -92,11 +75,11 @@ def _slice_initial_value(initial_value, full_shape, offset, part_shape):
 
 
 def _one_value(initial_value):
-  """`initial_value`, made without a graph constant (`initializers.filled`)
-  where it is `partial(initializer, shape, ...)` of a constant, zeros or
-  ones initializer with one scalar value. The shape comes positionally from
-  get_variable and feature columns, by keyword from the Keras optimizers'
-  `add_slot` (the canned estimators' slots)."""
+  """`initial_value` made from `initializers.filled` where it is `partial(
+  initializer, shape, ...)` of a scalar constant, zeros or ones. The shape
+  is positional from get_variable and columns, a keyword from Keras'
+  `add_slot`.
+  """
   if not (isinstance(initial_value, functools.partial) and
           (initial_value.args or "shape" in initial_value.keywords)):
     return initial_value
@@ -112,8 +95,9 @@ def _one_value(initial_value):
 
 
 def _split(next_creator, kwargs, full_shape, dtype, parts):
-  """The parts of one variable, made through `next_creator`, as one
-  PartitionedVariable; None when its initial value cannot be split."""
+  """One variable's parts via `next_creator`, as a PartitionedVariable; None
+  when its initial value cannot be split.
+  """
   name = kwargs.get("name") or "Variable"
   graph = tf.compat.v1.get_default_graph()
   full_name = graph.unique_name(name, mark_as_used=False)

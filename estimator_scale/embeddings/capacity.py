@@ -1,12 +1,10 @@
 """How many bytes each task of a job holds, said at start and checked.
 
-A table that cannot fit where its backend puts it fails late and badly: a
-replicating backend (one process, mirrored, multi_worker_mirrored, Horovod)
-gives every worker the whole table and its optimizer slots, and a ps task
-that gets more than its memory is killed after minutes of initialisation.
-Once the training graph holds every variable (the slots included), the
-bytes per holder are known from the variables' devices, so the job can say
-them in one line and refuse, before its first step, what cannot fit.
+A table that does not fit fails late and badly (a replicating backend gives
+every worker the whole table and slots; an overfull ps task is killed
+after minutes of initialisation). Once the training graph holds every
+variable, bytes per holder follow from the devices, so the job logs them
+and refuses what cannot fit before its first step.
 """
 import collections
 import dataclasses
@@ -69,10 +67,9 @@ def _holder(variable):
 
 
 def _shards(shard_collection):
-  """The local variables of the tables split over Horovod ranks (each
-  rank's shard in `shard_collection`, and what is named under it: its
-  optimizer slots, a dynamic table's bookkeeping): each rank holds them,
-  outside the global variables."""
+  """Local variables of tables split over Horovod ranks: each shard in
+  `shard_collection` and what is named under it (slots, bookkeeping).
+  """
   shards = tf.compat.v1.get_collection(shard_collection)
   prefixes = tuple(v.op.name + "/" for v in shards)
   return shards + [v for v in tf.compat.v1.local_variables()
@@ -81,8 +78,9 @@ def _shards(shard_collection):
 
 
 def measure(graph=None, shard_collection=None):
-  """The `Capacity` of `graph`'s global variables (default graph), and of
-  the Horovod shards in `shard_collection` where given."""
+  """The `Capacity` of `graph`'s global variables, plus the Horovod shards
+  in `shard_collection` where given.
+  """
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
     trainable = {v.ref() for v in tf.compat.v1.trainable_variables()}
@@ -106,8 +104,9 @@ def measure(graph=None, shard_collection=None):
 
 
 def bytes_setting(environ, name, default):
-  """The positive byte count `environ[name]` sets, else `default`;
-  ConfigError naming the variable when it is not one."""
+  """The positive byte count `environ[name]`, else `default`; ConfigError
+  naming the variable when it is not one.
+  """
   raw = environ.get(name)
   if raw is None:
     return default
@@ -121,9 +120,9 @@ def bytes_setting(environ, name, default):
 
 
 def task_memory(environ=None):
-  """(bytes, where the number comes from) a task may hold: `TASK_MEMORY`,
-  else this process's memory cgroup limit where it is below the host's
-  memory, else the host's memory."""
+  """(bytes a task may hold, their source): `TASK_MEMORY`, else the memory
+  cgroup limit if below the host's memory, else the host's memory.
+  """
   environ = os.environ if environ is None else environ
   host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   if environ.get(TASK_MEMORY) is not None:
@@ -142,10 +141,8 @@ def _size(size):
 
 
 def check(capacity, backend_name, memory, source=TASK_MEMORY):
-  """Raises ConfigError when a holder's bytes exceed `memory`.
-
-  The message names the largest variable and what would hold the model:
-  parameter servers, as many as its bytes need at `memory` each.
+  """Raises ConfigError when a holder's bytes exceed `memory`, naming the
+  largest variable and what would hold the model.
 
   Args:
     capacity: `measure()`'s result.
@@ -194,10 +191,8 @@ def log_and_check(backend_name, log_line, graph=None, shard_collection=None):
 class CheckHook(tf.estimator.SessionRunHook):
   """`log_and_check` of the training graph, in `begin`.
 
-  Once the model_fn has built the graph and before any variable is made in
-  a session; and outside the model_fn, where a distribution strategy's
-  autograph would turn the ConfigError into a StagingError (a traceback
-  where one line is due).
+  Outside the model_fn, since a distribution strategy's autograph would turn
+  the ConfigError into a StagingError.
   """
 
   def __init__(self, backend_name, log_line, shard_collection=None):

@@ -35,8 +35,7 @@ in a checkpoint save, may have (default `partitioning.MAX_PART_BYTES`)."""
 @contextlib.contextmanager
 def exporting(checkpoint, compact_export=None):
   """Within it, graphs are exports of `checkpoint`: sliced tables are copied,
-  not restored; dynamic tables are kept as `compact_export` says.
-  """
+  not restored; dynamic tables are kept as `compact_export` says."""
   sources = ([] if checkpoint is None else
              [checkpoint, shard_checkpoints.merged_checkpoint(checkpoint)])
   with shard_checkpoints.exporting(), compact.compacting(compact_export,
@@ -58,8 +57,7 @@ def max_part_bytes(environ=None):
 
 def _save_in_groups(spec, part_bytes, config):
   """Makes training save a ps task's parts a group at a time (`saving`), via
-  the scaffold's unbuilt Saver, else a default-like Saver if none chosen.
-  """
+  the scaffold's unbuilt Saver, else a default-like Saver if none chosen."""
   saver = spec.scaffold.saver
   if saver is not None:
     saving.write_in_groups(saver, part_bytes)
@@ -70,8 +68,7 @@ def _save_in_groups(spec, part_bytes, config):
 
 def _saving_deltas(spec, config, full_every):
   """`spec` whose Saver writes deltas between full saves (`deltas`), where
-  tables are tracked: one process's, or a synchronous ps chief's parts.
-  """
+  tables are tracked: one process's, or a synchronous ps chief's parts."""
   from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
   tracked = [(t, t.changes) for t in dynamic.tables()
              if t.changes and t.shard is None]

@@ -68,8 +68,7 @@ def _holder(variable):
 
 def _shards(shard_collection):
   """Local variables of tables split over Horovod ranks: each shard in
-  `shard_collection` and what is named under it (slots, bookkeeping).
-  """
+  `shard_collection` and what is named under it (slots, bookkeeping)."""
   shards = tf.compat.v1.get_collection(shard_collection)
   prefixes = tuple(v.op.name + "/" for v in shards)
   return shards + [v for v in tf.compat.v1.local_variables()
@@ -79,8 +78,7 @@ def _shards(shard_collection):
 
 def measure(graph=None, shard_collection=None):
   """The `Capacity` of `graph`'s global variables, plus the Horovod shards
-  in `shard_collection` where given.
-  """
+  in `shard_collection` where given."""
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
     trainable = {v.ref() for v in tf.compat.v1.trainable_variables()}
@@ -105,8 +103,7 @@ def measure(graph=None, shard_collection=None):
 
 def bytes_setting(environ, name, default):
   """The positive byte count `environ[name]`, else `default`; ConfigError
-  naming the variable when it is not one.
-  """
+  naming the variable when it is not one."""
   raw = environ.get(name)
   if raw is None:
     return default
@@ -121,8 +118,7 @@ def bytes_setting(environ, name, default):
 
 def task_memory(environ=None):
   """(bytes a task may hold, their source): `TASK_MEMORY`, else the memory
-  cgroup limit if below the host's memory, else the host's memory.
-  """
+  cgroup limit if below the host's memory, else the host's memory."""
   environ = os.environ if environ is None else environ
   host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   if environ.get(TASK_MEMORY) is not None:

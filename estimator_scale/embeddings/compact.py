@@ -87,8 +87,7 @@ _EXPORT = contextvars.ContextVar("estimator_scale_compact_export",
 @contextlib.contextmanager
 def compacting(compact, sources):
   """Within it, dynamic tables are `ServedTable`s of `compact`, read from the
-  first of `sources` holding each; `compact` None changes nothing.
-  """
+  first of `sources` holding each; `compact` None changes nothing."""
   token = _EXPORT.set(None if compact is None else
                       _Export(compact, tuple(sources)))
   try:
@@ -277,8 +276,7 @@ def quantized(rows, dtype):
 
 def write(tables, prefix):
   """Writes `tables`' kept rows from their checkpoints to `prefix`-part<k>, a
-  block at a time, quantised; returns the parts' prefixes.
-  """
+  block at a time, quantised; returns the parts' prefixes."""
   parts = []
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     for table in tables:

@@ -53,8 +53,7 @@ _TRACKING = contextvars.ContextVar("estimator_scale_tracking_changes",
 @contextlib.contextmanager
 def tracking(full_every):
   """Within it, training lookups mark the rows they return (`Changes`), for
-  saves of which one in `full_every` is full.
-  """
+  saves of which one in `full_every` is full."""
   token = _TRACKING.set(full_every)
   try:
     yield
@@ -116,8 +115,7 @@ def _is_local(variable):
 
 def _per_row(table, variables):
   """Variables with one row per row of `table`: pool, bookkeeping and the
-  pool's slots (all named under the pool).
-  """
+  pool's slots (all named under the pool)."""
   prefix = table.pool.op.name + "/"
   rows = table.pool.shape[0]
   return [table.pool] + [
@@ -290,8 +288,7 @@ def _directory(checkpoint):
 
 def chain(checkpoint):
   """(step, prefix) of the deltas following full `checkpoint`, in order, up
-  to the first that does not follow the one before.
-  """
+  to the first that does not follow the one before."""
   at, found = step_of(checkpoint), []
   for step, delta in _deltas(_directory(checkpoint)):
     if step <= at:
@@ -306,8 +303,7 @@ def chain(checkpoint):
 
 def _deltas(directory, including_aside=False):
   """(step, prefix) of the deltas in `directory`, by step; with
-  `including_aside`, also those written aside and never renamed.
-  """
+  `including_aside`, also those written aside and never renamed."""
   found = set()
   for path in tf.io.gfile.glob(os.path.join(directory, "*delta-*")):
     name = os.path.basename(path)
@@ -332,8 +328,7 @@ def _drop_orphans(model_dir):
 
 class FullSaveAtEnd(tf.compat.v1.train.SessionRunHook):
   """Makes a session's last save full, so evaluation and export after training
-  read a whole latest checkpoint.
-  """
+  read a whole latest checkpoint."""
 
   def __init__(self, saver, model_dir):
     self._saver, self._model_dir = saver, model_dir

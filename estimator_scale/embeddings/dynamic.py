@@ -101,8 +101,7 @@ _UPDATE_NUMBERS = weakref.WeakKeyDictionary()  # graph -> its update number
 
 def _update_number():
   """The update number (global step), read once per graph outside any
-  control flow, device or function the lookup is made in.
-  """
+  control flow, device or function the lookup is made in."""
   graph = _outer_graph()
   if graph not in _UPDATE_NUMBERS:
     with tf.init_scope(), tf.compat.v1.device(None):
@@ -124,8 +123,7 @@ class Options:
 
 def _filled(shape, dtype=None, partition_info=None, value=0):
   """Initializer of `value` from `Empty`: a constant or fill would be folded
-  into a graph constant the size of the variable, kept for good.
-  """
+  into a graph constant the size of the variable, kept for good."""
   del partition_info
   zeros = tf.raw_ops.Empty(shape=tf.TensorShape(shape).as_list(), dtype=dtype,
                            init=True)
@@ -188,8 +186,7 @@ def bucket(keys_, which, buckets):
 def drawn_vectors(keys_, dimension, initializer):
   """Initial vectors of admitted ids from a user's initializer (v1, TF 2 or
   Keras). Without one the kernel draws each from the id's hash, uniform in
-  +-1/sqrt(dimension), so split tables start each id as one process does.
-  """
+  +-1/sqrt(dimension), so split tables start each id as one process does."""
   try:
     return tf.cast(initializer([tf.shape(keys_)[0], dimension],
                                dtype=tf.float32), tf.float32)
@@ -203,8 +200,7 @@ def drawn_vectors(keys_, dimension, initializer):
 @contextlib.contextmanager
 def _unsplit():
   """A variable scope without a ps job's partitioner: a table is one
-  variable its lookups scatter into; `dynamic_ps` splits it by id.
-  """
+  variable its lookups scatter into; `dynamic_ps` splits it by id."""
   with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                    auxiliary_name_scope=False) as scope:
     scope.set_partitioner(None)
@@ -346,8 +342,7 @@ class Table:
 
   def train_rows(self, keys_, counts, step):
     """The row of each of `keys_` (-1: unadmitted), each seen `counts` times,
-    after expiry, admission and eviction (see the module docstring).
-    """
+    after expiry, admission and eviction (see the module docstring)."""
     options = self.options
     ttl = options.steps_to_live
     index = self._index()
@@ -449,8 +444,7 @@ class Table:
 
 def _ask_owners(unique):
   """(hvd, order by owner, splits, ids asked of this rank, their splits):
-  the first alltoall of a table split over the ranks.
-  """
+  the first alltoall of a table split over the ranks."""
   hvd = ranks.import_horovod()
   owner = owners(unique, hvd.size())
   order = tf.argsort(owner, stable=True)
@@ -519,8 +513,7 @@ def reset_slots_on_admission(optimizer):
 def check_trainers(topology):
   """Raises ConfigError where several workers or replicas of `topology`
   would train a one-process table: each would keep its own index, silently
-  disagreeing. The train op's builders call it.
-  """
+  disagreeing. The train op's builders call it."""
   trainers = topology.num_workers * topology.replicas_per_worker
   alone = [t.name for t in tables()
            if t.shard is None and t.ps_part is None and t.trained]
@@ -544,8 +537,7 @@ _SLOTS = ((tf.compat.v1.train.AdagradOptimizer, ("accumulator",)),
 
 def _slots_from_empty(optimizer):
   """Makes a v1 optimizer's pool slots start from `Empty` (`_filled`), not a
-  constant folded to the pool's size and kept by the session.
-  """
+  constant folded to the pool's size and kept by the session."""
   names = next((n for kind, n in _SLOTS if isinstance(optimizer, kind)), ())
   if not names:
     return
@@ -566,8 +558,7 @@ def _slots_from_empty(optimizer):
 
 def _check_no_strategy(name):
   """Raises ConfigError under a multi-replica tf.distribute strategy, which
-  `check_trainers` would see too late.
-  """
+  `check_trainers` would see too late."""
   if (tf.distribute.has_strategy()
       and tf.distribute.get_strategy().num_replicas_in_sync > 1):
     raise errors.ConfigError(
@@ -599,8 +590,7 @@ def place_with(current, make):
 
 def make_table(name, options, getter=None):
   """The Table `name` in the current variable scope, checked; made once per
-  graph and scope (a repeat call must give the same options).
-  """
+  graph and scope (a repeat call must give the same options)."""
   check_options(options, name)
   native.ops()
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"

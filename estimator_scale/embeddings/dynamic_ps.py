@@ -59,8 +59,7 @@ class Placement:
 @contextlib.contextmanager
 def placement(ps_tasks, topology):
   """Within it, dynamic tables made for training are split over the ps tasks
-  (`embeddings.place_variables` wraps a ps job's model_fn in it).
-  """
+  (`embeddings.place_variables` wraps a ps job's model_fn in it)."""
   token = _PLACEMENT.set(Placement(
       max(1, ps_tasks), topology.num_workers, topology.worker_index,
       topology.is_chief, topology.synchronous))
@@ -124,15 +123,13 @@ class Part:
 
   def whole_name(self, op_name, suffix):
     """The whole table's variable that `op_name` (part variable `suffix`) is a
-    slice of.
-    """
+    slice of."""
     own = f"part_{self.task}/{suffix}" if suffix else f"part_{self.task}"
     return op_name[:-len(own) - 1] + (f"/{suffix}" if suffix else "")
 
   def check_owned(self, held, rows):
     """An op failing when a restored id of `held` (in rows `rows`) belongs to
-    another task: the checkpoint was saved by another number of ps tasks.
-    """
+    another task: the checkpoint was saved by another number of ps tasks."""
     owned = tf.equal(dynamic.owners(held, self.tasks), self.task)
     return tf.debugging.Assert(tf.reduce_all(owned), [
         f"dynamic table {self.table!r}: its checkpoint was saved by",
@@ -145,8 +142,7 @@ class Part:
 
 def saved_tasks(held, rows, capacity, most=MOST_TASKS):
   """The fewest tasks (or ranks) above 1 whose layout puts every id of `held`
-  in its row of `rows`, else 1 (int64 scalar).
-  """
+  in its row of `rows`, else 1 (int64 scalar)."""
   fits = [tf.reduce_all(tf.equal(
       dynamic.owners(held, count),
       dynamic.sharded._owners(rows, capacity, count)))  # pylint: disable=protected-access
@@ -183,8 +179,7 @@ class PsTable:
 
   def _queue(self, kind, worker):
     """Worker `worker`'s queue of `kind` ("ids" to the chief, "rows" back),
-    shared by every task by name.
-    """
+    shared by every task by name."""
     if (kind, worker) not in self._queues:
       name = f"dynamic_ps/{self.whole}/{kind}_{worker}"
       dtypes = [tf.int64, tf.int64] if kind == "ids" else [tf.int64]
@@ -222,8 +217,7 @@ class PsTable:
 
   def _chief_rows(self, unique, counts, step):
     """The chief's rows of its ids, after admitting over every worker's ids,
-    whose rows it sends back.
-    """
+    whose rows it sends back."""
     others = [w for w in range(self.where.num_workers)
               if w != self.where.worker_index]
     asked = [self._queue("ids", w).dequeue() for w in others]

@@ -22,8 +22,7 @@ _FREE = {"ids": dynamic.FREE, "last_seen": dynamic.NEVER}
 
 def per_row_variables(part):
   """{suffix: variable} of a part's per-row variables ("" for the rows, the
-  bookkeeping, and each slot: global variables named under the rows).
-  """
+  bookkeeping, and each slot: global variables named under the rows)."""
   prefix = part.pool.op.name
   found = {"": part.pool}
   for variable in tf.compat.v1.global_variables():
@@ -36,8 +35,7 @@ def per_row_variables(part):
 
 def _moves(table):
   """(misplaced ids, op moving every row to its owner, ids dropped for want
-  of room) of a PsTable.
-  """
+  of room) of a PsTable."""
   parts = table.parts
   families = [per_row_variables(part) for part in parts]
   names = sorted(set.intersection(*[set(f) for f in families]))

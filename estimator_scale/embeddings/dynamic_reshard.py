@@ -36,8 +36,7 @@ _RECORDED_SLOTS = weakref.WeakKeyDictionary()  # graph -> {pool ref: slots}
 
 def ranks_saved(checkpoint):
   """Ranks that wrote `checkpoint`: its `RANKS`, else 1 for one process's
-  checkpoint (with a global step), else None.
-  """
+  checkpoint (with a global step), else None."""
   reader = tf.train.load_checkpoint(checkpoint)
   if reader.has_tensor(RANKS):
     return int(reader.get_tensor(RANKS))
@@ -53,8 +52,7 @@ def ranks_tensor(hvd):
 
 def add_slots(pool, slots):
   """Records `slots` as slots of the dynamic table with shard `pool`: a Keras
-  optimizer names its slots under its own scope, where `_slots` can't see.
-  """
+  optimizer names its slots under its own scope, where `_slots` can't see."""
   graph = dynamic._outer_graph()  # pylint: disable=protected-access
   _RECORDED_SLOTS.setdefault(graph, {}).setdefault(pool.ref(), []).extend(
       slots)
@@ -62,8 +60,7 @@ def add_slots(pool, slots):
 
 def _slots(table, sliced):
   """`table`'s pool slots among `sliced`: shaped as the whole pool, and
-  named under it (v1) or recorded by `add_slots` (Keras).
-  """
+  named under it (v1) or recorded by `add_slots` (Keras)."""
   info = table.pool._save_slice_info  # pylint: disable=protected-access
   own = {table.pool.ref()} | {getattr(table, name).ref()
                               for name, _ in _FREE_VALUES}
@@ -86,8 +83,7 @@ def per_row(table, sliced):
 
 def _keep(table, received_ids, scores):
   """Positions of received rows to keep: all that fit, else the `rows` the
-  eviction policy ranks first.
-  """
+  eviction policy ranks first."""
   count = tf.size(received_ids)
   rows = table.rows
 
@@ -190,8 +186,7 @@ class Resharder:
 
   def after_restore(self, session, checkpoint):
     """Re-shards when another number of ranks saved `checkpoint`; a
-    collective, so every rank calls it.
-    """
+    collective, so every rank calls it."""
     if not self._moves:
       return
     saved = ranks_saved(checkpoint)

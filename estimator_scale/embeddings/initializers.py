@@ -58,8 +58,7 @@ def value_of(initializer):
 def filled(value):
   """A v1 initializer of one value, from `Empty` so constant folding can't
   keep a graph constant the size of the variable. The shape may be a
-  tensor.
-  """
+  tensor."""
   def initializer(shape, dtype=None, partition_info=None):
     del partition_info  # every part holds the same value
     dtype = tf.as_dtype(dtype or tf.float32)
@@ -75,8 +74,7 @@ def _part_seed(seed, offset):
 
 def _constant_rows(value, full_shape, offset):
   """A v1 initializer of the rows from `offset` of a table filled with
-  `value` (one value, or one per element).
-  """
+  `value` (one value, or one per element)."""
   if value.size == 1:
     return filled(value.item())
   if value.size != math.prod(full_shape):
@@ -169,8 +167,7 @@ def part_initializer(initializer, full_shape, offset):
 
 def partition_aware(initializer):
   """`initializer` as a v1 initializer drawing the part its `partition_info`
-  names (whole without one), for get_variable's own partitioning.
-  """
+  names (whole without one), for get_variable's own partitioning."""
   def initializer_of_part(shape, dtype=None, partition_info=None):
     if (partition_info is None or
         list(partition_info.full_shape) == list(shape)):

@@ -78,8 +78,7 @@ def _one_value(initial_value):
   """`initial_value` made from `initializers.filled` where it is `partial(
   initializer, shape, ...)` of a scalar constant, zeros or ones. The shape
   is positional from get_variable and columns, a keyword from Keras'
-  `add_slot`.
-  """
+  `add_slot`."""
   if not (isinstance(initial_value, functools.partial) and
           (initial_value.args or "shape" in initial_value.keywords)):
     return initial_value
@@ -96,8 +95,7 @@ def _one_value(initial_value):
 
 def _split(next_creator, kwargs, full_shape, dtype, parts):
   """One variable's parts via `next_creator`, as a PartitionedVariable; None
-  when its initial value cannot be split.
-  """
+  when its initial value cannot be split."""
   name = kwargs.get("name") or "Variable"
   graph = tf.compat.v1.get_default_graph()
   full_name = graph.unique_name(name, mark_as_used=False)

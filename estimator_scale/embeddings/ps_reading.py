@@ -52,8 +52,7 @@ def active():
 @contextlib.contextmanager
 def placed_on_ps():
   """Within `reading_on_ps`, variables made here go to the ps tasks, in the
-  evaluation's container; elsewhere a no-op.
-  """
+  evaluation's container; elsewhere a no-op."""
   reading = _READING.get()
   if reading is None:
     yield

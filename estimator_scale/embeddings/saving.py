@@ -29,8 +29,7 @@ def _bytes(saveable):
 
 def groups(saveables_by_device, group_bytes):
   """[(device, [saveable])]: each device's saveables in order, in groups of
-  at most `group_bytes` (a larger saveable is a group alone).
-  """
+  at most `group_bytes` (a larger saveable is a group alone)."""
   grouped = []
   for device, saveables in saveables_by_device:
     current, size = [], 0
@@ -95,8 +94,7 @@ def grouped_saver(group_bytes, config):
 
 def publish(source, prefix):
   """Renames checkpoint `source` to `prefix`, index last: the index names a
-  checkpoint whole, so no reader finds a partial one at `prefix`.
-  """
+  checkpoint whole, so no reader finds a partial one at `prefix`."""
   for path in tf.io.gfile.glob(source + ".data-*"):
     tf.io.gfile.rename(path, prefix + path[len(source):], overwrite=True)
   tf.io.gfile.rename(source + ".index", prefix + ".index", overwrite=True)

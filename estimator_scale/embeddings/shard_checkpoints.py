@@ -69,8 +69,7 @@ def _sliced_variables():
 
 def _row_blocks(name, full_shape, offset, shape, dtype):
   """(slice spec, first row, rows) of each block of at most
-  saving.BLOCK_BYTES of the rows `shape` at `offset` of tensor `name`.
-  """
+  saving.BLOCK_BYTES of the rows `shape` at `offset` of tensor `name`."""
   rows, *rest = shape
   block = max(1, saving.BLOCK_BYTES // (dtype.size * max(1, int(np.prod(rest)))))
   for first in range(0, rows, block):
@@ -82,8 +81,7 @@ def _row_blocks(name, full_shape, offset, shape, dtype):
 
 def _blocks(variables):
   """(variable, checkpoint name, block slice spec, block row ids) for each
-  block of at most saving.BLOCK_BYTES of each variable's rows.
-  """
+  block of at most saving.BLOCK_BYTES of each variable's rows."""
   for variable in variables:
     info = variable._save_slice_info  # pylint: disable=protected-access
     for spec, first, count in _row_blocks(
@@ -114,8 +112,7 @@ def _save_in_blocks(variables, prefix, extra=None):
 
 def _restore_in_blocks(variables, prefix):
   """Op restoring `variables` from `prefix` a block of rows at a time (a
-  whole read would hold every variable twice at once).
-  """
+  whole read would hold every variable twice at once)."""
   done = tf.no_op()
   for variable, name, spec, ids in _blocks(variables):
     with tf.control_dependencies([done]):
@@ -156,8 +153,7 @@ part)."""
 def drop_unkept(directory, model_dir, before):
   """Removes tables' checkpoints in `directory` before step `before` whose
   Estimator checkpoint in `model_dir` is gone (else they fill the disk);
-  fulls that kept deltas need stay.
-  """
+  fulls that kept deltas need stay."""
   kept = {int(name[:-len(".index")].rpartition("-")[2])
           for name in tf.io.gfile.glob(os.path.join(model_dir,
                                                     "model.ckpt-*.index"))}
@@ -189,8 +185,7 @@ def merged_checkpoint(checkpoint):
 
 def tables_of(checkpoint):
   """(merged checkpoint, deltas after it) holding the ranks' tables at
-  `checkpoint`'s step, or None.
-  """
+  `checkpoint`'s step, or None."""
   merged = merged_checkpoint(checkpoint)
   if tf.io.gfile.exists(merged + ".index"):
     return merged, []
@@ -205,8 +200,7 @@ def _holds(checkpoint, keys):
 
 def _holds_tables(checkpoint):
   """Whether `checkpoint` holds the sharded tables whole (one process saved
-  it): every table of a merged checkpoint beside it.
-  """
+  it): every table of a merged checkpoint beside it."""
   merged = [path[:-len(".index")] for path in tf.io.gfile.glob(
       os.path.join(os.path.dirname(checkpoint), DIRECTORY, "ckpt-*.index"))
             if "-of" not in os.path.basename(path)]
@@ -218,8 +212,7 @@ def _holds_tables(checkpoint):
 
 def _has_tables(checkpoint):
   """Whether the ranks can restore `checkpoint`'s step: tables merged, saved
-  whole in it, or step 0 (the initializers draw it).
-  """
+  whole in it, or step 0 (the initializers draw it)."""
   return (_step(checkpoint) == 0 or tables_of(checkpoint) is not None or
           _holds_tables(checkpoint))
 
@@ -257,8 +250,7 @@ def resume_where_tables_were_merged(model_dir):
 @contextlib.contextmanager
 def exporting():
   """Within it, graphs built are exports: tables merged from the ranks'
-  slices are copied into the SavedModel, not restored.
-  """
+  slices are copied into the SavedModel, not restored."""
   token = _EXPORTING.set(True)
   try:
     yield
@@ -268,8 +260,7 @@ def exporting():
 
 def _copy_in_blocks(source, keys, destination):
   """Copies tensors `keys` of `source` to `destination`-part<k>, a block of
-  at most saving.BLOCK_BYTES each, in its own graph; returns the prefixes.
-  """
+  at most saving.BLOCK_BYTES each, in its own graph; returns the prefixes."""
   reader = tf.train.load_checkpoint(source)
   shapes, dtypes = (reader.get_variable_to_shape_map(),
                     reader.get_variable_to_dtype_map())
@@ -389,8 +380,7 @@ def _refuse_deltas(checkpoint, found, what):
 
 def split_over_ranks(checkpoint):
   """Whether `checkpoint`'s tables were saved by Horovod ranks, so no single
-  process can evaluate them.
-  """
+  process can evaluate them."""
   return tables_of(checkpoint) is not None
 
 

@@ -93,8 +93,7 @@ class RankDeltas:
 
 def chain_to(directory, step):
   """(merged full checkpoint, deltas after it) holding the tables at `step`
-  in `directory`, or None.
-  """
+  in `directory`, or None."""
   root = tf.io.gfile.join(directory, deltas.DIRECTORY)
   if not tf.io.gfile.isdir(root):
     return None

@@ -68,8 +68,7 @@ def _zeros(shape, dtype=None, partition_info=None):
 
 def _over_blocks(rows, update, after=()):
   """Runs `update(row_ids)` per block of `rows` in turn, after `after`;
-  returns the loop's last value, to depend on.
-  """
+  returns the loop's last value, to depend on."""
 
   def body(first):
     ids = tf.range(first, tf.minimum(first + BLOCK_ROWS, rows))
@@ -90,8 +89,7 @@ def _scaled(variable, factor):
 
 def _adam_in_blocks(optimizer, grad, variable, indices, after=None):
   """v1 Adam's sparse update of `variable` over every row, by blocks, after
-  op `after` (if any); `indices` appear once each.
-  """
+  op `after` (if any); `indices` appear once each."""
   dtype = variable.dtype.base_dtype
   beta1_power, beta2_power = optimizer._get_beta_accumulators()  # pylint: disable=protected-access
   beta1_power = tf.cast(beta1_power, dtype)

@@ -78,8 +78,7 @@ def lookups(graph=None):
 @contextlib.contextmanager
 def whole_tables():
   """Within it, tables are one whole variable whatever the number of ranks:
-  graphs one process runs alone (evaluation, prediction, export).
-  """
+  graphs one process runs alone (evaluation, prediction, export)."""
   token = _WHOLE.set(True)
   try:
     yield
@@ -91,8 +90,7 @@ def whole_tables():
 def read_on_ranks():
   """Within it, tables are split over ranks as in training but only read
   (evaluation of tables no process holds whole); shards are global
-  variables so the graph's Saver restores them.
-  """
+  variables so the graph's Saver restores them."""
   token = _ON_RANKS.set(True)
   try:
     yield
@@ -112,8 +110,7 @@ def training_graph():
 
 def shard_collections():
   """A shard's collections: local in training (each rank saves its own,
-  `shard_checkpoints`), global where only read.
-  """
+  `shard_checkpoints`), global where only read."""
   return [tf.compat.v1.GraphKeys.GLOBAL_VARIABLES if _ON_RANKS.get()
           else tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
 
@@ -126,8 +123,7 @@ def is_sharded(variable):
 
 def shard_range(vocabulary_size, num_shards, index):
   """(first row, rows) of shard `index`; the first `vocabulary_size %
-  num_shards` shards hold one row more.
-  """
+  num_shards` shards hold one row more."""
   rows, larger = divmod(vocabulary_size, num_shards)
   return index * rows + min(index, larger), rows + (index < larger)
 
@@ -151,8 +147,7 @@ def horovod():
 
 def _check_ids(ids, vocabulary_size, name):
   """(checks, flat int64 ids): an id outside the table has no owner and the
-  exchange would not add up.
-  """
+  exchange would not add up."""
   flat = tf.reshape(tf.cast(ids, tf.int64), [-1])
   return tf.debugging.assert_less(
       flat, tf.constant(vocabulary_size, tf.int64),
@@ -372,8 +367,7 @@ def mean_squared_norm(mean, variables):
 
 def nonfinite_shards(grads, variables):
   """1.0 when this rank's shard gradients have a non-finite value, else 0.0;
-  summed over ranks, since each rank's own finiteness check can't see it.
-  """
+  summed over ranks, since each rank's own finiteness check can't see it."""
   shards = [g for g, v in zip(grads, variables)
             if g is not None and is_sharded(v)]
   return tf.cast(tf.logical_not(gradients_lib.all_finite(shards)), tf.float32)
@@ -381,8 +375,7 @@ def nonfinite_shards(grads, variables):
 
 def keep_slots_local(optimizer, variables):
   """Moves the shards' slots to the local variables, so rank 0's broadcast
-  does not overwrite them.
-  """
+  does not overwrite them."""
   global_ref = tf.compat.v1.get_collection_ref(
       tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
   for variable in variables:

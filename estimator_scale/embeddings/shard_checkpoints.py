@@ -1,29 +1,18 @@
 """Checkpoints of sharded tables: every rank saves its slice, rank 0 merges.
 
-Under Horovod only rank 0 writes the Estimator's checkpoints and it holds
-only its own rows of a sharded table. So each rank saves its shard and
-slots as slices of the whole variables, a block of rows per part, to
-`sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>` (a Saver reads each
-variable whole, which copies a gathered variable); rank 0 merges them into
-`sharded_tables/ckpt-<step>`. A restoring rank reads its own rows from
-that, so a job restarted on another number of ranks re-shards.
+Only rank 0 writes the Estimator's checkpoints, and it holds only its own
+rows. So each rank saves its shard and slots as slices of the whole
+variables, a block of rows per part (a Saver reads each variable whole,
+which copies a gathered variable), to `sharded_tables/ckpt-<step>-of<N>-
+rank<r>-part<k>`; rank 0 merges them into `sharded_tables/ckpt-<step>`,
+from which a rank restores its own rows, for any number of ranks.
 
-Invariants:
-  * The merge writes under `sharded_tables/merging/` and renames into
-    place, index last: a merge cut short leaves no half checkpoint.
-  * Only this save's parts (N is in their names) are merged: leftovers of
-    a failed save or another rank count would overlap.
-  * Rank 0's checkpoint (an elastic commit) follows the merge, so a
-    commit always has its tables.
-  * The model_dir must be shared by all ranks (checked by a token).
-  * Ranks save every `save_checkpoints_steps` and at the end; a restart
-    from a time-based checkpoint has no tables and is refused.
-
-With `full_checkpoint_every` > 1, saves between full ones are deltas
-(`shard_deltas`). One process resuming the ranks' checkpoint joins the
-tables into `whole-tables-ckpt-<step>`. Prediction and export build whole
-tables (`WholeTablesSaver`); evaluation runs on every rank
-(`RankTablesSaver`).
+Invariants: the merge is renamed into place index last, so a cut merge
+leaves no half checkpoint; only this save's parts (N in their names) are
+merged, since leftovers would overlap; rank 0's checkpoint (an elastic
+commit) follows the merge; the model_dir is shared (checked by a token);
+ranks save every `save_checkpoints_steps` and at the end, so a time-based
+checkpoint has no tables and a restart from it is refused.
 """
 import contextlib
 import contextvars
@@ -91,11 +80,8 @@ def _blocks(variables):
 
 
 def _save_in_blocks(variables, prefix, extra=None):
-  """(op saving `variables` a block of rows at a time, number of parts).
-
-  Each block is a SaveV2 of a gather to `prefix`-part<k>; the first part
-  also holds the tensors of `extra` ({name: tensor}), whole.
-  """
+  """(op saving `variables` a block of rows per part `prefix`-part<k>, the
+  number of parts); part 0 also holds `extra` ({name: tensor}) whole."""
   done = tf.no_op()
   parts = 0
   extra = dict(extra or {})
@@ -151,9 +137,8 @@ part)."""
 
 
 def drop_unkept(directory, model_dir, before):
-  """Removes tables' checkpoints in `directory` before step `before` whose
-  Estimator checkpoint in `model_dir` is gone (else they fill the disk);
-  fulls that kept deltas need stay."""
+  """Removes tables' checkpoints before `before` whose Estimator checkpoint
+  is gone (else they fill the disk), keeping fulls that deltas need."""
   kept = {int(name[:-len(".index")].rpartition("-")[2])
           for name in tf.io.gfile.glob(os.path.join(model_dir,
                                                     "model.ckpt-*.index"))}
@@ -220,11 +205,9 @@ def _has_tables(checkpoint):
 def resume_where_tables_were_merged(model_dir):
   """Points `model_dir`'s latest checkpoint back to the newest with tables.
 
-  Estimator's saver is the first hook, so rank 0's checkpoint is written
-  before the ranks save their slices; a rank lost in between leaves a
-  checkpoint without tables. A restart resumes from the one before (under
-  elastic Horovod the last commit at the latest, since a commit follows the
-  merge). No-op without sharded tables or without such a checkpoint.
+  Rank 0's checkpoint precedes the ranks' save (Estimator's saver is the
+  first hook), so a rank lost in between leaves one without tables; resume
+  from the one before (a commit follows the merge, so at most the last).
 
   Returns:
     The checkpoint left behind, or None.
@@ -285,13 +268,10 @@ def _copy_in_blocks(source, keys, destination):
 class WholeTablesSaver(tf.compat.v1.train.Saver):
   """Estimator's Saver, reading whole tables from the merged checkpoint.
 
-  Tables in Estimator's checkpoint (trained whole, or split over parameter
-  servers) restore from there. It saves every variable, tables included. In
-  an export (`exporting`), tables saved in slices are not restored but
-  copied at save, a block at a time, so no table is held whole; a table one
-  process saved whole restores whole (a block of it can't be read alone).
-  Compact tables (`compact.ServedTable`) are written at save, after the
-  export's size is checked against its budget.
+  It saves every variable, tables included. In an export (`exporting`),
+  tables saved in slices are copied at save a block at a time, not
+  restored, so none is held whole; compact tables are written at save,
+  after the size check.
 
   Args:
     keys: the tables' names in a checkpoint.
@@ -387,13 +367,12 @@ def split_over_ranks(checkpoint):
 class RankTablesSaver(tf.compat.v1.train.Saver):
   """The Saver of an evaluation graph on Horovod ranks.
 
-  Restores the non-shard variables, then this rank's rows of each shard from
-  the merged tables, a block at a time (a whole slice read would hold the
-  shard twice), re-sharding if another number of ranks saved them.
+  Restores the other variables, then this rank's rows from the merged
+  tables a block at a time (a whole slice read holds the shard twice),
+  re-sharding if needed.
 
   Args:
-    shards: this rank's shards (global variables with slice information,
-      `sharded.read_on_ranks`).
+    shards: this rank's shards (`sharded.read_on_ranks`).
     hvd: horovod.tensorflow, initialised.
   """
 
@@ -460,12 +439,8 @@ def _rank_tables(spec):
 
 
 def _joined(checkpoint, merged, model_dir):
-  """Joins rank 0's `checkpoint` and `merged` into one latest checkpoint.
-
-  One process's Saver restores a single checkpoint. The merge deletes its
-  inputs, so it merges copies: the ranks' files stay for a restart on ranks.
-  Returns the joined path.
-  """
+  """Joins copies of `checkpoint` and `merged` (the merge deletes its inputs;
+  the ranks' files must stay) into the model_dir's latest; returns it."""
   joined = os.path.join(model_dir, f"whole-tables-ckpt-{_step(checkpoint)}")
   copies = []
   for source, suffix in ((checkpoint, "-rest"), (merged, "-tables")):
@@ -491,14 +466,8 @@ def _joined(checkpoint, merged, model_dir):
 
 
 def _resume_tables_whole(spec, config):
-  """`spec` of one process resuming the ranks' checkpoint.
-
-  Joins the tables into the checkpoint it restores (`_joined`) and restarts
-  the dynamic tables' sketches.
-
-  Raises:
-    errors.ConfigError: several workers would each resume whole tables.
-  """
+  """`spec` of one process resuming the ranks' checkpoint: tables joined in
+  (`_joined`), sketches restarted; ConfigError for several workers."""
   tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
   if not tables or not config.model_dir:
     return spec
@@ -529,12 +498,8 @@ def _resume_tables_whole(spec, config):
 
 
 def _keeping_restored_files(spec, config):
-  """`spec` whose Saver leaves the restored checkpoint as it is.
-
-  Where the ranks hold tables and the scaffold has no Saver, Estimator's own
-  would rewrite the checkpoint without the tables as the session starts,
-  before the ranks read theirs from it (`ShardCheckpointHook`).
-  """
+  """`spec` whose Saver doesn't rewrite the restored checkpoint without the
+  tables before the ranks read theirs from it."""
   if (spec.scaffold.saver is not None or not config.model_dir or
       not _sliced_variables()):
     return spec
@@ -546,16 +511,14 @@ def _keeping_restored_files(spec, config):
 def whole_tables_outside_training(model_fn):
   """`model_fn` whose non-training graphs hold each sharded table whole.
 
-  Prediction and export restore by `WholeTablesSaver` (an export copies the
-  tables, those split over parameter servers too); evaluation under
-  `sharded.read_on_ranks` restores by `RankTablesSaver`.
+  Prediction and export use `WholeTablesSaver`; evaluation on the ranks
+  `RankTablesSaver`. A spec with its own Saver keeps it.
 
   Args:
     model_fn: model_fn(features, labels, mode, config).
 
   Returns:
-    model_fn(features, labels, mode, config). A spec whose scaffold already
-    has a Saver keeps it.
+    model_fn(features, labels, mode, config).
   """
 
   def with_whole_tables(features, labels, mode, config):
@@ -598,8 +561,8 @@ def whole_tables_outside_training(model_fn):
 class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
   """Saves and restores this rank's shards of the sharded tables.
 
-  No-op without sharded tables. Every rank must run the same collectives (a
-  token broadcast at start, a barrier per save) at the same points.
+  Every rank runs the same collectives (token broadcast, a barrier per
+  save) at the same points.
 
   Args:
     model_dir: the Estimator's model_dir (shared by the ranks).
@@ -680,11 +643,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._tables.restore(session, found)
 
   def _tables_source(self, step):
-    """(checkpoint, deltas) holding the ranks' rows of `step`.
-
-    Raises:
-      errors.ConfigError: none holds them.
-    """
+    """(checkpoint, deltas) holding the ranks' rows of `step`; ConfigError if
+    none holds them."""
     merged = self._prefix(step)
     if tf.io.gfile.exists(merged + ".index"):
       return merged, []
@@ -729,10 +689,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     return os.path.join(self._directory, name)
 
   def _save(self, session, step, full=False):
-    """Every rank writes its slices or delta; then rank 0 merges them.
-
-    A session's first save is full, so one number of ranks writes a chain.
-    """
+    """Every rank writes its slices or delta; then rank 0 merges them. A
+    session's first save is full, so one number of ranks writes a chain."""
     hvd = self._hvd
     rank_deltas = self._tables.deltas
     full = full or self._full_at is None or (
@@ -770,11 +728,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       self._since_full += 1
 
   def _merge_parts(self, session, destination, written):
-    """Merges this save's `written` parts into `destination`.
-
-    Raises:
-      errors.ConfigError: rank 0 does not find every part the ranks wrote.
-    """
+    """Merges this save's `written` parts into `destination`; ConfigError if
+    rank 0 does not find them all."""
     moments.begins("merge")
     size = self._hvd.size()
     parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(

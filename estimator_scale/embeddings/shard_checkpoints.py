@@ -3,9 +3,9 @@
 Only rank 0 writes the Estimator's checkpoints, and it holds only its own
 rows. So each rank saves its shard and slots as slices of the whole
 variables, a block of rows per part (a Saver reads each variable whole,
-which copies a gathered variable), to `sharded_tables/ckpt-<step>-of<N>-
-rank<r>-part<k>`; rank 0 merges them into `sharded_tables/ckpt-<step>`,
-from which a rank restores its own rows, for any number of ranks.
+which copies a gathered variable), to
+`sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>`; rank 0 merges them
+into `sharded_tables/ckpt-<step>`, whence any number of ranks restore.
 
 Invariants: the merge is renamed into place index last, so a cut merge
 leaves no half checkpoint; only this save's parts (N in their names) are

@@ -1,31 +1,21 @@
 """Embedding tables keyed by the raw id: they admit, evict and stay bounded.
 
 A dynamic table maps each raw id (int64, or a string fingerprinted to 63
-bits) to a row of a fixed pool of `capacity` rows, so no vocabulary is
-needed and ids do not share rows as in a hashed table. The pool and slots
-are ordinary variables: optimizers, accumulation, mixed precision and
-checkpoints treat it as any table.
+bits) to a row of a fixed pool of `capacity` rows: no vocabulary, and no
+rows shared as in a hashed table. Pool and slots are ordinary variables,
+so optimizers and checkpoints treat it as any table. Per-row bookkeeping
+(`ids`, -1 where free; `last_seen`, NEVER where free; `counts`; `fresh`,
+rows whose slots must be reset, `reset_slots_on_admission`) and the
+count-min `sketch` of rowless ids are checkpointed; `ids` is the one
+truth, the id -> row index is rebuilt from it after a restore.
 
-Besides the pool, a table holds (all checkpointed; `ids` is the one truth,
-the id -> row index is rebuilt from it after a restore):
-  ids        the id in each row, -1 where free;
-  last_seen  the update of each row's last lookup (NEVER where free);
-  counts     lookups of each row since its id was admitted;
-  fresh      rows admitted since the optimizer last applied to them, whose
-             slots are reset first (`reset_slots_on_admission`);
-  sketch     a count-min sketch of ids without a row (min_count > 1 only).
-
-A training lookup is one kernel (kernels/dynamic_rows.cc): it expires rows
-unseen for `steps_to_live`, admits ids the sketch has seen `min_count`
-times (never later: it does not undercount), evicts by `eviction` at least
-1/EVICT_FRACTION of a full table among rows this update did not look up,
-and reads zeros (no gradient) for ids without a row; negative ids are
-missing values. Decisions depend on the multiset of ids and the update,
-not batch order, so tables split over Horovod ranks (`Table._exchange`) or
-synchronous parameter servers (`dynamic_ps`) decide as one process.
-
-Outside training a lookup only reads, through a static hash table built
-from `ids` at session start, so a SavedModel needs only core ops.
+A training lookup is one kernel (kernels/dynamic_rows.cc): it expires,
+admits ids seen `min_count` times (the sketch never undercounts), evicts
+by `eviction` at least 1/EVICT_FRACTION of a full table among rows this
+update did not look up, and reads zeros without gradient for rowless or
+negative ids. Decisions depend only on the multiset of ids and the
+update, so split tables (`Table._exchange`, `dynamic_ps`) decide as one
+process. Outside training lookups only read, via core ops.
 """
 import contextlib
 import dataclasses
@@ -213,12 +203,9 @@ class Table:
   Args:
     name: the variables' name prefix, in the current variable scope.
     options: the user's `Options`.
-    getter: makes a variable with get_variable's arguments (a Keras layer
-      or a feature column passes its own).
-    shard: (rank, ranks) of a Horovod rank's part: its variables are local
-      and saved beside the checkpoint.
-    ps_part: a `dynamic_ps.Part` a ps task holds: its variables are global
-      and saved as slices of the whole table's.
+    getter: makes a variable with get_variable's arguments, or None.
+    shard: (rank, ranks) of a Horovod rank's part (local variables).
+    ps_part: a `dynamic_ps.Part` (global variables, saved as slices).
   """
 
   def __init__(self, name, options, getter=None, shard=None, ps_part=None):
@@ -302,10 +289,8 @@ class Table:
             else tf.compat.v1.device(self.ps_part.device))
 
   def _index(self):
-    """The kernel's id -> row index and free-row stack (a resource).
-
-    Not saved: the first lookup of each session rebuilds both from `ids`.
-    """
+    """The kernel's id -> row index and free-row stack; unsaved, rebuilt from
+    `ids` by each session's first lookup."""
     if not hasattr(self, "_handle"):
       with tf.init_scope(), self._on_task():
         # Named after the table's rows: every worker's graph of a
@@ -390,11 +375,8 @@ class Table:
     return tf.gather(self._exchange(unique, counts), positions)
 
   def _vectors(self, rows):
-    """The pool's `rows`, zeros where -1, in core ops (servable).
-
-    Only admitted rows are gathered: an unadmitted id's zero gradient must not
-    reach a row (Adam would move it).
-    """
+    """The pool's `rows`, zeros where -1, gathering admitted rows only (a zero
+    gradient reaching a row would still move it under Adam)."""
     at = tf.where(rows >= 0)
     vectors = tf.scatter_nd(
         at, tf.gather(self.pool, tf.gather_nd(rows, at)),
@@ -410,12 +392,8 @@ class Table:
     return vectors
 
   def _exchange(self, unique, counts):
-    """The vectors of this rank's unique ids, from the ranks that own them.
-
-    Ids and counts go to their owners (alltoall), which admit and evict over
-    every rank's ids at once, as one process would; the gradient returns the
-    same way, divided by the rank count (conventions of sharded.py).
-    """
+    """This rank's unique ids' vectors, from their owners (alltoall), who admit
+    over every rank's ids at once; gradients return divided by rank count."""
     hvd, order, splits, asked, asked_splits = _ask_owners(unique)
     asked_counts, _ = hvd.alltoall(tf.gather(counts, order), splits=splits)
     mine, where = tf.unique(asked, out_idx=tf.int64)
@@ -482,10 +460,8 @@ def slot_initial_value(optimizer, slot_name):
 def reset_slots_on_admission(optimizer):
   """Makes `optimizer` (v1 or Keras) reset fresh rows' slots before applying.
 
-  Slots are made after the network is built, so admission cannot write them;
-  every fresh row is in the next gradient (it was looked up), so the reset
-  runs in the optimizer's sparse apply, outside any update the framework
-  wraps around it (block-wise Adam on shards).
+  Slots are made after the network, so admission can't write them; fresh
+  rows are in the next gradient, so the sparse apply resets them.
   """
   apply = optimizer._resource_apply_sparse_duplicate_indices  # pylint: disable=protected-access
   if getattr(apply, "resets_fresh_rows", False):
@@ -652,19 +628,17 @@ def dynamic_embedding(ids, dimension, capacity, name="embedding", min_count=1,
                       steps_to_live=None, initializer=None, eviction="lru"):
   """Looks raw ids up in a table that gives each id its own row.
 
-  Use where the network would call `tf.nn.embedding_lookup` on hashed ids;
-  the table is made on the first call in the current variable scope.
+  Use where the network would call `tf.nn.embedding_lookup` on hashed ids.
 
   Args:
-    ids: integer or string ids, any shape; a negative integer is missing:
-      it reads the default vector and never takes a row.
+    ids: integer or string ids, any shape; negative integers are missing
+      (zeros, never a row).
     dimension: the vectors' length.
     capacity: the most ids the table holds at once.
     name: the table's name.
-    min_count: sightings before an id gets a row; until then it reads
-      zeros and gets no update.
-    steps_to_live: updates without a lookup after which a row is freed
-      (None: until the pool is full).
+    min_count: sightings before an id gets a row (until then: zeros).
+    steps_to_live: updates without a lookup before a row is freed (None:
+      until the pool is full).
     initializer: draws admitted rows (None: from each id's hash).
     eviction: which rows go when the pool is full: "lru" or "lfu".
 

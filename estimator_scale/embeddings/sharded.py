@@ -1,28 +1,16 @@
 """Embedding tables sharded over Horovod ranks, looked up all-to-all.
 
-Under Horovod every rank holds every variable whole, so a table is bounded
-by one rank's memory. `sharded_embedding` splits it by rows: of N ranks,
-rank r holds a contiguous range (the first `rows % N` ranks one row more),
-with its optimizer slots. Ranges, not `id % N`, because a range is a
-`SaveSliceInfo` slice of the whole table, so a checkpoint maps onto any N;
-ids are best hashed, or frequent neighbours land on one rank.
-
-A lookup is a collective every rank runs in lockstep: unique ids go to
-their owners (alltoall), owners send the rows back (second alltoall). The
-gradient returns the same way, divided by N so the owner applies the mean
-a replicated allreduce would give. These gradients stay out of the
-reducer's allreduce (`is_sharded`) and the shards and slots out of rank
-0's broadcast (local variables): each rank's rows are its own.
-
-`compression="fp16"` is the table's own choice, not
-`allreduce_compression`'s (which rounds the mean, not what the network
-computes with). Under mixed precision a table stays float32 (a cast read
-would copy it whole). AdaScale needs each rank's own gradient, which
-exists only before the exchange, hence `lookups`.
-
-Outside Horovod, and in prediction and export (`whole_tables`), a table is
-one plain variable. A table split over ranks is evaluated where it lives
-(`read_on_ranks`), through the same exchange, read-only.
+Horovod replicates every variable, bounding a table by one rank's memory.
+`sharded_embedding` gives each of N ranks a contiguous range of rows (the
+first `rows % N` one more) with its slots; ranges, not `id % N`, so a
+shard is a `SaveSliceInfo` slice and checkpoints fit any N (hash ids, or
+frequent neighbours share a rank). A lookup is a collective: unique ids
+go to their owners and rows come back (two alltoalls); the gradient
+returns the same way divided by N, the mean a replicated table would get.
+Shards and slots are local variables, out of the allreduce (`is_sharded`)
+and rank 0's broadcast. Tables stay float32 under mixed precision (a cast
+read would copy them whole). Prediction and export hold tables whole
+(`whole_tables`); evaluation reads them on the ranks (`read_on_ranks`).
 """
 import contextlib
 import contextvars
@@ -88,9 +76,8 @@ def whole_tables():
 
 @contextlib.contextmanager
 def read_on_ranks():
-  """Within it, tables are split over ranks as in training but only read
-  (evaluation of tables no process holds whole); shards are global
-  variables so the graph's Saver restores them."""
+  """Within it, tables are split as in training but read-only, as global
+  variables the graph's Saver restores."""
   token = _ON_RANKS.set(True)
   try:
     yield
@@ -169,10 +156,7 @@ def _mean_over_ranks(vectors, num_ranks):
 
 
 def _send_rows(hvd, rows, splits, compression):
-  """The second alltoall: `rows` back to the ranks that asked for them.
-
-  Under "fp16" the casts' gradient makes the reverse alltoall float16 too.
-  """
+  """The second alltoall: `rows` back to the askers (fp16: both ways)."""
   if compression == "none":
     return hvd.alltoall(rows, splits=splits)[0]
   answered, _ = hvd.alltoall(tf.cast(rows, tf.float16), splits=splits)
@@ -218,21 +202,16 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
                dtype=tf.float32, getter=None):
   """A table's variable: this rank's shard under Horovod training, else whole.
 
-  The Keras layer and feature column make tables here and look them up with
-  `lookup`; `sharded_embedding` does both.
-
   Args:
     name: the variable's name, in the current variable scope.
     vocabulary_size, dimension: the whole table's shape.
-    initializer: a v1, TF 2 or Keras initializer, or a function of
-      (shape, dtype) (default glorot uniform over the whole shape); a shard
-      draws its rows by `initializers.part_initializer`.
+    initializer: an initializer or a function of (shape, dtype) (default
+      glorot uniform over the whole shape); see `initializers`.
     dtype: the table's dtype.
     getter: makes the variable, with get_variable's arguments.
 
   Returns:
-    The variable; a shard carries its place in the whole table as its save
-    slice information.
+    The variable; a shard carries its place as save slice information.
   """
   check_sizes(vocabulary_size, dimension, name)
   full_shape = [vocabulary_size, dimension]
@@ -267,19 +246,16 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
 
 
 def lookup(table, ids, compression="none"):
-  """The vectors of `ids` in `table`, a variable `make_table` made.
-
-  Every rank must look a shard up for every batch: it is a collective.
+  """The vectors of `ids` in `table`, a `make_table` variable (a collective
+  for a shard: every rank, every batch).
 
   Args:
     table: the table's variable.
     ids: integer ids in [0, vocabulary_size), any shape.
-    compression: "none", or "fp16" (a shard's vectors and gradients travel
-      as float16).
+    compression: "none" or "fp16".
 
   Returns:
-    The vectors, `ids.shape + [dimension]`, in the table's dtype (under
-    mixed precision, the compute dtype).
+    `ids.shape + [dimension]`, in the table's (or network's) dtype.
   """
   check_compression(compression, table.name)
   read_dtype = precision.network_dtype()
@@ -307,20 +283,18 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
                       initializer=None, dtype=tf.float32, compression="none"):
   """Looks `ids` up in a table whose rows are spread over the Horovod ranks.
 
-  Use where the network would call `tf.nn.embedding_lookup`; the table is
-  made on first call in the current variable scope. Every rank must call it
-  for every batch: the lookup is a collective.
+  Every rank must call it for every batch: the lookup is a collective.
 
   Args:
     ids: integer ids in [0, vocabulary_size), any shape.
     vocabulary_size: the table's rows.
     dimension: the vectors' length.
     name: the table's variable name.
-    initializer: a v1, TF 2 or Keras initializer, or a function of
-      (shape, dtype) (default glorot uniform over the whole shape).
+    initializer: an initializer or a function of (shape, dtype) (default
+      glorot uniform over the whole shape).
     dtype: the table's dtype.
     compression: "none", or "fp16": vectors and gradients travel as float16
-      (half the bytes; values beyond 65504 arrive as inf).
+      (values beyond 65504 arrive as inf).
 
   Returns:
     The vectors, of shape `ids.shape + [dimension]`.
@@ -333,12 +307,11 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
 def replica_squared_norm(grads, variables, shard_lookups, vector_grads):
   """||g||^2 of this replica's own gradient, sharded tables included.
 
-  A shard's gradient sums every rank's; this rank's own part is the gradient
-  of the vectors it looked up, merged by id per table.
+  A shard's gradient sums every rank's; this rank's own is the gradient of
+  the vectors it looked up, merged by id per table.
 
   Args:
-    grads: the gradients of `variables` (None where absent).
-    variables: the trainable variables.
+    grads, variables: the gradients (None where absent) and variables.
     shard_lookups: `Lookup`s of this micro-batch.
     vector_grads: the gradient of each lookup's `vectors`.
   """
@@ -355,11 +328,8 @@ def replica_squared_norm(grads, variables, shard_lookups, vector_grads):
 
 
 def mean_squared_norm(mean, variables):
-  """(mean without the shards' gradients, ||their part||^2 on this rank).
-
-  Each rank's shard gradient is its rows of the global mean, so the whole
-  norm is the sum over ranks of this part plus the rest's.
-  """
+  """(mean without shard gradients, ||this rank's shard part||^2): summed
+  over ranks, the parts give the whole mean's norm."""
   rest = [None if is_sharded(v) else g for g, v in zip(mean, variables)]
   shards = [g for g, v in zip(mean, variables) if is_sharded(v)]
   return rest, gradients_lib.total_squared_norm(shards)

@@ -1,30 +1,18 @@
 """Saves that cost what changed: between two full checkpoints, a save writes
 only the rows of the dynamic tables changed since the save before.
 
-A full save writes every table's `capacity` rows however few changed. With
-`full_checkpoint_every` K > 1, one save in K is Estimator's full checkpoint
-and the others are deltas under `<model_dir>/deltas/<full step>/
-delta-<step>`: per table, the changed rows' positions and those rows of
-every per-row variable; other variables whole (they are small).
+With `full_checkpoint_every` K > 1, one save in K is Estimator's full
+checkpoint; the others are deltas `deltas/<full step>/delta-<step>`: each
+table's changed rows (looked up, or freed since the last save: `Changes`)
+and every other variable whole. Rows are named as one process's table has
+them, so a chain restores into any number of ps parts.
 
-A row changed if a training lookup returned it, or if it held an id at the
-last save and holds none now (freed). `Changes` tracks both; nothing else
-writes a table's rows.
-
-Invariants:
-  * The latest full checkpoint stays Estimator's latest, so readers of the
-    model_dir see a whole checkpoint; a session's last save is full.
-  * A delta names the save it follows; a restore applies deltas in order
-    and stops at the first that does not follow (torn or lost).
-  * A delta is written aside and renamed into place, index last.
-  * Deltas go with their full checkpoint when Estimator deletes it; those
-    past where a restore stopped are deleted (another timeline would
-    continue their chain).
-  * Rows are named as one process's table has them (whole names, whole
-    row numbers), so a chain restores into any number of ps parts.
-
-Horovod ranks' deltas: `shard_deltas`. Asynchronous workers' tables save
-as before.
+Invariants: the latest full checkpoint stays Estimator's latest and a
+session's last save is full, so readers see whole checkpoints; a delta
+names the save it follows, is renamed into place index last, and a
+restore stops at the first that does not follow; deltas past the restore
+point are deleted (another timeline would continue their chain). Horovod
+ranks: `shard_deltas`. Asynchronous workers' tables save as before.
 """
 import contextlib
 import contextvars
@@ -137,7 +125,7 @@ def step_of(path):
 
 class DeltaSaver:
   """Estimator's training Saver: one full checkpoint in `full_every` saves,
-  deltas in between; anything else is the wrapped Saver's.
+  deltas in between; the rest is the wrapped Saver's.
 
   Args:
     saver: the Saver the training graph would use.

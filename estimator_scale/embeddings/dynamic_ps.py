@@ -1,22 +1,15 @@
 """Dynamic tables on parameter servers: each id's row on the ps task its
 hash names.
 
-A table of capacity C over N ps tasks is N `dynamic.Table` parts; part i
-(its share of the rows and sketch, its slots, index and free rows) lives
-on task i and holds the ids with `dynamic.owners(id, N) == i`. Parts are
-saved as slices of the whole table under one process's names, so
-evaluation and export read one process's table; a restore into another N
-leaves ids on the wrong tasks, which the chief moves first
-(`dynamic_ps_moves`).
-
-Synchronous (`--ps_sync`): workers queue their ids and counts to the
-chief, which admits and evicts once over all of them and sends back rows.
-The table then equals one process's id by id, until one task's share
-fills (eviction is then per task, not over the whole table).
-
-Asynchronous: each worker admits and evicts on its own through the shared
-parts. Two concurrent admissions may give two ids one row until the next
-session rebuilds the index; no row is ever added, so capacity holds.
+A table over N ps tasks is N `dynamic.Table` parts; part i, with its index
+and free rows, lives on task i and holds ids with `dynamic.owners(id, N)
+== i`. Parts save as slices of one process's table; a restore into
+another N is fixed up by the chief first (`dynamic_ps_moves`).
+Synchronous (`--ps_sync`): the chief admits once over every worker's ids
+(sent through queues) and sends back rows, matching one process until a
+task's share fills (eviction is per task). Asynchronous: workers admit on
+their own; two concurrent admissions may share a row until the next
+session rebuilds the index, but capacity always holds.
 """
 import contextlib
 import contextvars
@@ -41,10 +34,7 @@ class Placement:
   """Where a training graph's dynamic tables go on parameter servers.
 
   Attributes:
-    ps_tasks: the job's ps tasks.
-    num_workers: the workers (the chief among them).
-    worker_index: this worker's index.
-    is_chief: whether this worker applies the updates.
+    ps_tasks, num_workers, worker_index, is_chief: the job's layout.
     synchronous: whether one update takes every worker's gradients.
     reading: whether the graph only reads its tables (`ps_reading`).
   """

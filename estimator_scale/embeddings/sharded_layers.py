@@ -1,11 +1,8 @@
 """Sharded tables the way models are written: a Keras layer, a feature column.
 
-Both are thin wrappers over `sharded.make_table` and `sharded.lookup`, so
-sharding, checkpoints, whole tables and AdaScale behave as for
-`es.sharded_embedding`. The column is embedding_column's own class with
-two methods replaced; its table comes through a custom getter around the
-column's variable creation, so `input_layer` and `DenseFeatures` name it
-as an embedding column's and checkpoints interchange.
+Both wrap `sharded.make_table` and `sharded.lookup`. The column's table
+comes through a custom getter around its own variable creation, so
+`input_layer` and `DenseFeatures` name it as an embedding column's.
 """
 import tensorflow as tf
 from keras.src.mixed_precision import autocast_variable  # pylint: disable=g-direct-tensorflow-import
@@ -21,15 +18,12 @@ COMBINERS = ("mean", "sqrtn", "sum")
 class ShardedEmbedding(tf.keras.layers.Layer):
   """`tf.keras.layers.Embedding` with its rows sharded over Horovod ranks.
 
-  Create it inside `logits` (or model_fn): each mode builds its own graph,
-  and evaluation and export make the table whole there. The table stays
-  float32 under a mixed policy; vectors are cast to the compute dtype.
+  Create it inside `logits` (or model_fn), so each mode's graph has its own.
 
   Args:
     vocabulary_size: the table's rows (Keras' `input_dim`).
     dimension: the vectors' length (Keras' `output_dim`).
-    embeddings_initializer: a Keras initializer, its name, or a v1
-      initializer (default "uniform").
+    embeddings_initializer: an initializer or its name (default "uniform").
     compression: "none", or "fp16" (see `sharded_embedding`).
     **kwargs: Keras layer arguments (name, dtype, ...).
   """
@@ -72,16 +66,13 @@ def sharded_embedding_column(categorical_column, dimension, combiner="mean",
                              compression="none"):
   """`tf.feature_column.embedding_column` with a sharded table.
 
-  For `input_layer` or `DenseFeatures`. Ids must lie in [0, num_buckets);
-  negative ids and weights <= 0 are dropped, as embedding_column drops them.
+  Ids must lie in [0, num_buckets); negative ids and weights <= 0 drop.
 
   Args:
-    categorical_column: a categorical column (`categorical_column_with_*`,
-      `weighted_categorical_column`).
+    categorical_column: a categorical column, or a weighted one.
     dimension: the vectors' length.
     combiner: one of `COMBINERS`.
-    initializer: as embedding_column's (default a truncated normal of
-      standard deviation 1/sqrt(dimension)).
+    initializer: as embedding_column's.
     max_norm: if set, each looked-up vector is clipped to this l2 norm.
     compression: "none", or "fp16" (see `sharded_embedding`).
 
@@ -158,8 +149,7 @@ def combine(vectors_of, ids, weights, combiner, max_norm=None,
     weights: a SparseTensor of their weights, or None (all 1).
     combiner: one of `COMBINERS`.
     max_norm: if set, each vector is clipped to this l2 norm first.
-    raw_ids: whether negative ids are ids (a dynamic table's), not the
-      "no id" a categorical column marks them with.
+    raw_ids: whether negative ids are ids (dynamic tables), not "no id".
 
   Returns:
     [leading dimensions of `ids`..., dimension]; zeros for no ids.

@@ -1,16 +1,12 @@
 """Compact exports: a dynamic table served by the rows worth serving, in
 fewer bytes a row.
 
-A table trained over many hosts may not fit one serving host, and rows
-looked up rarely or long ago are near their initial values. A
-`CompactExport` keeps the rows looked up at least `min_count` times (and,
-with `last_updates`, recently), stored as float32, float16, or int8 with a
-per-row scale (max magnitude / 127). Serving uses core ops only; a
-left-out id reads zeros, as an unadmitted one does.
-
-Rows are chosen (`ServedTable`) and written (`write`) from the checkpoint
-a block at a time: no process holds a table whole. The size is logged and
-checked against `max_bytes` before anything is written (`check_size`).
+A table trained over many hosts may not fit a serving host, and rarely or
+long-unseen rows are near their initial values. A `CompactExport` keeps
+rows seen `min_count` times (recently, with `last_updates`), as float32,
+float16 or int8 with a per-row scale (max magnitude / 127); left-out ids
+read zeros. Rows are chosen and written from the checkpoint a block at a
+time, and the size is checked against `max_bytes` before writing.
 """
 import contextlib
 import contextvars
@@ -38,11 +34,10 @@ class CompactExport:
 
   Args:
     min_count: rows looked up fewer times since admission are left out.
-    last_updates: rows not looked up within this many updates before the
-      checkpoint are left out (None: no limit).
+    last_updates: rows unseen for this many updates are left out (None).
     dtype: "float32", "float16", or "int8" with a float32 scale per row.
-    max_bytes: an export whose variables take more is refused before it
-      is written (None: no budget); applies with or without dynamic tables.
+    max_bytes: a larger export (of any model) is refused before it is
+      written (None: no budget).
   """
   min_count: int = 1
   last_updates: int | None = None
@@ -183,8 +178,7 @@ def _kept_positions(reader, name, compact):
 
 
 class ServedTable:
-  """A dynamic table as a compact export serves it: kept ids, their rows in
-  the export's dtype, and with int8 a scale per row.
+  """A dynamic table as a compact export serves it (kept ids, rows, scales).
 
   Args:
     name: the table's name as `dynamic.make_table` has it.

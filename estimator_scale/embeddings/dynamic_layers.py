@@ -1,9 +1,7 @@
 """Dynamic tables the way models are written: a Keras layer, a feature column.
 
-Both wrap `dynamic.make_table` and `dynamic.lookup`, so admission,
-eviction, the slots' reset and export are `es.dynamic_embedding`'s. The
-column keeps its categorical column's parsing and weights, but its table
-sees the raw values (a hashed column's fingerprints, not buckets), so ids
+Both wrap `dynamic.make_table` and `dynamic.lookup`. The column's table
+sees raw values (a hashed column's fingerprints, not its buckets), so ids
 never share a row.
 """
 import tensorflow as tf
@@ -20,13 +18,11 @@ _RAW_BUCKETS = (1 << 63) - 1
 class DynamicEmbedding(tf.keras.layers.Layer):
   """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`).
 
-  Keras tracks the pool as `embeddings` (on ps, the first part's; the others
-  are `embedding_parts`). `training=False` only reads.
+  On ps, `embeddings` is the first part's pool, the rest `embedding_parts`.
 
   Args:
-    dimension: the vectors' length.
-    capacity: the most ids the table holds at once.
-    min_count, steps_to_live, eviction: as `dynamic_embedding`'s.
+    dimension, capacity, min_count, steps_to_live, eviction: as
+      `dynamic_embedding`'s.
     embeddings_initializer: draws admitted rows; None: from each id's hash.
     **kwargs: Keras layer arguments (name, ...).
   """
@@ -86,14 +82,11 @@ def dynamic_embedding_column(categorical_column, dimension, capacity,
   """An embedding column whose table is keyed by the column's raw ids.
 
   Args:
-    categorical_column: `categorical_column_with_hash_bucket` (its bucket
-      count is unused) or `categorical_column_with_identity` over the raw
-      ids, or a weighted column of either.
-    dimension: the vectors' length.
-    capacity: the most ids the table holds at once.
+    categorical_column: `categorical_column_with_hash_bucket` (bucket count
+      unused) or `_with_identity` over raw ids, or a weighted one of them.
+    dimension, capacity, min_count, steps_to_live, eviction, initializer:
+      as `dynamic_embedding`'s.
     combiner: one of "mean", "sqrtn", "sum".
-    min_count, steps_to_live, eviction, initializer: as
-      `dynamic_embedding`'s.
     max_norm: if set, each looked-up vector is clipped to this l2 norm.
 
   Returns:
@@ -128,14 +121,10 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     return column
 
   def create_state(self, state_manager):
-    """See base class: DenseFeatures' table, in a scope of its own (the layer
-    opens only a name scope, where every column's "embedding_weights" would
-    be one table).
+    """See base class: DenseFeatures' table, in its own scope per column.
 
-    The pool goes through add_weight so Keras lists it (a canned estimator
-    trains only listed variables); its getter makes the table, and no
-    autocast, so the optimizer sees the pool and finds the table. A table on
-    ps lists every part's pool.
+    Via add_weight, so Keras lists it (canned estimators train only listed
+    variables), without autocast, so the optimizer finds the table by pool.
     """
     layer = state_manager._layer  # pylint: disable=protected-access
 

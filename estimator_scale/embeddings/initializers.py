@@ -1,17 +1,11 @@
 """Any initializer a TensorFlow 2 user writes, drawing one part of a table.
 
-A table split by rows (a Horovod shard, a ps part) is initialised where
-each part lives, so no process holds it whole. v1, Keras and TF 2
-initializers each take a part their own way, or not at all, so:
-- zeros, ones, constants: the part's rows of the value;
-- random normal, uniform, truncated normal: seeded from the seed and the
-  part's first row, so parts differ and a rank draws the same shard every
-  run;
-- variance scaling: the same, with the whole table's fans (a part's would
-  scale as a table N times smaller);
-- other callables taking `partition_info`: given it;
-- anything else: drawn whole and sliced (exact if deterministic, at the
-  cost of the whole table once).
+Parts of a split table are drawn where they live, so no process holds it
+whole; v1, Keras and TF 2 initializers take parts differently or not at
+all. Constants give the part's rows; random ones are seeded from seed and
+first row (parts differ, reruns repeat); variance scaling uses the whole
+table's fans; `partition_info` takers get it; anything else is drawn
+whole and sliced.
 """
 import inspect
 import math
@@ -56,9 +50,8 @@ def value_of(initializer):
 
 
 def filled(value):
-  """A v1 initializer of one value, from `Empty` so constant folding can't
-  keep a graph constant the size of the variable. The shape may be a
-  tensor."""
+  """A v1 initializer of one value, from `Empty`: constant folding would keep
+  a variable-sized graph constant. The shape may be a tensor."""
   def initializer(shape, dtype=None, partition_info=None):
     del partition_info  # every part holds the same value
     dtype = tf.as_dtype(dtype or tf.float32)
@@ -146,12 +139,10 @@ def part_initializer(initializer, full_shape, offset):
     offset: the part's first row.
 
   Returns:
-    A v1 initializer, (shape, dtype=None, partition_info=None) -> the
-    part's values; `partition_info` is ignored.
+    A v1 initializer of the part (its `partition_info` is ignored).
 
   Raises:
-    ConfigError: `initializer` is not one, or is a constant whose values
-      do not fill the table.
+    ConfigError: not an initializer, or a constant not filling the table.
   """
   _check(initializer)
   known = _known(initializer, full_shape, offset)
@@ -192,10 +183,8 @@ def _whole(initializer):
 def draw_rows(initializer, count, table_shape, dtype=tf.float32):
   """`count` new rows of a table of `table_shape`, drawn from `initializer`.
 
-  For tables whose rows are made as ids arrive; rows are drawn as
-  `part_initializer` draws them. `count` may be a scalar tensor. An unknown
-  kind draws `count` rows as a table of its own (not the whole table each
-  time). Random kinds use stateful ops: each run draws new rows.
+  Drawn as `part_initializer` draws (an unknown kind: as a table of `count`
+  rows); `count` may be a tensor; random kinds draw anew at each run.
 
   Returns:
     A tensor of shape [count] + table_shape[1:].

@@ -1,20 +1,12 @@
 """Dynamic tables restored into another number of Horovod ranks.
 
-An id's owner (`dynamic.owners`) depends on the number of ranks, so after
-a restore into another number each rank's range of the merged checkpoint
-holds ids of every rank. Before the first update each rank sends each row,
-with its slots and bookkeeping, to the id's new owner, one alltoall per
-per-row variable in turn, so only one variable's rows are in flight.
-
-A rank receiving more ids than its share holds keeps those its `eviction`
-policy ranks first and evicts the rest, with a warning. The count-min
-sketch is laid out by rank and holds no ids, so it restarts from zero.
-
-The number of ranks that saved is the merged checkpoint's `RANKS` tensor;
-without it a checkpoint is re-sharded anyway (a no-op for rows already in
-place). One process counts as one rank; one process restoring the ranks'
-checkpoint moves nothing but restarts the sketches
-(`restarting_sketches`).
+An id's owner depends on the rank count, so after such a restore each
+rank sends its rows, slots and bookkeeping to their new owners before the
+first update, one per-row variable at a time to bound what is in flight.
+An owner short of room keeps what `eviction` ranks first (with a warning).
+The sketch, laid out by rank and holding no ids, restarts from zero, also
+for one process restoring the ranks' checkpoint (`restarting_sketches`).
+The saving rank count is the merged checkpoint's `RANKS`.
 """
 import time
 import weakref
@@ -102,12 +94,9 @@ def _send(variable, held, splits, hvd):
 
 
 def _move(table, slots, hvd):
-  """(op moving `table`'s rows to their owners, the rows it evicted).
-
-  Ids and the eviction score go first, since which rows are kept decides
-  where every variable's go; then one variable at a time, each written
-  before the next is read, to bound what is in flight.
-  """
+  """(op moving `table`'s rows to their owners, rows evicted). Ids and the
+  eviction score go first (they decide what is kept), then each variable,
+  written before the next is read."""
   held = tf.where(table.ids >= 0)[:, 0]
   owner = dynamic.owners(tf.gather(table.ids, held), hvd.size())
   order = tf.argsort(owner, stable=True)
@@ -150,13 +139,9 @@ def _cleared_sketch(table):
 
 
 def restarting_sketches(scaffold, saved):
-  """`scaffold` whose local_init_op also clears one process's sketches
-  restored from `saved` ranks (rows need no move).
-
-  The local_init_op runs after the restore and before Estimator's saver
-  writes the session's first checkpoint, which says one process and so must
-  hold cleared sketches.
-  """
+  """`scaffold` whose local_init_op also clears the sketches restored from
+  `saved` ranks; it runs before Estimator's first checkpoint of the
+  session, which says one process and so must hold cleared sketches."""
   logging.info("Sharded tables of %d ranks restored into one process",
                saved)
   clear = [_cleared_sketch(t) for t in dynamic.tables()

@@ -1,19 +1,12 @@
 """Large variables split over the parameter servers, whatever made them.
 
-Estimator places each variable whole on one ps task, so a table larger
-than a task cannot train. `get_variable` users (v1 layers, feature
-columns) get a scope partitioner; `tf.Variable` users (Keras, v2 columns
-and canned estimators) never ask one, so a variable creator splits those.
-A large variable becomes a `PartitionedVariable` of parts along axis 0,
-the same number per task, saved as slices so it restores into any number
-of parts.
-
-Each part is drawn on its task by `initializers.part_initializer`, also
-where get_variable splits itself (it would hand TF 2 and Keras
-initializers the part's shape alone). One-value variables (zero slots,
-Adagrad's accumulator) avoid graph constants: a constant's kernel keeps
-its tensor for the session, the variable shares it until its first sparse
-update copies it, and the task holds the slot twice.
+Estimator puts each variable whole on one ps task. `get_variable` users
+get a scope partitioner; `tf.Variable` users (Keras, v2 columns, canned
+estimators) never ask one, so a variable creator splits those into a
+`PartitionedVariable` saved as slices (restorable into any split). Parts
+are drawn on their tasks (`initializers.part_initializer`). One-value
+variables avoid graph constants, whose buffer the variable would share
+until its first sparse update copies it: the slot held twice.
 """
 import contextlib
 import functools
@@ -37,12 +30,9 @@ meeting a checkpoint read, dense optimizer temporaries) are of one part."""
 
 def number_of_parts(shape, dtype, num_ps, min_slice_bytes=MIN_SLICE_BYTES,
                     max_part_bytes=MAX_PART_BYTES):
-  """Parts to split a variable of `shape` and `dtype` into (1: keep whole).
-
-  One per ps task above `min_slice_bytes` (fewer if parts would be smaller
-  than that); more per task where a part would exceed `max_part_bytes`;
-  never more than rows.
-  """
+  """Parts for a variable of `shape` and `dtype` (1: whole): one per ps task
+  above `min_slice_bytes`, more per task to stay within `max_part_bytes`,
+  never more than rows."""
   if not shape or num_ps < 2 or any(d is None for d in shape):
     return 1
   size = _size(shape, dtype)
@@ -62,11 +52,8 @@ def _size(shape, dtype):
 
 
 def _slice_initial_value(initial_value, full_shape, offset, part_shape):
-  """A zero-argument callable making part `offset` of `initial_value`.
-
-  Creators receive `partial(initializer, shape, dtype=)`; anything else (a
-  tensor) is not split: None.
-  """
+  """A callable making part `offset` of `initial_value`, a
+  `partial(initializer, shape, dtype=)`; None for anything else."""
   if not isinstance(initial_value, functools.partial) or not initial_value.args:
     return None
   return functools.partial(
@@ -75,10 +62,8 @@ def _slice_initial_value(initial_value, full_shape, offset, part_shape):
 
 
 def _one_value(initial_value):
-  """`initial_value` made from `initializers.filled` where it is `partial(
-  initializer, shape, ...)` of a scalar constant, zeros or ones. The shape
-  is positional from get_variable and columns, a keyword from Keras'
-  `add_slot`."""
+  """`initial_value` via `initializers.filled` where it is a partial of a
+  scalar constant, zeros or ones initializer (shape positional or kw)."""
   if not (isinstance(initial_value, functools.partial) and
           (initial_value.args or "shape" in initial_value.keywords)):
     return initial_value
@@ -143,7 +128,7 @@ def partitioned_variables(num_ps, min_slice_bytes=MIN_SLICE_BYTES,
   Args:
     num_ps: the job's ps tasks.
     min_slice_bytes: variables up to this size stay whole.
-    max_part_bytes: parts are at most this large (see `number_of_parts`).
+    max_part_bytes: parts are at most this large (`number_of_parts`).
 
   Yields:
     Nothing; wrap the code that builds the model (a model_fn).

@@ -1,10 +1,8 @@
 """How many bytes each task of a job holds, said at start and checked.
 
-A table that does not fit fails late and badly (a replicating backend gives
-every worker the whole table and slots; an overfull ps task is killed
-after minutes of initialisation). Once the training graph holds every
-variable, bytes per holder follow from the devices, so the job logs them
-and refuses what cannot fit before its first step.
+A table that does not fit fails late (an overfull ps task is killed after
+minutes of initialisation); once the graph holds every variable, bytes
+per holder are known, so the job refuses it before its first step.
 """
 import collections
 import dataclasses
@@ -29,13 +27,11 @@ class Capacity:
   """The bytes of a training graph's variables, and who holds them.
 
   Attributes:
-    variable_bytes: the trainable variables (tables, weights).
-    slot_bytes: everything else global: optimizer slots, counters.
-    bytes_per_holder: {"ps:0": bytes, ...} under parameter servers, or
-      {"each worker": bytes} where every worker holds every variable.
+    variable_bytes: the trainable variables.
+    slot_bytes: other global variables: optimizer slots, counters.
+    bytes_per_holder: {"ps:0": bytes, ...}, or {"each worker": bytes}.
     largest: (name, bytes) of the largest variable or part.
-    shard_bytes: what a worker holds of the tables split over the Horovod
-      ranks (its shards, their slots and bookkeeping).
+    shard_bytes: a worker's Horovod shards, their slots and bookkeeping.
   """
   variable_bytes: int
   slot_bytes: int
@@ -137,8 +133,7 @@ def _size(size):
 
 
 def check(capacity, backend_name, memory, source=TASK_MEMORY):
-  """Raises ConfigError when a holder's bytes exceed `memory`, naming the
-  largest variable and what would hold the model.
+  """Raises ConfigError when a holder's bytes exceed `memory`.
 
   Args:
     capacity: `measure()`'s result.
@@ -185,11 +180,8 @@ def log_and_check(backend_name, log_line, graph=None, shard_collection=None):
 
 
 class CheckHook(tf.estimator.SessionRunHook):
-  """`log_and_check` of the training graph, in `begin`.
-
-  Outside the model_fn, since a distribution strategy's autograph would turn
-  the ConfigError into a StagingError.
-  """
+  """`log_and_check` of the training graph in `begin`, outside the model_fn,
+  where autograph would turn the ConfigError into a StagingError."""
 
   def __init__(self, backend_name, log_line, shard_collection=None):
     self._backend_name = backend_name

@@ -1,18 +1,15 @@
 """Checkpoints of sharded tables: every rank saves its slice, rank 0 merges.
 
-Only rank 0 writes the Estimator's checkpoints, and it holds only its own
-rows. So each rank saves its shard and slots as slices of the whole
-variables, a block of rows per part (a Saver reads each variable whole,
-which copies a gathered variable), to
-`sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>`; rank 0 merges them
-into `sharded_tables/ckpt-<step>`, whence any number of ranks restore.
-
-Invariants: the merge is renamed into place index last, so a cut merge
-leaves no half checkpoint; only this save's parts (N in their names) are
-merged, since leftovers would overlap; rank 0's checkpoint (an elastic
-commit) follows the merge; the model_dir is shared (checked by a token);
-ranks save every `save_checkpoints_steps` and at the end, so a time-based
-checkpoint has no tables and a restart from it is refused.
+Only rank 0 writes Estimator's checkpoints and it holds only its own rows,
+so each rank saves its shard and slots as slices of the whole variables,
+a block of rows per part (a Saver's whole read would copy a gathered
+variable), to `sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>`; rank 0
+merges them into `sharded_tables/ckpt-<step>`, whence any number of ranks
+restore. Invariants: the merge is renamed into place index last; only this
+save's parts (N in their names) are merged, as leftovers would overlap;
+rank 0's checkpoint (an elastic commit) follows the merge; the model_dir
+is shared (checked by a token); ranks save every `save_checkpoints_steps`
+and at the end, so a restart from a time-based checkpoint is refused.
 """
 import contextlib
 import contextvars
@@ -268,15 +265,13 @@ def _copy_in_blocks(source, keys, destination):
 class WholeTablesSaver(tf.compat.v1.train.Saver):
   """Estimator's Saver, reading whole tables from the merged checkpoint.
 
-  It saves every variable, tables included. In an export (`exporting`),
-  tables saved in slices are copied at save a block at a time, not
-  restored, so none is held whole; compact tables are written at save,
-  after the size check.
+  It saves every variable. In an export (`exporting`), sliced tables are
+  copied at save a block at a time, never held whole; compact tables are
+  written at save, after the size check.
 
   Args:
     keys: the tables' names in a checkpoint.
-    split: whether they are split over parameter servers, in slices of
-      Estimator's checkpoint itself.
+    split: whether they are split over ps, in Estimator's checkpoint.
     served: the compact export's tables.
   """
 
@@ -365,11 +360,9 @@ def split_over_ranks(checkpoint):
 
 
 class RankTablesSaver(tf.compat.v1.train.Saver):
-  """The Saver of an evaluation graph on Horovod ranks.
-
-  Restores the other variables, then this rank's rows from the merged
-  tables a block at a time (a whole slice read holds the shard twice),
-  re-sharding if needed.
+  """The Saver of an evaluation graph on Horovod ranks: other variables, then
+  this rank's rows from the merged tables a block at a time (a whole slice
+  read holds the shard twice), re-sharding if needed.
 
   Args:
     shards: this rank's shards (`sharded.read_on_ranks`).
@@ -396,12 +389,8 @@ class RankTablesSaver(tf.compat.v1.train.Saver):
 
 
 class _RankTables:
-  """This rank's ops reading its rows from a merged checkpoint and deltas.
-
-  Args:
-    hvd: horovod.tensorflow, initialised.
-    sliced: this rank's variables saved as slices.
-  """
+  """This rank's (`hvd`) ops reading its `sliced` rows from a merged
+  checkpoint and deltas, then re-sharding."""
 
   def __init__(self, hvd, sliced):
     self._hvd = hvd
@@ -511,8 +500,8 @@ def _keeping_restored_files(spec, config):
 def whole_tables_outside_training(model_fn):
   """`model_fn` whose non-training graphs hold each sharded table whole.
 
-  Prediction and export use `WholeTablesSaver`; evaluation on the ranks
-  `RankTablesSaver`. A spec with its own Saver keeps it.
+  Prediction and export use `WholeTablesSaver`, evaluation on the ranks
+  `RankTablesSaver`; a spec with its own Saver keeps it.
 
   Args:
     model_fn: model_fn(features, labels, mode, config).
@@ -559,10 +548,8 @@ def whole_tables_outside_training(model_fn):
 
 
 class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
-  """Saves and restores this rank's shards of the sharded tables.
-
-  Every rank runs the same collectives (token broadcast, a barrier per
-  save) at the same points.
+  """Saves and restores this rank's shards; every rank runs the same
+  collectives (token broadcast, a barrier per save) at the same points.
 
   Args:
     model_dir: the Estimator's model_dir (shared by the ranks).

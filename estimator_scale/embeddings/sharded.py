@@ -9,8 +9,7 @@ go to their owners and rows come back (two alltoalls); the gradient
 returns the same way divided by N, the mean a replicated table would get.
 Shards and slots are local variables, out of the allreduce (`is_sharded`)
 and rank 0's broadcast. Tables stay float32 under mixed precision (a cast
-read would copy them whole). Prediction and export hold tables whole
-(`whole_tables`); evaluation reads them on the ranks (`read_on_ranks`).
+read would copy them whole).
 """
 import contextlib
 import contextvars
@@ -46,8 +45,7 @@ class Lookup:
   Attributes:
     table: the shard variable.
     ids: the unique ids looked up (int64, global row numbers).
-    vectors: their rows, after the exchange; its gradient is this rank's
-      own gradient of those rows.
+    vectors: their rows; its gradient is this rank's own for those rows.
   """
   table: tf.Variable
   ids: tf.Tensor
@@ -205,9 +203,7 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
   Args:
     name: the variable's name, in the current variable scope.
     vocabulary_size, dimension: the whole table's shape.
-    initializer: an initializer or a function of (shape, dtype) (default
-      glorot uniform over the whole shape); see `initializers`.
-    dtype: the table's dtype.
+    initializer, dtype: as `sharded_embedding`'s.
     getter: makes the variable, with get_variable's arguments.
 
   Returns:
@@ -287,8 +283,7 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
 
   Args:
     ids: integer ids in [0, vocabulary_size), any shape.
-    vocabulary_size: the table's rows.
-    dimension: the vectors' length.
+    vocabulary_size, dimension: the table's rows and the vectors' length.
     name: the table's variable name.
     initializer: an initializer or a function of (shape, dtype) (default
       glorot uniform over the whole shape).

@@ -2,12 +2,11 @@
 
 A dynamic table maps each raw id (int64, or a string fingerprinted to 63
 bits) to a row of a fixed pool of `capacity` rows: no vocabulary, and no
-rows shared as in a hashed table. Pool and slots are ordinary variables,
-so optimizers and checkpoints treat it as any table. Per-row bookkeeping
-(`ids`, -1 where free; `last_seen`, NEVER where free; `counts`; `fresh`,
-rows whose slots must be reset, `reset_slots_on_admission`) and the
-count-min `sketch` of rowless ids are checkpointed; `ids` is the one
-truth, the id -> row index is rebuilt from it after a restore.
+rows shared as in a hashed table. Pool and slots are ordinary variables.
+Per-row bookkeeping (`ids`, -1 where free; `last_seen`, NEVER where free;
+`counts`; `fresh`: rows whose slots must be reset) and the count-min
+`sketch` of rowless ids are checkpointed; `ids` is the one truth, the
+id -> row index is rebuilt from it after a restore.
 
 A training lookup is one kernel (kernels/dynamic_rows.cc): it expires,
 admits ids seen `min_count` times (the sketch never undercounts), evicts
@@ -458,11 +457,8 @@ def slot_initial_value(optimizer, slot_name):
 
 
 def reset_slots_on_admission(optimizer):
-  """Makes `optimizer` (v1 or Keras) reset fresh rows' slots before applying.
-
-  Slots are made after the network, so admission can't write them; fresh
-  rows are in the next gradient, so the sparse apply resets them.
-  """
+  """Makes `optimizer` (v1 or Keras) reset fresh rows' slots in its sparse
+  apply: slots are made after the network, so admission can't write them."""
   apply = optimizer._resource_apply_sparse_duplicate_indices  # pylint: disable=protected-access
   if getattr(apply, "resets_fresh_rows", False):
     return
@@ -628,13 +624,10 @@ def dynamic_embedding(ids, dimension, capacity, name="embedding", min_count=1,
                       steps_to_live=None, initializer=None, eviction="lru"):
   """Looks raw ids up in a table that gives each id its own row.
 
-  Use where the network would call `tf.nn.embedding_lookup` on hashed ids.
-
   Args:
     ids: integer or string ids, any shape; negative integers are missing
       (zeros, never a row).
-    dimension: the vectors' length.
-    capacity: the most ids the table holds at once.
+    dimension, capacity: the vectors' length; the most ids held at once.
     name: the table's name.
     min_count: sightings before an id gets a row (until then: zeros).
     steps_to_live: updates without a lookup before a row is freed (None:

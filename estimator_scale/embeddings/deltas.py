@@ -3,16 +3,13 @@ only the rows of the dynamic tables changed since the save before.
 
 With `full_checkpoint_every` K > 1, one save in K is Estimator's full
 checkpoint; the others are deltas `deltas/<full step>/delta-<step>`: each
-table's changed rows (looked up, or freed since the last save: `Changes`)
-and every other variable whole. Rows are named as one process's table has
-them, so a chain restores into any number of ps parts.
-
-Invariants: the latest full checkpoint stays Estimator's latest and a
-session's last save is full, so readers see whole checkpoints; a delta
-names the save it follows, is renamed into place index last, and a
-restore stops at the first that does not follow; deltas past the restore
-point are deleted (another timeline would continue their chain). Horovod
-ranks: `shard_deltas`. Asynchronous workers' tables save as before.
+table's changed rows (looked up, or freed: `Changes`), named as one
+process's table has them, and every other variable whole. Invariants: the
+latest full checkpoint stays Estimator's latest and a session's last save
+is full, so readers see whole checkpoints; a delta names the save it
+follows and is renamed into place index last; a restore stops at the
+first delta that does not follow, and deletes those past it (another
+timeline would continue their chain). Horovod ranks: `shard_deltas`.
 """
 import contextlib
 import contextvars
@@ -55,11 +52,8 @@ def tracking_on():
 
 
 class Changes:
-  """Which rows of a table changed since the last save.
-
-  Args:
-    ids: the table's `ids` variable (-1 where a row is free).
-  """
+  """Which rows of a table changed since the last save (`ids`: the table's
+  `ids` variable, -1 where a row is free)."""
 
   def __init__(self, ids):
     self._ids = ids
@@ -125,7 +119,7 @@ def step_of(path):
 
 class DeltaSaver:
   """Estimator's training Saver: one full checkpoint in `full_every` saves,
-  deltas in between; the rest is the wrapped Saver's.
+  deltas in between; the rest is the wrapped `saver`'s.
 
   Args:
     saver: the Saver the training graph would use.

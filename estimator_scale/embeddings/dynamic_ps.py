@@ -5,11 +5,10 @@ A table over N ps tasks is N `dynamic.Table` parts; part i, with its index
 and free rows, lives on task i and holds ids with `dynamic.owners(id, N)
 == i`. Parts save as slices of one process's table; a restore into
 another N is fixed up by the chief first (`dynamic_ps_moves`).
-Synchronous (`--ps_sync`): the chief admits once over every worker's ids
-(sent through queues) and sends back rows, matching one process until a
-task's share fills (eviction is per task). Asynchronous: workers admit on
-their own; two concurrent admissions may share a row until the next
-session rebuilds the index, but capacity always holds.
+Synchronous: the chief admits once over every worker's ids (sent through
+queues), matching one process until a task's share fills (eviction is
+per task). Asynchronous: workers admit on their own; concurrent
+admissions may share a row until the next session rebuilds the index.
 """
 import contextlib
 import contextvars
@@ -143,13 +142,8 @@ def saved_tasks(held, rows, capacity, most=MOST_TASKS):
 
 
 class PsTable:
-  """A dynamic table split over the ps tasks (module docstring).
-
-  Args:
-    name: the table's name in the current variable scope.
-    options: the user's `dynamic.Options`.
-    where: the `Placement`.
-  """
+  """A dynamic table split over the ps tasks: `name` in the current scope,
+  the user's `dynamic.Options`, and the `Placement` `where`."""
 
   def __init__(self, name, options, where):
     self.options, self.name, self.where = options, name, where

@@ -1,15 +1,12 @@
 """A dynamic table restored into another number of ps tasks: rows moved to
 the tasks their ids' hash names, before the first update.
 
-A restore puts in part i the saved layout's range i, whose ids another
-count placed. As its session starts, the chief reads every part's per-row
-variables and writes into each the rows whose ids it now owns (too many:
-the most recently used stay, with a warning); the sketch restarts (laid
-out by task, it holds no ids). The chief holds the whole table once.
-
-Synchronous workers look up through the chief, so see only moved tables.
-An asynchronous worker may look up first; it then fails naming the table
-(`dynamic_ps.Part.check_owned`) and must be restarted.
+As its session starts the chief reads every part's per-row variables
+(holding the whole table once) and writes into each the rows whose ids it
+now owns (too many: the most recently used stay, with a warning); the
+sketch restarts (laid out by task, it holds no ids). Synchronous workers
+look up through the chief; an asynchronous one looking up first fails
+naming the table (`dynamic_ps.Part.check_owned`) and must be restarted.
 """
 from absl import logging
 import tensorflow as tf
@@ -66,12 +63,8 @@ def _moves(table):
 
 
 class MoveHook(tf.compat.v1.train.SessionRunHook):
-  """On the chief, moves PsTables' misplaced rows as the session starts.
-
-  Args:
-    tables: the graph's `dynamic_ps.PsTable`s.
-    ps_tasks: the job's ps tasks (for the log line).
-  """
+  """On the chief, moves `tables`' (`dynamic_ps.PsTable`s) misplaced rows as
+  the session starts; `ps_tasks` is for the log line."""
 
   def __init__(self, tables, ps_tasks):
     self._tables = tables

@@ -1,15 +1,12 @@
 """Adam's update of a table held in slices, a block of rows at a time.
 
-TensorFlow's v1 Adam applies a sparse gradient with dense ops over the
-whole variable, each making a variable-sized temporary, and a dense read
-of a gathered resource variable copies it first: an update holds several
-slice-sized buffers, and a ps task updating many parts adds them up. For
-slices (variables with save slice info) the same arithmetic runs on
-blocks of `BLOCK_ROWS` rows via gathers and scatters, which never copy.
-SGD, Adagrad and FTRL already touch only the gradient's rows.
-
-Slots start from `Empty`, not zeros constant folding would keep as a
-slice-sized graph constant for the session's life.
+v1 Adam applies a sparse gradient with dense ops, each making a
+variable-sized temporary, and a dense read of a gathered resource variable
+copies it: an update holds several slice-sized buffers, which add up on a
+ps task with many parts. For slices (variables with save slice info) the
+same arithmetic runs on blocks of `BLOCK_ROWS` rows by gathers and
+scatters, which never copy; slots start from `Empty`, not zeros constant
+folding would keep. SGD, Adagrad and FTRL already touch only their rows.
 """
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
@@ -24,10 +21,8 @@ def is_slice(variable):
 
 
 def update_in_blocks(optimizer):
-  """Makes v1 Adam `optimizer` update slices of tables block by block.
-
-  Other optimizers and non-slice variables are untouched; idempotent.
-  """
+  """Makes v1 Adam `optimizer` update slices of tables block by block; other
+  optimizers and variables are untouched; idempotent."""
   if type(optimizer) is not tf.compat.v1.train.AdamOptimizer:  # pylint: disable=unidiomatic-typecheck
     return
   whole = optimizer._resource_apply_sparse  # pylint: disable=protected-access

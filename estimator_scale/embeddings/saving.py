@@ -1,13 +1,11 @@
 """Checkpoints of partitioned tables that a ps task can write within its share.
 
 While a save reads a resource variable (sharing its buffer), a sparse
-update from an asynchronous worker copies the whole variable first, and
+update from an asynchronous worker copies the whole variable, and
 TensorFlow's saver reads all of a device's variables in one op: a ps task
 can hold its variables twice. This saver writes each device's variables
 in groups of at most `group_bytes`, one after the other, so an update
-copies at most a group. The checkpoint is the same.
-
-Checkpoints written beside the Estimator's are put in place by `publish`.
+copies at most a group; the checkpoint is the same.
 """
 import collections
 
@@ -79,12 +77,8 @@ def write_in_groups(saver, group_bytes):
 
 
 def grouped_saver(group_bytes, config):
-  """A sharded Saver like Estimator's default, writing in groups.
-
-  Args:
-    group_bytes: the most bytes of a device's variables read at once.
-    config: the RunConfig (checkpoints to keep).
-  """
+  """A sharded Saver like Estimator's default (keeping as `config` says),
+  reading at most `group_bytes` of a device's variables at once."""
   return tf.compat.v1.train.Saver(
       sharded=True, max_to_keep=config.keep_checkpoint_max,
       keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,

@@ -1,6 +1,6 @@
 """Sharded tables the way models are written: a Keras layer, a feature column.
 
-Both wrap `sharded.make_table` and `sharded.lookup`. The column's table
+Both wrap `sharded.make_table` and `sharded.lookup`; the column's table
 comes through a custom getter around its own variable creation, so
 `input_layer` and `DenseFeatures` name it as an embedding column's.
 """
@@ -16,9 +16,8 @@ COMBINERS = ("mean", "sqrtn", "sum")
 
 
 class ShardedEmbedding(tf.keras.layers.Layer):
-  """`tf.keras.layers.Embedding` with its rows sharded over Horovod ranks.
-
-  Create it inside `logits` (or model_fn), so each mode's graph has its own.
+  """`tf.keras.layers.Embedding` with its rows sharded over Horovod ranks;
+  create it inside `logits` (or model_fn), so each mode's graph has its own.
 
   Args:
     vocabulary_size: the table's rows (Keras' `input_dim`).
@@ -64,9 +63,8 @@ class ShardedEmbedding(tf.keras.layers.Layer):
 def sharded_embedding_column(categorical_column, dimension, combiner="mean",
                              initializer=None, max_norm=None,
                              compression="none"):
-  """`tf.feature_column.embedding_column` with a sharded table.
-
-  Ids must lie in [0, num_buckets); negative ids and weights <= 0 drop.
+  """`tf.feature_column.embedding_column` with a sharded table; ids must lie
+  in [0, num_buckets) (negative ids and weights <= 0 are dropped).
 
   Args:
     categorical_column: a categorical column, or a weighted one.

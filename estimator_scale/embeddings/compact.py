@@ -1,12 +1,12 @@
 """Compact exports: a dynamic table served by the rows worth serving, in
 fewer bytes a row.
 
-A table trained over many hosts may not fit a serving host, and rarely or
-long-unseen rows are near their initial values. A `CompactExport` keeps
-rows seen `min_count` times (recently, with `last_updates`), as float32,
-float16 or int8 with a per-row scale (max magnitude / 127); left-out ids
-read zeros. Rows are chosen and written from the checkpoint a block at a
-time, and the size is checked against `max_bytes` before writing.
+Rows rarely or long unseen are near their initial values, and a table
+trained over many hosts may not fit a serving host. A `CompactExport`
+keeps rows seen `min_count` times (recently, with `last_updates`), as
+float32, float16 or int8 with a per-row scale (max magnitude / 127);
+left-out ids read zeros. Rows are chosen and written from the checkpoint
+a block at a time; the size is checked before writing.
 """
 import contextlib
 import contextvars
@@ -178,13 +178,8 @@ def _kept_positions(reader, name, compact):
 
 
 class ServedTable:
-  """A dynamic table as a compact export serves it (kept ids, rows, scales).
-
-  Args:
-    name: the table's name as `dynamic.make_table` has it.
-    options: the table's `dynamic.Options`.
-    getter: makes a variable with get_variable's arguments, or None.
-  """
+  """A dynamic table as a compact export serves it (kept ids, rows, scales),
+  made from `name`, its `dynamic.Options` and an optional `getter`."""
 
   def __init__(self, name, options, getter):
     export = _EXPORT.get()

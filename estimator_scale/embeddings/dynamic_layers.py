@@ -1,6 +1,6 @@
 """Dynamic tables the way models are written: a Keras layer, a feature column.
 
-Both wrap `dynamic.make_table` and `dynamic.lookup`. The column's table
+Both wrap `dynamic.make_table` and `dynamic.lookup`; the column's table
 sees raw values (a hashed column's fingerprints, not its buckets), so ids
 never share a row.
 """
@@ -16,9 +16,8 @@ _RAW_BUCKETS = (1 << 63) - 1
 
 
 class DynamicEmbedding(tf.keras.layers.Layer):
-  """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`).
-
-  On ps, `embeddings` is the first part's pool, the rest `embedding_parts`.
+  """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`);
+  on ps, `embeddings` is the first part's pool, the rest `embedding_parts`.
 
   Args:
     dimension, capacity, min_count, steps_to_live, eviction: as
@@ -121,11 +120,9 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     return column
 
   def create_state(self, state_manager):
-    """See base class: DenseFeatures' table, in its own scope per column.
-
-    Via add_weight, so Keras lists it (canned estimators train only listed
-    variables), without autocast, so the optimizer finds the table by pool.
-    """
+    """See base class: DenseFeatures' table, in a scope per column, made via
+    add_weight so Keras lists it (canned estimators train only listed
+    variables), without autocast so the optimizer finds the table by pool."""
     layer = state_manager._layer  # pylint: disable=protected-access
 
     def make_pool(**_):

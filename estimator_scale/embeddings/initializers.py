@@ -181,10 +181,9 @@ def _whole(initializer):
 
 
 def draw_rows(initializer, count, table_shape, dtype=tf.float32):
-  """`count` new rows of a table of `table_shape`, drawn from `initializer`.
-
-  Drawn as `part_initializer` draws (an unknown kind: as a table of `count`
-  rows); `count` may be a tensor; random kinds draw anew at each run.
+  """`count` (maybe a tensor) new rows of a table of `table_shape`, drawn as
+  `part_initializer` draws (unknown kinds: as a table of `count` rows);
+  random kinds draw anew at each run.
 
   Returns:
     A tensor of shape [count] + table_shape[1:].

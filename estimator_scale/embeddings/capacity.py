@@ -1,9 +1,6 @@
-"""How many bytes each task of a job holds, said at start and checked.
-
-A table that does not fit fails late (an overfull ps task is killed after
-minutes of initialisation); once the graph holds every variable, bytes
-per holder are known, so the job refuses it before its first step.
-"""
+"""How many bytes each task of a job holds, said at start and checked: a
+table that does not fit would fail late (an overfull ps task is killed
+after minutes of initialisation), so it is refused before the first step."""
 import collections
 import dataclasses
 import math

@@ -2,11 +2,10 @@
 
 An id's owner depends on the rank count, so after such a restore each
 rank sends its rows, slots and bookkeeping to their new owners before the
-first update, one per-row variable at a time to bound what is in flight.
-An owner short of room keeps what `eviction` ranks first (with a warning).
-The sketch, laid out by rank and holding no ids, restarts from zero, also
-for one process restoring the ranks' checkpoint (`restarting_sketches`).
-The saving rank count is the merged checkpoint's `RANKS`.
+first update, one per-row variable at a time to bound what is in flight;
+an owner short of room keeps what `eviction` ranks first (with a
+warning). The sketch, laid out by rank and holding no ids, restarts from
+zero, also for one process restoring the ranks' checkpoint.
 """
 import time
 import weakref
@@ -157,12 +156,7 @@ def restarting_sketches(scaffold, saved):
 
 class Resharder:
   """Moves dynamic tables' rows to their owners after a restore saved by
-  another number of ranks.
-
-  Args:
-    hvd: horovod.tensorflow, initialised.
-    sliced: the variables saved as slices (the tables and their slots).
-  """
+  another number of ranks (`hvd`; `sliced`: tables and slots)."""
 
   def __init__(self, hvd, sliced):
     self._hvd = hvd

@@ -3,10 +3,10 @@
 Estimator puts each variable whole on one ps task. `get_variable` users
 get a scope partitioner; `tf.Variable` users (Keras, v2 columns, canned
 estimators) never ask one, so a variable creator splits those into a
-`PartitionedVariable` saved as slices (restorable into any split). Parts
-are drawn on their tasks (`initializers.part_initializer`). One-value
-variables avoid graph constants, whose buffer the variable would share
-until its first sparse update copies it: the slot held twice.
+`PartitionedVariable` saved as slices. Parts are drawn on their tasks
+(`initializers.part_initializer`). One-value variables avoid graph
+constants, whose buffer the variable shares until its first sparse update
+copies it, holding the slot twice.
 """
 import contextlib
 import functools

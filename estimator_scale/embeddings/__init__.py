@@ -1,11 +1,5 @@
 """Large tables: split over parameter servers, and refused where they
-cannot fit.
-
-`place_variables` wraps any Estimator model_fn: under parameter servers it
-partitions large variables over the ps tasks and saves them a few parts at
-a time; in training it refuses, before the first step, variables that do
-not fit where the backend puts them.
-"""
+cannot fit (`place_variables` wraps any Estimator model_fn)."""
 import contextlib
 import os
 

@@ -1,11 +1,10 @@
 """Delta saves of dynamic tables sharded over Horovod ranks.
 
-Between full saves (`shard_checkpoints`) each rank writes its changed rows
-(`deltas.Changes`) under keys of its own, and its other slices whole;
-rank 0 merges them into `sharded_tables/deltas/<full step>/delta-<step>`,
-which `deltas.chain` follows. Rows carry whole-table row numbers, so any
-number of ranks can restore them. A session's first save is full, so a
-chain never spans a change in the number of ranks.
+Between full saves each rank writes its changed rows (`deltas.Changes`)
+under keys of its own and its other slices whole; rank 0 merges them into
+`sharded_tables/deltas/<full step>/delta-<step>`. Rows carry whole-table
+row numbers, so any number of ranks restores them; a session's first
+save is full, so a chain never spans a change in the number of ranks.
 """
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
@@ -25,12 +24,8 @@ def _key(name, rank):
 
 
 class RankDeltas:
-  """This rank's ops to save its changed rows and to apply a delta's.
-
-  Args:
-    hvd: horovod.tensorflow, initialised.
-    sliced: this rank's variables saved as slices.
-  """
+  """This rank's (`hvd`) ops to save its changed rows and apply a delta's
+  (`sliced`: its variables saved as slices)."""
 
   def __init__(self, hvd, sliced):
     tables = [t for t in dynamic.tables() if t.shard is not None]

@@ -1,10 +1,9 @@
 """Evaluation that reads a parameter-server job's tables where they live.
 
-Estimator evaluates in a local session, which would need every ps task's
-memory together. Within `reading_on_ps`, evaluation variables go to the ps
-tasks, each restoring and serving its own parts, in a resource container
-of the evaluation's own (training's same-named variables in the default
-container must stay untouched); the container is freed afterwards.
+A local evaluation session would need every ps task's memory together.
+Within `reading_on_ps`, evaluation variables go to the ps tasks, in a
+resource container of the evaluation's own (training's same-named
+variables must stay untouched), freed afterwards.
 """
 import contextlib
 import contextvars

@@ -1,11 +1,10 @@
 """The dynamic tables' kernel (kernels/dynamic_rows.cc), built against the
 TensorFlow installed and loaded into every process that imports the tables.
 
-A ps runs a table's ops without building the graph, so every importing
+A ps runs table ops without building the graph, so every importing
 process registers the kernel. It is built once per source and TensorFlow
-(hashed into its name) into share/estimator_scale or
-ESTIMATOR_SCALE_KERNELS, by `make setup` or, if missing, under a file
-lock so ranks starting together build it once. SavedModels do not use it.
+(hashed into its name) by `make setup`, or when missing under a file lock
+so ranks starting together build it once. SavedModels do not use it.
 """
 import fcntl
 import functools

@@ -203,11 +203,8 @@ def resume_where_tables_were_merged(model_dir):
   """Points `model_dir`'s latest checkpoint back to the newest with tables.
 
   Rank 0's checkpoint precedes the ranks' save (Estimator's saver is the
-  first hook), so a rank lost in between leaves one without tables; resume
-  from the one before (a commit follows the merge, so at most the last).
-
-  Returns:
-    The checkpoint left behind, or None.
+  first hook), so a rank lost in between leaves one without tables.
+  Returns the checkpoint left behind, or None.
   """
   state = tf.train.get_checkpoint_state(model_dir)
   if state is None or not tf.io.gfile.exists(

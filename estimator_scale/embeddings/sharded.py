@@ -246,9 +246,7 @@ def lookup(table, ids, compression="none"):
   for a shard: every rank, every batch).
 
   Args:
-    table: the table's variable.
-    ids: integer ids in [0, vocabulary_size), any shape.
-    compression: "none" or "fp16".
+    table, ids, compression: as `sharded_embedding`'s.
 
   Returns:
     `ids.shape + [dimension]`, in the table's (or network's) dtype.

@@ -89,8 +89,7 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
     model_fn: model_fn(features, labels, mode, config).
     num_ps: the job's ps tasks; 0 or 1 leaves every variable whole.
     topology: this process's Topology (the chief logs the capacity line).
-    full_checkpoint_every: saves per full checkpoint; the others are deltas
-      (`deltas`: one process, or synchronous parameter servers).
+    full_checkpoint_every: saves per full checkpoint, the others deltas.
 
   Returns:
     model_fn(features, labels, mode, params, config); `params` is only for

@@ -246,7 +246,8 @@ def lookup(table, ids, compression="none"):
   for a shard: every rank, every batch).
 
   Args:
-    table, ids, compression: as `sharded_embedding`'s.
+    table: the table's variable.
+    ids, compression: as `sharded_embedding`'s.
 
   Returns:
     `ids.shape + [dimension]`, in the table's (or network's) dtype.

@@ -1,11 +1,11 @@
 """Any initializer a TensorFlow 2 user writes, drawing one part of a table.
 
 Parts of a split table are drawn where they live, so no process holds it
-whole; v1, Keras and TF 2 initializers take parts differently or not at
-all. Constants give the part's rows; random ones are seeded from seed and
-first row (parts differ, reruns repeat); variance scaling uses the whole
-table's fans; `partition_info` takers get it; anything else is drawn
-whole and sliced.
+whole, yet v1, Keras and TF 2 initializers take parts differently or not
+at all. Constants give the part's rows; random ones are seeded from seed
+and first row (parts differ, reruns repeat); variance scaling uses the
+whole table's fans; others are given `partition_info` or drawn whole and
+sliced.
 """
 import inspect
 import math

@@ -173,9 +173,8 @@ def bucket(keys_, which, buckets):
 
 
 def drawn_vectors(keys_, dimension, initializer):
-  """Initial vectors of admitted ids from a user's initializer (v1, TF 2 or
-  Keras). Without one the kernel draws each from the id's hash, uniform in
-  +-1/sqrt(dimension), so split tables start each id as one process does."""
+  """Admitted ids' vectors from a user's initializer; without one, the kernel
+  draws from each id's hash, so split tables start ids as one process."""
   try:
     return tf.cast(initializer([tf.shape(keys_)[0], dimension],
                                dtype=tf.float32), tf.float32)
@@ -483,9 +482,8 @@ def reset_slots_on_admission(optimizer):
 
 
 def check_trainers(topology):
-  """Raises ConfigError where several workers or replicas of `topology`
-  would train a one-process table: each would keep its own index, silently
-  disagreeing. The train op's builders call it."""
+  """Raises ConfigError where several trainers of `topology` would each keep
+  their own index of a one-process table, silently disagreeing."""
   trainers = topology.num_workers * topology.replicas_per_worker
   alone = [t.name for t in tables()
            if t.shard is None and t.ps_part is None and t.trained]

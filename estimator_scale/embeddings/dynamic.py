@@ -66,7 +66,7 @@ EVICT_FRACTION = 16
 
 
 def expiry_period(steps_to_live):
-  """Updates between expiry scans: a row lives <= 1.25 x steps_to_live unseen."""
+  """Updates between expiry scans: rows live <= 1.25 x steps_to_live unseen."""
   return max(1, -(-steps_to_live // 4))
 _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
                 0xD6E8FEB86659FD93, 0xA0761D6478BD642F, 0xE7037ED1A0B428DB,

@@ -341,7 +341,7 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
 
 
 def _refuse_deltas(checkpoint, found, what):
-  """Raises where `found` (`tables_of`) has deltas: only the ranks apply them."""
+  """Raises where `found` (`tables_of`) has deltas: only ranks apply them."""
   if found[1]:
     raise errors.ConfigError(
         f"checkpoint {checkpoint} holds its sharded tables as {found[0]} and "

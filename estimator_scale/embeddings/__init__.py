@@ -1,13 +1,5 @@
 """Large tables: split over parameter servers, and refused where they
-cannot fit.
-
-`place_variables` wraps any Estimator model_fn (a BaseModel's, a
-hand-written one, a canned estimator's): under parameter servers it builds
-the model with every large variable partitioned over the ps tasks, saves
-checkpoints a few parts at a time, and logs the bytes each task holds; in
-training it refuses, before the first step, a job whose variables do not
-fit where its backend puts them.
-"""
+cannot fit (`place_variables` wraps any Estimator model_fn)."""
 import contextlib
 import os
 
@@ -36,9 +28,8 @@ in a checkpoint save, may have (default `partitioning.MAX_PART_BYTES`)."""
 
 @contextlib.contextmanager
 def exporting(checkpoint, compact_export=None):
-  """Within it, the graphs built are exports of `checkpoint`: tables saved
-  in slices are copied into the SavedModel, not restored, and dynamic
-  tables are kept as `compact_export` (a `CompactExport`, or None) says."""
+  """Within it, graphs are exports of `checkpoint`: sliced tables are copied,
+  not restored; dynamic tables are kept as `compact_export` says."""
   sources = ([] if checkpoint is None else
              [checkpoint, shard_checkpoints.merged_checkpoint(checkpoint)])
   with shard_checkpoints.exporting(), compact.compacting(compact_export,
@@ -59,10 +50,8 @@ def max_part_bytes(environ=None):
 
 
 def _save_in_groups(spec, part_bytes, config):
-  """Makes training save a ps task's parts a group at a time (`saving`):
-  through the scaffold's Saver where it is not built yet and has no builder
-  of its own (the framework's resuming Saver), else through a Saver like
-  Estimator's default where the model_fn chose none."""
+  """Makes training save a ps task's parts a group at a time (`saving`), via
+  the scaffold's unbuilt Saver, else a default-like Saver if none chosen."""
   saver = spec.scaffold.saver
   if saver is not None:
     saving.write_in_groups(saver, part_bytes)
@@ -72,11 +61,8 @@ def _save_in_groups(spec, part_bytes, config):
 
 
 def _saving_deltas(spec, config, full_every):
-  """`spec` whose Saver (its own, the one `_save_in_groups` made, or one
-  like Estimator's default) writes one full checkpoint in `full_every`
-  saves and deltas in between (`deltas.DeltaSaver`), where it has tables
-  to track: one process's, or the parts a synchronous parameter-server
-  chief admits into."""
+  """`spec` whose Saver writes deltas between full saves (`deltas`), where
+  tables are tracked: one process's, or a synchronous ps chief's parts."""
   from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
   tracked = [(t, t.changes) for t in dynamic.tables()
              if t.changes and t.shard is None]
@@ -100,19 +86,14 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
   """`model_fn` with its variables placed as the job's backend needs.
 
   Args:
-    model_fn: model_fn(features, labels, mode, config), as
-      `tf.estimator.Estimator.model_fn` gives it.
-    num_ps: the job's ps tasks (the RunConfig's `num_ps_replicas`); 0 or 1
-      leaves every variable whole.
-    topology: this process's Topology (its backend and whether it is the
-      chief, which logs the capacity line).
-    full_checkpoint_every: saves per full checkpoint; the others save the
-      rows of the dynamic tables changed since the save before (`deltas`:
-      one process, or synchronous parameter servers).
+    model_fn: model_fn(features, labels, mode, config).
+    num_ps: the job's ps tasks; 0 or 1 leaves every variable whole.
+    topology: this process's Topology (the chief logs the capacity line).
+    full_checkpoint_every: saves per full checkpoint, the others deltas.
 
   Returns:
-    model_fn(features, labels, mode, params, config); `params` is there for
-    the Estimator to keep showing them, `model_fn` has its own bound.
+    model_fn(features, labels, mode, params, config); `params` is only for
+    the Estimator to show, `model_fn` has its own bound.
   """
   slice_bytes, part_bytes = min_slice_bytes(), max_part_bytes()
   # Evaluation and export hold Horovod-sharded tables whole.

@@ -1,13 +1,6 @@
-"""How many bytes each task of a job holds, said at start and checked.
-
-A table that cannot fit where its backend puts it fails late and badly: a
-replicating backend (one process, mirrored, multi_worker_mirrored, Horovod)
-gives every worker the whole table and its optimizer slots, and a ps task
-that gets more than its memory is killed after minutes of initialisation.
-Once the training graph holds every variable (the slots included), the
-bytes per holder are known from the variables' devices, so the job can say
-them in one line and refuse, before its first step, what cannot fit.
-"""
+"""How many bytes each task of a job holds, said at start and checked: a
+table that does not fit would fail late (an overfull ps task is killed
+after minutes of initialisation), so it is refused before the first step."""
 import collections
 import dataclasses
 import math
@@ -31,13 +24,11 @@ class Capacity:
   """The bytes of a training graph's variables, and who holds them.
 
   Attributes:
-    variable_bytes: the trainable variables (tables, weights).
-    slot_bytes: everything else global: optimizer slots, counters.
-    bytes_per_holder: {"ps:0": bytes, ...} under parameter servers, or
-      {"each worker": bytes} where every worker holds every variable.
+    variable_bytes: the trainable variables.
+    slot_bytes: other global variables: optimizer slots, counters.
+    bytes_per_holder: {"ps:0": bytes, ...}, or {"each worker": bytes}.
     largest: (name, bytes) of the largest variable or part.
-    shard_bytes: what a worker holds of the tables split over the Horovod
-      ranks (its shards, their slots and bookkeeping).
+    shard_bytes: a worker's Horovod shards, their slots and bookkeeping.
   """
   variable_bytes: int
   slot_bytes: int
@@ -69,10 +60,8 @@ def _holder(variable):
 
 
 def _shards(shard_collection):
-  """The local variables of the tables split over Horovod ranks (each
-  rank's shard in `shard_collection`, and what is named under it: its
-  optimizer slots, a dynamic table's bookkeeping): each rank holds them,
-  outside the global variables."""
+  """Local variables of tables split over Horovod ranks: each shard in
+  `shard_collection` and what is named under it (slots, bookkeeping)."""
   shards = tf.compat.v1.get_collection(shard_collection)
   prefixes = tuple(v.op.name + "/" for v in shards)
   return shards + [v for v in tf.compat.v1.local_variables()
@@ -81,8 +70,8 @@ def _shards(shard_collection):
 
 
 def measure(graph=None, shard_collection=None):
-  """The `Capacity` of `graph`'s global variables (default graph), and of
-  the Horovod shards in `shard_collection` where given."""
+  """The `Capacity` of `graph`'s global variables, plus the Horovod shards
+  in `shard_collection` where given."""
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
     trainable = {v.ref() for v in tf.compat.v1.trainable_variables()}
@@ -106,8 +95,8 @@ def measure(graph=None, shard_collection=None):
 
 
 def bytes_setting(environ, name, default):
-  """The positive byte count `environ[name]` sets, else `default`;
-  ConfigError naming the variable when it is not one."""
+  """The positive byte count `environ[name]`, else `default`; ConfigError
+  naming the variable when it is not one."""
   raw = environ.get(name)
   if raw is None:
     return default
@@ -121,9 +110,8 @@ def bytes_setting(environ, name, default):
 
 
 def task_memory(environ=None):
-  """(bytes, where the number comes from) a task may hold: `TASK_MEMORY`,
-  else this process's memory cgroup limit where it is below the host's
-  memory, else the host's memory."""
+  """(bytes a task may hold, their source): `TASK_MEMORY`, else the memory
+  cgroup limit if below the host's memory, else the host's memory."""
   environ = os.environ if environ is None else environ
   host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   if environ.get(TASK_MEMORY) is not None:
@@ -143,9 +131,6 @@ def _size(size):
 
 def check(capacity, backend_name, memory, source=TASK_MEMORY):
   """Raises ConfigError when a holder's bytes exceed `memory`.
-
-  The message names the largest variable and what would hold the model:
-  parameter servers, as many as its bytes need at `memory` each.
 
   Args:
     capacity: `measure()`'s result.
@@ -192,13 +177,8 @@ def log_and_check(backend_name, log_line, graph=None, shard_collection=None):
 
 
 class CheckHook(tf.estimator.SessionRunHook):
-  """`log_and_check` of the training graph, in `begin`.
-
-  Once the model_fn has built the graph and before any variable is made in
-  a session; and outside the model_fn, where a distribution strategy's
-  autograph would turn the ConfigError into a StagingError (a traceback
-  where one line is due).
-  """
+  """`log_and_check` of the training graph in `begin`, outside the model_fn,
+  where autograph would turn the ConfigError into a StagingError."""
 
   def __init__(self, backend_name, log_line, shard_collection=None):
     self._backend_name = backend_name

@@ -1,23 +1,12 @@
 """Compact exports: a dynamic table served by the rows worth serving, in
 fewer bytes a row.
 
-A table trained over many hosts may not fit one serving host, and its rows
-are not worth the same: an id looked up once, or not for a long time, reads
-a vector close to where it started. An export made with a `CompactExport`
-keeps, of each dynamic table, the rows looked up at least `min_count` times
-and, with `last_updates`, within that many updates before the checkpoint;
-it stores them as float32, float16, or int8 with a scale per row (the row's
-largest magnitude / 127). The SavedModel serves them with core TensorFlow
-ops (a static hash table from the kept ids to their rows, a gather, a cast,
-a multiply); an id whose row was left out reads zeros, as an id never
-admitted does.
-
-The rows to keep are chosen from the checkpoint's ids, counts and
-last-seen updates as the export graph is built (`ServedTable`), a block at
-a time; its Saver (`shard_checkpoints.WholeTablesSaver`) writes them from
-the checkpoint a block at a time (`write`): no process holds a table
-whole. The export's size is logged before anything is written, and an
-export above `max_bytes` is refused (`check_size`).
+Rows rarely or long unseen are near their initial values, and a table
+trained over many hosts may not fit a serving host. A `CompactExport`
+keeps rows seen `min_count` times (recently, with `last_updates`), as
+float32, float16 or int8 with a per-row scale (max magnitude / 127);
+left-out ids read zeros. Rows are chosen and written from the checkpoint
+a block at a time; the size is checked before writing.
 """
 import contextlib
 import contextvars
@@ -44,15 +33,11 @@ class CompactExport:
   """What an export keeps of its dynamic tables, and its budget.
 
   Args:
-    min_count: rows looked up fewer times since their id was admitted are
-      left out.
-    last_updates: rows not looked up within this many updates before the
-      checkpoint are left out (None: however long ago).
-    dtype: how the kept rows are stored: "float32", "float16", or "int8"
-      with a float32 scale per row.
-    max_bytes: an export whose variables would take more is refused before
-      it is written (None: no budget). It holds for any export, with or
-      without dynamic tables.
+    min_count: rows looked up fewer times since admission are left out.
+    last_updates: rows unseen for this many updates are left out (None).
+    dtype: "float32", "float16", or "int8" with a float32 scale per row.
+    max_bytes: a larger export (of any model) is refused before it is
+      written (None: no budget).
   """
   min_count: int = 1
   last_updates: int | None = None
@@ -84,8 +69,7 @@ class CompactExport:
 
 @dataclasses.dataclass
 class _Export:
-  """One export in the making: what it keeps, from which checkpoints, and
-  the tables its graph serves."""
+  """One export in the making: its CompactExport, sources, served tables."""
   compact: CompactExport
   sources: tuple
   served: list = dataclasses.field(default_factory=list)
@@ -97,9 +81,8 @@ _EXPORT = contextvars.ContextVar("estimator_scale_compact_export",
 
 @contextlib.contextmanager
 def compacting(compact, sources):
-  """Within it, the dynamic tables of the graphs built are `ServedTable`s
-  of `compact`, read from the first of the checkpoints `sources` that holds
-  each; `compact` None changes nothing."""
+  """Within it, dynamic tables are `ServedTable`s of `compact`, read from the
+  first of `sources` holding each; `compact` None changes nothing."""
   token = _EXPORT.set(None if compact is None else
                       _Export(compact, tuple(sources)))
   try:
@@ -121,8 +104,7 @@ def served_tables():
 
 
 class _Reader:
-  """Blocks of rows of a checkpoint's tensors, read by slice (a tensor is
-  never read whole)."""
+  """Blocks of rows of a checkpoint's tensors, read by slice, never whole."""
 
   def __init__(self, checkpoint):
     self.index = tf.train.load_checkpoint(checkpoint)
@@ -196,16 +178,8 @@ def _kept_positions(reader, name, compact):
 
 
 class ServedTable:
-  """A dynamic table as a compact export serves it: the kept rows' ids,
-  their rows in the export's dtype, and with int8 a scale per row.
-
-  Looked up as a `dynamic.Table` is outside training (`lookup`).
-
-  Args:
-    name: the table's name as `dynamic.make_table` has it.
-    options: the table's `dynamic.Options`.
-    getter: makes a variable with get_variable's arguments, or None.
-  """
+  """A dynamic table as a compact export serves it (kept ids, rows, scales),
+  made from `name`, its `dynamic.Options` and an optional `getter`."""
 
   def __init__(self, name, options, getter):
     export = _EXPORT.get()
@@ -240,8 +214,7 @@ class ServedTable:
     return [v for v in (self.ids, self.pool, self.scales) if v is not None]
 
   def lookup(self, keys_, training):
-    """The vectors of `keys_` (a flat int64 vector), zeros where an id's row
-    was left out or never admitted."""
+    """Vectors of `keys_` (flat int64), zeros where a row was not kept."""
     del training  # an export only reads
     if self._index is None:
       self._index = tf.lookup.StaticHashTable(
@@ -291,9 +264,8 @@ def quantized(rows, dtype):
 
 
 def write(tables, prefix):
-  """Writes the kept rows of `tables` from their checkpoints to parts
-  `prefix`-part<k>, a block of source rows at a time, quantised as each
-  table says; returns the parts' prefixes."""
+  """Writes `tables`' kept rows from their checkpoints to `prefix`-part<k>, a
+  block at a time, quantised; returns the parts' prefixes."""
   parts = []
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     for table in tables:
@@ -350,15 +322,13 @@ def _write_table(session, reader, table, key, prefix, parts):
 
 
 def _values(table, ids, rows):
-  """The values of `table.variables()` for kept `ids` and their float32
-  `rows`."""
+  """Values of `table.variables()` for kept `ids` and float32 `rows`."""
   stored, scales = quantized(rows, table.dtype)
   return [ids, stored] + ([] if table.scales is None else [scales])
 
 
 def variable_bytes(variables):
-  """The bytes `variables` take in a checkpoint (strings and shapes known
-  only at run time counted as none)."""
+  """Bytes `variables` take in a checkpoint (unknown shapes count 0)."""
   return sum((v.shape.num_elements() or 0) * v.dtype.size for v in variables)
 
 

@@ -1,39 +1,15 @@
 """Saves that cost what changed: between two full checkpoints, a save writes
 only the rows of the dynamic tables changed since the save before.
 
-A table's checkpoint is its pool, its optimizer slots and its bookkeeping
-(ids, last_seen, counts, fresh), each `capacity` rows, so a save costs the
-table's size however few rows the updates since the last one touched; a
-job that saves often, for its exactly-once input and its recovery, spends
-its time rewriting rows that did not change. With `full_checkpoint_every`
-K > 1, one save in K is Estimator's full checkpoint and the others are
-deltas under `<model_dir>/deltas/<full step>/delta-<step>`: for each
-table, the positions of the rows changed and those rows of every per-row
-variable; every other variable whole (they are small beside the tables).
-
-A row changed if a training lookup returned it (found or admitted: its
-vector, slots and bookkeeping may have changed), or if it held an id at
-the last save and holds none now (freed by eviction or expiry). Each
-table tracks both in two local bool variables (`Changes`), reset at each
-save; nothing else writes a table's rows.
-
-The latest full checkpoint stays Estimator's latest, so evaluation, export
-and any reader of model_dir see a whole checkpoint; a restore (`restore`)
-reads it and applies its deltas in order, each naming the save it follows,
-and stops at the first that does not follow (a torn or lost one): a delta
-is written aside and renamed into place, its index last, so a save cut by a
-crash or a full disk is never read. The last save of a training session is
-full, so what is evaluated after training is whole. Deltas go with the
-full checkpoint they follow when Estimator deletes it
-(`keep_checkpoint_max`), and those past the point a restore reached are
-deleted then (another timeline would otherwise continue their chain).
-
-On synchronous parameter servers each ps task's part of a table marks its
-own rows, and a delta names the rows as one process's table has them (the
-whole variables' names, the whole table's row numbers): a chain restores
-into any number of parts, each taking the rows in its range. Tables split
-over Horovod ranks save their deltas beside their full saves
-(`shard_deltas`); asynchronous workers' tables save as before.
+With `full_checkpoint_every` K > 1, one save in K is Estimator's full
+checkpoint; the others are deltas `deltas/<full step>/delta-<step>`: each
+table's changed rows (looked up, or freed: `Changes`), named as one
+process's table has them, and every other variable whole. Invariants: the
+latest full checkpoint stays Estimator's latest and a session's last save
+is full, so readers see whole checkpoints; a delta names the save it
+follows and is renamed into place index last; a restore stops at the
+first delta that does not follow, and deletes those past it (another
+timeline would continue their chain). Horovod ranks: `shard_deltas`.
 """
 import contextlib
 import contextvars
@@ -61,8 +37,8 @@ _TRACKING = contextvars.ContextVar("estimator_scale_tracking_changes",
 
 @contextlib.contextmanager
 def tracking(full_every):
-  """Within it, training lookups of dynamic tables mark the rows they
-  return (`Changes`), for saves of which one in `full_every` is full."""
+  """Within it, training lookups mark the rows they return (`Changes`), for
+  saves of which one in `full_every` is full."""
   token = _TRACKING.set(full_every)
   try:
     yield
@@ -76,11 +52,8 @@ def tracking_on():
 
 
 class Changes:
-  """Which rows of a table changed since the last save.
-
-  Args:
-    ids: the table's `ids` variable (-1 where a row is free).
-  """
+  """Which rows of a table changed since the last save (`ids`: the table's
+  `ids` variable, -1 where a row is free)."""
 
   def __init__(self, ids):
     self._ids = ids
@@ -123,8 +96,8 @@ def _is_local(variable):
 
 
 def _per_row(table, variables):
-  """The variables with one row per row of `table`: its pool, its
-  bookkeeping and the pool's optimizer slots (all named under the pool)."""
+  """Variables with one row per row of `table`: pool, bookkeeping and the
+  pool's slots (all named under the pool)."""
   prefix = table.pool.op.name + "/"
   rows = table.pool.shape[0]
   return [table.pool] + [
@@ -134,8 +107,7 @@ def _per_row(table, variables):
 
 
 def whole_name(variable):
-  """The name of the whole variable `variable` is (or is a part of) in a
-  checkpoint: a delta names rows as one process's table has them."""
+  """The whole variable's name in a checkpoint (`variable` or its whole)."""
   info = variable._save_slice_info  # pylint: disable=protected-access
   return info.full_name if info else variable.op.name
 
@@ -146,16 +118,12 @@ def step_of(path):
 
 
 class DeltaSaver:
-  """Estimator's training Saver, writing one full checkpoint in
-  `full_every` saves and deltas in between (see the module).
-
-  Everything else (the Saver's definition, `max_to_keep`) is the wrapped
-  Saver's.
+  """Estimator's training Saver: one full checkpoint in `full_every` saves,
+  deltas in between; the rest is the wrapped `saver`'s.
 
   Args:
     saver: the Saver the training graph would use.
-    tables: (table, its `Changes`) of the dynamic tables (a parameter
-      server's parts each one).
+    tables: (table, its `Changes`) of the dynamic tables (one per ps part).
     full_every: saves per full checkpoint.
   """
 
@@ -251,8 +219,7 @@ class DeltaSaver:
     return save_path
 
   def save_full(self, sess, save_path, step, **kwargs):
-    """A full checkpoint at `step`, through the wrapped Saver; drops the
-    deltas of the full checkpoints it no longer keeps."""
+    """A full checkpoint at `step`; drops deltas of dropped full checkpoints."""
     path = self._saver.save(sess, save_path, global_step=step, **kwargs)
     sess.run(self._ops["reset"])
     self._base, self._last, self._since_full = step, step, 0
@@ -266,8 +233,7 @@ class DeltaSaver:
       self.save_full(sess, save_path, step)
 
   def restore(self, sess, save_path):
-    """See tf.compat.v1.train.Saver.restore: the full checkpoint, then the
-    deltas that follow it, in order."""
+    """See base class: the full checkpoint, then its deltas in order."""
     result = self._saver.restore(sess, save_path)
     if save_path is None:
       return result
@@ -303,9 +269,8 @@ def _directory(checkpoint):
 
 
 def chain(checkpoint):
-  """(step, prefix) of the deltas that follow the full `checkpoint`, in
-  order: each the save after the one before, up to the first that is not
-  (torn, or from a timeline a restore left)."""
+  """(step, prefix) of the deltas following full `checkpoint`, in order, up
+  to the first that does not follow the one before."""
   at, found = step_of(checkpoint), []
   for step, delta in _deltas(_directory(checkpoint)):
     if step <= at:
@@ -320,7 +285,7 @@ def chain(checkpoint):
 
 def _deltas(directory, including_aside=False):
   """(step, prefix) of the deltas in `directory`, by step; with
-  `including_aside`, also what was written aside and never renamed."""
+  `including_aside`, also those written aside and never renamed."""
   found = set()
   for path in tf.io.gfile.glob(os.path.join(directory, "*delta-*")):
     name = os.path.basename(path)
@@ -344,8 +309,8 @@ def _drop_orphans(model_dir):
 
 
 class FullSaveAtEnd(tf.compat.v1.train.SessionRunHook):
-  """Makes a training session's last save a full checkpoint, so what is
-  evaluated or exported after training is Estimator's latest, whole."""
+  """Makes a session's last save full, so evaluation and export after training
+  read a whole latest checkpoint."""
 
   def __init__(self, saver, model_dir):
     self._saver, self._model_dir = saver, model_dir

@@ -1,62 +1,20 @@
 """Embedding tables keyed by the raw id: they admit, evict and stay bounded.
 
-A hashed table gives n ids in B rows a shared row for a fraction
-1 - e^(-n/B) of them, and a vocabulary must be known in advance. A dynamic
-table maps each raw id (int64, or a string fingerprinted to 63 bits) to a
-row of a fixed pool of `capacity` rows, as managed-collision modules do:
-the pool and its optimizer slots are ordinary variables, so every optimizer,
-accumulation, AdaScale, mixed precision and the framework's checkpoints
-treat it as any table, and memory is the pool's whatever the number of ids
-that stream by.
+A dynamic table maps each raw id (int64, or a string fingerprinted to 63
+bits) to a row of a fixed pool of `capacity` rows: no vocabulary, and no
+rows shared as in a hashed table. Pool and slots are ordinary variables.
+Per-row bookkeeping (`ids`, -1 where free; `last_seen`, NEVER where free;
+`counts`; `fresh`: rows whose slots must be reset) and the count-min
+`sketch` of rowless ids are checkpointed; `ids` is the one truth, the
+id -> row index is rebuilt from it after a restore.
 
-What a table holds besides the pool, each a variable of the checkpoint (one
-source of truth; the id -> row index is rebuilt from `ids` after a restore):
-  ids        the id in each row, -1 where the row is free;
-  last_seen  the update at which each row was last looked up (NEVER where
-             free);
-  counts     how often each row was looked up since its id was admitted;
-  fresh      rows admitted since the optimizer last applied to them: their
-             slots go back to the optimizer's initial values first
-             (`reset_slots_on_admission`), so a re-admitted id starts anew;
-  sketch     a count-min sketch of the ids without a row (only when
-             min_count > 1): `depth` rows of `width` counters.
-
-A training lookup, for each micro-batch, in one kernel
-(kernels/dynamic_rows.cc, `native`):
-1. every `expiry_period(steps_to_live)` updates, frees the rows not looked
-   up for `steps_to_live` updates (a scan of every row, so not every
-   update);
-2. counts the batch's ids that have no row in the sketch; those whose count
-   reaches `min_count` are admitted (all of them when min_count is 1);
-3. gives each admitted id a row off the stack of free rows, in the order
-   of a hash of the id (no range of ids favoured); when too few are free,
-   the rows the `eviction` policy ranks last ("lru": least recently looked
-   up, "lfu": least often; ties: lowest row first) among those this update
-   did not look up are freed first, at least 1/EVICT_FRACTION of the table
-   at once; an id that finds no row stays unadmitted;
-4. writes each admitted id's initial vector into its row;
-5. reads the vectors: an id without a row reads the default vector (zeros)
-   and its gradient goes nowhere.
-A negative id is a missing value (as `tf.nn.safe_embedding_lookup_sparse`
-prunes them): it is never counted nor admitted, so it reads zeros.
-Every decision depends on the multiset of ids and the update, not on their
-order in the batch, so a table split over Horovod ranks (each id's row on
-the rank a hash of it names, `Table._exchange`) or over synchronous
-parameter servers (`dynamic_ps`) decides as one process.
-
-The count-min sketch never undercounts: an id is admitted no later than its
-`min_count`-th sighting, and early when its counters are shared: with
-`width` w and `depth` h, an id's count exceeds its true count by more than
-e * n / w (n: sightings so far of ids without a row) with probability at
-most e^-h. With the defaults (w = 2^20, h = 4: 16 MiB) and a million such
-sightings, a count is over by more than 3 with probability under 2 %.
-
-Outside training (evaluation, prediction, export: `sharded.whole_tables`,
-or a Keras layer called with training=False) a lookup only reads: the index
-is a static hash table made from `ids` when the session starts, so a
-SavedModel holds core TensorFlow ops only and serves without any library.
-Evaluated on Horovod ranks (`sharded.read_on_ranks`), each rank reads its
-own rows so, for the ids the others ask of it (`_read_exchange`).
+A training lookup is one kernel (kernels/dynamic_rows.cc): it expires,
+admits ids seen `min_count` times (the sketch never undercounts), evicts
+by `eviction` at least 1/EVICT_FRACTION of a full table among rows this
+update did not look up, and reads zeros without gradient for rowless or
+negative ids. Decisions depend only on the multiset of ids and the
+update, so split tables (`Table._exchange`, `dynamic_ps`) decide as one
+process. Outside training lookups only read, via core ops.
 """
 import contextlib
 import dataclasses
@@ -86,8 +44,7 @@ except errors.ConfigError:
 
 @tf.RegisterGradient("EsDynamicTableRead")
 def _read_gradient(op, grad, *unused):
-  """The pool's gradient from a `Table._read`: the vectors' gradient at the
-  positions whose id has a row, to those rows."""
+  """The pool's gradient from `Table._read`: to the rows of found ids only."""
   del unused
   at, found_rows = op.outputs[1], op.outputs[2]
   return (tf.IndexedSlices(tf.gather(grad, at), found_rows,
@@ -109,8 +66,7 @@ EVICT_FRACTION = 16
 
 
 def expiry_period(steps_to_live):
-  """Updates between two scans for rows past `steps_to_live`: a row lives
-  at most 1.25 x steps_to_live updates unseen."""
+  """Updates between expiry scans: rows live <= 1.25 x steps_to_live unseen."""
   return max(1, -(-steps_to_live // 4))
 _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
                 0xD6E8FEB86659FD93, 0xA0761D6478BD642F, 0xE7037ED1A0B428DB,
@@ -124,8 +80,7 @@ _NAMED = weakref.WeakKeyDictionary()  # graph -> {scoped name: Table}
 
 
 def _outer_graph():
-  """The graph variables live in: accumulation's loop traces the network in
-  a function graph of its own, whose variables are lifted out of it."""
+  """The graph variables live in (accumulation traces in a function graph)."""
   with tf.init_scope():
     return tf.compat.v1.get_default_graph()
 
@@ -134,9 +89,8 @@ _UPDATE_NUMBERS = weakref.WeakKeyDictionary()  # graph -> its update number
 
 
 def _update_number():
-  """The update this lookup belongs to (the outer graph's global step),
-  read once a step for every table: out of any control flow, device or
-  function the lookup is made in."""
+  """The update number (global step), read once per graph outside any
+  control flow, device or function the lookup is made in."""
   graph = _outer_graph()
   if graph not in _UPDATE_NUMBERS:
     with tf.init_scope(), tf.compat.v1.device(None):
@@ -157,9 +111,8 @@ class Options:
 
 
 def _filled(shape, dtype=None, partition_info=None, value=0):
-  """A variable's initial value `value` everywhere, from `Empty`: a
-  constant or a fill would be folded into a graph constant the size of the
-  variable, which the session keeps for good."""
+  """Initializer of `value` from `Empty`: a constant or fill would be folded
+  into a graph constant the size of the variable, kept for good."""
   del partition_info
   zeros = tf.raw_ops.Empty(shape=tf.TensorShape(shape).as_list(), dtype=dtype,
                            init=True)
@@ -188,8 +141,7 @@ def check_options(options, name):
 
 
 def keys(ids):
-  """The ids as int64 keys: integers as they are, strings fingerprinted to
-  63 bits (two strings share a key with probability n^2 / 2^64)."""
+  """Ids as int64: strings fingerprinted to 63 bits (collision ~n^2/2^64)."""
   if ids.dtype == tf.string:
     return tf.strings.to_hash_bucket_fast(ids, (1 << 63) - 1)
   if not ids.dtype.is_integer:
@@ -199,8 +151,7 @@ def keys(ids):
 
 
 def mix(keys_, which):
-  """A 64-bit integer hash of each key (int64 in, int64 out), one of
-  `_MULTIPLIERS`' independent ones."""
+  """A 64-bit hash of each int64 key, by `_MULTIPLIERS[which]`."""
   x = tf.bitcast(keys_, tf.uint64) * tf.constant(_MULTIPLIERS[which],
                                                  tf.uint64)
   x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(
@@ -212,8 +163,7 @@ def mix(keys_, which):
 
 
 def owners(keys_, count):
-  """The Horovod rank that holds each key's row (int32), by a hash of its
-  own, independent of the sketch's and the initial vectors'."""
+  """The Horovod rank holding each key's row (int32), by its own hash."""
   return tf.cast(bucket(keys_, len(_MULTIPLIERS) - 2, count), tf.int32)
 
 
@@ -223,11 +173,8 @@ def bucket(keys_, which, buckets):
 
 
 def drawn_vectors(keys_, dimension, initializer):
-  """The rows admitted ids start from where the user gave an initializer (a
-  v1, TF 2 or Keras one): drawn for the admitted rows. Without one, the
-  kernel draws each id's vector from its own hash, uniform in
-  +-1/sqrt(dimension), the same on any worker and after any eviction, so a
-  table split over workers starts each id as one process does."""
+  """Admitted ids' vectors from a user's initializer; without one, the kernel
+  draws from each id's hash, so split tables start ids as one process."""
   try:
     return tf.cast(initializer([tf.shape(keys_)[0], dimension],
                                dtype=tf.float32), tf.float32)
@@ -240,9 +187,8 @@ def drawn_vectors(keys_, dimension, initializer):
 
 @contextlib.contextmanager
 def _unsplit():
-  """A variable scope without the partitioner of a parameter-server job
-  (`partitioning`): a table's rows are one variable, which its lookups
-  scatter into; on parameter servers `dynamic_ps` splits it by id."""
+  """A variable scope without a ps job's partitioner: a table is one
+  variable its lookups scatter into; `dynamic_ps` splits it by id."""
   with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                    auxiliary_name_scope=False) as scope:
     scope.set_partitioner(None)
@@ -255,12 +201,9 @@ class Table:
   Args:
     name: the variables' name prefix, in the current variable scope.
     options: the user's `Options`.
-    getter: makes a variable with get_variable's arguments (a Keras layer
-      or a feature column passes its own).
-    shard: (rank, ranks) of a Horovod rank's part: its variables are its
-      own (local) and saved beside the checkpoint.
-    ps_part: a `dynamic_ps.Part`: the part a ps task holds, its variables
-      global and saved as slices of the whole table's.
+    getter: makes a variable with get_variable's arguments, or None.
+    shard: (rank, ranks) of a Horovod rank's part (local variables).
+    ps_part: a `dynamic_ps.Part` (global variables, saved as slices).
   """
 
   def __init__(self, name, options, getter=None, shard=None, ps_part=None):
@@ -339,16 +282,13 @@ class Table:
     self.changes = None  # rows changed since the last save (`deltas`)
 
   def _on_task(self):
-    """The device of what the kernel updates besides the table's variables:
-    a parameter-server part's task, else where the graph puts it."""
+    """Device of the kernel's own state: a ps part's task, else default."""
     return (contextlib.nullcontext() if self.ps_part is None
             else tf.compat.v1.device(self.ps_part.device))
 
   def _index(self):
-    """The id -> row index of training and its stack of free rows (the
-    kernel's resource), and whether this session has built them: neither
-    is saved, both are rebuilt from `ids` by the first lookup of each
-    session (after a restore), so `ids` stays the one truth."""
+    """The kernel's id -> row index and free-row stack; unsaved, rebuilt from
+    `ids` by each session's first lookup."""
     if not hasattr(self, "_handle"):
       with tf.init_scope(), self._on_task():
         # Named after the table's rows: every worker's graph of a
@@ -362,9 +302,7 @@ class Table:
     return self._handle
 
   def _restore_checks(self):
-    """Ops to run before the first lookup of a session: on a parameter
-    server, that the restored ids are this task's (a server's index
-    outlives a session, and a restore may have changed its rows)."""
+    """On a ps, checks restored ids are this task's before the first lookup."""
     if self.ps_part is None:
       return []
 
@@ -376,8 +314,7 @@ class Table:
     return [tf.cond(self._built, lambda: tf.constant(True), check)]
 
   def read_only_rows(self, keys_):
-    """Rows of `keys_` outside training, -1 where unadmitted: a static hash
-    table initialised from `ids` when the session starts (after restore)."""
+    """Rows of `keys_` outside training (-1: unadmitted), by a static table."""
     if self._static is None:
       used = tf.where(self.ids >= 0)[:, 0]
       self._static = tf.lookup.StaticHashTable(
@@ -387,9 +324,8 @@ class Table:
     return self._static.lookup(keys_)
 
   def train_rows(self, keys_, counts, step):
-    """The row of each of `keys_` (-1: unadmitted), each seen `counts`
-    times (a key may repeat), after expiring, admitting and evicting as the
-    module's docstring says, in one kernel (kernels/dynamic_rows.cc)."""
+    """The row of each of `keys_` (-1: unadmitted), each seen `counts` times,
+    after expiry, admission and eviction (see the module docstring)."""
     options = self.options
     ttl = options.steps_to_live
     index = self._index()
@@ -424,8 +360,7 @@ class Table:
       return tf.identity(rows)
 
   def lookup(self, keys_, training):
-    """The vectors of `keys_` (a flat int64 vector): zeros where an id has
-    no row."""
+    """Vectors of `keys_` (flat int64): zeros where an id has no row."""
     if not training and self.shard is None:
       return self._vectors(self.read_only_rows(keys_))
     if not training:
@@ -438,10 +373,8 @@ class Table:
     return tf.gather(self._exchange(unique, counts), positions)
 
   def _vectors(self, rows):
-    """The pool's rows `rows`, zeros where -1, in TensorFlow's own ops (what
-    a SavedModel serves with). Only admitted rows are gathered: an
-    unadmitted id's zero gradient must not reach a row (Adam would move
-    it)."""
+    """The pool's `rows`, zeros where -1, gathering admitted rows only (a zero
+    gradient reaching a row would still move it under Adam)."""
     at = tf.where(rows >= 0)
     vectors = tf.scatter_nd(
         at, tf.gather(self.pool, tf.gather_nd(rows, at)),
@@ -451,21 +384,14 @@ class Table:
     return vectors
 
   def _read(self, rows):
-    """`_vectors` of a training lookup, in one kernel whose gradient
-    (`_read_gradient`) reaches the admitted rows alone."""
+    """`_vectors` in one kernel whose gradient reaches admitted rows only."""
     vectors = native.ops().es_dynamic_table_read(self.pool.handle, rows)[0]
     vectors.set_shape([rows.shape[0], self.options.dimension])
     return vectors
 
   def _exchange(self, unique, counts):
-    """The vectors of this rank's unique ids, from the ranks that own them.
-
-    The ids and their counts go to their owners (alltoall); each owner
-    admits, evicts and gathers over every rank's ids at once, as one
-    process would over the whole batch, and sends the vectors back; their
-    gradient returns to the owner the same way, divided by the rank count
-    (sharded.py's exchange, whose conventions hold here).
-    """
+    """This rank's unique ids' vectors, from their owners (alltoall), who admit
+    over every rank's ids at once; gradients return divided by rank count."""
     hvd, order, splits, asked, asked_splits = _ask_owners(unique)
     asked_counts, _ = hvd.alltoall(tf.gather(counts, order), splits=splits)
     mine, where = tf.unique(asked, out_idx=tf.int64)
@@ -480,25 +406,21 @@ class Table:
     return vectors
 
   def _read_exchange(self, unique):
-    """The vectors of this rank's unique ids, read from their owners'
-    admitted rows (zeros where none): `_exchange` without admission,
-    eviction or gradient."""
+    """Owners' rows for this rank's ids, as `_exchange` but read-only."""
     hvd, order, _, asked, asked_splits = _ask_owners(unique)
     answered = sharded._send_rows(  # pylint: disable=protected-access
         hvd, self._vectors(self.read_only_rows(asked)), asked_splits, "none")
     return tf.gather(answered, tf.math.invert_permutation(order))
 
   def usage(self):
-    """{"rows": rows holding an id, "evicted": rows freed since this
-    process started} of this process's part of the table (int64)."""
+    """{"rows": rows in use, "evicted": rows freed since start} (int64)."""
     return {"rows": tf.math.count_nonzero(self.ids >= 0),
             "evicted": self.evicted.read_value()}
 
 
 def _ask_owners(unique):
-  """(horovod, `unique` ids' order by owner rank, the ids each owner is
-  sent, the ids the ranks ask of this one, how many each asks): the
-  first alltoall of a table split over the ranks."""
+  """(hvd, order by owner, splits, ids asked of this rank, their splits):
+  the first alltoall of a table split over the ranks."""
   hvd = ranks.import_horovod()
   owner = owners(unique, hvd.size())
   order = tf.argsort(owner, stable=True)
@@ -514,8 +436,7 @@ def table_of(variable):
 
 
 def lookup_table_of(variable):
-  """The table a lookup of `variable` (a table's `pool`) goes through: on
-  parameter servers the whole table whose first part it is."""
+  """The table a lookup of `variable` goes through (on ps: the whole one)."""
   for table in _NAMED.get(_outer_graph(), {}).values():
     if table.pool is variable or table.pool.ref() == variable.ref():
       return table
@@ -528,23 +449,15 @@ def tables(graph=None):
 
 
 def slot_initial_value(optimizer, slot_name):
-  """The value an optimizer's slot starts from: Adagrad's and FTRL's
-  accumulators their initial_accumulator_value, every other slot 0."""
+  """A slot's initial value: Adagrad/FTRL accumulators' own, else 0."""
   if slot_name in ("accumulator", "accum"):
     return float(getattr(optimizer, "_initial_accumulator_value", 0.0))
   return 0.0
 
 
 def reset_slots_on_admission(optimizer):
-  """Makes `optimizer` (v1 or Keras) reset a dynamic table's fresh rows'
-  slots to their initial values before it applies to them.
-
-  Slots are made after the network is built, so the admission cannot write
-  them; each row admitted since the last update is in the update's
-  gradient (it was looked up), so the reset runs there, and clears `fresh`.
-  It wraps the optimizers' entry for sparse gradients, outside any update
-  of their own the framework puts in (block-wise Adam on shards).
-  """
+  """Makes `optimizer` (v1 or Keras) reset fresh rows' slots in its sparse
+  apply: slots are made after the network, so admission can't write them."""
   apply = optimizer._resource_apply_sparse_duplicate_indices  # pylint: disable=protected-access
   if getattr(apply, "resets_fresh_rows", False):
     return
@@ -569,10 +482,8 @@ def reset_slots_on_admission(optimizer):
 
 
 def check_trainers(topology):
-  """Raises ConfigError where several workers or replicas of `topology`
-  would train a table of one process's kind (not split over Horovod
-  ranks): each would keep its own id -> row index, and the copies would
-  disagree silently. The train op's builders call it."""
+  """Raises ConfigError where several trainers of `topology` would each keep
+  their own index of a one-process table, silently disagreeing."""
   trainers = topology.num_workers * topology.replicas_per_worker
   alone = [t.name for t in tables()
            if t.shard is None and t.ps_part is None and t.trained]
@@ -595,9 +506,8 @@ _SLOTS = ((tf.compat.v1.train.AdagradOptimizer, ("accumulator",)),
 
 
 def _slots_from_empty(optimizer):
-  """Makes a v1 optimizer's slots of a pool start from `Empty` (`_filled`)
-  rather than a constant folded to the pool's size and kept by the session;
-  other optimizers make their slots as they do."""
+  """Makes a v1 optimizer's pool slots start from `Empty` (`_filled`), not a
+  constant folded to the pool's size and kept by the session."""
   names = next((n for kind, n in _SLOTS if isinstance(optimizer, kind)), ())
   if not names:
     return
@@ -617,8 +527,8 @@ def _slots_from_empty(optimizer):
 
 
 def _check_no_strategy(name):
-  """Raises ConfigError under a tf.distribute strategy of several replicas,
-  which `check_trainers` would see too late (each replica's lookup)."""
+  """Raises ConfigError under a multi-replica tf.distribute strategy, which
+  `check_trainers` would see too late."""
   if (tf.distribute.has_strategy()
       and tf.distribute.get_strategy().num_replicas_in_sync > 1):
     raise errors.ConfigError(
@@ -632,8 +542,7 @@ def _check_no_strategy(name):
 
 
 def _training_graph():
-  """Whether lookups may admit: not in evaluation, prediction and export
-  graphs (`sharded.whole_tables`, `sharded.read_on_ranks`)."""
+  """Whether lookups may admit (not in eval, predict or export graphs)."""
   return sharded.training_graph()
 
 
@@ -644,16 +553,14 @@ this module imports nothing of it (it builds on this one)."""
 
 
 def place_with(current, make):
-  """Has `make_table` ask `current()` for a parameter-server placement and
-  make a table there with `make(name, options, placement)`."""
+  """Has `make_table` place tables on ps via `current()` and `make`."""
   global _PLACED
   _PLACED = (current, make)
 
 
 def make_table(name, options, getter=None):
   """The Table `name` in the current variable scope, checked; made once per
-  graph and scope (a second call with the same name returns the first,
-  which must have the same options)."""
+  graph and scope (a repeat call must give the same options)."""
   check_options(options, name)
   native.ops()
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
@@ -691,8 +598,7 @@ def make_table(name, options, getter=None):
 
 
 def lookup(table, ids, training=None):
-  """The vectors of `ids` (any shape) in `table`: shape ids.shape +
-  [dimension], in the network's dtype under mixed precision."""
+  """Vectors of `ids` in `table`: ids.shape + [dimension], network dtype."""
   training = _training_graph() if training is None else training
   if training and not table.trained:
     _check_no_strategy(table.name)
@@ -716,23 +622,15 @@ def dynamic_embedding(ids, dimension, capacity, name="embedding", min_count=1,
                       steps_to_live=None, initializer=None, eviction="lru"):
   """Looks raw ids up in a table that gives each id its own row.
 
-  Call it where the network would call `tf.nn.embedding_lookup` on hashed
-  ids; the table is made on the first call in the current variable scope.
-  See the module's docstring for what admission and eviction do.
-
   Args:
-    ids: int64 (any integer) or string ids, any shape; a negative integer
-      is a missing value: it reads the default vector and never takes a
-      row.
-    dimension: the vectors' length.
-    capacity: the most ids the table holds at once.
+    ids: integer or string ids, any shape; negative integers are missing
+      (zeros, never a row).
+    dimension, capacity: the vectors' length; the most ids held at once.
     name: the table's name.
-    min_count: sightings before an id gets a row; until then it reads the
-      default vector (zeros) and gets no update.
-    steps_to_live: updates without a lookup after which a row is freed
-      (None: rows stay until the pool is full).
-    initializer: draws admitted rows (None: from each id's hash, uniform in
-      +-1/sqrt(dimension)).
+    min_count: sightings before an id gets a row (until then: zeros).
+    steps_to_live: updates without a lookup before a row is freed (None:
+      until the pool is full).
+    initializer: draws admitted rows (None: from each id's hash).
     eviction: which rows go when the pool is full: "lru" or "lfu".
 
   Returns:

@@ -1,19 +1,8 @@
 """Dynamic tables the way models are written: a Keras layer, a feature column.
 
-Both make their table with `dynamic.make_table` and look it up with
-`dynamic.lookup`, as `es.dynamic_embedding` does, so admission, eviction,
-the slots' reset and export are the function's.
-
-`DynamicEmbedding` stands where `tf.keras.layers.Embedding` over hashed ids
-would; Keras tracks the pool as the layer's `embeddings` (on parameter
-servers, the first part's; the others' are its `embedding_parts`).
-
-`dynamic_embedding_column` stands where `tf.feature_column.embedding_column`
-over `categorical_column_with_hash_bucket` or `_with_identity` would: it
-keeps the categorical column's parsing and weights, but the ids its table
-sees are the raw values (a hashed column's strings or integers fingerprinted
-to 63 bits instead of its buckets; an identity column's integers as they
-are), so ids never share a row.
+Both wrap `dynamic.make_table` and `dynamic.lookup`; the column's table
+sees raw values (a hashed column's fingerprints, not its buckets), so ids
+never share a row.
 """
 import tensorflow as tf
 from tensorflow.python.feature_column import feature_column_v2 as fc  # pylint: disable=g-direct-tensorflow-import
@@ -27,18 +16,14 @@ _RAW_BUCKETS = (1 << 63) - 1
 
 
 class DynamicEmbedding(tf.keras.layers.Layer):
-  """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`).
+  """`tf.keras.layers.Embedding` keyed by raw ids (see `dynamic_embedding`);
+  on ps, `embeddings` is the first part's pool, the rest `embedding_parts`.
 
   Args:
-    dimension: the vectors' length.
-    capacity: the most ids the table holds at once.
-    min_count, steps_to_live, eviction: as `dynamic_embedding`'s.
+    dimension, capacity, min_count, steps_to_live, eviction: as
+      `dynamic_embedding`'s.
     embeddings_initializer: draws admitted rows; None: from each id's hash.
     **kwargs: Keras layer arguments (name, ...).
-
-  Call it on int64 or string ids of any shape; `training=False` only reads
-  (an unadmitted id gets zeros), as the framework's evaluation and export
-  graphs do by themselves.
   """
 
   def __init__(self, dimension, capacity, min_count=1, steps_to_live=None,
@@ -95,20 +80,12 @@ def dynamic_embedding_column(categorical_column, dimension, capacity,
                              eviction="lru", initializer=None, max_norm=None):
   """An embedding column whose table is keyed by the column's raw ids.
 
-  Use it where `tf.feature_column.embedding_column` goes: `input_layer`,
-  `tf.keras.layers.DenseFeatures`.
-
   Args:
-    categorical_column: `categorical_column_with_hash_bucket` (its bucket
-      count is then unused: the raw values are the ids) or
-      `categorical_column_with_identity` over the raw ids, or a weighted
-      column of either.
-    dimension: the vectors' length.
-    capacity: the most ids the table holds at once.
-    combiner: one of "mean", "sqrtn", "sum": how an example's vectors
-      become one.
-    min_count, steps_to_live, eviction, initializer: as
-      `dynamic_embedding`'s.
+    categorical_column: `categorical_column_with_hash_bucket` (bucket count
+      unused) or `_with_identity` over raw ids, or a weighted one of them.
+    dimension, capacity, min_count, steps_to_live, eviction, initializer:
+      as `dynamic_embedding`'s.
+    combiner: one of "mean", "sqrtn", "sum".
     max_norm: if set, each looked-up vector is clipped to this l2 norm.
 
   Returns:
@@ -143,18 +120,9 @@ class _DynamicEmbeddingColumn(fc.EmbeddingColumn):
     return column
 
   def create_state(self, state_manager):
-    """See base class: DenseFeatures' table, named as the layer names its
-    columns' weights, in its own scope (the layer opens only a name scope,
-    in which every column's "embedding_weights" would be one table).
-
-    The pool goes through the layer's add_weight so that Keras counts it
-    among the layer's weights: a canned estimator trains only the
-    variables its Keras model lists. Its getter makes the table (Keras'
-    own variable would be the whole raw range); no autocast, so the
-    optimizer sees the pool itself, by which it finds the table. A table
-    split over parameter servers lists every part's pool, each trained on
-    its own task.
-    """
+    """See base class: DenseFeatures' table, in a scope per column, made via
+    add_weight so Keras lists it (canned estimators train only listed
+    variables), without autocast so the optimizer finds the table by pool."""
     layer = state_manager._layer  # pylint: disable=protected-access
 
     def make_pool(**_):

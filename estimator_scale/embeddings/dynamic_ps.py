@@ -1,31 +1,14 @@
 """Dynamic tables on parameter servers: each id's row on the ps task its
 hash names.
 
-A table of capacity C over N ps tasks is N parts, part i a `dynamic.Table`
-of its share of the C rows (`sharded.shard_range`) and of the sketch's
-cells, every variable of it (rows, optimizer slots, ids, counts,
-last-seen, sketch) on task i, and its id -> row index and free rows there
-too. An id's part is `dynamic.owners(id, N)`. Each part's variables are
-saved as slices of the whole table's, under one process's names, so
-evaluation, prediction and export read one process's table; a restore
-into another number of ps tasks leaves ids on tasks that do not own them,
-which the chief moves before its first update (`dynamic_ps_moves`).
-
-Synchronous parameter servers (`--ps_sync`): every worker sends the chief
-its micro-batch's ids and their counts through a queue per worker and
-table; the chief expires, admits and evicts once over all of them, as one
-process does over the global batch, and sends each worker the rows of its
-ids. Since every decision depends only on the multiset of ids and the
-update, the table equals one process's, id by id, as long as no task's
-share fills up (when one does, the least used rows of that task go, where
-one process would free the least used of the whole table).
-
-Asynchronous parameter servers: each worker expires, admits and evicts on
-its own, at its own updates, through the same parts (their index and free
-rows are shared by every worker through the task). Two workers admitting
-into one task at the same moment may give two ids one row, until the
-next session start rebuilds the index from the ids; no row is ever added,
-so the table stays within its capacity.
+A table over N ps tasks is N `dynamic.Table` parts; part i, with its index
+and free rows, lives on task i and holds ids with `dynamic.owners(id, N)
+== i`. Parts save as slices of one process's table; a restore into
+another N is fixed up by the chief first (`dynamic_ps_moves`).
+Synchronous: the chief admits once over every worker's ids (sent through
+queues), matching one process until a task's share fills (eviction is
+per task). Asynchronous: workers admit on their own; concurrent
+admissions may share a row until the next session rebuilds the index.
 """
 import contextlib
 import contextvars
@@ -50,13 +33,9 @@ class Placement:
   """Where a training graph's dynamic tables go on parameter servers.
 
   Attributes:
-    ps_tasks: the job's ps tasks.
-    num_workers: the workers (the chief among them).
-    worker_index: this worker's index (the chief's is its own too).
-    is_chief: whether this worker applies the updates.
+    ps_tasks, num_workers, worker_index, is_chief: the job's layout.
     synchronous: whether one update takes every worker's gradients.
-    reading: whether the graph only reads its tables (an evaluation on the
-      ps tasks, `ps_reading`): each task then answers lookups of its part.
+    reading: whether the graph only reads its tables (`ps_reading`).
   """
   ps_tasks: int
   num_workers: int
@@ -68,9 +47,8 @@ class Placement:
 
 @contextlib.contextmanager
 def placement(ps_tasks, topology):
-  """Within it, dynamic tables made for training are split over the ps
-  tasks (`embeddings.place_variables` wraps a parameter-server job's
-  model_fn in it)."""
+  """Within it, dynamic tables made for training are split over the ps tasks
+  (`embeddings.place_variables` wraps a ps job's model_fn in it)."""
   token = _PLACEMENT.set(Placement(
       max(1, ps_tasks), topology.num_workers, topology.worker_index,
       topology.is_chief, topology.synchronous))
@@ -82,8 +60,7 @@ def placement(ps_tasks, topology):
 
 @contextlib.contextmanager
 def reading_placement(ps_tasks):
-  """Within it, dynamic tables are split over the ps tasks as training
-  split them, to be read where they live."""
+  """Within it, tables are split as training split them, to be read there."""
   token = _PLACEMENT.set(Placement(max(1, ps_tasks), 1, 0, True, False,
                                    reading=True))
   try:
@@ -93,8 +70,7 @@ def reading_placement(ps_tasks):
 
 
 def current():
-  """The Placement of the graph being built, or None off parameter
-  servers."""
+  """The Placement of the graph being built, or None off ps."""
   return _PLACEMENT.get()
 
 
@@ -106,8 +82,7 @@ def tables(graph=None):
 
 
 def split_capacity(capacity, ps_tasks):
-  """Rows of each ps task's part: as equal as can be, the first ones one
-  larger; they sum to `capacity`."""
+  """Rows of each ps task's part (the first ones one larger; sum: capacity)."""
   return [dynamic.sharded.shard_range(capacity, ps_tasks, task)[1]
           for task in range(ps_tasks)]
 
@@ -136,15 +111,14 @@ class Part:
     return f"{self.table.rpartition('/')[2]}_part_{self.task}"
 
   def whole_name(self, op_name, suffix):
-    """The whole table's variable that `op_name` (of this part's variable
-    `suffix`) is a slice of."""
+    """The whole table's variable that `op_name` (part variable `suffix`) is a
+    slice of."""
     own = f"part_{self.task}/{suffix}" if suffix else f"part_{self.task}"
     return op_name[:-len(own) - 1] + (f"/{suffix}" if suffix else "")
 
   def check_owned(self, held, rows):
-    """An op that fails, naming the table and both counts, when a restored
-    id of `held` (in the whole table's rows `rows`) belongs to another
-    task: the checkpoint was saved by another number of ps tasks."""
+    """An op failing when a restored id of `held` (in rows `rows`) belongs to
+    another task: the checkpoint was saved by another number of ps tasks."""
     owned = tf.equal(dynamic.owners(held, self.tasks), self.task)
     return tf.debugging.Assert(tf.reduce_all(owned), [
         f"dynamic table {self.table!r}: its checkpoint was saved by",
@@ -156,9 +130,8 @@ class Part:
 
 
 def saved_tasks(held, rows, capacity, most=MOST_TASKS):
-  """The number of tasks (or ranks) whose layout puts every id of `held` in
-  its row of `rows` (int64 scalar): the fewest above 1 that do, else 1
-  (one task, or one process, holds any id in any row)."""
+  """The fewest tasks (or ranks) above 1 whose layout puts every id of `held`
+  in its row of `rows`, else 1 (int64 scalar)."""
   fits = [tf.reduce_all(tf.equal(
       dynamic.owners(held, count),
       dynamic.sharded._owners(rows, capacity, count)))  # pylint: disable=protected-access
@@ -169,13 +142,8 @@ def saved_tasks(held, rows, capacity, most=MOST_TASKS):
 
 
 class PsTable:
-  """A dynamic table split over the ps tasks (module docstring).
-
-  Args:
-    name: the table's name in the current variable scope.
-    options: the user's `dynamic.Options`.
-    where: the `Placement`.
-  """
+  """A dynamic table split over the ps tasks: `name` in the current scope,
+  the user's `dynamic.Options`, and the `Placement` `where`."""
 
   def __init__(self, name, options, where):
     self.options, self.name, self.where = options, name, where
@@ -194,8 +162,8 @@ class PsTable:
     self._queues = {}
 
   def _queue(self, kind, worker):
-    """Worker `worker`'s queue of `kind` ("ids": its ids and counts to the
-    chief; "rows": their rows back), shared by every task by name."""
+    """Worker `worker`'s queue of `kind` ("ids" to the chief, "rows" back),
+    shared by every task by name."""
     if (kind, worker) not in self._queues:
       name = f"dynamic_ps/{self.whole}/{kind}_{worker}"
       dtypes = [tf.int64, tf.int64] if kind == "ids" else [tf.int64]
@@ -214,8 +182,7 @@ class PsTable:
                           for v in (keys_,) + values]
 
   def train_rows(self, unique, counts, step):
-    """Each unique key's row in its part (-1: unadmitted), after each part
-    expired, admitted and evicted over its keys."""
+    """Each unique key's row in its part (-1: unadmitted)."""
     positions, keys_, counts_ = self._by_part(unique, counts)
     rows = []
     for part, mine, count in zip(self.parts, keys_, counts_):
@@ -233,8 +200,8 @@ class PsTable:
     return tf.dynamic_stitch(positions, vectors)
 
   def _chief_rows(self, unique, counts, step):
-    """The chief's rows of its ids, after admitting over every worker's,
-    which it sends back to each."""
+    """The chief's rows of its ids, after admitting over every worker's ids,
+    whose rows it sends back."""
     others = [w for w in range(self.where.num_workers)
               if w != self.where.worker_index]
     asked = [self._queue("ids", w).dequeue() for w in others]
@@ -288,8 +255,7 @@ class PsTable:
 
 
 def make(name, options, where):
-  """The PsTable `name`, or a ConfigError where its capacity cannot be
-  split over the ps tasks."""
+  """The PsTable `name`; ConfigError if capacity < ps tasks."""
   if options.capacity < where.ps_tasks:
     raise errors.ConfigError(
         f"dynamic table {name!r}: capacity={options.capacity} is smaller "

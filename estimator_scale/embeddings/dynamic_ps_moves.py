@@ -1,22 +1,12 @@
 """A dynamic table restored into another number of ps tasks: rows moved to
 the tasks their ids' hash names, before the first update.
 
-The checkpoint holds the whole table (each part saved as a slice of it), so
-a job of N ps tasks restores into part i the rows that were the saved
-layout's range i, whose ids another count placed. The chief, as its session
-starts and before any lookup, reads every part's per-row variables (rows,
-optimizer slots, ids, counts, last-seen, fresh flags), and writes into each
-part the rows whose ids it owns now, the rest free; the sketch starts from
-zero (its cells are laid out by task and hold no ids), so an id partway to
-`min_count` counts again. A task that now owns more ids than its share
-keeps the most recently used ones (a warning says how many went). The chief
-holds the whole table while it moves it: a restore into another count
-costs the chief one table's memory, once.
-
-Synchronous workers look up through the chief, so none reads a table not
-yet moved. An asynchronous worker rebuilds its own index and may start
-before the chief has moved the rows; it then fails, naming the table
-(`dynamic_ps.Part.check_owned`), and the job must be restarted.
+As its session starts the chief reads every part's per-row variables
+(holding the whole table once) and writes into each the rows whose ids it
+now owns (too many: the most recently used stay, with a warning); the
+sketch restarts (laid out by task, it holds no ids). Synchronous workers
+look up through the chief; an asynchronous one looking up first fails
+naming the table (`dynamic_ps.Part.check_owned`) and must be restarted.
 """
 from absl import logging
 import tensorflow as tf
@@ -28,9 +18,8 @@ _FREE = {"ids": dynamic.FREE, "last_seen": dynamic.NEVER}
 
 
 def per_row_variables(part):
-  """{suffix: variable} of a part's per-row variables: "" for the rows,
-  "ids", "last_seen", "counts", "fresh", and each optimizer slot by its
-  name (the global variables named after the rows, as slots are)."""
+  """{suffix: variable} of a part's per-row variables ("" for the rows, the
+  bookkeeping, and each slot: global variables named under the rows)."""
   prefix = part.pool.op.name
   found = {"": part.pool}
   for variable in tf.compat.v1.global_variables():
@@ -42,9 +31,8 @@ def per_row_variables(part):
 
 
 def _moves(table):
-  """(misplaced, move, dropped) of a PsTable: the number of held ids
-  whose row is on another task; an op that moves every row to its owner;
-  the number of ids it drops for want of room."""
+  """(misplaced ids, op moving every row to its owner, ids dropped for want
+  of room) of a PsTable."""
   parts = table.parts
   families = [per_row_variables(part) for part in parts]
   names = sorted(set.intersection(*[set(f) for f in families]))
@@ -75,13 +63,8 @@ def _moves(table):
 
 
 class MoveHook(tf.compat.v1.train.SessionRunHook):
-  """On the chief, moves every PsTable's rows to their owners as the
-  session starts, when a restore left some on another task.
-
-  Args:
-    tables: the graph's `dynamic_ps.PsTable`s.
-    ps_tasks: the job's ps tasks (for the log line).
-  """
+  """On the chief, moves `tables`' (`dynamic_ps.PsTable`s) misplaced rows as
+  the session starts; `ps_tasks` is for the log line."""
 
   def __init__(self, tables, ps_tasks):
     self._tables = tables

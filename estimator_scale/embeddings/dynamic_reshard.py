@@ -1,36 +1,11 @@
 """Dynamic tables restored into another number of Horovod ranks.
 
-Each id's row lives on the rank a hash of the id names among the ranks
-(`dynamic.owners`), so the owner of most ids changes with the number of
-ranks. A checkpoint holds the whole table (the ranks' slices merged,
-`shard_checkpoints`), and a rank restores its range of the whole table's
-rows a block at a time, as a sharded table's rank does: after a change of
-size those rows hold ids of every rank. Before the first update each rank
-then sends every row it holds, with its optimizer slots, count, last update
-and fresh flag, to the id's new owner (one all-to-all per per-row
-variable, one variable after another), and keeps only what it receives:
-besides its own range, a rank holds one variable's rows in flight at a
-time, never the whole table.
-
-A rank may receive more ids than its share of the capacity holds (the
-hash spreads ids evenly on average, not exactly, and a table saved full
-is full again): the `eviction` policy then keeps the rows it ranks first
-and the rest are evicted, as a full table evicts, with a warning.
-
-The count-min sketch of ids without a row cannot follow them: its counters
-are laid out by rank and hold no ids. It restarts from zero, so an id
-that was partway to `min_count` counts its sightings again.
-
-The number of ranks that saved is a tensor of the merged checkpoint
-(`RANKS`); a checkpoint without it (written before it existed) is
-re-sharded whatever its size, which sends no row of a table already laid
-out for this size to another rank.
-
-One process is one rank here: ranks restoring its checkpoint, which holds
-the tables whole, re-shard from one. One process restoring the ranks'
-(`shard_checkpoints` joins the two checkpoints first) holds every id
-wherever its row is, so nothing moves, but the sketch restarts all the
-same (`restarting_sketches`).
+An id's owner depends on the rank count, so after such a restore each
+rank sends its rows, slots and bookkeeping to their new owners before the
+first update, one per-row variable at a time to bound what is in flight;
+an owner short of room keeps what `eviction` ranks first (with a
+warning). The sketch, laid out by rank and holding no ids, restarts from
+zero, also for one process restoring the ranks' checkpoint.
 """
 import time
 import weakref
@@ -51,9 +26,8 @@ _RECORDED_SLOTS = weakref.WeakKeyDictionary()  # graph -> {pool ref: slots}
 
 
 def ranks_saved(checkpoint):
-  """The number of ranks that wrote `checkpoint`: a merged one says so, one
-  with Estimator's global step and no such word is one process's (its
-  tables whole); None when it does not say."""
+  """Ranks that wrote `checkpoint`: its `RANKS`, else 1 for one process's
+  checkpoint (with a global step), else None."""
   reader = tf.train.load_checkpoint(checkpoint)
   if reader.has_tensor(RANKS):
     return int(reader.get_tensor(RANKS))
@@ -68,18 +42,16 @@ def ranks_tensor(hvd):
 
 
 def add_slots(pool, slots):
-  """Records `slots` as optimizer slots of the dynamic table whose pool
-  (this rank's shard) is `pool`: a Keras optimizer names its slots under
-  its own scope, not under the table, where `_slots` would find them."""
+  """Records `slots` as slots of the dynamic table with shard `pool`: a Keras
+  optimizer names its slots under its own scope, where `_slots` can't see."""
   graph = dynamic._outer_graph()  # pylint: disable=protected-access
   _RECORDED_SLOTS.setdefault(graph, {}).setdefault(pool.ref(), []).extend(
       slots)
 
 
 def _slots(table, sliced):
-  """The optimizer slots of `table`'s pool among the `sliced` variables:
-  shaped as the whole pool, and named under it (a v1 optimizer's) or
-  recorded by `add_slots` (a Keras optimizer's)."""
+  """`table`'s pool slots among `sliced`: shaped as the whole pool, and
+  named under it (v1) or recorded by `add_slots` (Keras)."""
   info = table.pool._save_slice_info  # pylint: disable=protected-access
   own = {table.pool.ref()} | {getattr(table, name).ref()
                               for name, _ in _FREE_VALUES}
@@ -95,15 +67,14 @@ def _slots(table, sliced):
 
 
 def per_row(table, sliced):
-  """`table`'s variables with a row per row of its shard: its pool, its
-  optimizer slots among the `sliced` variables, and its bookkeeping."""
+  """`table`'s variables with a row per shard row: pool, slots, bookkeeping."""
   return ([table.pool] + _slots(table, sliced) +
           [getattr(table, name) for name, _ in _FREE_VALUES])
 
 
 def _keep(table, received_ids, scores):
-  """Positions of the received rows this rank keeps: all of them when they
-  fit, else the `rows` the eviction policy ranks first."""
+  """Positions of received rows to keep: all that fit, else the `rows` the
+  eviction policy ranks first."""
   count = tf.size(received_ids)
   rows = table.rows
 
@@ -114,8 +85,7 @@ def _keep(table, received_ids, scores):
 
 
 def _send(variable, held, splits, hvd):
-  """The rows `held` of `variable` sent to their owners; what this rank
-  receives."""
+  """The rows `held` of `variable` sent to their owners; what arrives."""
   rows = tf.gather(variable, held)
   if rows.dtype == tf.bool:  # as int32: not every Horovod build sends bool
     rows = tf.cast(rows, tf.int32)
@@ -123,13 +93,9 @@ def _send(variable, held, splits, hvd):
 
 
 def _move(table, slots, hvd):
-  """(the op moving `table`'s rows to their owners, the rows it evicted).
-
-  The ids and the eviction policy's score go first: which rows a rank
-  keeps decides where every variable's rows go. Then one variable at a
-  time, each written before the next is read, so a rank holds one
-  variable's rows in flight (sent, received, kept), not every variable's.
-  """
+  """(op moving `table`'s rows to their owners, rows evicted). Ids and the
+  eviction score go first (they decide what is kept), then each variable,
+  written before the next is read."""
   held = tf.where(table.ids >= 0)[:, 0]
   owner = dynamic.owners(tf.gather(table.ids, held), hvd.size())
   order = tf.argsort(owner, stable=True)
@@ -166,21 +132,15 @@ def _move(table, slots, hvd):
 
 
 def _cleared_sketch(table):
-  """The op zeroing `table`'s count-min sketch, whose counters were laid
-  out for another number of ranks."""
+  """The op zeroing `table`'s sketch (laid out for another number of ranks)."""
   return table.sketch.assign(tf.raw_ops.Empty(
       shape=table.sketch.shape.as_list(), dtype=tf.int32, init=True))
 
 
 def restarting_sketches(scaffold, saved):
-  """`scaffold`, whose local_init_op also restarts the count-min sketches
-  of one process's tables restored from a checkpoint of `saved` ranks, as
-  a re-shard does; the rows need no move, one process holding every id.
-
-  The local_init_op runs after the restore and before any hook's
-  after_create_session, where Estimator's saver writes the session's first
-  checkpoint: that one says one process, so it must hold cleared sketches.
-  """
+  """`scaffold` whose local_init_op also clears the sketches restored from
+  `saved` ranks; it runs before Estimator's first checkpoint of the
+  session, which says one process and so must hold cleared sketches."""
   logging.info("Sharded tables of %d ranks restored into one process",
                saved)
   clear = [_cleared_sketch(t) for t in dynamic.tables()
@@ -195,13 +155,8 @@ def restarting_sketches(scaffold, saved):
 
 
 class Resharder:
-  """Moves the dynamic tables' rows to their owners after a restore saved
-  by another number of ranks.
-
-  Args:
-    hvd: horovod.tensorflow, initialised.
-    sliced: the variables saved as slices (the tables and their slots).
-  """
+  """Moves dynamic tables' rows to their owners after a restore saved by
+  another number of ranks (`hvd`; `sliced`: tables and slots)."""
 
   def __init__(self, hvd, sliced):
     self._hvd = hvd
@@ -209,8 +164,8 @@ class Resharder:
     self._moves = [_move(t, _slots(t, sliced), hvd) for t in self._tables]
 
   def after_restore(self, session, checkpoint):
-    """Re-shards when `checkpoint` (merged) was saved by another number of
-    ranks; every rank calls it, as it is a collective."""
+    """Re-shards when another number of ranks saved `checkpoint`; a
+    collective, so every rank calls it."""
     if not self._moves:
       return
     saved = ranks_saved(checkpoint)

@@ -1,27 +1,11 @@
 """Any initializer a TensorFlow 2 user writes, drawing one part of a table.
 
-A table split by rows (a Horovod rank's shard, a part on a ps task) is
-initialised part by part, where each part lives, so that no process holds
-the whole table. TensorFlow's three families of initializer each take a
-part their own way, or not at all: v1 ones (`tf.compat.v1.*`) a
-`partition_info`, Keras' `partition_shape` and `partition_offset`, TF 2's
-own (`tf.random_normal_initializer`, `tf.constant_initializer`,
-`tf.zeros_initializer`) only the latter two, and some none. So each is
-taken to what it means for a part:
-- zeros, ones, constants: the part's rows of the value, so a part holds
-  exactly its rows of the replicated table;
-- random normal, uniform, truncated normal: the part's own values, of the
-  same distribution; a seeded one draws from its seed and the part's first
-  row, so parts never repeat each other and a rank draws the same shard
-  every run (one seed for every part would give them all the same values);
-- variance scaling (Glorot, He, LeCun): the same, with the whole table's
-  fans (the part's would scale a table of N parts as a table N times
-  smaller);
-- any other callable taking `partition_info` (TensorFlow's v1 contract):
-  given it;
-- anything else (orthogonal, identity, a plain function, a custom Keras
-  initializer): drawn whole and sliced, exact for any deterministic
-  initializer, at the cost of the whole table once, at initialisation.
+Parts of a split table are drawn where they live, so no process holds it
+whole, yet v1, Keras and TF 2 initializers take parts differently or not
+at all. Constants give the part's rows; random ones are seeded from seed
+and first row (parts differ, reruns repeat); variance scaling uses the
+whole table's fans; others are given `partition_info` or drawn whole and
+sliced.
 """
 import inspect
 import math
@@ -57,8 +41,7 @@ _VARIANCE_SCALING = (init_ops.VarianceScaling, init_ops_v2.VarianceScaling,
 
 
 def value_of(initializer):
-  """The value a zeros, ones or constant initializer of any family fills a
-  variable with (a numpy array), else None."""
+  """A zeros, ones or constant initializer's value (numpy), else None."""
   if type(initializer) in _FIXED:
     return np.asarray(_FIXED[type(initializer)])
   if type(initializer) in _CONSTANTS:
@@ -67,10 +50,8 @@ def value_of(initializer):
 
 
 def filled(value):
-  """A v1 initializer of one value that constant folding leaves alone: a
-  graph constant's kernel would keep the whole tensor for the session's
-  life, beside the variable. `Empty` is never folded, so neither is the
-  sum. The shape may be a tensor."""
+  """A v1 initializer of one value, from `Empty`: constant folding would keep
+  a variable-sized graph constant. The shape may be a tensor."""
   def initializer(shape, dtype=None, partition_info=None):
     del partition_info  # every part holds the same value
     dtype = tf.as_dtype(dtype or tf.float32)
@@ -86,7 +67,7 @@ def _part_seed(seed, offset):
 
 def _constant_rows(value, full_shape, offset):
   """A v1 initializer of the rows from `offset` of a table filled with
-  `value` (one value, or one for each of the table's elements)."""
+  `value` (one value, or one per element)."""
   if value.size == 1:
     return filled(value.item())
   if value.size != math.prod(full_shape):
@@ -152,20 +133,16 @@ def part_initializer(initializer, full_shape, offset):
   """`initializer` drawing the part at row `offset` of a table.
 
   Args:
-    initializer: a v1 (`tf.compat.v1.*_initializer`), TF 2
-      (`tf.*_initializer`) or Keras (`tf.keras.initializers.*`)
-      initializer, or a function of (shape, dtype[, partition_info]).
+    initializer: a v1, TF 2 or Keras initializer, or a function of
+      (shape, dtype[, partition_info]).
     full_shape: the whole table's shape.
     offset: the part's first row.
 
   Returns:
-    A v1 initializer, (shape, dtype=None, partition_info=None) -> the
-    part's values, for `get_variable`; `partition_info` is not read (the
-    part is this one).
+    A v1 initializer of the part (its `partition_info` is ignored).
 
   Raises:
-    ConfigError: `initializer` is not one, or is a constant whose values
-      do not fill the table.
+    ConfigError: not an initializer, or a constant not filling the table.
   """
   _check(initializer)
   known = _known(initializer, full_shape, offset)
@@ -180,9 +157,8 @@ def part_initializer(initializer, full_shape, offset):
 
 
 def partition_aware(initializer):
-  """`initializer` as a v1 initializer that draws the part its
-  `partition_info` names (the whole variable without one), for
-  get_variable's own partitioning."""
+  """`initializer` as a v1 initializer drawing the part its `partition_info`
+  names (whole without one), for get_variable's own partitioning."""
   def initializer_of_part(shape, dtype=None, partition_info=None):
     if (partition_info is None or
         list(partition_info.full_shape) == list(shape)):
@@ -205,15 +181,9 @@ def _whole(initializer):
 
 
 def draw_rows(initializer, count, table_shape, dtype=tf.float32):
-  """`count` new rows of a table of `table_shape`, drawn from `initializer`.
-
-  For tables whose rows are made as ids arrive: each draw is rows of
-  the table as `part_initializer` draws them (variance scaling with
-  `table_shape`'s fans, a constant's first rows), in graph mode; `count`
-  may be a scalar tensor. A kind this module does not know draws `count`
-  rows as a table of its own (drawing the whole table for each would cost
-  it at every draw). Random kinds draw with TensorFlow's stateful random
-  ops: each run of the returned tensor draws new rows.
+  """`count` (maybe a tensor) new rows of a table of `table_shape`, drawn as
+  `part_initializer` draws (unknown kinds: as a table of `count` rows);
+  random kinds draw anew at each run.
 
   Returns:
     A tensor of shape [count] + table_shape[1:].

@@ -1,15 +1,10 @@
 """The dynamic tables' kernel (kernels/dynamic_rows.cc), built against the
 TensorFlow installed and loaded into every process that imports the tables.
 
-A parameter server runs a table's ops on its own device without building
-the graph, so the kernel must be registered in any process that imports
-the framework, not only where a table is made. It is built once per source
-and TensorFlow (their hash names the library) into the Python
-environment's share/estimator_scale, or where ESTIMATOR_SCALE_KERNELS
-says; `make setup` builds it (`native.build()`),
-and a process that finds it missing builds it under a file lock, so ranks
-that start together build it once (a few seconds). The SavedModel of a table holds none of
-these ops: serving needs TensorFlow alone.
+A ps runs table ops without building the graph, so every importing
+process registers the kernel. It is built once per source and TensorFlow
+(hashed into its name) by `make setup`, or when missing under a file lock
+so ranks starting together build it once. SavedModels do not use it.
 """
 import fcntl
 import functools
@@ -51,8 +46,8 @@ def build():
   """Builds the library unless it is there; returns its path.
 
   Raises:
-    errors.ConfigError: no C++ compiler, a directory that cannot be
-      written, or a failed compile (its output in the message).
+    errors.ConfigError: no C++ compiler, an unwritable directory, or a
+      failed compile (its output in the message).
   """
   path = library_path()
   if os.path.exists(path):

@@ -1,32 +1,12 @@
 """Large variables split over the parameter servers, whatever made them.
 
-Estimator places a parameter-server job's variables round-robin over the
-ps tasks, one variable to one task, so a table larger than a task's memory
-cannot train and one task holds the whole table and its optimizer slots.
-TensorFlow splits a variable only where `get_variable` meets a partitioner
-(v1 layers and feature columns): the variable scope gets one. Keras layers,
-v2 feature columns (`tf.keras.layers.DenseFeatures`) and the v2 canned
-estimators make theirs with `tf.Variable`, which never asks: a variable
-creator splits those. Either way a variable larger than a slice becomes
-parts along its first axis, the same number on every ps task (one, or
-more where one would exceed `MAX_PART_BYTES`), held as one
-`PartitionedVariable`, which embedding lookups, Keras and the Saver take as
-the table it stands for (a checkpoint holds the whole tensor with slice
-information, so it restores into any number of parts).
-
-Each part is initialised from its own slice of the initializer, on the ps
-task that holds it, so no task ever holds more than its parts; any
-initializer a user writes, v1, TF 2 or Keras, draws its part
-(`initializers.part_initializer`), also where get_variable splits the
-variable itself, which would hand TF 2's and Keras' initializers the part's
-shape alone (a constant of the whole table would not fit, a seeded one
-would repeat its values in every part). A
-variable initialised to one value (Adagrad's accumulator, Adam's zero
-slots) is made without a graph constant: a constant's kernel keeps its
-whole tensor for the session's life (and TensorFlow's constant folding
-turns a `Fill` of constants into one), the variable shares that buffer
-until its first sparse update copies it, and the task holds the slot
-twice.
+Estimator puts each variable whole on one ps task. `get_variable` users
+get a scope partitioner; `tf.Variable` users (Keras, v2 columns, canned
+estimators) never ask one, so a variable creator splits those into a
+`PartitionedVariable` saved as slices. Parts are drawn on their tasks
+(`initializers.part_initializer`). One-value variables avoid graph
+constants, whose buffer the variable shares until its first sparse update
+copies it, holding the slot twice.
 """
 import contextlib
 import functools
@@ -50,13 +30,9 @@ meeting a checkpoint read, dense optimizer temporaries) are of one part."""
 
 def number_of_parts(shape, dtype, num_ps, min_slice_bytes=MIN_SLICE_BYTES,
                     max_part_bytes=MAX_PART_BYTES):
-  """Parts to split a variable of `shape` and `dtype` into (1: keep whole).
-
-  One part per ps task once the variable is larger than `min_slice_bytes`,
-  fewer when it would make parts smaller than that; where one part per task
-  would be larger than `max_part_bytes`, as many parts per task as keep
-  them within it. Never more parts than rows.
-  """
+  """Parts for a variable of `shape` and `dtype` (1: whole): one per ps task
+  above `min_slice_bytes`, more per task to stay within `max_part_bytes`,
+  never more than rows."""
   if not shape or num_ps < 2 or any(d is None for d in shape):
     return 1
   size = _size(shape, dtype)
@@ -76,14 +52,8 @@ def _size(shape, dtype):
 
 
 def _slice_initial_value(initial_value, full_shape, offset, part_shape):
-  """A zero-argument callable making part `offset` of `initial_value`.
-
-  Variable creators receive `functools.partial(initializer, shape, dtype=)`
-  from get_variable, Keras and feature columns alike; the part is drawn as
-  `initializers.part_initializer` says, whatever family the initializer
-  is of. None when the initial value is of another kind (a tensor): it is
-  not split.
-  """
+  """A callable making part `offset` of `initial_value`, a
+  `partial(initializer, shape, dtype=)`; None for anything else."""
   if not isinstance(initial_value, functools.partial) or not initial_value.args:
     return None
   return functools.partial(
@@ -92,11 +62,8 @@ def _slice_initial_value(initial_value, full_shape, offset, part_shape):
 
 
 def _one_value(initial_value):
-  """`initial_value`, made without a graph constant (`initializers.filled`)
-  where it is `partial(initializer, shape, ...)` of a constant, zeros or
-  ones initializer with one scalar value. The shape comes positionally from
-  get_variable and feature columns, by keyword from the Keras optimizers'
-  `add_slot` (the canned estimators' slots)."""
+  """`initial_value` via `initializers.filled` where it is a partial of a
+  scalar constant, zeros or ones initializer (shape positional or kw)."""
   if not (isinstance(initial_value, functools.partial) and
           (initial_value.args or "shape" in initial_value.keywords)):
     return initial_value
@@ -112,8 +79,8 @@ def _one_value(initial_value):
 
 
 def _split(next_creator, kwargs, full_shape, dtype, parts):
-  """The parts of one variable, made through `next_creator`, as one
-  PartitionedVariable; None when its initial value cannot be split."""
+  """One variable's parts via `next_creator`, as a PartitionedVariable; None
+  when its initial value cannot be split."""
   name = kwargs.get("name") or "Variable"
   graph = tf.compat.v1.get_default_graph()
   full_name = graph.unique_name(name, mark_as_used=False)
@@ -161,7 +128,7 @@ def partitioned_variables(num_ps, min_slice_bytes=MIN_SLICE_BYTES,
   Args:
     num_ps: the job's ps tasks.
     min_slice_bytes: variables up to this size stay whole.
-    max_part_bytes: parts are at most this large (see `number_of_parts`).
+    max_part_bytes: parts are at most this large (`number_of_parts`).
 
   Yields:
     Nothing; wrap the code that builds the model (a model_fn).

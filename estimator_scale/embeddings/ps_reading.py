@@ -1,13 +1,9 @@
 """Evaluation that reads a parameter-server job's tables where they live.
 
-Estimator evaluates in a local session: every part of a table is restored
-into the evaluating process, which then needs the memory of all the ps
-tasks together. Within `reading_on_ps`, the evaluation graph's variables go
-to the ps tasks, as training's do, each task restoring its own parts from
-the checkpoint and answering lookups with the rows asked for. They live in
-a resource container of that evaluation's own: training's variables of the
-same names, on the same tasks, are in the default one and must stay as
-training left them. The container is freed once the evaluation is done.
+A local evaluation session would need every ps task's memory together.
+Within `reading_on_ps`, evaluation variables go to the ps tasks, in a
+resource container of the evaluation's own (training's same-named
+variables must stay untouched), freed afterwards.
 """
 import contextlib
 import contextvars
@@ -29,8 +25,7 @@ def reading_on_ps(num_ps, task_device, master, session_config):
   Args:
     num_ps: the job's ps tasks.
     task_device: this task's device ("/job:chief/task:0"), for the rest.
-    master: this task's server (its RunConfig's `master`), whose session
-      reaches the ps tasks.
+    master: this task's server (its RunConfig's `master`).
     session_config: a ConfigProto whose device filters name this task and
       the ps tasks (the other workers may have exited).
 
@@ -86,8 +81,8 @@ def active():
 
 @contextlib.contextmanager
 def placed_on_ps():
-  """Within `reading_on_ps`, variables made here go to the ps tasks, into
-  the evaluation's container; elsewhere, nothing changes."""
+  """Within `reading_on_ps`, variables made here go to the ps tasks, in the
+  evaluation's container; elsewhere a no-op."""
   reading = _READING.get()
   if reading is None:
     yield

@@ -1,17 +1,11 @@
 """Checkpoints of partitioned tables that a ps task can write within its share.
 
-A resource variable's checkpoint read shares the variable's buffer rather
-than copying it, but while the save holds that buffer, any sparse update
-from an asynchronous worker finds it shared and copies the whole variable
-first. TensorFlow's saver writes all of a device's variables in one op, so
-during a save each ps task can come to hold its variables twice. This saver
-writes each device's variables in groups of at most `group_bytes`, one
-group after the other, so that only one group's buffers are shared at a
-time: an update meanwhile copies at most a group. The checkpoint is the
-same (one shard file per group, merged into one index as before).
-
-A checkpoint written beside the Estimator's (the ranks' tables, a delta)
-is written aside and put in place by `publish`.
+While a save reads a resource variable (sharing its buffer), a sparse
+update from an asynchronous worker copies the whole variable, and
+TensorFlow's saver reads all of a device's variables in one op: a ps task
+can hold its variables twice. This saver writes each device's variables
+in groups of at most `group_bytes`, one after the other, so an update
+copies at most a group; the checkpoint is the same.
 """
 import collections
 
@@ -32,8 +26,8 @@ def _bytes(saveable):
 
 
 def groups(saveables_by_device, group_bytes):
-  """[(device, [saveable])]: each device's saveables in order, cut into
-  groups of at most `group_bytes` (a larger saveable is a group alone)."""
+  """[(device, [saveable])]: each device's saveables in order, in groups of
+  at most `group_bytes` (a larger saveable is a group alone)."""
   grouped = []
   for device, saveables in saveables_by_device:
     current, size = [], 0
@@ -75,8 +69,7 @@ class _GroupedSaverBuilder(tf_saver.BulkSaverBuilder):
 
 
 def write_in_groups(saver, group_bytes):
-  """Gives `saver` this module's builder, if it is not built yet and has
-  no builder of its own (a model's own choice stays)."""
+  """Gives `saver` this module's builder, unless built or given its own."""
   # tf.compat.v1.train.Saver keeps its builder argument as `_builder` and
   # uses it when it builds (deferred builds happen at the session's start).
   if saver.saver_def is None and saver._builder is None:  # pylint: disable=protected-access
@@ -84,12 +77,8 @@ def write_in_groups(saver, group_bytes):
 
 
 def grouped_saver(group_bytes, config):
-  """A sharded Saver like Estimator's default, writing in groups.
-
-  Args:
-    group_bytes: the most bytes of a device's variables read at once.
-    config: the RunConfig (checkpoints to keep).
-  """
+  """A sharded Saver like Estimator's default (keeping as `config` says),
+  reading at most `group_bytes` of a device's variables at once."""
   return tf.compat.v1.train.Saver(
       sharded=True, max_to_keep=config.keep_checkpoint_max,
       keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,
@@ -98,9 +87,8 @@ def grouped_saver(group_bytes, config):
 
 
 def publish(source, prefix):
-  """Renames the checkpoint `source` (a path prefix) to `prefix`, its data
-  first and its index last: the index names a checkpoint whole, so until
-  the last rename no reader finds one at `prefix`."""
+  """Renames checkpoint `source` to `prefix`, index last: the index names a
+  checkpoint whole, so no reader finds a partial one at `prefix`."""
   for path in tf.io.gfile.glob(source + ".data-*"):
     tf.io.gfile.rename(path, prefix + path[len(source):], overwrite=True)
   tf.io.gfile.rename(source + ".index", prefix + ".index", overwrite=True)

@@ -1,62 +1,15 @@
 """Checkpoints of sharded tables: every rank saves its slice, rank 0 merges.
 
-Under Horovod only rank 0 writes the Estimator's checkpoints, and it holds
-only its own rows of a sharded table (`sharded.py`). So beside each of its
-checkpoints every rank saves its shard and the shard's optimizer slots, as
-slices of the whole variables (TensorFlow's save-slice information), to
-`<model_dir>/sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>`, a block of
-rows per part (a Saver would read each variable whole, and TensorFlow copies
-a variable that gathers have touched on every whole read: three copies of
-the shard); once all have, rank 0 merges them (`MergeV2Checkpoints`) into
-`<model_dir>/sharded_tables/ckpt-<step>`, a checkpoint of the whole
-tables. A rank restoring reads its own range of rows from it, a block at
-a time, whatever number of ranks wrote it, so a job restarted on another
-number of ranks re-shards as it starts.
-
-The merge writes under `<model_dir>/sharded_tables/merging/` and renames
-its files into place, the index last: a merge cut short (a full disk, a
-lost host) leaves no half-written checkpoint of the step for a restart to
-read, only a step without merged tables, which a restart resumes before.
-
-The merge takes the parts of this save only: N is in their names, because
-a save that failed (a rank lost before every rank had written) leaves its
-parts behind, and a job resumed on another number of ranks saves the same
-step again with other ranges, which merged together would overlap. Rank 0
-merges only once it finds as many parts as the ranks say they wrote, and
-rank 0's checkpoint of the step, and so an elastic job's commit, comes
-after the merge: a commit always has its whole tables.
-
-All ranks write and read the same files, so the model_dir must be one
-directory they share (a network file system, GCS, S3, HDFS): at start rank
-0 writes a token there and the others must read it back, or the job stops
-with one line saying so.
-
-The ranks save at the same steps: every `save_checkpoints_steps` from the
-step they started at, as rank 0's checkpoints (an elastic job's commits),
-and when training ends. Rank 0's time-based checkpoints
-(`save_checkpoints_secs`) have no counterpart: a restart from one of them
-is refused, naming the missing file.
-
-With `full_checkpoint_every` > 1 the saves between two full ones are
-deltas of the dynamic tables' changed rows (`shard_deltas`), which a
-restore and an evaluation on the ranks apply after the full save.
-
-One process saves its tables whole in its own checkpoint, and ranks
-resuming it read their ranges from there. One process resuming the ranks'
-checkpoint joins rank 0's and the merged one into one it restores
-(`whole-tables-ckpt-<step>` in the model_dir, which it names as its
-latest); the ranks' files stay for a restart on ranks, which takes a
-checkpoint one process saved as one holding its tables.
-
-Prediction and export build each table whole (`sharded.whole_tables`);
-prediction restores it from the merged checkpoint of the step being read
-(`WholeTablesSaver`), while an export (`exporting`) copies it from there
-into the SavedModel's variables a block of rows at a time, never holding
-it; so does it with the tables split over parameter servers, from the
-checkpoint itself. Evaluation of a checkpoint whose tables were merged
-from the ranks' slices (`split_over_ranks`) runs on every rank: each builds
-its shard and reads its rows from the merged checkpoint, a block at a time
-(`RankTablesSaver`).
+Only rank 0 writes Estimator's checkpoints and it holds only its own rows,
+so each rank saves its shard and slots as slices of the whole variables,
+a block of rows per part (a Saver's whole read would copy a gathered
+variable), to `sharded_tables/ckpt-<step>-of<N>-rank<r>-part<k>`; rank 0
+merges them into `sharded_tables/ckpt-<step>`, whence any number of ranks
+restore. Invariants: the merge is renamed into place index last; only this
+save's parts (N in their names) are merged, as leftovers would overlap;
+rank 0's checkpoint (an elastic commit) follows the merge; the model_dir
+is shared (checked by a token); ranks save every `save_checkpoints_steps`
+and at the end, so a restart from a time-based checkpoint is refused.
 """
 import contextlib
 import contextvars
@@ -95,9 +48,7 @@ _EXPORTING = contextvars.ContextVar("estimator_scale_exporting",
                                     default=False)
 
 def _sliced_variables():
-  """This rank's shards and their slots: the local variables saved as
-  slices (`sharded_embedding` gives its shard slice information, and the
-  optimizer's slots copy it)."""
+  """This rank's shards and their slots: local variables with slice info."""
   return [v for v in tf.compat.v1.local_variables()
           if getattr(v, "_save_slice_info", None) is not None]
 
@@ -115,8 +66,8 @@ def _row_blocks(name, full_shape, offset, shape, dtype):
 
 
 def _blocks(variables):
-  """(variable, its checkpoint name, a block's slice spec, the block's row
-  ids) for each block of at most saving.BLOCK_BYTES of each variable's rows."""
+  """(variable, checkpoint name, block slice spec, block row ids) for each
+  block of at most saving.BLOCK_BYTES of each variable's rows."""
   for variable in variables:
     info = variable._save_slice_info  # pylint: disable=protected-access
     for spec, first, count in _row_blocks(
@@ -126,11 +77,8 @@ def _blocks(variables):
 
 
 def _save_in_blocks(variables, prefix, extra=None):
-  """(the op saving `variables` a block of rows at a time, the number of
-  parts): one part per block, one after the other, a SaveV2 of the block,
-  read by a gather, as its slice of the whole variable, to `prefix` +
-  "-part<k>". The first part also holds the tensors of `extra` ({name:
-  tensor}), whole."""
+  """(op saving `variables` a block of rows per part `prefix`-part<k>, the
+  number of parts); part 0 also holds `extra` ({name: tensor}) whole."""
   done = tf.no_op()
   parts = 0
   extra = dict(extra or {})
@@ -146,8 +94,8 @@ def _save_in_blocks(variables, prefix, extra=None):
 
 
 def _restore_in_blocks(variables, prefix):
-  """The op restoring `variables` from the checkpoint `prefix` a block of
-  rows at a time (a whole read would hold every variable twice at once)."""
+  """Op restoring `variables` from `prefix` a block of rows at a time (a
+  whole read would hold every variable twice at once)."""
   done = tf.no_op()
   for variable, name, spec, ids in _blocks(variables):
     with tf.control_dependencies([done]):
@@ -165,7 +113,7 @@ def check_shared(directory, hvd, token, read_token):
   Args:
     directory: the sharded tables' directory.
     hvd: horovod.tensorflow.
-    token: rank 0's token (every rank holds it after a broadcast).
+    token: rank 0's token (broadcast to every rank).
     read_token: reads the token file; None when missing.
 
   Raises:
@@ -186,12 +134,8 @@ part)."""
 
 
 def drop_unkept(directory, model_dir, before):
-  """Removes the tables' checkpoints (merged or parts) in `directory` of
-  the steps before `before` whose Estimator checkpoint in `model_dir` is
-  gone: the Estimator keeps `keep_checkpoint_max` of its own, and the
-  tables' of every save would otherwise fill the disk over a long run. A
-  checkpoint the Estimator keeps (its latest, or one of every
-  `keep_checkpoint_every_n_hours`) keeps its tables."""
+  """Removes tables' checkpoints before `before` whose Estimator checkpoint
+  is gone (else they fill the disk), keeping fulls that deltas need."""
   kept = {int(name[:-len(".index")].rpartition("-")[2])
           for name in tf.io.gfile.glob(os.path.join(model_dir,
                                                     "model.ckpt-*.index"))}
@@ -216,15 +160,14 @@ def _step(checkpoint):
 
 
 def merged_checkpoint(checkpoint):
-  """The merged sharded tables' checkpoint beside Estimator's `checkpoint`
-  (a path prefix), for the same global step."""
+  """The merged tables' checkpoint for Estimator's `checkpoint`'s step."""
   return os.path.join(os.path.dirname(checkpoint), DIRECTORY,
                       f"ckpt-{_step(checkpoint)}")
 
 
 def tables_of(checkpoint):
-  """(the merged checkpoint, the deltas after it) that hold the ranks'
-  tables at Estimator's `checkpoint`'s step, or None where none does."""
+  """(merged checkpoint, deltas after it) holding the ranks' tables at
+  `checkpoint`'s step, or None."""
   merged = merged_checkpoint(checkpoint)
   if tf.io.gfile.exists(merged + ".index"):
     return merged, []
@@ -238,8 +181,8 @@ def _holds(checkpoint, keys):
 
 
 def _holds_tables(checkpoint):
-  """Whether `checkpoint` holds the sharded tables whole, as one process
-  saves them: every table of a merged checkpoint beside it."""
+  """Whether `checkpoint` holds the sharded tables whole (one process saved
+  it): every table of a merged checkpoint beside it."""
   merged = [path[:-len(".index")] for path in tf.io.gfile.glob(
       os.path.join(os.path.dirname(checkpoint), DIRECTORY, "ckpt-*.index"))
             if "-of" not in os.path.basename(path)]
@@ -250,29 +193,18 @@ def _holds_tables(checkpoint):
 
 
 def _has_tables(checkpoint):
-  """Whether the ranks can restore their shards at `checkpoint`'s step: its
-  tables were merged, one process saved them whole in it, or it is a step
-  0, which the initializers draw."""
+  """Whether the ranks can restore `checkpoint`'s step: tables merged, saved
+  whole in it, or step 0 (the initializers draw it)."""
   return (_step(checkpoint) == 0 or tables_of(checkpoint) is not None or
           _holds_tables(checkpoint))
 
 
 def resume_where_tables_were_merged(model_dir):
-  """Points `model_dir`'s latest checkpoint back to the newest one whose
-  sharded tables were merged, where the latest lacks them.
+  """Points `model_dir`'s latest checkpoint back to the newest with tables.
 
-  Rank 0's Estimator writes its checkpoint of a step before the ranks save
-  their slices (Estimator's saver is the first hook), so a rank lost in
-  between leaves a checkpoint without tables, whose dense variables match
-  no table. A restart after such a loss (elastic, or the job started
-  again) resumes, as if that save had not begun, from the checkpoint
-  before: under elastic Horovod the last commit at the latest, since a
-  commit follows the merge. Does nothing
-  in a model_dir without sharded tables, or without such a checkpoint (a
-  restart then stops, naming the missing file).
-
-  Returns:
-    The checkpoint left behind, or None.
+  Rank 0's checkpoint precedes the ranks' save (Estimator's saver is the
+  first hook), so a rank lost in between leaves one without tables.
+  Returns the checkpoint left behind, or None.
   """
   state = tf.train.get_checkpoint_state(model_dir)
   if state is None or not tf.io.gfile.exists(
@@ -294,9 +226,8 @@ def resume_where_tables_were_merged(model_dir):
 
 @contextlib.contextmanager
 def exporting():
-  """Within it, the graphs built are exports: their tables merged from the
-  ranks' slices are copied into the SavedModel, not restored
-  (`WholeTablesSaver`)."""
+  """Within it, graphs built are exports: tables merged from the ranks'
+  slices are copied into the SavedModel, not restored."""
   token = _EXPORTING.set(True)
   try:
     yield
@@ -305,9 +236,8 @@ def exporting():
 
 
 def _copy_in_blocks(source, keys, destination):
-  """Copies the tensors `keys` of checkpoint `source` to checkpoints
-  `destination`-part<k>, a block of at most saving.BLOCK_BYTES of rows each,
-  in a graph of its own; returns the parts' prefixes."""
+  """Copies tensors `keys` of `source` to `destination`-part<k>, a block of
+  at most saving.BLOCK_BYTES each, in its own graph; returns the prefixes."""
   reader = tf.train.load_checkpoint(source)
   shapes, dtypes = (reader.get_variable_to_shape_map(),
                     reader.get_variable_to_dtype_map())
@@ -330,25 +260,15 @@ def _copy_in_blocks(source, keys, destination):
 
 
 class WholeTablesSaver(tf.compat.v1.train.Saver):
-  """Estimator's Saver, whose restore reads the whole tables from the
-  merged checkpoint of the shards when the checkpoint itself lacks them.
+  """Estimator's Saver, reading whole tables from the merged checkpoint.
 
-  A table trained whole (on one process), or split over parameter servers,
-  is in Estimator's checkpoint and restores from there. What this Saver
-  saves is every variable, the whole tables included: an export's
-  variables. Made in an export (`exporting`), it does not restore tables
-  saved in slices (merged from the ranks, or split over parameter servers)
-  but copies them at its save, a block at a time, so an export holds no
-  such table whole. A table one process saved whole restores whole: that
-  process held it, and a block of it can only be read by reading it all.
-  A compact export's tables (`compact.ServedTable`) are written from the
-  checkpoint at the save, as the export keeps them; an export's size is
-  checked against its budget before it is written.
+  It saves every variable. In an export (`exporting`), sliced tables are
+  copied at save a block at a time, never held whole; compact tables are
+  written at save, after the size check.
 
   Args:
     keys: the tables' names in a checkpoint.
-    split: whether they are split over parameter servers, in slices of
-      Estimator's checkpoint itself.
+    split: whether they are split over ps, in Estimator's checkpoint.
     served: the compact export's tables.
   """
 
@@ -388,8 +308,7 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     return found[0]
 
   def restore(self, sess, save_path):
-    """See base class: the tables come from `merged_checkpoint(save_path)`
-    unless `save_path` holds them."""
+    """See base class; tables come from the merged checkpoint if needed."""
     self._checkpoint = save_path
     source = self._source(save_path)
     copy = self._copy and (source != save_path or self._split)
@@ -403,8 +322,7 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
     return None
 
   def save(self, sess, save_path, *args, **kwargs):
-    """See base class: tables not restored are copied from where they are,
-    beside the other variables, into one checkpoint at `save_path`."""
+    """See base class; unrestored tables are copied in from where they are."""
     if self._copy:
       compact.check_size(self._bytes, self._checkpoint, self._served)
     if self._tables_from is None and not self._served:
@@ -423,8 +341,7 @@ class WholeTablesSaver(tf.compat.v1.train.Saver):
 
 
 def _refuse_deltas(checkpoint, found, what):
-  """Raises where the tables at `checkpoint` are a full save and deltas
-  (`found`, from `tables_of`), which only the ranks apply."""
+  """Raises where `found` (`tables_of`) has deltas: only ranks apply them."""
   if found[1]:
     raise errors.ConfigError(
         f"checkpoint {checkpoint} holds its sharded tables as {found[0]} and "
@@ -434,22 +351,18 @@ def _refuse_deltas(checkpoint, found, what):
 
 
 def split_over_ranks(checkpoint):
-  """Whether `checkpoint`'s tables were saved by Horovod ranks (merged
-  beside it, or deltas after such a save): no process held them whole, so
-  none evaluates them alone."""
+  """Whether `checkpoint`'s tables were saved by Horovod ranks, so no single
+  process can evaluate them."""
   return tables_of(checkpoint) is not None
 
 
 class RankTablesSaver(tf.compat.v1.train.Saver):
-  """The Saver of an evaluation graph on Horovod ranks: the variables that
-  are not shards from the checkpoint, then this rank's rows of each shard
-  from the merged tables beside it, a block of rows at a time (a slice read
-  whole would hold the shard twice), re-sharded where the ranks that saved
-  them were another number.
+  """The Saver of an evaluation graph on Horovod ranks: other variables, then
+  this rank's rows from the merged tables a block at a time (a whole slice
+  read holds the shard twice), re-sharding if needed.
 
   Args:
-    shards: this rank's shards (global variables with slice information,
-      `sharded.read_on_ranks`).
+    shards: this rank's shards (`sharded.read_on_ranks`).
     hvd: horovod.tensorflow, initialised.
   """
 
@@ -473,13 +386,8 @@ class RankTablesSaver(tf.compat.v1.train.Saver):
 
 
 class _RankTables:
-  """This rank's ops reading its rows of the tables from a merged
-  checkpoint and the deltas after it, then re-sharding them.
-
-  Args:
-    hvd: horovod.tensorflow, initialised.
-    sliced: this rank's variables saved as slices.
-  """
+  """This rank's (`hvd`) ops reading its `sliced` rows from a merged
+  checkpoint and deltas, then re-sharding."""
 
   def __init__(self, hvd, sliced):
     self._hvd = hvd
@@ -506,9 +414,7 @@ class _RankTables:
 
 
 def _rank_tables(spec):
-  """`spec` of an evaluation graph built under `sharded.read_on_ranks`,
-  restored by a `RankTablesSaver` (a spec with a Saver of its own keeps
-  it)."""
+  """`spec` restored by a `RankTablesSaver` (unless it has its own Saver)."""
   shards = [v for v in tf.compat.v1.global_variables()
             if getattr(v, "_save_slice_info", None) is not None]
   if not shards or spec.scaffold.saver is not None:
@@ -519,13 +425,8 @@ def _rank_tables(spec):
 
 
 def _joined(checkpoint, merged, model_dir):
-  """Writes rank 0's `checkpoint` and the ranks' tables (`merged`) as one
-  checkpoint, which the model_dir's state then names as its latest;
-  returns its path. One process's Saver restores a single checkpoint.
-
-  The merge removes what it merges, so it merges copies: the ranks'
-  checkpoints stay as they were, for a restart on ranks.
-  """
+  """Joins copies of `checkpoint` and `merged` (the merge deletes its inputs;
+  the ranks' files must stay) into the model_dir's latest; returns it."""
   joined = os.path.join(model_dir, f"whole-tables-ckpt-{_step(checkpoint)}")
   copies = []
   for source, suffix in ((checkpoint, "-rest"), (merged, "-tables")):
@@ -551,16 +452,8 @@ def _joined(checkpoint, merged, model_dir):
 
 
 def _resume_tables_whole(spec, config):
-  """`spec` of one process's training, resuming a checkpoint of Horovod
-  ranks: its tables joined into the checkpoint it restores (`_joined`),
-  and its scaffold restarting the dynamic tables' sketches. A latest
-  checkpoint whose tables were never merged is passed over for the last
-  merged one (`resume_where_tables_were_merged`).
-
-  Raises:
-    errors.ConfigError: several workers would resume it, each with whole
-      tables of its own.
-  """
+  """`spec` of one process resuming the ranks' checkpoint: tables joined in
+  (`_joined`), sketches restarted; ConfigError for several workers."""
   tables = tf.compat.v1.get_collection(sharded.WHOLE_COLLECTION)
   if not tables or not config.model_dir:
     return spec
@@ -591,12 +484,8 @@ def _resume_tables_whole(spec, config):
 
 
 def _keeping_restored_files(spec, config):
-  """`spec` whose Saver leaves the checkpoint it restored as it is
-  (`resume.ResumingSaver`), where the ranks hold tables of their own and
-  its scaffold has no Saver (a canned estimator's). Estimator's own Saver
-  writes that checkpoint again as the session starts, without the tables,
-  before the ranks read theirs from it where one process saved them
-  there (`ShardCheckpointHook`)."""
+  """`spec` whose Saver doesn't rewrite the restored checkpoint without the
+  tables before the ranks read theirs from it."""
   if (spec.scaffold.saver is not None or not config.model_dir or
       not _sliced_variables()):
     return spec
@@ -606,17 +495,16 @@ def _keeping_restored_files(spec, config):
 
 
 def whole_tables_outside_training(model_fn):
-  """`model_fn` whose prediction and export graphs hold every sharded table
-  whole, restored by a `WholeTablesSaver`, as do its evaluation graphs but
-  under `sharded.read_on_ranks` (`RankTablesSaver`). An export's Saver
-  copies the tables, those split over parameter servers too.
+  """`model_fn` whose non-training graphs hold each sharded table whole.
+
+  Prediction and export use `WholeTablesSaver`, evaluation on the ranks
+  `RankTablesSaver`; a spec with its own Saver keeps it.
 
   Args:
     model_fn: model_fn(features, labels, mode, config).
 
   Returns:
-    model_fn(features, labels, mode, config). A spec whose scaffold already
-    has a Saver keeps it.
+    model_fn(features, labels, mode, config).
   """
 
   def with_whole_tables(features, labels, mode, config):
@@ -657,11 +545,8 @@ def whole_tables_outside_training(model_fn):
 
 
 class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
-  """Saves and restores this rank's shards of the sharded tables.
-
-  Does nothing in a graph without sharded tables. Every rank runs the same
-  collectives (a token broadcast at start, a barrier per save) at the same
-  points: each is fetched by every rank's own session run.
+  """Saves and restores this rank's shards; every rank runs the same
+  collectives (token broadcast, a barrier per save) at the same points.
 
   Args:
     model_dir: the Estimator's model_dir (shared by the ranks).
@@ -742,13 +627,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
     self._tables.restore(session, found)
 
   def _tables_source(self, step):
-    """(checkpoint, deltas) the ranks read their rows of `step` from: the
-    ranks' merged one and the deltas after it, or the Estimator's own where
-    one process saved the tables whole in it.
-
-    Raises:
-      errors.ConfigError: none holds them.
-    """
+    """(checkpoint, deltas) holding the ranks' rows of `step`; ConfigError if
+    none holds them."""
     merged = self._prefix(step)
     if tf.io.gfile.exists(merged + ".index"):
       return merged, []
@@ -786,17 +666,15 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       self._save(session, step, full=True)
 
   def _prefix(self, step, rank=None):
-    """The merged checkpoint of `step`, or the prefix of `rank`'s parts in
-    a save by this many ranks."""
+    """The merged checkpoint of `step`, or `rank`'s parts' prefix."""
     name = f"ckpt-{step}"
     if rank is not None:
       name += f"-of{self._hvd.size()}-rank{rank}"
     return os.path.join(self._directory, name)
 
   def _save(self, session, step, full=False):
-    """Every rank writes its slices, or its delta; once all have, rank 0
-    merges them. A session's first save is full, so a chain of deltas is
-    written by one number of ranks."""
+    """Every rank writes its slices or delta; then rank 0 merges them. A
+    session's first save is full, so one number of ranks writes a chain."""
     hvd = self._hvd
     rank_deltas = self._tables.deltas
     full = full or self._full_at is None or (
@@ -834,12 +712,8 @@ class ShardCheckpointHook(tf.compat.v1.train.SessionRunHook):
       self._since_full += 1
 
   def _merge_parts(self, session, destination, written):
-    """Merges the `written` parts of this save into `destination`, then
-    removes what an unfinished save of it by another number of ranks left.
-
-    Raises:
-      errors.ConfigError: rank 0 does not find every part the ranks wrote.
-    """
+    """Merges this save's `written` parts into `destination`; ConfigError if
+    rank 0 does not find them all."""
     moments.begins("merge")
     size = self._hvd.size()
     parts = sorted(name[:-len(".index")] for name in tf.io.gfile.glob(

@@ -1,18 +1,10 @@
 """Delta saves of dynamic tables sharded over Horovod ranks.
 
-With `full_checkpoint_every` K > 1, one save of the tables in K is the
-ranks' merged checkpoint (`shard_checkpoints`); at the others each rank
-writes the rows of its dynamic tables changed since the save before
-(`deltas.Changes`) under keys of its own, its other slices (static sharded
-tables, sketches) whole as a full save does, and rank 0 merges them into
-`<model_dir>/sharded_tables/deltas/<full step>/delta-<step>`, which
-`deltas.chain` follows as it follows one process's.
-
-A delta's rows carry their row numbers in the whole table, so a rank
-restoring takes the rows in its own range whatever number of ranks wrote
-them. Every delta of a chain was written by the ranks that wrote its full
-save: a session's first save is full, so a chain never spans a change in
-the number of ranks, and the re-shard after a restore sees one layout.
+Between full saves each rank writes its changed rows (`deltas.Changes`)
+under keys of its own and its other slices whole; rank 0 merges them into
+`sharded_tables/deltas/<full step>/delta-<step>`. Rows carry whole-table
+row numbers, so any number of ranks restores them; a session's first
+save is full, so a chain never spans a change in the number of ranks.
 """
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
@@ -32,12 +24,8 @@ def _key(name, rank):
 
 
 class RankDeltas:
-  """This rank's ops to save its changed rows and to apply a delta's.
-
-  Args:
-    hvd: horovod.tensorflow, initialised.
-    sliced: this rank's variables saved as slices.
-  """
+  """This rank's (`hvd`) ops to save its changed rows and apply a delta's
+  (`sliced`: its variables saved as slices)."""
 
   def __init__(self, hvd, sliced):
     tables = [t for t in dynamic.tables() if t.shard is not None]
@@ -92,16 +80,15 @@ class RankDeltas:
     self.apply_rows = tf.group(*applied)
 
   def apply_rows_of(self, session, delta):
-    """Applies every saving rank's rows of `delta` (a prefix) in this
-    rank's range."""
+    """Applies every saving rank's rows of `delta` in this rank's range."""
     for rank in range(dynamic_reshard.ranks_saved(delta)):
       session.run(self.apply_rows, {self.prefix: delta,
                                     self.source: str(rank)})
 
 
 def chain_to(directory, step):
-  """(the merged full checkpoint, the deltas after it in order) that hold
-  the tables at `step` in the sharded tables' `directory`, or None."""
+  """(merged full checkpoint, deltas after it) holding the tables at `step`
+  in `directory`, or None."""
   root = tf.io.gfile.join(directory, deltas.DIRECTORY)
   if not tf.io.gfile.isdir(root):
     return None
@@ -118,8 +105,7 @@ def chain_to(directory, step):
 
 
 def needed_fulls(directory, kept_steps):
-  """The steps of the full checkpoints in `directory` whose deltas reach a
-  step in `kept_steps` (the Estimator checkpoints still kept)."""
+  """Steps of the full checkpoints whose deltas reach one of `kept_steps`."""
   needed = set()
   for step in kept_steps:
     found = chain_to(directory, step)

@@ -1,26 +1,12 @@
 """Adam's update of a table held in slices, a block of rows at a time.
 
-TensorFlow's v1 Adam applies a sparse gradient with dense ops over the
-whole variable: it scales both slots (`m * beta1`, `v * beta2`) and moves
-every row (`lr * m / (sqrt(v) + eps)`). Each of those makes a temporary the
-size of the variable, and each dense read of a variable that a gather has
-touched copies it first (TensorFlow's copy-on-read mode of resource
-variables), so one update holds several slice-sized buffers besides the
-slice and its slots: a process's memory is no longer its share of the
-table. A Horovod rank holds one shard; a ps task holds several parts of a
-split table and updates them at once, so the buffers add up.
-
-For a variable that is a slice of a table (a shard, a part: one with save
-slice information) the same arithmetic, op for op, runs on blocks of
-`BLOCK_ROWS` rows read by gathers and written by scatters, which never copy
-the variable: the update's extra memory is a few blocks per slice. Other
-optimizers' sparse updates (SGD, Adagrad, FTRL) touch only the gradient's
-rows already.
-
-Adam's slots start from zeros that constant folding would turn into one
-graph constant the size of the slice, which both slots share until their
-first update copies them, and which the session keeps for good; the
-slice's slots start from `Empty` instead, a stateful op no folding keeps.
+v1 Adam applies a sparse gradient with dense ops, each making a
+variable-sized temporary, and a dense read of a gathered resource variable
+copies it: an update holds several slice-sized buffers, which add up on a
+ps task with many parts. For slices (variables with save slice info) the
+same arithmetic runs on blocks of `BLOCK_ROWS` rows by gathers and
+scatters, which never copy; slots start from `Empty`, not zeros constant
+folding would keep. SGD, Adagrad and FTRL already touch only their rows.
 """
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
@@ -30,17 +16,13 @@ BLOCK_ROWS = 1 << 13
 
 
 def is_slice(variable):
-  """Whether `variable` holds a slice of a larger one: a sharded table's
-  shard, a part of a variable split over the ps tasks."""
+  """Whether `variable` is a slice (a shard, or a ps part) of a larger one."""
   return getattr(variable, "_save_slice_info", None) is not None
 
 
 def update_in_blocks(optimizer):
-  """Makes v1 Adam `optimizer` update slices of tables block by block.
-
-  Other optimizers, and Adam's other variables, keep their own update; an
-  optimizer already changed stays as it is.
-  """
+  """Makes v1 Adam `optimizer` update slices of tables block by block; other
+  optimizers and variables are untouched; idempotent."""
   if type(optimizer) is not tf.compat.v1.train.AdamOptimizer:  # pylint: disable=unidiomatic-typecheck
     return
   whole = optimizer._resource_apply_sparse  # pylint: disable=protected-access
@@ -80,8 +62,8 @@ def _zeros(shape, dtype=None, partition_info=None):
 
 
 def _over_blocks(rows, update, after=()):
-  """Runs `update(row_ids)` on each block of `rows` rows in turn, once the
-  ops `after` ran; returns the loop's last value, to depend on."""
+  """Runs `update(row_ids)` per block of `rows` in turn, after `after`;
+  returns the loop's last value, to depend on."""
 
   def body(first):
     ids = tf.range(first, tf.minimum(first + BLOCK_ROWS, rows))
@@ -101,10 +83,8 @@ def _scaled(variable, factor):
 
 
 def _adam_in_blocks(optimizer, grad, variable, indices, after=None):
-  """v1 Adam's sparse update of `variable` (rows `indices` each once):
-  m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
-  variable -= lr_t m / (sqrt(v) + epsilon), over every row; once the op
-  `after` (if any) ran."""
+  """v1 Adam's sparse update of `variable` over every row, by blocks, after
+  op `after` (if any); `indices` appear once each."""
   dtype = variable.dtype.base_dtype
   beta1_power, beta2_power = optimizer._get_beta_accumulators()  # pylint: disable=protected-access
   beta1_power = tf.cast(beta1_power, dtype)

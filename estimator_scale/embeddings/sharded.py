@@ -1,49 +1,15 @@
 """Embedding tables sharded over Horovod ranks, looked up all-to-all.
 
-Under Horovod every rank holds every variable whole, so a table is bounded
-by one rank's memory, and every rank receives every rank's embedding rows
-each update. `sharded_embedding` splits a table by rows instead: of N ranks,
-rank r holds a contiguous range of rows, as equal as can be (the first
-`rows % N` ranks one more), with their optimizer slots. Contiguous ranges rather than `id % N`: a range
-is a slice of the whole table in TensorFlow's own terms (`SaveSliceInfo`),
-so what a rank holds maps onto a checkpoint of the whole table whatever N
-wrote it. Ids are best hashed or shuffled over the vocabulary: a range puts
-neighbouring ids, often the frequent ones, on one rank.
-
-A lookup runs in the forward pass, on every rank, in lockstep:
-1. the batch's ids, each once (`tf.unique`), go to the ranks that own them
-   (`hvd.alltoall` with one split per rank);
-2. each rank gathers the rows asked of it and sends them back (the second
-   alltoall, along the received splits);
-3. the rows return to the batch's order.
-The gradient flows back the same way (Horovod registers alltoall's gradient
-as the alltoall in reverse), so each row's owner receives the sum of every
-rank's gradient for it; the lookup divides it by N on the way, making it
-the mean a replicated table's allreduce would give. The owner's optimizer
-applies it with its sparse update. The reducer leaves these gradients out
-of its allreduce (`is_sharded`), and their variables out of rank 0's
-broadcast (the shard and its slots are local variables): each rank's rows
-are its own.
-
-`compression="fp16"` sends the vectors and their gradients as float16,
-the table's own choice (not `allreduce_compression`'s, which rounds the
-mean gradient, not what the network computes with). Under mixed precision
-a table stays a float32 variable (a cast read would copy it whole) and the
-vectors are cast to the network's dtype, as its variables' reads are;
-loss scaling's finiteness check sees every rank's shards
-(`nonfinite_shards`).
-
-AdaScale's per-replica norms need each rank's own gradient of the table,
-which exists only before the exchange: the lookup records the unique rows'
-vectors (`lookups`), whose gradient is that rank's gradient of the rows it
-looked up, merged by row, as a replicated table's would be.
-
-Outside Horovod, or on one rank, the table is one plain variable, and so
-it is in prediction and export graphs (`whole_tables`), and in evaluation
-graphs of tables one process holds. A table split over the ranks is
-evaluated where it lives (`read_on_ranks`): every rank builds its shard as
-in training, restores its rows, and looks them up through the same
-exchange; nothing is admitted or updated.
+Horovod replicates every variable, bounding a table by one rank's memory.
+`sharded_embedding` gives each of N ranks a contiguous range of rows (the
+first `rows % N` one more) with its slots; ranges, not `id % N`, so a
+shard is a `SaveSliceInfo` slice and checkpoints fit any N (hash ids, or
+frequent neighbours share a rank). A lookup is a collective: unique ids
+go to their owners and rows come back (two alltoalls); the gradient
+returns the same way divided by N, the mean a replicated table would get.
+Shards and slots are local variables, out of the allreduce (`is_sharded`)
+and rank 0's broadcast. Tables stay float32 under mixed precision (a cast
+read would copy them whole).
 """
 import contextlib
 import contextvars
@@ -79,8 +45,7 @@ class Lookup:
   Attributes:
     table: the shard variable.
     ids: the unique ids looked up (int64, global row numbers).
-    vectors: their rows, after the exchange; its gradient is this rank's
-      own gradient of those rows.
+    vectors: their rows; its gradient is this rank's own for those rows.
   """
   table: tf.Variable
   ids: tf.Tensor
@@ -98,9 +63,8 @@ def lookups(graph=None):
 
 @contextlib.contextmanager
 def whole_tables():
-  """Within it, `sharded_embedding` makes each table one whole variable,
-  whatever the number of ranks: the graphs one process runs alone
-  (evaluation, prediction, export)."""
+  """Within it, tables are one whole variable whatever the number of ranks:
+  graphs one process runs alone (evaluation, prediction, export)."""
   token = _WHOLE.set(True)
   try:
     yield
@@ -110,9 +74,8 @@ def whole_tables():
 
 @contextlib.contextmanager
 def read_on_ranks():
-  """Within it, tables are split over the Horovod ranks as in training but
-  only read: the evaluation graphs of tables no process holds whole. Their
-  shards are global variables, so the graph's Saver restores them."""
+  """Within it, tables are split as in training but read-only, as global
+  variables the graph's Saver restores."""
   token = _ON_RANKS.set(True)
   try:
     yield
@@ -131,8 +94,8 @@ def training_graph():
 
 
 def shard_collections():
-  """The collections a shard's variables go to: local in training (each
-  rank saves its own, `shard_checkpoints`), global where only read."""
+  """A shard's collections: local in training (each rank saves its own,
+  `shard_checkpoints`), global where only read."""
   return [tf.compat.v1.GraphKeys.GLOBAL_VARIABLES if _ON_RANKS.get()
           else tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
 
@@ -144,8 +107,8 @@ def is_sharded(variable):
 
 
 def shard_range(vocabulary_size, num_shards, index):
-  """(first row, rows) of shard `index`: the first `vocabulary_size %
-  num_shards` shards hold one row more than the others."""
+  """(first row, rows) of shard `index`; the first `vocabulary_size %
+  num_shards` shards hold one row more."""
   rows, larger = divmod(vocabulary_size, num_shards)
   return index * rows + min(index, larger), rows + (index < larger)
 
@@ -168,8 +131,8 @@ def horovod():
 
 
 def _check_ids(ids, vocabulary_size, name):
-  """The ids as a flat int64 vector, checked to lie in the table: an id
-  outside it would have no owner, and the exchange would not add up."""
+  """(checks, flat int64 ids): an id outside the table has no owner and the
+  exchange would not add up."""
   flat = tf.reshape(tf.cast(ids, tf.int64), [-1])
   return tf.debugging.assert_less(
       flat, tf.constant(vocabulary_size, tf.int64),
@@ -191,12 +154,7 @@ def _mean_over_ranks(vectors, num_ranks):
 
 
 def _send_rows(hvd, rows, splits, compression):
-  """The second alltoall: `rows` back to the ranks that asked for them.
-
-  Under "fp16" they travel as float16 and are cast back on arrival; the
-  gradient of those casts makes the reverse alltoall (each row's gradient
-  on its way to the owner) float16 too.
-  """
+  """The second alltoall: `rows` back to the askers (fp16: both ways)."""
   if compression == "none":
     return hvd.alltoall(rows, splits=splits)[0]
   answered, _ = hvd.alltoall(tf.cast(rows, tf.float16), splits=splits)
@@ -240,26 +198,16 @@ def check_compression(compression, name):
 
 def make_table(name, vocabulary_size, dimension, initializer=None,
                dtype=tf.float32, getter=None):
-  """The variable of a table: under Horovod in training this rank's shard,
-  else the whole table (see the module's docstring).
-
-  The Keras layer and the feature column make their tables here and look
-  them up with `lookup`; `sharded_embedding` does both at once.
+  """A table's variable: this rank's shard under Horovod training, else whole.
 
   Args:
     name: the variable's name, in the current variable scope.
     vocabulary_size, dimension: the whole table's shape.
-    initializer: a v1, TF 2 or Keras initializer, or a function of
-      (shape, dtype) (default: TensorFlow's get_variable default, glorot
-      uniform over the whole table's shape); a shard draws its rows as
-      `initializers.part_initializer` says.
-    dtype: the table's dtype.
-    getter: makes the variable, with get_variable's arguments (default
-      `tf.compat.v1.get_variable`; a custom getter passes its own).
+    initializer, dtype: as `sharded_embedding`'s.
+    getter: makes the variable, with get_variable's arguments.
 
   Returns:
-    The variable; a shard carries its place in the whole table as its save
-    slice information.
+    The variable; a shard carries its place as save slice information.
   """
   check_sizes(vocabulary_size, dimension, name)
   full_shape = [vocabulary_size, dimension]
@@ -294,20 +242,15 @@ def make_table(name, vocabulary_size, dimension, initializer=None,
 
 
 def lookup(table, ids, compression="none"):
-  """The vectors of `ids` in `table`, a variable `make_table` made.
-
-  Every rank must look a shard up for every batch: the lookup is a
-  collective. A whole table is an ordinary `tf.nn.embedding_lookup`.
+  """The vectors of `ids` in `table`, a `make_table` variable (a collective
+  for a shard: every rank, every batch).
 
   Args:
     table: the table's variable.
-    ids: integer ids in [0, vocabulary_size), any shape.
-    compression: "none", or "fp16": a shard's vectors and their gradients
-      travel between the ranks as float16.
+    ids, compression: as `sharded_embedding`'s.
 
   Returns:
-    The vectors, of shape `ids.shape + [dimension]`, in the table's dtype
-    (in a mixed-precision network, its compute dtype).
+    `ids.shape + [dimension]`, in the table's (or network's) dtype.
   """
   check_compression(compression, table.name)
   read_dtype = precision.network_dtype()
@@ -335,25 +278,17 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
                       initializer=None, dtype=tf.float32, compression="none"):
   """Looks `ids` up in a table whose rows are spread over the Horovod ranks.
 
-  Call it where the network would call `tf.nn.embedding_lookup` (a model's
-  `logits`, a hand-written model_fn); the table is made on first call with
-  `tf.compat.v1.get_variable` in the current variable scope. Every rank must
-  call it for every batch: the lookup is a collective. `ShardedEmbedding`
-  (a Keras layer) and `sharded_embedding_column` (a feature column) make
-  and look up the same tables.
+  Every rank must call it for every batch: the lookup is a collective.
 
   Args:
     ids: integer ids in [0, vocabulary_size), any shape.
-    vocabulary_size: the table's rows.
-    dimension: the vectors' length.
+    vocabulary_size, dimension: the table's rows and the vectors' length.
     name: the table's variable name.
-    initializer: a v1, TF 2 or Keras initializer, or a function of
-      (shape, dtype) (default: TensorFlow's get_variable default, glorot
-      uniform over the whole table's shape).
+    initializer: an initializer or a function of (shape, dtype) (default
+      glorot uniform over the whole shape).
     dtype: the table's dtype.
-    compression: "none", or "fp16": the vectors and their gradients travel
-      between the ranks as float16 (half the bytes, rounded to float16's
-      11 significant bits; values beyond 65504 arrive as inf).
+    compression: "none", or "fp16": vectors and gradients travel as float16
+      (values beyond 65504 arrive as inf).
 
   Returns:
     The vectors, of shape `ids.shape + [dimension]`.
@@ -366,14 +301,11 @@ def sharded_embedding(ids, vocabulary_size, dimension, name="embedding",
 def replica_squared_norm(grads, variables, shard_lookups, vector_grads):
   """||g||^2 of this replica's own gradient, sharded tables included.
 
-  A shard's gradient holds every rank's contribution to its rows; this
-  rank's own part of the whole table is the gradient of the vectors it
-  looked up (`vector_grads`, one per lookup), merged by id over the lookups
-  of the same table, as a replicated table's gradient would be.
+  A shard's gradient sums every rank's; this rank's own is the gradient of
+  the vectors it looked up, merged by id per table.
 
   Args:
-    grads: the gradients of `variables` (None where absent).
-    variables: the trainable variables.
+    grads, variables: the gradients (None where absent) and variables.
     shard_lookups: `Lookup`s of this micro-batch.
     vector_grads: the gradient of each lookup's `vectors`.
   """
@@ -390,29 +322,24 @@ def replica_squared_norm(grads, variables, shard_lookups, vector_grads):
 
 
 def mean_squared_norm(mean, variables):
-  """(mean with the shards' gradients left out, ||their part||^2 here).
-
-  Each rank's shard gradient is its rows of the global mean; the whole
-  mean's squared norm is the sum over ranks of this part and the rest's.
-  """
+  """(mean without shard gradients, ||this rank's shard part||^2): summed
+  over ranks, the parts give the whole mean's norm."""
   rest = [None if is_sharded(v) else g for g, v in zip(mean, variables)]
   shards = [g for g, v in zip(mean, variables) if is_sharded(v)]
   return rest, gradients_lib.total_squared_norm(shards)
 
 
 def nonfinite_shards(grads, variables):
-  """1.0 when a value of this rank's shard gradients is not finite, else
-  0.0: summed over the ranks, whether any rank's is, which a finiteness
-  check of each rank's own mean (loss scaling's) cannot see."""
+  """1.0 when this rank's shard gradients have a non-finite value, else 0.0;
+  summed over ranks, since each rank's own finiteness check can't see it."""
   shards = [g for g, v in zip(grads, variables)
             if g is not None and is_sharded(v)]
   return tf.cast(tf.logical_not(gradients_lib.all_finite(shards)), tf.float32)
 
 
 def keep_slots_local(optimizer, variables):
-  """Moves the shards' optimizer slots from the global to the local
-  variables: like the shards, each rank's are its own, which rank 0's
-  broadcast must not overwrite."""
+  """Moves the shards' slots to the local variables, so rank 0's broadcast
+  does not overwrite them."""
   global_ref = tf.compat.v1.get_collection_ref(
       tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
   for variable in variables:

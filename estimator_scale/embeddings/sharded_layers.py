@@ -1,24 +1,8 @@
 """Sharded tables the way models are written: a Keras layer, a feature column.
 
-Both are thin: they make their table with `sharded.make_table` and look it
-up with `sharded.lookup`, as `es.sharded_embedding` does, so the shard,
-the exchange, checkpoints, whole tables in evaluation and export, and
-AdaScale's norms are the function's.
-
-`ShardedEmbedding` stands where `tf.keras.layers.Embedding` would: its
-table is made in `build`, in a variable scope named after the layer, and
-Keras tracks it as the layer's `embeddings`. Like Keras' Embedding it keeps
-the table float32 under a mixed policy and casts the looked-up vectors to
-the layer's compute dtype.
-
-`sharded_embedding_column` stands where `tf.feature_column.embedding_column`
-would, and returns that column's own class with two methods replaced: the
-table comes from `make_table` (through a custom getter around the column's
-own variable creation, so `input_layer` and `DenseFeatures` name it as they
-name an embedding column's table: a checkpoint of one restores into the
-other), and the combiner runs over the looked-up vectors. Everything else
-(parsing, the categorical column's ids and weights, shapes) is the
-column's.
+Both wrap `sharded.make_table` and `sharded.lookup`; the column's table
+comes through a custom getter around its own variable creation, so
+`input_layer` and `DenseFeatures` name it as an embedding column's.
 """
 import tensorflow as tf
 from keras.src.mixed_precision import autocast_variable  # pylint: disable=g-direct-tensorflow-import
@@ -32,19 +16,14 @@ COMBINERS = ("mean", "sqrtn", "sum")
 
 
 class ShardedEmbedding(tf.keras.layers.Layer):
-  """`tf.keras.layers.Embedding` with its rows sharded over Horovod ranks.
-
-  Create it inside the model's `logits` (or model_fn), as any Keras layer of
-  an Estimator's graph: each mode builds its own graph, and evaluation and
-  export make the table whole there.
+  """`tf.keras.layers.Embedding` with its rows sharded over Horovod ranks;
+  create it inside `logits` (or model_fn), so each mode's graph has its own.
 
   Args:
     vocabulary_size: the table's rows (Keras' `input_dim`).
     dimension: the vectors' length (Keras' `output_dim`).
-    embeddings_initializer: a Keras initializer, its name, or a v1
-      initializer (default Keras Embedding's, "uniform").
-    compression: "none", or "fp16": vectors and gradients travel between
-      the ranks as float16 (see `sharded_embedding`).
+    embeddings_initializer: an initializer or its name (default "uniform").
+    compression: "none", or "fp16" (see `sharded_embedding`).
     **kwargs: Keras layer arguments (name, dtype, ...).
   """
 
@@ -84,25 +63,16 @@ class ShardedEmbedding(tf.keras.layers.Layer):
 def sharded_embedding_column(categorical_column, dimension, combiner="mean",
                              initializer=None, max_norm=None,
                              compression="none"):
-  """`tf.feature_column.embedding_column` with a sharded table.
-
-  Use it wherever an embedding column goes in a model of the framework:
-  `tf.compat.v1.feature_column.input_layer` or `tf.keras.layers.DenseFeatures`
-  in `logits` or a model_fn built with `build_train_op`. The column's ids
-  must lie in [0, num_buckets): identity, hashed and vocabulary columns
-  give such ids (negative ids and weights <= 0 are dropped, as
-  embedding_column's safe lookup drops them).
+  """`tf.feature_column.embedding_column` with a sharded table; ids must lie
+  in [0, num_buckets) (negative ids and weights <= 0 are dropped).
 
   Args:
-    categorical_column: a categorical column (`categorical_column_with_*`,
-      `weighted_categorical_column`).
+    categorical_column: a categorical column, or a weighted one.
     dimension: the vectors' length.
-    combiner: one of `COMBINERS`: how an example's vectors become one.
-    initializer: as embedding_column's (default a truncated normal of
-      standard deviation 1/sqrt(dimension)).
+    combiner: one of `COMBINERS`.
+    initializer: as embedding_column's.
     max_norm: if set, each looked-up vector is clipped to this l2 norm.
-    compression: "none", or "fp16": vectors and gradients travel between
-      the ranks as float16 (see `sharded_embedding`).
+    compression: "none", or "fp16" (see `sharded_embedding`).
 
   Returns:
     A dense column.
@@ -169,8 +139,7 @@ class _ShardedEmbeddingColumn(fc.EmbeddingColumn):
 
 def combine(vectors_of, ids, weights, combiner, max_norm=None,
             raw_ids=False):
-  """Each example's vectors combined into one, as
-  `tf.nn.safe_embedding_lookup_sparse` combines them.
+  """Combines each example's vectors as `safe_embedding_lookup_sparse` does.
 
   Args:
     vectors_of: the table's lookup: a vector of ids -> their vectors.
@@ -178,12 +147,10 @@ def combine(vectors_of, ids, weights, combiner, max_norm=None,
     weights: a SparseTensor of their weights, or None (all 1).
     combiner: one of `COMBINERS`.
     max_norm: if set, each vector is clipped to this l2 norm first.
-    raw_ids: whether negative ids are ids (a dynamic table's), not the
-      "no id" a categorical column marks them with.
+    raw_ids: whether negative ids are ids (dynamic tables), not "no id".
 
   Returns:
-    [leading dimensions of `ids`..., dimension]: an example without ids
-    gets zeros.
+    [leading dimensions of `ids`..., dimension]; zeros for no ids.
   """
   leading = ids.dense_shape[:-1]
   examples = tf.reduce_prod(leading)

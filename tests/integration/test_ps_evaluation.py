@@ -75,3 +75,15 @@ def test_two_ps_tasks_evaluate_as_one_process_does(tmp_path):
     assert abs(one[key] - distributed[key]) <= 1e-6, (key, one, distributed)
   for key in ("auc", "auc_precision_recall"):
     assert abs(one[key] - distributed[key]) <= 1e-3, (key, one, distributed)
+
+
+def test_the_chief_evaluates_on_the_ps_tasks_after_its_worker_exited(
+    tmp_path):
+  # Freeing the evaluation's variables on the ps tasks must not wait for a
+  # worker that has gone (TensorFlow's Session.reset waited forever).
+  out = tmp_path / "metrics.json"
+  proc = launch(1, ["-m", "tests.workers.evaluate_after_worker",
+                    str(tmp_path / "model"), str(out)], ps=1, timeout=240)
+  assert "Evaluating on the 1 ps tasks" in proc.stdout + proc.stderr
+  metrics = json.loads(out.read_text())
+  assert metrics["global_step"] >= 10 and 0 < metrics["loss"] < 10, metrics

@@ -24,17 +24,24 @@ from tests.helpers.results import (load_results, load_workers, max_difference,
 TOLERANCE = 1e-5
 
 
+# A reference job trains a few dozen tiny runs in one process: minutes on a
+# loaded machine, where one run takes seconds.
+REFERENCE_TIMEOUT_S = 900
+
+
 def _run_mode(mode, out, model_dir, **flags):
+  timeout = REFERENCE_TIMEOUT_S
   if mode == "horovod":
     return horovod(2, dump_args(out, model_dir, distribution="horovod",
-                                **flags))
+                                **flags), timeout=timeout)
   if mode == "multi_worker_mirrored":
     return launch(2, dump_args(out, model_dir,
-                               distribution="multi_worker_mirrored", **flags))
+                               distribution="multi_worker_mirrored", **flags),
+                  timeout=timeout)
   if mode == "mirrored":
     return run([PYTHON] + dump_args(out, model_dir, distribution="mirrored",
-                                    **flags))
-  return run([PYTHON] + dump_args(out, model_dir, **flags))
+                                    **flags), timeout=timeout)
+  return run([PYTHON] + dump_args(out, model_dir, **flags), timeout=timeout)
 
 
 def _assert_workers_identical(workers):
@@ -59,25 +66,89 @@ BACKEND_RUNS = {
 }
 """Runs of several tests below, by name: one job per backend trains them."""
 
+GAINS_FLAGS = dict(steps=1, optimizer="sgd", lr_scaling="adascale")
+GAINS_RUNS = [dict(GAINS_FLAGS, case="sum_linear", inputs=json.dumps(rows),
+                   global_batch_size=2) for rows, _, _ in golden.GAINS] + [
+                       # 2 workers x 2 micro-batches of one row of eye(4).
+                       dict(GAINS_FLAGS, case="sum_linear_nobias",
+                            inputs=json.dumps(np.eye(4).tolist()),
+                            global_batch_size=4, accumulation_steps=2)]
+"""golden.GAINS on every mode, then (horovod and multi_worker_mirrored) 2
+workers x 2 micro-batches."""
+
+ACCUMULATION_CASES = [("sgd", "mlp"), ("momentum", "mlp"), ("adam", "mlp"),
+                      ("momentum", "embedding")]
+ACCUMULATION_FLAGS = dict(examples=128, global_batch_size=32, steps=20,
+                          learning_rate=0.05)
+
+MICRO_BATCH_CASES = ["keras", "keras_model", "mlp", "autoencoder", "embedding"]
+MICRO_BATCH_FLAGS = dict(examples=64, global_batch_size=16, steps=10,
+                         optimizer="momentum", learning_rate=0.05,
+                         lr_scaling="adascale", batch_scale=1.0)
+MICRO_BATCH_K = 4
+
+
+def _reference_runs():
+  """({job: [run flags]}, {(mode, name): (job, index)}) of every reference
+  run of this module's tests: one job per backend ("none", "horovod",
+  "multi_worker_mirrored") trains them all, so the module pays for three
+  job starts (imports, rendezvous) instead of one per fixture and backend.
+
+  Mode "mirrored" runs in the "none" job's process, before every other
+  run there (dump_run's --runs), and "large" is that process's one-piece
+  micro-batch reference; each run states all its flags.
+  """
+  jobs = {"none": [], "horovod": [], "multi_worker_mirrored": []}
+  index = {}
+
+  def add(mode, name, flags):
+    job = "none" if mode in ("mirrored", "large") else mode
+    if mode == "mirrored":
+      flags = dict(flags, distribution="mirrored")
+    index[(mode, name)] = (job, len(jobs[job]))
+    jobs[job].append(flags)
+
+  k = dict(accumulation_steps=MICRO_BATCH_K)
+  add("mirrored", "backends", BACKEND_RUNS["backends"])
+  for case in MICRO_BATCH_CASES:
+    add("mirrored", ("micro", case), dict(MICRO_BATCH_FLAGS, case=case, **k))
+  for i, flags in enumerate(GAINS_RUNS[:len(golden.GAINS)]):
+    add("mirrored", ("gains", i), flags)
+  add("none", "backends", BACKEND_RUNS["backends"])
+  for case in MICRO_BATCH_CASES:
+    add("large", ("micro", case), dict(MICRO_BATCH_FLAGS, case=case))
+  for optimizer, case in ACCUMULATION_CASES:
+    add("none", ("accumulation", optimizer, case),
+        dict(ACCUMULATION_FLAGS, optimizer=optimizer, case=case))
+  for mode in ("horovod", "multi_worker_mirrored"):
+    for name, flags in BACKEND_RUNS.items():
+      if (mode, name) != ("multi_worker_mirrored", "sparse_adascale"):
+        add(mode, name, flags)
+    for case in MICRO_BATCH_CASES:
+      add(mode, ("micro", case), dict(MICRO_BATCH_FLAGS, case=case, **k))
+    for i, flags in enumerate(GAINS_RUNS):
+      add(mode, ("gains", i), flags)
+  for optimizer, case in ACCUMULATION_CASES:
+    add("horovod", ("accumulation", optimizer, case),
+        dict(ACCUMULATION_FLAGS, optimizer=optimizer, case=case,
+             accumulation_steps=4))
+  return jobs, index
+
 
 @pytest.fixture(scope="module")
-def backend_runs(tmp_path_factory):
-  """(mode, name) -> the out directory of BACKEND_RUNS[name] on `mode`; the
-  mirrored and the one-process run of "backends" share one process."""
-  names = {"none": ["mirrored", "backends"], "horovod": list(BACKEND_RUNS),
-           "multi_worker_mirrored": ["backends", "train_evaluate"]}
-  runs = dict(BACKEND_RUNS, mirrored=dict(BACKEND_RUNS["backends"],
-                                          distribution="mirrored"))
-  out = shared.runs_once(
-      tmp_path_factory, "backends", _run_mode,
-      {mode: ([runs[name] for name in job], {})
-       for mode, job in names.items()})
+def references(tmp_path_factory):
+  """(mode, name) -> the out directory of that reference run on `mode`
+  (see _reference_runs)."""
+  jobs, index = _reference_runs()
+  out = shared.runs_once(tmp_path_factory, "references", _run_mode,
+                         {job: (runs, {}) for job, runs in jobs.items()})
+  return lambda mode, name: out(*index[(mode, name)])
 
-  def run_out(mode, name):
-    if mode == "mirrored":
-      mode, name = "none", "mirrored"
-    return out(mode, names[mode].index(name))
-  return run_out
+
+@pytest.fixture(scope="module")
+def backend_runs(references):
+  """(mode, name) -> the out directory of BACKEND_RUNS[name] on `mode`."""
+  return references
 
 
 def test_backends_end_with_the_same_variables_and_shard_disjointly(
@@ -107,23 +178,11 @@ def test_backends_end_with_the_same_variables_and_shard_disjointly(
 
 
 @pytest.fixture(scope="module")
-def adascale_gains(tmp_path_factory):
+def adascale_gains(references):
   """(mode, i) -> the workers of golden.GAINS[i] on `mode`, or for
   i = len(golden.GAINS) (horovod and multi_worker_mirrored) of 2 workers x
-  2 micro-batches of one row of eye(4) each: every case a run of one job
-  per mode."""
-  goldens = [{"case": "sum_linear", "inputs": json.dumps(rows),
-              "global_batch_size": 2} for rows, _, _ in golden.GAINS]
-  micro_batches = {"case": "sum_linear_nobias",
-                   "inputs": json.dumps(np.eye(4).tolist()),
-                   "global_batch_size": 4, "accumulation_steps": 2}
-  out = shared.runs_once(
-      tmp_path_factory, "adascale-gains", _run_mode,
-      {"mirrored": (goldens, {}),
-       "multi_worker_mirrored": (goldens + [micro_batches], {}),
-       "horovod": (goldens + [micro_batches], {})},
-      steps=1, optimizer="sgd", lr_scaling="adascale")
-  return lambda mode, i: load_workers(out(mode, i))
+  2 micro-batches of one row of eye(4) each (GAINS_RUNS)."""
+  return lambda mode, i: load_workers(references(mode, ("gains", i)))
 
 
 @pytest.mark.parametrize("mode", ["mirrored", "multi_worker_mirrored",
@@ -146,23 +205,12 @@ def test_adascale_gain_over_workers_and_micro_batches(mode, adascale_gains):
     assert float(worker["adascale/scale@0"]) == 4.0
 
 
-ACCUMULATION_CASES = [("sgd", "mlp"), ("momentum", "mlp"), ("adam", "mlp"),
-                      ("momentum", "embedding")]
-
-
 @pytest.fixture(scope="module")
-def accumulation(tmp_path_factory):
+def accumulation(references):
   """(mode, optimizer, case) -> the workers of 2 Horovod ranks at k = 4
   ("horovod") or of one process at k = 1 ("none")."""
-  runs = [{"optimizer": optimizer, "case": case}
-          for optimizer, case in ACCUMULATION_CASES]
-  out = shared.runs_once(tmp_path_factory, "accumulation", _run_mode,
-                         {"horovod": (runs, {"accumulation_steps": 4}),
-                          "none": (runs, {})},
-                         examples=128, global_batch_size=32, steps=20,
-                         learning_rate=0.05)
   return lambda mode, *case: load_workers(
-      out(mode, ACCUMULATION_CASES.index(case)))
+      references(mode, ("accumulation", *case)))
 
 
 @pytest.mark.parametrize("optimizer,case", ACCUMULATION_CASES)
@@ -235,20 +283,11 @@ def test_adascale_parts_on_horovod_and_mirrored_equals_one_process(tmp_path):
   _assert_two_equal(tmp_path, reference)
 
 
-MICRO_BATCH_CASES = ["keras", "keras_model", "mlp", "autoencoder", "embedding"]
-
-
 @pytest.fixture(scope="module")
-def micro_batches(tmp_path_factory):
+def micro_batches(references):
   """(mode, case) -> the workers of global batches of 16 in one piece on
   one process ("large") or in k = 4 micro-batches on `mode`."""
-  out = shared.micro_batch_runs(
-      tmp_path_factory, "micro-batches", _run_mode,
-      [{"case": case} for case in MICRO_BATCH_CASES], examples=64,
-      global_batch_size=16, steps=10, optimizer="momentum",
-      learning_rate=0.05, lr_scaling="adascale", batch_scale=1.0)
-  return lambda mode, case: load_workers(
-      out(mode, MICRO_BATCH_CASES.index(case)))
+  return lambda mode, case: load_workers(references(mode, ("micro", case)))
 
 
 @pytest.mark.parametrize("case", MICRO_BATCH_CASES)

@@ -1,16 +1,9 @@
 """Optimizer registry: names the CLI accepts, mapped to v1 graph optimizers.
 
-Estimator's graph mode needs `tf.compat.v1.train` optimizers; AdamW and the
-large-batch optimizers LARS and LAMB are not among them, so they are built
-here on the v1 Momentum and Adam optimizers (whose slots, learning-rate
-tensors and, for Adam, bias-correction powers they reuse). They see the
-gradient after our own reduction (accumulation, replicas, Horovod) through
-`apply_gradients`, so one implementation serves every backend.
-
-Adagrad and FTRL, the usual choices for embedding tables and the canned
-estimators' defaults, are TensorFlow's own: given an embedding's sparse
-gradient they update only the rows looked up, in the table and in their
-slots, so an update costs what the batch touches rather than the table.
+Estimator's graph mode needs `tf.compat.v1.train` optimizers, so AdamW,
+LARS and LAMB are built here on v1 Momentum and Adam (reusing their slots).
+They see the already-reduced gradient, so one implementation serves every
+backend.
 """
 import difflib
 import inspect
@@ -28,8 +21,7 @@ class AdamWOptimizer(_V1.AdamOptimizer):
   """Adam with weight decay decoupled from the gradient (Loshchilov & Hutter).
 
   The decay `lr * weight_decay * var` is taken before the Adam step, so it
-  follows the learning-rate schedule but never enters Adam's moment estimates,
-  which is the point of decoupling.
+  follows the schedule but never enters Adam's moments.
   """
 
   def __init__(self, learning_rate, weight_decay=0.01, **kwargs):
@@ -95,12 +87,10 @@ def _compile_exclusions(optimizer, exclude):
 
 
 def _trust_ratio(w_norm, other_norm, ratio):
-  """`ratio`, or 1 when ||w|| or the other norm (gradient, step) is 0.
+  """`ratio`, or 1 when ||w|| or the other norm is 0.
 
-  A zero weight (a zero-initialised layer) has no scale to match, and a
-  ratio of 0 would freeze it for good; a zero gradient leaves nothing to
-  rescale. `ratio` should be computed with divide_no_nan, so the branch not
-  taken holds no inf or NaN.
+  A ratio of 0 would freeze a zero-initialised layer for good. Compute
+  `ratio` with divide_no_nan so the untaken branch holds no inf or NaN.
   """
   defined = (w_norm > 0.0) & (other_norm > 0.0)
   return tf.where(defined, ratio, tf.ones_like(ratio))
@@ -109,11 +99,9 @@ def _trust_ratio(w_norm, other_norm, ratio):
 class _LayerwiseMixin:
   """What LARS and LAMB share: exclusions, and dense updates for any gradient.
 
-  A subclass implements `_update(grad, var)` from one read of each variable;
-  the v1 entry points (ref and resource variables, dense and sparse
-  gradients) all lead there. A sparse gradient is made dense first: the
-  trust ratio needs the norm of the whole gradient, and momentum and weight
-  decay change every row anyway, so the update is dense whatever the input.
+  Subclasses implement `_update(grad, var)`. A sparse gradient is made dense:
+  the trust ratio needs the whole gradient's norm, and momentum and weight
+  decay change every row anyway.
   """
 
   def _init_exclusions(self, optimizer, exclude):
@@ -146,23 +134,19 @@ class _LayerwiseMixin:
 class LARSOptimizer(_LayerwiseMixin, _V1.MomentumOptimizer):
   """LARS (You, Gitman and Ginsburg 2017), as in the ResNet large-batch recipe.
 
-  Per variable w with gradient g, momentum m, weight decay wd and trust
-  coefficient eta:
-
     ratio = eta ||w|| / (||g|| + wd ||w||)     (1 if ||w|| or ||g|| is 0)
     v <- m v + lr ratio (g + wd w);   w <- w - v
 
-  Excluded variables (biases, normalisation) take v <- m v + lr g. The rate
-  sits inside the velocity as in the paper, so a rate that changes per update
-  (AdaScale's gain, warm-up) scales only the new step.
+  Excluded variables take v <- m v + lr g. The rate sits inside the velocity,
+  so a rate changing per update scales only the new step.
 
   Args:
     learning_rate: float or scalar tensor.
     momentum: m in [0, 1).
     weight_decay: wd >= 0 (an L2 term added to the gradient).
     trust_coefficient: eta > 0.
-    exclude: regexes; a variable whose name matches one gets neither weight
-      decay nor the trust ratio (None: `DEFAULT_EXCLUDE`; () excludes none).
+    exclude: regexes of variables without decay or trust ratio (None:
+      `DEFAULT_EXCLUDE`; () excludes none).
     name: prefix of the slot variables.
   """
 
@@ -202,14 +186,10 @@ class LARSOptimizer(_LayerwiseMixin, _V1.MomentumOptimizer):
 class LAMBOptimizer(_LayerwiseMixin, _V1.AdamOptimizer):
   """LAMB (You et al. 2019), as in NVIDIA's BERT recipe.
 
-  Per variable w at step t, with Adam's moments and bias correction:
-
-    m <- b1 m + (1 - b1) g;   v <- b2 v + (1 - b2) g^2
     u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w
     w <- w - lr ratio u,   ratio = ||w|| / ||u||   (1 if either is 0)
 
-  The weight decay is decoupled (it enters u, never the moments). Excluded
-  variables (biases, normalisation) take neither decay nor ratio: plain
+  Decay is decoupled (never in the moments); excluded variables take plain
   bias-corrected Adam.
 
   Args:
@@ -268,8 +248,7 @@ def _momentum(lr, momentum=0.9, nesterov=False):
 
 
 def _adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
-  """v1 Adam, updating a table's slices (Horovod shards, parts on ps tasks)
-  a block of rows at a time (`shard_updates`)."""
+  """v1 Adam, updating a table's slices a block of rows at a time."""
   optimizer = _V1.AdamOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
   shard_updates.update_in_blocks(optimizer)
   return optimizer
@@ -295,10 +274,8 @@ def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
 class _FtrlOptimizer(_V1.FtrlOptimizer):
   """FTRL whose accumulator starts from a constant initializer.
 
-  TF's starts from `ones(shape) * value`, which constant folding turns into
-  a table-sized constant the session keeps beside the slot; a constant
-  initializer is made from `Empty` instead where tables are placed
-  (`embeddings.partitioning`), as Adagrad's accumulator is.
+  TF's `ones(shape) * value` is constant-folded into a table-sized constant
+  the session keeps beside the slot.
   """
 
   def _create_slots(self, var_list):
@@ -323,10 +300,7 @@ def _ftrl(lr, learning_rate_power=-0.5, initial_accumulator_value=0.1,
           l1=0.0, l2=0.0, l2_shrinkage=0.0, beta=0.0):
   """FTRL-Proximal (McMahan et al. 2013), the wide part's usual optimizer.
 
-  `l1` makes weights exactly zero (sparse models), `l2` stabilises the
-  per-coordinate step, `l2_shrinkage` pulls the weights themselves towards
-  zero (it enters the gradient, only of the rows touched when sparse), and
-  `beta` is the paper's smoothing term of the step size.
+  `l2_shrinkage` enters the gradient, so it touches only looked-up rows.
   """
   _check("ftrl", "learning_rate_power", learning_rate_power, "<= 0")
   for name, value in (("initial_accumulator_value", initial_accumulator_value),
@@ -354,11 +328,7 @@ def check_optimizer(name):
 
 
 def valid_options(name):
-  """The options optimizer `name` takes, in its factory's order.
-
-  Read off the factory's signature, so the list cannot drift from what the
-  optimizer really accepts.
-  """
+  """The options optimizer `name` takes, read off its factory's signature."""
   check_optimizer(name)
   parameters = list(inspect.signature(OPTIMIZERS[name]).parameters)
   return tuple(parameters[1:])  # the first is the learning rate
@@ -367,17 +337,14 @@ def valid_options(name):
 def check_options(name, options):
   """Raises ConfigError unless every key of `options` is an option of `name`.
 
-  A misspelled option would otherwise leave the optimizer at its default
-  without a word, a difference that shows only in the training curves.
+  A misspelled option would silently leave the default.
 
   Args:
     name: a key of `OPTIMIZERS`.
-    options: {option: value} or (option, value) pairs, as
-      `TrainingConfig.optimizer_options` holds them.
+    options: {option: value} or (option, value) pairs.
 
   Raises:
-    ConfigError: for an unknown optimizer, options that are not pairs, or
-      an option the optimizer does not take (named, with the valid ones).
+    ConfigError: unknown optimizer, options not pairs, or an unknown option.
   """
   valid = valid_options(name)
   try:

@@ -1,17 +1,10 @@
 """The provided factory: `make_estimator`.
 
 It wraps tf.estimator.Estimator rather than subclassing because
-tf.estimator forbids overriding train/evaluate, and those must behave the
-same under every backend (backends/coordinator.py).
-
-A RunConfig is fixed when an Estimator is made, and a canned optimizer
-needs the topology, so both come from one `build_run_config` result made
-first; `make_estimator` checks the user built with its `run_config`.
-
-The Estimator's `topology` is the single source of "how many of us": an
-`InputFn` built without one takes it at train/evaluate/predict, and
-`build_train_op` takes it and the TrainingConfig from
-`pipeline.declare_estimator`.
+tf.estimator forbids overriding train/evaluate, which must behave the same
+under every backend (backends/coordinator.py). The Estimator's `topology`
+is the single source of "how many of us" for input_fns and
+`build_train_op`.
 """
 import contextlib
 import os
@@ -41,17 +34,13 @@ class Estimator:
   """An Estimator whose train/evaluate/export work alike in every backend.
 
   Attributes:
-    tf_estimator: the underlying `tf.estimator.Estimator` (the user's own,
-      e.g. a canned one, when `make_estimator` was given one).
+    tf_estimator: the underlying `tf.estimator.Estimator`.
     topology: this process's `Topology`.
-    model: the `BaseModel`, or None around a hand-written model_fn or an
-      existing Estimator.
+    model: the `BaseModel`, or None (a model_fn or an existing Estimator).
     training_config: the `TrainingConfig`.
     last_train: where and why the last train() ended (None before one).
-    progress: the chief's `ProgressHook` of the last train() (its
-      throughput), or None (other workers, or no global_batch_size).
-    evaluations: every evaluation of the last `train_and_evaluate`, in step
-      order.
+    progress: the chief's `ProgressHook` of the last train(), or None.
+    evaluations: every evaluation of the last `train_and_evaluate`.
   """
 
   def __init__(self, tf_estimator, scale_config, training_config, model=None,
@@ -99,8 +88,7 @@ class Estimator:
                      skip_corrupt=False, span=None):
     """The model's data from TFRecord or CSV files, sharded for this process.
 
-    Parsed by the model's `feature_spec`; see `data_files.from_files`
-    (`pattern` a glob or a list of files; `span` a day's, `inputs.days`).
+    See `data_files.from_files`.
     """
     if self.model is None:
       raise errors.UsageError("files_input_fn needs a BaseModel's feature "
@@ -135,13 +123,11 @@ class Estimator:
   def _for_this_job(self, input_fn):
     """`input_fn` as this Estimator runs it.
 
-    An `InputFn` built without a topology takes this Estimator's (and its
-    accumulation steps unless it has its own), so its batch is checked before
-    any graph is built. Other input_fns pass through.
+    An `InputFn` without a topology takes this Estimator's, so its batch is
+    checked before any graph is built. Other input_fns pass through.
 
     Raises:
-      ConfigError: built for another topology, or its batch does not divide
-        over this job.
+      ConfigError: built for another topology, or the batch does not divide.
     """
     if not isinstance(input_fn, input_fn_lib.InputFn):
       return input_fn
@@ -149,11 +135,7 @@ class Estimator:
                                   self.training_config.accumulation_steps)
 
   def train(self, input_fn, hooks=None, steps=None, max_steps=None):
-    """Trains `steps` more updates, or up to update `max_steps`.
-
-    Returns:
-      self, like tf.estimator.Estimator.train.
-    """
+    """Trains `steps` more updates, or up to update `max_steps`; returns self."""
     input_fn = self._for_this_job(input_fn)
     if (self.topology.is_chief and
         not isinstance(input_fn, input_fn_lib.InputFn)):
@@ -190,8 +172,7 @@ class Estimator:
                          compact=None, **kwargs):
     """Exports a SavedModel (the chief only); returns its path.
 
-    `compact` (an `es.CompactExport`) keeps fewer rows of the dynamic
-    tables, or fewer bytes a row, and refuses an export above its budget.
+    `compact` (an `es.CompactExport`) trims the dynamic tables to a budget.
     """
     if serving_input_receiver_fn is None and self.model is None:
       raise errors.UsageError("export_saved_model around a model_fn needs "
@@ -243,22 +224,17 @@ def make_estimator(model, model_dir=None, distribution="none",
   """The Estimator for `model` under `distribution`.
 
   Args:
-    model: a `BaseModel`; a model_fn that trains through `build_train_op`
-      (any signature tf.estimator takes; with `params`, it gets `hparams`);
-      or a `tf.estimator.Estimator` (e.g. canned) made with
-      `config=scale_config.run_config` whose optimizers reduce across
-      workers (`canned_optimizer`).
+    model: a `BaseModel`; a model_fn training through `build_train_op`
+      (with `params`, it gets `hparams`); or a `tf.estimator.Estimator` made
+      with `config=scale_config.run_config` and `canned_optimizer`s.
     model_dir: checkpoint directory, shared by all workers.
     distribution: a backend name for `build_run_config`.
-    training_config: `TrainingConfig`; not for an existing Estimator (its
-      optimizers hold it).
+    training_config: `TrainingConfig`; not for an existing Estimator.
     hparams: overrides of the model's `default_hparams`, "a=1,b=2" or a dict.
-    scale_config: an existing `build_run_config` result (then leave
-      `distribution` and `run_config_kwargs` at defaults); required with an
-      existing Estimator.
+    scale_config: a `build_run_config` result (then leave `distribution` and
+      `run_config_kwargs` at defaults); required with an existing Estimator.
     global_batch_size: when given, the chief logs progress lines.
-    progress_every_n_steps: how often; with several synchronous workers the
-      line names the slow ones (`stragglers`).
+    progress_every_n_steps: how often.
     scale_invariant_steps: stop when AdaScale's tau reaches this.
     **run_config_kwargs: passed to `build_run_config`.
 
@@ -329,9 +305,7 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
   """The same Estimator, its variables placed per `embeddings.place_variables`.
 
   Rebuilt around the model_fn because a canned estimator makes its variables
-  (and runs its micro-batches, `canned_accumulation`) inside it. The model_fn
-  first declares TrainingConfig and topology for `build_train_op`
-  (`pipeline.declare_estimator`).
+  inside it; the model_fn first calls `pipeline.declare_estimator`.
   """
   placed = embeddings.place_variables(
       canned_accumulation.with_accumulation(tf_estimator),
@@ -348,10 +322,7 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
 
 
 def _model_fn_params(model_fn, hparams):
-  """The params tf.estimator passes `model_fn`: None unless it takes them.
-
-  tf.estimator refuses params (even {}) for a model_fn without `params`.
-  """
+  """The params for `model_fn`: None unless it takes them (else tf refuses)."""
   args = function_utils.fn_args(model_fn)
   if "features" not in args:
     raise errors.UsageError(
@@ -381,9 +352,7 @@ _RUN_CONFIG_FIELDS = ("model_dir", "tf_random_seed", "save_checkpoints_steps",
 def _check_made_with(estimator, run_config):
   """Refuses an Estimator whose RunConfig is not the backend's.
 
-  Estimator copies its RunConfig (filling in model_dir, session config), so
-  the fields that matter are compared: checkpoint location and writers, and
-  the distribution strategy.
+  Estimator copies its RunConfig, so the fields that matter are compared.
   """
   made = estimator.config
   differ = [name for name in _RUN_CONFIG_FIELDS

@@ -135,7 +135,7 @@ class Estimator:
                                   self.training_config.accumulation_steps)
 
   def train(self, input_fn, hooks=None, steps=None, max_steps=None):
-    """Trains `steps` more updates, or up to update `max_steps`; returns self."""
+    """Trains `steps` more updates, or up to `max_steps`; returns self."""
     input_fn = self._for_this_job(input_fn)
     if (self.topology.is_chief and
         not isinstance(input_fn, input_fn_lib.InputFn)):

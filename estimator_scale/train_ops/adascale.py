@@ -135,7 +135,7 @@ class AdaScale:
       self.nonfinite_updates = _variable(NONFINITE_UPDATES, tf.int64, 0)
 
   def _estimates(self, mean_grads, sum_squared_norms, extra_mean_sq):
-    """(sigma^2, mu^2) at the S = 1 batch, and whether finite (module docstring)."""
+    """(sigma^2, mu^2) at the S = 1 batch and whether finite; see module."""
     n, scale = float(self.samples), self.scale
     mean_sq = gradients.total_squared_norm(mean_grads) + extra_mean_sq
     sample_var = (sum_squared_norms - n * mean_sq) / (n - 1.0)

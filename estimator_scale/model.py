@@ -1,7 +1,7 @@
 """The base model users subclass: network, loss, metrics, serving inputs.
 
-No training logic here: `model_fn.make_model_fn` turns a model into a
-model_fn that trains through the same public `build_train_op`.
+No training logic here: `model_fn.make_model_fn` trains through the public
+`build_train_op`.
 """
 import abc
 
@@ -13,12 +13,9 @@ from estimator_scale import errors
 class BaseModel(abc.ABC):
   """A model: network, loss, metrics, predictions and serving inputs.
 
-  Subclasses build the network in `logits` (any style) or return a
-  tf.keras.Model from `keras_model`, and implement `loss` and
-  `serving_features`; models with built-in data also implement `input_fn`.
-  Methods receive `params` (`default_hparams` updated by `--hparams`).
-  The network is called once per replica per graph whatever the
-  accumulation steps, so layers are created once.
+  Subclasses build the network in `logits` or `keras_model`, and implement
+  `loss` and `serving_features`. Methods receive `params`. The network is
+  built once per replica per graph whatever the accumulation steps.
   """
 
   name = None
@@ -39,11 +36,7 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model (Sequential, functional or subclassed), or None.
-
-    Built once per graph and replica and called on `keras_inputs` in place of
-    the default `logits`.
-    """
+    """A tf.keras.Model called on `keras_inputs` in place of `logits`, or None."""
     del params
     return None
 
@@ -59,10 +52,9 @@ class BaseModel(abc.ABC):
         f"{_described(self)} must implement logits() or keras_model()")
 
   def targets(self, features, labels):
-    """What `loss` and `eval_metrics` compare the outputs with.
+    """What `loss` and `eval_metrics` compare the outputs with: the labels.
 
-    The labels by default; a label-free model (autoencoder, language model)
-    derives them from its features, and its input_fn yields features only.
+    A label-free model (autoencoder) derives them from its features.
     """
     del features
     return labels
@@ -93,8 +85,7 @@ class BaseModel(abc.ABC):
     """An Estimator input_fn of the model's own data for `mode`.
 
     Args:
-      mode: `ModeKeys.TRAIN` (repeats, shuffled, sharded per worker) or
-        `ModeKeys.EVAL` (the held-out split, one pass).
+      mode: `ModeKeys.TRAIN` (repeated, shuffled, sharded) or `EVAL` (one pass).
       global_batch_size: examples per update over the whole job.
       params: the model's hyperparameters.
       topology: this process's Topology, for sharding and per-replica batch.
@@ -109,11 +100,7 @@ class BaseModel(abc.ABC):
     return None
 
   def feature_spec(self):
-    """{name: tf.io.FixedLenFeature} of one record in data files.
-
-    Defaults to the serving features plus the label under `label_key`;
-    override when the files hold other features.
-    """
+    """{name: tf.io.FixedLenFeature} of one record: serving features and label."""
     spec = {name: tf.io.FixedLenFeature(tensor.shape, tensor.dtype)
             for name, tensor in self.serving_features().items()}
     label = self.label_feature()
@@ -141,9 +128,9 @@ class BaseModel(abc.ABC):
 
 
 class ClassifierModel(BaseModel):
-  """A classifier: `logits` returns [batch, classes] scores (2 or more); labels
-  are ids. Provides softmax cross-entropy, accuracy and predictions; for one
-  logit per example use `BinaryClassifierModel`.
+  """A classifier: `logits` returns [batch, classes >= 2]; labels are ids.
+
+  For one logit per example use `BinaryClassifierModel`.
   """
 
   def label_feature(self):
@@ -168,8 +155,8 @@ class ClassifierModel(BaseModel):
     return {"accuracy": _accuracy(labels, tf.argmax(logits, axis=-1))}
 
   def _checked_logits(self, logits):
-    """`logits`, refused when there is one score per example: softmax over one
-    class is always 1, and label 1 is out of range (a NaN loss on GPU).
+    """`logits`, refused with one score per example (softmax over one class is
+    always 1, and label 1 is out of range: a NaN loss on GPU).
     """
     if logits.shape.rank and logits.shape[-1] == 1:
       raise errors.ConfigError(
@@ -184,10 +171,8 @@ class ClassifierModel(BaseModel):
 class BinaryClassifierModel(BaseModel):
   """A binary classifier (a click model): one logit per example.
 
-  `logits` returns the positive class's log-odds, [batch, 1] ([batch] is
-  accepted); labels are 0 or 1. Loss, predictions and metrics match
-  TensorFlow's canned binary classifiers; a subclass only builds the network
-  and names its serving features.
+  `logits` returns log-odds, [batch, 1] (or [batch]); labels are 0 or 1.
+  Loss, predictions and metrics match TF's canned binary classifiers.
   """
 
   auc_thresholds = 1000
@@ -269,8 +254,8 @@ class BinaryClassifierModel(BaseModel):
 class RegressionModel(BaseModel):
   """A regression: `logits` returns predictions; mean squared error.
 
-  Labels take the predictions' shape ([batch] labels of [batch, 1]
-  predictions too), so they never broadcast into a [batch, batch] error.
+  Labels take the predictions' shape so they never broadcast into a
+  [batch, batch] error.
   """
 
   def label_feature(self):

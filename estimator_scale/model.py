@@ -36,7 +36,7 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model called on `keras_inputs` in place of `logits`, or None."""
+    """A tf.keras.Model called on `keras_inputs` in place of `logits`; or None."""
     del params
     return None
 
@@ -100,7 +100,7 @@ class BaseModel(abc.ABC):
     return None
 
   def feature_spec(self):
-    """{name: tf.io.FixedLenFeature} of one record: serving features and label."""
+    """{name: tf.io.FixedLenFeature} of a record: serving features and label."""
     spec = {name: tf.io.FixedLenFeature(tensor.shape, tensor.dtype)
             for name, tensor in self.serving_features().items()}
     label = self.label_feature()

@@ -36,7 +36,10 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model called on `keras_inputs` in place of `logits`; or None."""
+    """A tf.keras.Model called on `keras_inputs` in place of `logits`, or None.
+
+    Built once per graph and replica.
+    """
     del params
     return None
 

@@ -1,18 +1,11 @@
 """How long each update waited for its input, per worker.
 
-In graph mode an update is one session run and its batch leaves the
-iterator inside it, so each update times when its features and labels
-arrive. Handing over even a ready element costs a thread hop (tens to
-hundreds of microseconds, a large part of a small model's update), so the
-wait is measured against a reference iterator whose element is always
-ready, started in the same run: about zero when the input keeps up. The k
-micro-batches are slices of one batch, so one wait covers them.
-
-A share is summed waits over those updates' wall time. Each worker
-measures its own and the figures travel through the backend's
-`each_worker` exchange to the chief's progress line. Asynchronous workers
-exchange nothing (the chief reports its own), and a train op not built by
-`build_train_op` (canned) has no measure; the line says so.
+Handing over even a ready element costs a thread hop (a large part of a
+small model's update), so the wait is measured against a reference
+iterator whose element is always ready, started in the same run: about
+zero when the input keeps up. One wait covers the k micro-batches (slices
+of one batch). Figures travel through the backend's `each_worker`
+exchange to the chief; asynchronous workers and canned train ops have none.
 """
 import statistics
 
@@ -41,9 +34,8 @@ def measure(features, labels):
   """Seconds this run waited for `features` and `labels` beyond a ready
   element's cost, and the two made to follow that measure.
 
-  The network waits for both timestamps: with few inter-op threads the
-  runtime might otherwise run the network on the thread that stamps the
-  arrival, and a slow forward pass would read as slow input.
+  The network waits for both timestamps: otherwise the runtime might run it
+  on the stamping thread, and a slow forward pass would read as slow input.
 
   Args:
     features, labels: the model_fn's arguments (labels may be None).
@@ -76,20 +68,20 @@ def exchange(wait, reducer, topology):
 
   Args:
     wait: `measure()` of this update.
-    reducer: the backend's reducer, whose `each_worker` shares a scalar.
+    reducer: the backend's reducer.
     topology: this process's Topology.
 
   Returns:
-    A function to call once the update's exchange is built (the figures may
-    ride in it), returning a float32 vector in worker order (this worker's
-    alone where nothing is exchanged); also added to `COLLECTION`.
+    A function to call once the update's exchange is built, returning a
+    float32 vector in worker order (this worker's alone where nothing is
+    exchanged); also added to `COLLECTION`.
   """
   return each_worker_into(COLLECTION, wait, reducer, topology)
 
 
 def each_worker_into(collection, value, reducer, topology):
   """`reducer.each_worker` of `value`, deferred, also added to `collection`
-  where the progress hooks read it outside the model_fn.
+  for the progress hooks.
   """
   shared = reducer.each_worker(value, topology.replicas_per_worker)
 
@@ -112,8 +104,8 @@ def summaries(seconds, topology):
 
 
 def shares(wait_seconds, wall_seconds):
-  """Each worker's share of `wall_seconds` spent waiting for input, capped at 1
-  (another worker's runs do not coincide exactly with the chief's).
+  """Each worker's share of `wall_seconds` spent waiting, capped at 1 (other
+  workers' runs do not coincide exactly with the chief's).
 
   Args:
     wait_seconds: each worker's summed waits over some updates.
@@ -128,8 +120,7 @@ def progress_text(worker_shares, num_workers):
 
   Args:
     worker_shares: `shares()` in worker order, or None where not measured.
-    num_workers: workers in the job; one share of several workers is the
-      chief's own (asynchronous workers exchange nothing).
+    num_workers: workers in the job.
   """
   if worker_shares is None:
     return f"input wait not measured ({NOT_MEASURED})"
@@ -147,10 +138,10 @@ def progress_text(worker_shares, num_workers):
 
 
 def slowed_by_input(worker, compute_seconds, wait_seconds):
-  """Whether `worker`'s input explains why it computes slower than the median.
+  """Whether `worker`'s input explains its slower-than-median compute.
 
-  Compute time includes the input wait, so the test is whether the extra
-  wait covers the extra time, not whether the wait is large.
+  Compute time includes the wait, so the test is whether the extra wait
+  covers the extra time.
 
   Args:
     worker: the worker's index.

@@ -1,15 +1,11 @@
 """The slow host named: each worker's own compute time per update, compared.
 
 In a synchronous job every worker's wall time per update is the same, so
-each worker measures, inside the update's run, from the run's start to its
-gradients being ready; the exchange wait and the apply fall outside, so a
-fast worker waiting for a slow one does not look slow.
-
-The figures ride the backend's own exchange (`each_worker` of its reducer),
-so no side channel is opened. The chief logs them and names workers above
-`SLOW_FACTOR` times the median; since compute time holds the input wait,
-`input_wait` is exchanged beside it to say whether input is why.
-Asynchronous workers do not wait for one another, so they are not compared.
+each times from the run's start to its gradients being ready; the exchange
+wait and apply fall outside, so a worker waiting for a slow one does not
+look slow. Figures ride the backend's `each_worker` exchange (no side
+channel); `input_wait` rides beside them to say whether input is why.
+Asynchronous workers do not wait for one another, so are not compared.
 """
 import statistics
 import time
@@ -56,13 +52,12 @@ def exchange(start, grads, loss, reducer, topology):
     start: `start_timing()` of this update.
     grads: this replica's gradients (None, dense or IndexedSlices).
     loss: this replica's loss, also ready before the exchange.
-    reducer: the backend's reducer, whose `each_worker` shares a scalar.
+    reducer: the backend's reducer.
     topology: this process's Topology.
 
   Returns:
-    A function to call once the update's exchange is built (the figures may
-    ride in it), returning a float32 vector of seconds in worker order, also
-    added to `COLLECTION`.
+    A function to call once the update's exchange is built, returning a
+    float32 vector of seconds in worker order; also added to `COLLECTION`.
   """
   ready = [loss] + [g.values if isinstance(g, tf.IndexedSlices) else g
                     for g in grads if g is not None]
@@ -80,14 +75,11 @@ def summaries(seconds, num_workers):
 
 
 def slow_workers(seconds, factor=SLOW_FACTOR):
-  """Indices of the workers whose seconds exceed `factor` times the median.
+  """Indices, slowest first, of workers above `factor` (> 1) times the median.
 
   Args:
     seconds: one non-negative figure per worker.
-    factor: how far above the median a worker must be, > 1.
-
-  Returns:
-    The indices, slowest first.
+    factor: how far above the median a worker must be.
   """
   if factor <= 1:
     raise errors.ConfigError(f"factor must be > 1, got {factor}")
@@ -110,8 +102,7 @@ def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR,
     first_step, last_step: the updates the means cover.
     factor: see `slow_workers`.
     waits: each worker's mean input wait seconds per update, or None.
-    update_seconds: mean wall seconds of an update (> 0), needed with
-      `waits`, which are shown as shares of it.
+    update_seconds: mean wall seconds of an update (> 0), with `waits`.
   """
   if len(seconds) != len(workers):
     raise ValueError(f"{len(seconds)} figures for {len(workers)} workers; "
@@ -153,9 +144,7 @@ def _cause(worker, seconds, waits, update_seconds):
 class StragglerHook(tf.compat.v1.train.SessionRunHook):
   """The chief's straggler lines, every `every_n_steps` updates and at the end.
 
-  Does nothing where the train op has no figures (not built by
-  `build_train_op`). A session's first update is left out: it includes
-  building and warming up the graph.
+  A session's first update is left out: it includes warming up the graph.
 
   Args:
     workers: each worker's name with its host, in worker order.

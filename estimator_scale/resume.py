@@ -1,19 +1,15 @@
 """Resuming a checkpoint under another recipe: what it lacks starts fresh.
 
-Resumed with another recipe (AdaScale, a loss scale, another optimizer,
-accumulation), the graph has state the checkpoint lacks, and
-tf.train.Saver refuses the whole restore for one missing key. Recipe state
-has a defined start (its initializer, where a fresh run starts it), so it
-starts there and one line names it. Network variables have no such start:
-a missing one or a changed shape is a `ConfigError` before any session.
+tf.train.Saver refuses a whole restore for one missing key. Recipe state
+(AdaScale, a loss scale, optimizer slots, accumulation) has a defined
+start, its initializer, so it starts there and one line names it; a missing
+or reshaped network variable is a `ConfigError` before any session.
 
-Estimator restores through its Scaffold's Saver and runs no initializer
-after a restore, so the decision is the Saver's. Restore ops must exist
-before the graph is finalized, so the gap is read from the checkpoint
-latest when the Saver is built; `restore` re-checks the one it is handed
-(after a preemption a newer one may be complete). Every process that
-restores (ps chief, every MWMS worker, every Horovod rank) restores and
-initializes the same variables, as MWMS's broadcast initializers need.
+Estimator runs no initializer after a restore, so the Saver decides. Restore
+ops must exist before the graph is finalized, so the gap is read from the
+latest checkpoint when the Saver is built and re-checked in `restore`.
+Every restoring process initializes the same variables, as MWMS's
+broadcast initializers need.
 """
 import dataclasses
 import numbers
@@ -43,8 +39,7 @@ class Gap:
   Attributes:
     checkpoint: the checkpoint's path.
     fresh: checkpoint keys of the graph's variables it lacks, sorted.
-    slot_owners: for each fresh optimizer slot, the network variable it
-      belongs to (so the log line can group them).
+    slot_owners: for each fresh slot, the network variable it belongs to.
   """
   checkpoint: str
   fresh: Tuple[str, ...]
@@ -54,9 +49,8 @@ class Gap:
 def graph_state(network_scope=None, graph=None):
   """{checkpoint key: _Saved} of every variable a Saver would write.
 
-  Network variables: trainable ones, or others under `network_scope` (batch
-  norm statistics) that are not slots. Slots are told apart by name
-  (`<variable>/<slot>`) without asking the optimizer; the rest is recipe.
+  Network variables: trainable ones, or non-slot others under
+  `network_scope`; slots are told by name (`<variable>/<slot>`).
   """
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
@@ -103,9 +97,8 @@ def find_gap(checkpoint, state, trainable_keys):
   """What `checkpoint` lacks of the graph's `state` (from `graph_state`).
 
   Raises:
-    errors.ConfigError: a network variable is missing from the checkpoint,
-      or a variable's shape or dtype differs there; one line names the
-      variable, the checkpoint and both shapes.
+    errors.ConfigError: a network variable is missing, or its shape or dtype
+      differs; one line names both.
   """
   reader = tf.compat.v1.train.NewCheckpointReader(checkpoint)
   shapes = reader.get_variable_to_shape_map()
@@ -160,13 +153,11 @@ def describe(gap):
 
 
 class ResumingSaver(tf.compat.v1.train.Saver):
-  """A Saver that restores a checkpoint lacking recipe state (see module); it
-  saves exactly as Estimator's own Saver.
+  """A Saver that restores a checkpoint lacking recipe state (see module).
 
   Args:
     checkpoint_dir: where the job's checkpoints are (the model_dir).
-    network_scope: the scope of the network's variables, whose non-trainable
-      ones must be restored too.
+    network_scope: the network variables' scope (non-trainable ones too).
     log: whether this process writes the line naming the fresh state.
     **saver_kwargs: tf.compat.v1.train.Saver's arguments.
   """
@@ -216,10 +207,8 @@ class ResumingSaver(tf.compat.v1.train.Saver):
   def save(self, sess, save_path, global_step=None, **kwargs):
     """See base class; the checkpoint this session restored is not rewritten.
 
-    Estimator's saver saves at session start over the files it just restored;
-    other processes restoring from the same model_dir may still be reading
-    them ("file is too short to be an sstable"). They already hold this
-    state, so they are only counted for `max_to_keep`.
+    Other processes may still be reading it ("file is too short to be an
+    sstable"); it is only counted for `max_to_keep`.
     """
     if (self._restored is not None and global_step is not None and
         isinstance(global_step, numbers.Integral)):
@@ -257,8 +246,7 @@ def training_scaffold(run_config, network_scope=None, log=True):
 
   Args:
     run_config: the Estimator's RunConfig (the model_fn's `config`).
-    network_scope: see `ResumingSaver`.
-    log: see `ResumingSaver`.
+    network_scope, log: see `ResumingSaver`.
   """
   return tf.compat.v1.train.Scaffold(saver=ResumingSaver(
       run_config.model_dir, network_scope=network_scope, log=log,

@@ -61,7 +61,7 @@ class Topology:
 
   @property
   def replicas_per_update(self):
-    """Replicas one update averages: all when synchronous, else this worker's."""
+    """Replicas one update averages: all if synchronous, else this worker's."""
     return self.num_replicas if self.synchronous else self.replicas_per_worker
 
   def replica_batch_size(self, global_batch_size, accumulation_steps=1,
@@ -103,7 +103,7 @@ class Topology:
     return global_batch_size // self.num_replicas
 
   def examples_per_update(self, global_batch_size):
-    """Examples one `global_step` averages (global batch / workers when async)."""
+    """Examples one `global_step` averages (async: global batch / workers)."""
     return global_batch_size * self.replicas_per_update // self.num_replicas
 
   def describe(self):

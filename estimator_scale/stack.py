@@ -1,15 +1,10 @@
 """The TensorFlow the framework pins: checked when it loads, explained once.
 
-tf.estimator is gone from TensorFlow 2.16, so the framework pins 2.15,
-where every tf.estimator symbol logs a deprecation block on first use;
-`NOTICE` says it once instead.
-
-`DeprecationFilter` is the one rule for which deprecation notices still
-show, for the library (installed by `quiet`) and the CLI (cli/logs.py). It
-drops notices of tf.estimator symbols, and notices whose deprecated call
-lies in the machinery the framework drives (`DRIVEN`), which a user cannot
-change. A deprecated call in the user's own code still shows, once per API,
-even where the framework called the same API first.
+tf.estimator is gone from TF 2.16, so the framework pins 2.15; `NOTICE`
+replaces the deprecation block each tf.estimator symbol logs.
+`DeprecationFilter` drops notices of tf.estimator symbols and of calls in
+machinery the framework drives (`DRIVEN`); a deprecated call in the user's
+own code still shows, once per API.
 """
 import importlib.util
 import logging as std_logging
@@ -45,9 +40,7 @@ _said = False  # whether NOTICE was logged (or is not to be) in this process
 
 
 def _package_dirs(names):
-  """The source folders of the installed packages among `names`, each ending
-  in os.sep, found without importing them.
-  """
+  """Source folders (ending in os.sep) of installed `names`, not imported."""
   dirs = []
   for name in names:
     try:
@@ -71,8 +64,8 @@ def _is_notice(record):
 def _call_site(record):
   """(file, line) of the deprecated call whose notice is being logged now.
 
-  TensorFlow's own "From FILE:LINE" is dispatch.py for ops with dispatch
-  support, so the caller is the first frame outside tensorflow/python/util.
+  TF's "From FILE:LINE" is dispatch.py for dispatching ops, so the caller is
+  the first frame outside tensorflow/python/util.
   """
   wrappers = os.path.dirname(record.pathname) + os.sep
   frame, inside = sys._getframe(), False  # pylint: disable=protected-access
@@ -93,10 +86,10 @@ def _estimator_symbol(record):
 
 
 class DeprecationFilter(std_logging.Filter):
-  """Drops TensorFlow's deprecation notices that the module docstring names.
+  """Drops the deprecation notices the module docstring names.
 
-  TensorFlow marks a notice as given before logging it; for a dropped one
-  the mark is taken back, so the user's own later call still warns.
+  For a dropped notice TF's "already warned" mark is taken back, so the
+  user's own later call still warns.
   """
 
   def __init__(self):
@@ -132,11 +125,7 @@ class DeprecationFilter(std_logging.Filter):
 
 
 def quiet():
-  """Puts `DeprecationFilter` on TensorFlow's logger, where it is not yet.
-
-  Loads no TensorFlow: the logger is Python's, by name, and keeps its
-  filters when TensorFlow adds its handler.
-  """
+  """Puts `DeprecationFilter` on TF's (Python) logger, without loading TF."""
   global _filter
   logger = std_logging.getLogger("tensorflow")
   with _lock:
@@ -150,8 +139,7 @@ def say_notice(say=True):
   """Logs `NOTICE` the first time it is called in a process.
 
   Args:
-    say: False marks it as said without logging it (the command line,
-      whose logs carry no deprecation notices).
+    say: False marks it as said without logging it.
   """
   global _said
   with _lock:
@@ -172,8 +160,7 @@ def require_tensorflow():
     The tensorflow module.
 
   Raises:
-    ImportError: TensorFlow is missing or another release; the one-line
-      message says what to install.
+    ImportError: missing or another release; the message says what to install.
   """
   try:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -191,12 +178,11 @@ def require_tensorflow():
 
 
 def loaded(error=None):
-  """What the package does after it imported a public name's module.
+  """What the package does after importing a public name's module.
 
-  With TensorFlow loaded: checks its release and logs `NOTICE` once. After
-  a failed import (`error`) caused by a missing or wrong TensorFlow: raises
-  `require_tensorflow`'s one-line ImportError; otherwise returns and the
-  caller re-raises `error`.
+  With TF loaded: check its release, log `NOTICE` once. After a failed
+  import due to TF: raise `require_tensorflow`'s ImportError; otherwise
+  return, and the caller re-raises `error`.
   """
   if error is not None:
     require_tensorflow()

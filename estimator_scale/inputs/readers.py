@@ -59,7 +59,7 @@ def from_arrays(features, labels, global_batch_size, training=True,
 
 
 def list_files(pattern, flag="file pattern"):
-  """Sorted files matching a glob (else ConfigError); a list stands for itself."""
+  """Sorted files matching a glob (else ConfigError); a list is itself."""
   if isinstance(pattern, (list, tuple)):
     files = sorted(pattern)
   else:

@@ -94,7 +94,7 @@ class MultiWorkerMirrored(base.Backend):
 
 
 class ParameterServer(base.Backend):
-  """Workers applying updates on the servers: async, or `ps_sync.SyncReducer`."""
+  """Workers applying updates on the ps: async, or `ps_sync.SyncReducer`."""
 
   name = "parameter_server"
   compression_refusal = ("workers send their gradients to the parameter "
@@ -243,7 +243,7 @@ def read_tf_config(environ=None):
 
 
 def read_topology(backend, environ=None):
-  """A TF_CONFIG worker's topology: chief, then `worker` tasks (ps compute none)."""
+  """A TF_CONFIG worker's topology: chief, then `worker` tasks (not ps)."""
   cluster, task_type, index = read_tf_config(environ)
   backend.check_cluster(cluster)
   chiefs = len(cluster.get("chief", []))

@@ -239,7 +239,7 @@ class _Job:
           old, size, self._why, step, recipe)
 
   def commit(self, step):
-    """Records the commit at `step` (rank 0's) and leaves if the hosts changed."""
+    """Records rank 0's commit at `step`; leaves if the hosts changed."""
     self.state.step = self._broadcast(step)
     self._full_disk_failures = 0
     self.state.commit()

@@ -1,4 +1,4 @@
-"""A lost host, link or launcher: every Horovod rank ends, naming who is lost."""
+"""A lost host, link or launcher: every Horovod rank ends, naming the lost."""
 import concurrent.futures
 import contextlib
 import os
@@ -48,7 +48,7 @@ _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 
 def collective_failed(error):
-  """Whether `error` is a collective's failure (a peer lost), not this rank's."""
+  """Whether `error` is a collective's failure (a lost peer), not this rank's."""
   if SHUT_DOWN in str(error):
     return True
   op = getattr(error, "op", None)
@@ -89,7 +89,7 @@ def output_pipes():
 
 
 def wait_until_unread(fds, timeout=None):
-  """Whether one of `fds` lost its reader within `timeout` s (None: no limit)."""
+  """Whether one of `fds` lost its reader within `timeout` s (None: forever)."""
   poller = select.poll()
   for fd in fds:
     poller.register(fd, 0)

@@ -48,7 +48,7 @@ _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 
 def collective_failed(error):
-  """Whether `error` is a collective's failure (a lost peer), not this rank's."""
+  """Whether `error` is a collective's failure (lost peer), not this rank's."""
   if SHUT_DOWN in str(error):
     return True
   op = getattr(error, "op", None)

@@ -1,4 +1,8 @@
-"""`build_run_config(distribution=...)`: RunConfig, Topology, hooks per backend."""
+"""`build_run_config(distribution=...)`: RunConfig, Topology and hooks.
+
+Each backend is one object in `backends/`; this picks it and passes the
+settings every backend shares.
+"""
 from estimator_scale import backends
 from estimator_scale import errors
 from estimator_scale import filesystems

@@ -18,7 +18,7 @@ _WHOLE_FILE = 1 << 62  # a window when shuffling permutes whole files
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
-  """Records [start, stop) of file `file` in `epoch`'s order (stop -1: to end)."""
+  """Records [start, stop) of file `file` in `epoch`'s order (-1: its end)."""
   epoch: int
   file: int
   start: int
@@ -149,7 +149,7 @@ def segments(entries, examples, workers):
 
 
 class Counts:
-  """file number -> record count, kept in model_dir (`freeze`: unknown is -1)."""
+  """file number -> record count, kept in model_dir (`freeze`: unknown = -1)."""
 
   def __init__(self, files, model_dir, worker, skip_corrupt=False):
     self._files = list(files)
@@ -216,7 +216,7 @@ def _read_counts(model_dir):
 
 
 def _count_records(paths, skip_corrupt):
-  """Records of each TFRecord file, counted in parallel in a graph of its own."""
+  """Records of each TFRecord file, counted in parallel in a graph apart."""
 
   def count(path):
     records = tf.data.TFRecordDataset(path)
@@ -279,7 +279,7 @@ def by_file(num_files, workers):
 
 
 def worker_records(source, position, entries, model_dir, workers, index):
-  """This worker's records of `source` from the checkpoint's position, forever."""
+  """This worker's records of `source` from the checkpoint's position on."""
   files, seed = source.files, source.seed
   entries = [e for e in entries if e["step"] <= position.step]
   stretch = entries

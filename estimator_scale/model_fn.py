@@ -1,8 +1,7 @@
 """The template: a `BaseModel` as an Estimator model_fn, for every mode.
 
-Training goes through `pipeline.build_train_op`, the call a hand-written
-model_fn makes, so accumulation, lr scaling, AdaScale and the backend's
-reduction apply to every model alike.
+Training goes through `pipeline.build_train_op`, as a hand-written
+model_fn's does, so every model trains alike.
 """
 import contextlib
 import functools
@@ -26,8 +25,7 @@ def make_model_fn(model, training_config=None, topology=None):
 
   Args:
     model: the `BaseModel`.
-    training_config: `TrainingConfig`; None: the Estimator's, as
-      `build_train_op` takes it.
+    training_config: `TrainingConfig`; None: the Estimator's.
     topology: this process's Topology; None: the Estimator's.
 
   Returns:
@@ -69,8 +67,8 @@ def make_model_fn(model, training_config=None, topology=None):
 
 
 class _Attributed:
-  """The model, whose methods name themselves in what they raise ("raised in
-  DigitsMLP.logits"): a shape bug otherwise surfaces deep in graph building.
+  """The model, whose methods name themselves in what they raise: a shape bug
+  otherwise surfaces deep in graph building.
   """
 
   def __init__(self, model):
@@ -95,9 +93,7 @@ def _network(model, params, precision):
   """(features, training) -> outputs, with every variable under `model/`.
 
   A `keras_model` is built here, outside the accumulation loop (functional
-  Input layers must be). Under mixed precision floating features enter in
-  the compute type and outputs leave in float32, so loss, metrics,
-  predictions and exports stay float32.
+  Input layers must be). Under mixed precision outputs leave in float32.
   """
   with _model_scope(precision):
     keras_model = model.keras_model(params)
@@ -118,9 +114,8 @@ def _network(model, params, precision):
 def _model_scope(precision):
   """`model/` for variable names, whatever graph or loop the network is in.
 
-  Keras names variables after the name scope, v1 layers after the variable
-  scope; one absolute scope keeps checkpoint names equal across training
-  (with or without accumulation), evaluation and export.
+  One absolute scope (Keras uses the name scope, v1 the variable scope)
+  keeps checkpoint names equal across training, evaluation and export.
   """
   with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE,
                                    auxiliary_name_scope=False):
@@ -136,11 +131,8 @@ def _export_outputs(model, outputs, params):
 
 
 def _seed_layer_initializers(seed):
-  """Makes `random_seed` fix the initial weights too.
-
-  Keras initializers seed from Keras' own generator, not the graph seed.
-  Keras' setter also reseeds Python and NumPy; their states are restored so
-  a user's randomness is not reset each time a graph is built.
+  """Makes `random_seed` fix the initial weights too (Keras ignores the graph
+  seed); Python's and NumPy's states, which Keras reseeds, are restored.
   """
   python_state, numpy_state = random.getstate(), np.random.get_state()
   tf.keras.utils.set_random_seed(seed)

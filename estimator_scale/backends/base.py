@@ -1,5 +1,4 @@
-"""What every backend shares: the Backend interface, the ScaleConfig it
-builds, session configs and the process's thread pool."""
+"""The Backend interface, its ScaleConfig, session configs and thread pool."""
 import dataclasses
 import os
 from typing import Any, List
@@ -31,8 +30,7 @@ STRATEGY_REFUSAL = (
 class Backend:
   """One way to run a job; the only code that knows which one runs.
 
-  Others ask the Topology's Backend instead of comparing names. Backends
-  compare equal by name, whatever per-job state they hold.
+  Backends compare equal by name, whatever per-job state they hold.
   """
 
   name = None
@@ -64,7 +62,7 @@ class Backend:
     """The reducer `train_ops.pipeline` averages gradients with.
 
     Raises:
-      ConfigError: an option this backend does not offer (`check_offers`).
+      ConfigError: an option this backend does not offer.
     """
     self.check_offers(compression, sparse_exchange)
     return self._reducer(compression, sparse_exchange)
@@ -74,8 +72,7 @@ class Backend:
     raise NotImplementedError
 
   def check_offers(self, compression="none", sparse_exchange="auto"):
-    """Raises ConfigError when this backend cannot reduce as asked (also at
-    configuration, so it fails before training)."""
+    """Raises ConfigError when this backend cannot reduce as asked."""
     if compression not in self.compressions:
       raise errors.ConfigError(
           f"allreduce_compression={compression!r} is not available with "
@@ -118,9 +115,8 @@ def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
 def pin_threads(intra_op_threads, requested):
   """Sizes this process's intra-op thread pool (0: all cores).
 
-  TensorFlow sizes it when Estimator makes its first device, before it reads
-  the session config, so the size is set on the context. Where `requested`,
-  a pool already running with another size is an error, not a warning.
+  TF sizes it at the first device, before reading the session config, so
+  it is set on the context; with `requested`, a mismatch is an error.
   """
   threading = tf.config.threading
   try:

@@ -1,17 +1,13 @@
 """Gradients that may be dense tensors or IndexedSlices, handled in one place.
 
-Embedding lookups give IndexedSlices; every stage of the pipeline (averaging,
-casting, skipping a non-finite update, AdaScale's norms) must keep them
-sparse, so each works through `map_values` instead of its own branch.
+Every pipeline stage must keep embedding gradients sparse, so each works
+through `map_values` instead of its own branch.
 """
 import tensorflow as tf
 
 
 def map_values(fn, grad):
-  """`fn` applied to a dense gradient, or to the values of IndexedSlices.
-
-  None (a variable the loss does not depend on) stays None.
-  """
+  """`fn` applied to a dense gradient or IndexedSlices' values; None stays None."""
   if grad is None:
     return None
   if isinstance(grad, tf.IndexedSlices):
@@ -48,11 +44,9 @@ def all_finite(grads):
 def merge_duplicates(grad, divisor=None):
   """IndexedSlices with one entry per row: the entries of a row summed.
 
-  An embedding lookup gives one entry per lookup, so a row looked up twice
-  appears twice. Merged, a gradient is as large as the rows it touches,
-  which is what accumulation keeps and what Horovod sends; the optimizers
-  sum duplicates anyway, so their updates do not change. A dense gradient
-  (or None) is returned as it is.
+  A merged gradient is as large as the rows it touches (what accumulation
+  keeps and Horovod sends); optimizers sum duplicates anyway. Dense (or
+  None) is returned as it is.
 
   Args:
     grad: a gradient.
@@ -69,11 +63,7 @@ def merge_duplicates(grad, divisor=None):
 
 
 def squared_norm(grad):
-  """||grad||^2 in float32.
-
-  The entries of a row are summed before squaring: the norm is the dense
-  gradient's, whatever the number of lookups.
-  """
+  """||grad||^2 in float32, of the dense gradient (a row's entries summed first)."""
   if isinstance(grad, tf.IndexedSlices):
     values = merge_duplicates(grad).values
     return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))

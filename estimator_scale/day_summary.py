@@ -1,8 +1,8 @@
 """The summary of a job trained day by day: what each day did, and the best.
 
 `days.json` in model_dir is both the summary and what a resumed
-`train_by_day` reads: {"global_batch_size", "days": {day: {records,
-examples, steps, seconds, tables, export, eval_day, eval}}, "best"}.
+`train_by_day` reads: "global_batch_size", "days" (per day: records,
+examples, steps and timings, table usage, export, evaluation) and "best".
 `days.md` renders it; `auc_by_day.png` plots the metric (matplotlib).
 Timings and `tables` are of the last run that trained the day.
 """
@@ -42,7 +42,7 @@ def said(metrics):
 
 
 def keep_best(summary, export_dir, metric, higher_is_better):
-  """Names the best export by `metric` in the summary and export_dir/best.json."""
+  """Names the best export by `metric` in the summary and in best.json."""
   judged = [(day, e) for day, e in sorted(summary["days"].items())
             if metric in e.get("eval", {}) and "export" in e]
   if not judged:
@@ -114,7 +114,7 @@ def save(summary, model_dir, metric=None):
 
 
 def plot(summary, path, metric="auc"):
-  """Plots `metric` day by day; whether it did (needs matplotlib, a judged day)."""
+  """Plots `metric` by day; whether it did (needs matplotlib and a judged day)."""
   points = [(day, e["eval"][metric]) for day, e in
             sorted(summary["days"].items()) if metric in e.get("eval", {})]
   try:

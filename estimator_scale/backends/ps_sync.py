@@ -1,4 +1,4 @@
-"""Synchronous parameter servers: one update averages every worker's gradients."""
+"""Synchronous parameter servers: one update averages all workers' gradients."""
 import tensorflow as tf
 
 from estimator_scale import errors

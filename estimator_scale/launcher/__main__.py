@@ -1,4 +1,4 @@
-"""Starts a TF_CONFIG cluster: N workers (a chief, ps tasks) here or on hosts.
+r"""Starts a TF_CONFIG cluster: N workers (a chief, ps tasks) here or on hosts.
 
   estimator-scale-launch --workers 2 -- \
       estimator-scale --distribution=multi_worker_mirrored --model_dir=/tmp/run

@@ -1,12 +1,9 @@
 """Canned estimators, k micro-batches per update.
 
-When a canned estimator calls `get_updates` its network has already seen
-the whole batch, too late to split it. So with k > 1 the estimator's
-model_fn runs inside the accumulation loop (`train_ops.accumulation`),
-where its canned optimizers only record (`canned.recording`); after the
-loop each applies its mean through the same reduction and rules as k = 1.
-AdaScale's squared norms are summed per optimizer, since each part of a
-DNNLinearCombined keeps its own estimates.
+A canned network has seen the whole batch by `get_updates`, too late to
+split it, so with k > 1 the model_fn runs inside the accumulation loop,
+where its optimizers only record; after it each applies its mean.
+AdaScale's norms are summed per optimizer (each part keeps its estimates).
 """
 import functools
 
@@ -21,9 +18,7 @@ from estimator_scale.train_ops import pipeline
 def with_accumulation(tf_estimator):
   """`tf_estimator.model_fn`, trained k micro-batches per update.
 
-  The canned optimizers are found among what the model_fn closes over,
-  where TF's canned estimators keep them; one hidden elsewhere refuses to
-  train with k > 1 (`get_updates`).
+  The canned optimizers are found among what the model_fn closes over.
 
   Raises:
     ConfigError: the canned optimizers differ in accumulation_steps.

@@ -1,6 +1,4 @@
-"""A model's data from the user's own files: TFRecord or CSV, by feature spec
-(a CSV column per value: `label`, `image_0` ... `image_63`, row-major).
-"""
+"""A model's data from the user's own files: TFRecord or CSV, by feature spec."""
 import contextlib
 
 import numpy as np
@@ -26,8 +24,7 @@ def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
                       **kwargs):
   """input_fn over CSV files whose header names the feature spec's columns.
 
-  The first file's header decides the column order for all; extra columns are
-  dropped. Arguments as `from_files`; the InputFn's `files` are the matches.
+  The first file's header sets the column order; extra columns are dropped.
   """
   files = readers.list_files(pattern, "CSV pattern")
   with tf.io.gfile.GFile(files[0]) as f:
@@ -74,8 +71,7 @@ def from_files(pattern, feature_spec, label_key, global_batch_size,
                skip_corrupt=False, **kwargs):
   """The input_fn over TFRecord or CSV files (a `.csv` pattern means CSV).
 
-  `pattern` is a glob or a list of paths; `feature_spec` includes the label
-  (`label_key`, or None); other arguments as `readers.from_tfrecords`.
+  Arguments as `readers.from_tfrecords`; `feature_spec` includes the label.
   """
   for path in pattern if isinstance(pattern, (list, tuple)) else [pattern]:
     filesystems.require("pattern", path)
@@ -124,10 +120,8 @@ def files_of(input_fn):
 
 @contextlib.contextmanager
 def naming_corrupt_files(files):
-  """Turns a DataLossError from reading `files` into a DataError naming the
-  file (TensorFlow's names none); the files are scanned only after a
-  failure. With no `files`, the error passes unchanged.
-  """
+  """A DataLossError from reading `files` as a DataError naming the file
+  (TF names none); files are scanned only after a failure."""
   try:
     yield
   except tf.errors.DataLossError as e:

@@ -1,6 +1,4 @@
-"""A SIGTERM on any rank stops every rank after the same update: each
-update sums a per-rank stop flag over the ranks.
-"""
+"""A SIGTERM on any rank stops every rank after the same update."""
 import signal
 
 from absl import logging
@@ -8,9 +6,7 @@ import tensorflow as tf
 
 
 class StopFlag:
-  """The flag of one training graph and its sum over the ranks (remade per
-  graph).
-  """
+  """The stop flag of one training graph and its sum over the ranks."""
 
   def __init__(self):
     self._graph = None

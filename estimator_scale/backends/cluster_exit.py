@@ -1,6 +1,4 @@
-"""The tasks of a multi_worker_mirrored job leave in order once all are done,
-so no task logs another as failed (docs/design.md#backendscluster_exitpy).
-"""
+"""multi_worker_mirrored tasks leave in order, so none logs another as failed."""
 import socket
 import time
 
@@ -33,9 +31,8 @@ def _answers(address, timeout=3.0):
 
 
 def wait_until_gone(addresses, timeout=GONE_TIMEOUT_S, every=0.2):
-  """Waits up to `timeout` s until nothing listens at `addresses`; returns
-  those still there.
-  """
+  """Waits up to `timeout` s until nothing listens at `addresses`; returns those
+  still there."""
   deadline = time.monotonic() + timeout
   left = list(addresses)
   while left:

@@ -114,7 +114,7 @@ def save(summary, model_dir, metric=None):
 
 
 def plot(summary, path, metric="auc"):
-  """Plots `metric` by day; whether it did (needs matplotlib and a judged day)."""
+  """Plots `metric` by day; whether it did (needs matplotlib, a judged day)."""
   points = [(day, e["eval"][metric]) for day, e in
             sorted(summary["days"].items()) if metric in e.get("eval", {})]
   try:

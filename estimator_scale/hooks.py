@@ -17,7 +17,7 @@ collection: a MetaGraph cannot hold dicts)."""
 
 
 def report_table_usage(name, usage):
-  """Has the progress lines report `usage` ("rows", "evicted") of table `name`."""
+  """Has progress lines report `usage` ("rows", "evicted") of table `name`."""
   _TABLE_USAGE.setdefault(tf.compat.v1.get_default_graph(), {})[name] = usage
 
 _TABLES_NAMED = 4

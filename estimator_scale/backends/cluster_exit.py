@@ -1,4 +1,4 @@
-"""multi_worker_mirrored tasks leave in order, so none logs another as failed."""
+"""multi_worker_mirrored tasks leave in order, none seen as failed."""
 import socket
 import time
 

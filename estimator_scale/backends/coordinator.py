@@ -37,7 +37,7 @@ class TrainResult:
 
 
 def checkpoint_step(model_dir):
-  """The global step of the latest checkpoint (0 if none) or of a later delta."""
+  """The step of the latest checkpoint (0 if none) or of a later delta."""
   # Not at the top: the tables' package imports the backends.
   from estimator_scale.embeddings import deltas  # pylint: disable=g-import-not-at-top
   path = tf.train.latest_checkpoint(model_dir) if model_dir else None

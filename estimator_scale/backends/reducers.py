@@ -89,7 +89,7 @@ class StrategyReducer(LocalReducer):
     return means, reduced[len(present):]
 
   def each_worker(self, value, replicas_per_worker):
-    """See base class: a one-hot vector per replica, summed with the gradients'."""
+    """See base class: one-hot per replica, summed with the gradients."""
     context = tf.distribute.get_replica_context()
     n = context.num_replicas_in_sync
     mine = tf.one_hot(context.replica_id_in_sync_group, n,

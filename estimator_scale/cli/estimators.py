@@ -14,7 +14,8 @@ FLAGS = flags.FLAGS
 
 
 def training_config_from_flags(accumulation_steps=None):
-  """The `TrainingConfig` the flags describe, with `accumulation_steps`."""
+  """The `TrainingConfig` the flags describe (another accumulation_steps:
+  an elastic job's at its current size)."""
   try:
     boundaries = tuple(int(b) for b in FLAGS.lr_boundaries)
   except ValueError:
@@ -51,7 +52,7 @@ def _optimizer_options(optimizer):
 
 
 def _check_option_flags():
-  """Refuses an option flag no chosen optimizer takes: it would change nothing."""
+  """Refuses an option flag no chosen optimizer takes (it would do nothing)."""
   chosen = [f"--optimizer={FLAGS.optimizer}"]
   takes = set(optimizers.valid_options(FLAGS.optimizer))
   if FLAGS.linear_optimizer:

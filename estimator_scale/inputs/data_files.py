@@ -1,4 +1,4 @@
-"""A model's data from the user's own files: TFRecord or CSV, by feature spec."""
+"""A model's data from the user's files: TFRecord or CSV, by feature spec."""
 import contextlib
 
 import numpy as np

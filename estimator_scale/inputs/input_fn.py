@@ -51,7 +51,7 @@ class InputFn:
 
   def __init__(self, plan, topology=None, accumulation_steps=None,
                make_dataset=None):
-    """Checks the batch at once; `make_dataset` replaces `read` for `synthetic`."""
+    """Checks the batch now; `make_dataset` replaces `read` for `synthetic`."""
     self.plan = plan
     self.files = plan.files
     self.topology = topology

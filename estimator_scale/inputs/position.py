@@ -17,7 +17,7 @@ _FOREVER = tf.int64.max
 
 @dataclasses.dataclass(frozen=True)
 class Position:
-  """Where a run starts: the checkpoint's `step`, the `examples` trained to it."""
+  """Where a run starts: the checkpoint's `step`, `examples` trained to it."""
   step: int = 0
   examples: int = 0
 
@@ -61,7 +61,7 @@ def _write_history(model_dir, entries):
 
 
 def position_at(entries, step, global_batch_size):
-  """The Position at `step`; `entries` after `step` (rolled back) do not count."""
+  """The Position at `step`; `entries` after it (rolled back) do not count."""
   entries = [e for e in entries if e["step"] <= step]
   if not entries:
     # A job from before the history, or its first run: one batch so far.
@@ -142,7 +142,7 @@ def stream(epoch_records, count_records, position, seed, window):
 
 
 def file_records(files, read, seed, cycle_length=1):
-  """epoch -> the records of `files` permuted with (seed, epoch), for `stream`."""
+  """epoch -> `files`' records, permuted with (seed, epoch), for `stream`."""
   names = tf.constant(list(files))
 
   def epoch_records(epoch):

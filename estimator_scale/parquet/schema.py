@@ -35,7 +35,7 @@ def _binary(arrow_type):
 
 
 def scalar_dtype(arrow_type):
-  """The Example dtype of a scalar Arrow type, or None (dates: integer count)."""
+  """The Example dtype of a scalar Arrow type, or None (dates: int count)."""
   if pa.types.is_dictionary(arrow_type):
     arrow_type = arrow_type.value_type
   if pa.types.is_boolean(arrow_type) or pa.types.is_integer(arrow_type):

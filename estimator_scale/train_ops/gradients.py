@@ -7,7 +7,7 @@ import tensorflow as tf
 
 
 def map_values(fn, grad):
-  """`fn` applied to a dense gradient or to IndexedSlices' values (None stays)."""
+  """`fn` of a dense gradient or of IndexedSlices' values (None stays)."""
   if grad is None:
     return None
   if isinstance(grad, tf.IndexedSlices):
@@ -63,7 +63,7 @@ def merge_duplicates(grad, divisor=None):
 
 
 def squared_norm(grad):
-  """||grad||^2 in float32, the dense gradient's (a row's entries summed first)."""
+  """||grad||^2 in float32, as dense (a row's entries summed first)."""
   if isinstance(grad, tf.IndexedSlices):
     values = merge_duplicates(grad).values
     return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))

@@ -28,7 +28,7 @@ BINDINGS = ("cores", "none")
 
 
 def rank_cores(available, local_rank, local_size):
-  """A rank's even share of `available` cores; None where binding cannot help."""
+  """A rank's even share of `available` cores; None where binding won't help."""
   cores = sorted(available)
   share = len(cores) // local_size
   if local_size < 2 or share < 1:

@@ -84,7 +84,8 @@ class HorovodCoordinator(coordinator.Coordinator):
     return coordinator.result(last, estimator, target, stop.stopped)
 
   def evaluate(self, estimator, input_fn, checkpoint_path=None, **kwargs):
-    """Every rank gets the metrics; rank 0 evaluates alone unless tables are split."""
+    """Every rank gets the metrics; rank 0 evaluates alone
+    unless the tables were saved split over the ranks (`evaluation`)."""
     chosen = None
     if self.topology.is_chief:
       path = checkpoint_path or estimator.latest_checkpoint()

@@ -105,7 +105,7 @@ def bind_rank(hvd, backend, intra_op_threads):
 
 
 def init_horovod():
-  """horovod.tensorflow initialised for this rank, after what must hold first."""
+  """horovod.tensorflow initialised for this rank (again: no-op)."""
   if not launched() and slurm.in_step(os.environ):
     srun.start_rank(os.environ)
   hvd = import_horovod()

@@ -46,7 +46,7 @@ def model_dir_of(command):
 
 
 def checkpoint_step(model_dir):
-  """The latest checkpoint's step in a local model_dir (0: none, None: unread)."""
+  """Latest checkpoint step in a local model_dir (0: none, None: unread)."""
   if not model_dir or "://" in model_dir:
     return None
   try:

@@ -126,7 +126,7 @@ def answers(host, ssh_port=None, timeout=25, free_ports=()):
 
 
 def answering(hosts, ssh_port=None, free_ports=None):
-  """The hosts that answer, probed at once (`free_ports`: {host: unused ports})."""
+  """Hosts that answer, probed at once (`free_ports`: {host: unused ports})."""
   result = {}
 
   def probe(host):

@@ -55,8 +55,7 @@ def _next_day(root, day, last, follow, timeout_secs):
 def _judge(estimator, day, entry, following, checkpoint=None, *,
            global_batch_size, eval_steps, skip_corrupt):
   """Evaluates day's model on `following` into its entry (checkpoint None:
-  the latest).
-  """
+  the latest)."""
   metrics = estimator.evaluate(estimator.files_input_fn(
       list(following.files), _EVAL, global_batch_size,
       skip_corrupt=skip_corrupt), steps=eval_steps, checkpoint_path=checkpoint)
@@ -73,8 +72,7 @@ def _judged(entry):
 
 def _judge_late(summary, before, eval_data, model_dir, judge):
   """Judges earlier days whose next day has landed since, on their own
-  checkpoints; returns whether any entry changed.
-  """
+  checkpoints; returns whether any entry changed."""
   changed = False
   for name, entry in sorted(summary["days"].items()):
     day = datetime.date.fromisoformat(name)
@@ -236,16 +234,14 @@ def train_by_day(estimator, train_data, days, global_batch_size,
 
 def _trained(entry, model_dir):
   """Whether a day's training is done, by its recorded end (under another
-  worker count its last update could round differently).
-  """
+  worker count its last update could round differently)."""
   return ("end_step" in entry and
           coordinator_lib.checkpoint_step(model_dir) >= entry["end_step"])
 
 
 def _first_step(summary, day, model_dir):
   """Where `day` starts: as before, else where trained days end, else the
-  checkpoint.
-  """
+  checkpoint."""
   entries = summary["days"]
   if str(day) in entries:
     return entries[str(day)]["start_step"]

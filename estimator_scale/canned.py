@@ -242,8 +242,7 @@ def recording(recorder):
 
 class _Reducing:
   """Mixed in before a legacy optimizer's class: `get_updates` reduces, scales
-  and applies, in one op.
-  """
+  and applies, in one op."""
 
   def attach(self, plan, rate):
     self._es_plan = plan

@@ -169,8 +169,7 @@ def _added(sums, seconds):
 
 class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
   """Stops once AdaScale's tau reaches `scale_invariant_steps`; all workers
-  read the same tau, so stop after the same update.
-  """
+  read the same tau, so stop after the same update."""
 
   def __init__(self, scale_invariant_steps):
     if scale_invariant_steps <= 0:

@@ -81,8 +81,7 @@ def exchange(wait, reducer, topology):
 
 def each_worker_into(collection, value, reducer, topology):
   """`reducer.each_worker` of `value`, deferred, also added to `collection`
-  for the progress hooks.
-  """
+  for the progress hooks."""
   shared = reducer.each_worker(value, topology.replicas_per_worker)
 
   def every():

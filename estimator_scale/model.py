@@ -159,8 +159,7 @@ class ClassifierModel(BaseModel):
 
   def _checked_logits(self, logits):
     """`logits`, refused with one score per example (softmax over one class is
-    always 1, and label 1 is out of range: a NaN loss on GPU).
-    """
+    always 1, and label 1 is out of range: a NaN loss on GPU)."""
     if logits.shape.rank and logits.shape[-1] == 1:
       raise errors.ConfigError(
           f"{_described(self)}: a ClassifierModel's logits are one score "

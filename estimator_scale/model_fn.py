@@ -68,8 +68,7 @@ def make_model_fn(model, training_config=None, topology=None):
 
 class _Attributed:
   """The model, whose methods name themselves in what they raise: a shape bug
-  otherwise surfaces deep in graph building.
-  """
+  otherwise surfaces deep in graph building."""
 
   def __init__(self, model):
     self._model = model
@@ -132,8 +131,7 @@ def _export_outputs(model, outputs, params):
 
 def _seed_layer_initializers(seed):
   """Makes `random_seed` fix the initial weights too (Keras ignores the graph
-  seed); Python's and NumPy's states, which Keras reseeds, are restored.
-  """
+  seed); Python's and NumPy's states, which Keras reseeds, are restored."""
   python_state, numpy_state = random.getstate(), np.random.get_state()
   tf.keras.utils.set_random_seed(seed)
   random.setstate(python_state)

@@ -162,8 +162,7 @@ def _task_name(environ):
 
 def _own_devices(environ):
   """A ps task's session devices: the ps tasks and its own. A session on every
-  task's devices waits for each, so a late worker would wait forever.
-  """
+  task's devices waits for each, so a late worker would wait forever."""
   _, task_type, index = read_tf_config(environ)
   if task_type not in ("chief", "worker"):
     return []
@@ -361,8 +360,7 @@ class ClusterCoordinator(coordinator.Coordinator):
 
   def predict(self, estimator, input_fn, **kwargs):
     """Predicts through a twin seeing only this task's devices (a session on all
-    waits for exited workers forever).
-    """
+    waits for exited workers forever)."""
     config = tf.compat.v1.ConfigProto()
     config.CopyFrom(estimator.config.session_config)
     run_config = estimator.config
@@ -444,8 +442,7 @@ def _read_token(path):
 
 def check_shared_model_dir(model_dir, backend, environ=None):
   """Fails unless this task's model_dir is the chief's: workers on their own
-  directories would diverge or hang silently.
-  """
+  directories would diverge or hang silently."""
   environ = os.environ if environ is None else environ
   cluster, task_type, index = read_tf_config(environ)
   if task_type not in ("chief", "worker"):

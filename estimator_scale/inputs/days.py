@@ -163,8 +163,7 @@ def each_day(first, last):
 
 def landed(root, day, name="train_data"):
   """`day`'s Partition if landed, else None; reads that day's folder alone
-  where it can (a root may hold years).
-  """
+  where it can (a root may hold years)."""
   folder = f"day={day}"
   if tf.io.gfile.isdir(os.path.join(root, folder)):
     files, success = _folder(root, folder)

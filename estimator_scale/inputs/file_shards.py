@@ -134,8 +134,7 @@ def plan(segments, num_files, counts, seed):
 
 def segments(entries, examples, workers):
   """`plan`'s segments from `input_position.json` entries and trained
-  `examples`; a change of global batch alone does not split a segment.
-  """
+  `examples`; a change of global batch alone does not split a segment."""
   marks = [(e["examples"], e["workers"]) for e in entries]
   marks.append((examples, workers))
   result = [[marks[0][1], 0]]

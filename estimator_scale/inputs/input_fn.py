@@ -46,8 +46,7 @@ class Plan:
 
 class InputFn:
   """An Estimator input_fn over a `Plan`; `topology` is None until the
-  Estimator gives its own (without one: one local process).
-  """
+  Estimator gives its own (without one: one local process)."""
 
   def __init__(self, plan, topology=None, accumulation_steps=None,
                make_dataset=None):
@@ -84,8 +83,7 @@ class InputFn:
 
   def _alone(self, input_context, config):
     """One local process; training refuses a call showing a larger job, whose
-    share it cannot know.
-    """
+    share it cannot know."""
     replicas = input_context.num_replicas_in_sync if input_context else 1
     workers = max(getattr(config, "num_worker_replicas", 1) or 1,
                   input_context.num_input_pipelines if input_context else 1)
@@ -218,8 +216,7 @@ def _span_records(plan, model_dir):
 
 def _span_batches(plan, records, shards, index, replica_batch):
   """This worker's batches of a span's `records`, ending at the same update on
-  every worker; the last may be short, split evenly.
-  """
+  every worker; the last may be short, split evenly."""
   pieces = max(1, plan.global_batch_size // (shards * replica_batch))
 
   def worker_part(batch):

@@ -119,8 +119,7 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
 def write_tfrecord_shards(features, labels, directory, num_shards,
                           prefix="data", label_key="label"):
   """Writes features and labels as tf.train.Examples round-robin over N files;
-  returns the sorted paths.
-  """
+  returns the sorted paths."""
   if num_shards < 1:
     raise errors.ConfigError(f"num_shards must be >= 1, got {num_shards}")
   columns = dict(features)

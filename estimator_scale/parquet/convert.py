@@ -75,8 +75,7 @@ def find_partitions(input_path):
 
 def landed(partitions, input_path, log):
   """The partitions Spark has finished writing; converting half of one would
-  mark it finished for good.
-  """
+  mark it finished for good."""
   marked = [os.path.exists(os.path.join(input_path, p.name, MARKER))
             for p in partitions]
   if not any(marked):
@@ -160,8 +159,7 @@ def _write_row_group(parquet_file, group, task, out):
 
 def give_back_freed_memory():
   """Makes freed memory leave the process at once (process-wide: converters
-  only).
-  """
+  only)."""
   pa.set_memory_pool(pa.system_memory_pool())
   try:
     libc = ctypes.CDLL("libc.so.6")

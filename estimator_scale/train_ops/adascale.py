@@ -81,8 +81,7 @@ def check_samples(batch_scale, samples):
 
 def check_parts(parts, rule):
   """Raises ConfigError unless `parts` is in `names.ADASCALE_PARTS` ("all"
-  unless `rule` is AdaScale).
-  """
+  unless `rule` is AdaScale)."""
   if parts not in names.ADASCALE_PARTS:
     raise errors.ConfigError(
         f"adascale_parts={parts!r} is unknown; valid: "

@@ -169,8 +169,7 @@ def table_names(variables, tables):
 
 def check_tables(variables):
   """Raises ConfigError for sharded or dynamic tables: their updates bypass the
-  path that carries the counts to the clipping.
-  """
+  path that carries the counts to the clipping."""
   for variable in variables:
     kind = ("sharded" if sharded.is_sharded(variable) else
             "dynamic" if dynamic.table_of(variable) is not None else None)

@@ -131,8 +131,7 @@ def each_optimizer(optimizer):
 
 def hidden_layer_weights(grads, variables):
   """The first layer weights outside the linear part when there are several
-  (rank >= 2, dense gradient); None otherwise.
-  """
+  (rank >= 2, dense gradient); None otherwise."""
   weights = [v for g, v in zip(grads, variables)
              if g is not None and not isinstance(g, tf.IndexedSlices) and
              v.shape.rank is not None and v.shape.rank >= 2 and

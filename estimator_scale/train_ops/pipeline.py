@@ -381,8 +381,7 @@ def _adascale_update(state, reducer, grads, schedule):
 
 def _cowclip_update(mean, grads, config, topology, dense_rate, finite):
   """(clipped mean, optimizer): tables at the S = 1 rate, the rest at
-  `dense_rate`; both 0 where `finite` (None: unchecked) is false.
-  """
+  `dense_rate`; both 0 where `finite` (None: unchecked) is false."""
   tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
   clipped = cowclip.clip_update(
       mean, grads.variables, tables, config.samples_per_update(topology),
@@ -407,8 +406,7 @@ def _tables_apart(config, table_rate, dense_rate, mean, grads):
 
 def _check_part_tables(grads, variables):
   """Raises ConfigError without tables or with a sharded one (its mean is
-  spread over the ranks, outside the per-part norms).
-  """
+  spread over the ranks, outside the per-part norms)."""
   tables, _ = adascale.part_groups(grads, variables)
   shards = [v.op.name for v in variables if sharded.is_sharded(v)]
   if not tables or shards:

@@ -81,8 +81,7 @@ def network_dtype():
 @contextlib.contextmanager
 def variables_as_stored():
   """Within it, `network_scope` hands back the float32 variables themselves:
-  casting every read of an embedding table would copy the table each step.
-  """
+  casting every read of an embedding table would copy the table each step."""
   before = getattr(_active, "as_stored", False)
   _active.as_stored = True
   try:
@@ -138,8 +137,7 @@ class LossScale:
 
   def update(self, finite):
     """Ops halving the scale after a non-finite update (not below 1), doubling
-    it after `growth_steps` finite ones.
-    """
+    it after `growth_steps` finite ones."""
     good = tf.where(finite, self.good_updates + 1, tf.constant(0, tf.int64))
     grow = good >= self.growth_steps
     scale = self.scale.read_value()

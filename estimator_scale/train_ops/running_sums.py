@@ -11,8 +11,7 @@ from estimator_scale.train_ops import gradients as gradients_lib
 
 def _static_or_dynamic_shape(variable, row_shape):
   """A sparse gradient's shape as int64 (constant when known); `row_shape` may
-  be wider than the variable's (CowClip's counts column).
-  """
+  be wider than the variable's (CowClip's counts column)."""
   if variable.shape.is_fully_defined():
     return tf.constant(variable.shape[:1].concatenate(row_shape).as_list(),
                        tf.int64)

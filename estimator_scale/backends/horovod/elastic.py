@@ -86,8 +86,7 @@ def check_arguments(elastic_batch, commit_every_n_steps):
 
 class CommitHook(tf.compat.v1.train.SessionRunHook):
   """Commits every `every` updates (as rank 0's saver counts); leaves if the
-  hosts changed.
-  """
+  hosts changed."""
 
   def __init__(self, job, every):
     self._job = job
@@ -180,8 +179,7 @@ class _Job:
 
   def _back_to_commit_after_full_disk(self, error):
     """Sends this rank back to the last commit after a wait; re-raises `error`
-    after FULL_DISK_ATTEMPTS failed saves.
-    """
+    after FULL_DISK_ATTEMPTS failed saves."""
     from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
     self._full_disk_failures += 1
     if self._full_disk_failures > FULL_DISK_ATTEMPTS:
@@ -254,8 +252,7 @@ driver answers them."""
 
 def next_slot(environ):
   """This process's slot in the next set of ranks (rank -1: its host left);
-  ask once per change, as the driver counts the question.
-  """
+  ask once per change, as the driver counts the question."""
   # Lazy: Horovod is optional; `run` imported it for this rank.
   from horovod.runner.elastic import rendezvous  # pylint: disable=g-import-not-at-top
   url = (f"http://{environ['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:"
@@ -287,8 +284,7 @@ def _rejoin(hvd, environ=None):
 
 def _join(environ=None):
   """horovod.tensorflow initialised for this rank; a rank too late for its
-  round asks for its slot again, once.
-  """
+  round asks for its slot again, once."""
   try:
     return ranks.init_horovod()
   except ValueError as e:  # what an unpatched Horovod raises

@@ -127,8 +127,7 @@ def _end_when_unread(fds, grace_seconds):
 
 def _interface_address(iface):
   """IPv4 address of `iface` (HOROVOD_GLOO_IFACE), or None: reachable by the
-  other ranks whatever the host names resolve to.
-  """
+  other ranks whatever the host names resolve to."""
   if not iface:
     return None
   try:
@@ -216,8 +215,7 @@ class Peers:
 
 class NamingLostRanks:
   """A coordinator whose failure after a lost rank names it; where every rank
-  answers, the original error stands.
-  """
+  answers, the original error stands."""
 
   def __init__(self, coordinator, peers, stall_seconds):
     self._coordinator = coordinator

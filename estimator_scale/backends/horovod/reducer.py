@@ -10,8 +10,7 @@ from estimator_scale.train_ops import gradients
 
 def _grouped_sum(hvd, tensors):
   """Sums `tensors` over the ranks: one grouped allreduce per dtype, in
-  first-appearance order (the same on every rank).
-  """
+  first-appearance order (the same on every rank)."""
   summed = [None] * len(tensors)
   for dtype in dict.fromkeys(t.dtype for t in tensors):
     indices = [i for i, t in enumerate(tensors) if t.dtype == dtype]
@@ -28,8 +27,7 @@ def _empty_like(tensor):
 
 class _SparseExchange:
   """One sparse gradient's way through the exchange; the way not taken sends
-  no rows, so no collective sits inside a tf.cond.
-  """
+  no rows, so no collective sits inside a tf.cond."""
 
   def __init__(self, grad, ranks, mode):
     self._merged = gradients.merge_duplicates(grad)
@@ -132,8 +130,7 @@ class HorovodReducer(reducers.LocalReducer):
 
   def each_worker(self, value, replicas_per_worker):
     """See base class; rides in the grouped allreduce (a second collective left
-    the ranks waiting).
-    """
+    the ranks waiting)."""
     del replicas_per_worker  # one replica per rank
     hvd = self._hvd
     mine = tf.one_hot(hvd.rank(), hvd.size()) * tf.cast(value, tf.float32)

@@ -1,22 +1,12 @@
 """k micro-batches, one gradient: an in-graph loop inside a single session run.
 
-A `tf.while_loop` (k > 1) traces the network once, so graph size and memory
-do not grow with k. One session run per update keeps one pass of every hook
-and one cross-worker exchange per update, lets `global_step` count updates
-without a conditional apply (which tf.distribute cannot express), and no
-stop or checkpoint falls between micro-batches.
-
-What makes the loop take any network:
-- Variables and lookup tables made while the body is traced are lifted into
-  the outer graph (`lifting.py`), where Saver and initializers see them.
-- The network's state writes (batch-norm statistics) would be pruned from
-  the body, so the loss waits for each of them.
-- Gradients' number and shapes are known only after tracing, so running
-  sums live in TensorLists; a sparse gradient appends its rows instead of
-  a table-sized buffer (`running_sums.py`), and leaves as IndexedSlices.
-
-parallel_iterations=1: overlapping micro-batches would keep several
-activations alive, which is what accumulating avoids.
+One run per update keeps one pass of every hook and one exchange per
+update, lets `global_step` count updates without a conditional apply
+(which tf.distribute cannot express), and no checkpoint falls mid-update.
+The body is traced once; what it creates is lifted to the outer graph
+(`lifting.py`), state writes are made to run, and sums live in TensorLists
+(`running_sums.py`). parallel_iterations=1 keeps one micro-batch's
+activations alive at a time.
 """
 import dataclasses
 from typing import Any, List, Optional
@@ -41,9 +31,8 @@ class Gradients:
   """What a replica computed for one update.
 
   Attributes:
-    grads: per-variable float32 mean over the k micro-batches (None where the
-      loss does not depend on it); sparse ones carry CowClip's count column
-      with `with_counts`.
+    grads: per-variable float32 mean over the k micro-batches (None where
+      the loss does not depend on it).
     variables: the variables differentiated, in the order of `grads`.
     loss: mean of the micro-batch losses.
     sum_squared_norms: sum over micro-batches of ||g_j||^2, or None.
@@ -66,9 +55,9 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
                  norm_groups=None, with_counts=False):
   """Loss, gradients and squared norm of one micro-batch.
 
-  With a loss scale the gradients are unscaled here, so sums, AdaScale's
-  norms and the reduction see true gradients; a non-finite one stays so
-  through the sums, so one check per update finds it.
+  Gradients are unscaled here, so sums, norms and reduction see true ones;
+  a non-finite one stays so through the sums, so one check per update finds
+  it.
   """
   graph = tf.compat.v1.get_default_graph()
   first_op = len(graph.get_operations())
@@ -110,11 +99,8 @@ def _group_norms(grads, variables, groups):
 
 
 def _pending_writes(ops, outputs):
-  """The variable writes among `ops` that `outputs` do not wait for.
-
-  Keras `add_update` and v1 UPDATE_OPS leave state writes nothing depends
-  on. Variable initializers are not writes of the network.
-  """
+  """The variable writes among `ops` that `outputs` do not wait for (Keras
+  `add_update`, v1 UPDATE_OPS); initializers are not network writes."""
   # A distributed variable's `initializer` makes a new op on every read;
   # its components' are plain attributes.
   initializers = {part.initializer
@@ -155,11 +141,8 @@ def _slice(tensor, index, k):
 
 
 def _check_divisible(nest, k):
-  """Fails at build time when a batch cannot split into k micro-batches.
-
-  Returns:
-    Assertions to run first where a batch size is known only at run time.
-  """
+  """Fails at build time when a batch cannot split into k micro-batches;
+  returns assertions for batch sizes known only at run time."""
   checks = []
   for tensor in tf.nest.flatten(nest, expand_composites=False):
     if tensor is None:
@@ -189,12 +172,9 @@ def _check_divisible(nest, k):
 def _drop_from_collections(graph):
   """Removes what the loop put in the outer graph's (shared) collections.
 
-  The outer graph cannot use tensors of the loop's graphs. Updates and losses
-  already run inside the loop; anything else is dropped with a warning.
-
   Raises:
-    ValueError: a lookup table is made inside a function of the network
-      (tf.cond, tf.function), which cannot be lifted out.
+    ValueError: a lookup table is made inside a tf.cond or tf.function of
+      the network, which cannot be lifted out.
   """
   quiet = (tf.compat.v1.GraphKeys.UPDATE_OPS, tf.compat.v1.GraphKeys.LOSSES,
            tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
@@ -226,14 +206,13 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
 
   Args:
     compute_loss: (features, labels) -> scalar mean loss; builds the network.
-    features, labels: the replica's share of one update, k micro-batches
-      along the first axis; labels may be None.
+    features, labels: k micro-batches along the first axis; labels may be
+      None.
     k: accumulation steps.
-    with_norms: also sum the micro-batch gradients' squared norms (AdaScale).
-    loss_scale: scalar multiplying the loss before differentiating, or None;
-      the gradients returned are unscaled.
-    norm_groups: with `with_norms`, (grads, variables) -> lists of variables,
-      called once the network is built; squared norms are summed per list.
+    with_norms: also sum the micro-batch gradients' squared norms.
+    loss_scale: scalar multiplying the loss, or None; returns unscaled.
+    norm_groups: with `with_norms`, (grads, variables) -> lists of variables
+      whose squared norms are summed apart.
     with_counts: give sparse gradients CowClip's count column.
 
   Returns:

@@ -1,23 +1,16 @@
 """AdaScale (Johnson et al., ICML 2020): gain ratio, scale-invariant progress.
 
-n: the gradient samples g_1..g_n an update averages (micro-batches x
-replicas); S: the total batch over the batch the S = 1 schedule was tuned
-for (S = n unless batch_scale is set). Gain r = (sigma^2 + mu^2) /
-(sigma^2 / S + mu^2), in [1, S], with sigma^2 the gradient variance at the
-S = 1 batch and mu^2 = ||grad F||^2, estimated from g_i and their mean g:
+n: gradient samples g_i per update; S: total batch over the S = 1 batch
+(S = n unless batch_scale is set). Gain r = (sigma^2 + mu^2) /
+(sigma^2 / S + mu^2), estimated with v = (sum ||g_i||^2 - n ||g||^2) /
+(n - 1), sigma^2 = v S / n (a sample averages total/n examples) and
+mu^2 = ||g||^2 - sigma^2 / S; then clipped (sigma^2 >= 1e-6, mu^2 >= 0)
+and smoothed by a bias-corrected moving average. lr = r x
+schedule(floor(tau)), then tau += r, as fairscale's AdaScale does.
 
-- v = (sum ||g_i||^2 - n ||g||^2) / (n - 1), one sample's variance;
-- sigma^2 = v x S / n (a sample averages total/n examples, not total/S);
-- mu^2 = ||g||^2 - sigma^2 / S.
-
-sigma^2 is clipped at >= 1e-6, mu^2 at >= 0 (computed with the unclipped
-sigma^2), each smoothed by a bias-corrected moving average (theta). The
-update uses lr = r x schedule(floor(tau)), then tau += r. These conventions
-follow fairscale's AdaScale, so results compare.
-
-The state (moving sums at the S = 1 batch, their weight, tau) lives under
-`adascale/` and stays valid across restarts with another n or S as long as
-the S = 1 batch (total/S) is unchanged; keep it fixed with batch_scale.
+The state under `adascale/` is at the S = 1 batch, so it survives a
+restart with another n or S if total/S is unchanged (fix it with
+batch_scale).
 """
 import tensorflow as tf
 
@@ -40,8 +33,7 @@ dense variables' is the job's public state under `SCOPE`."""
 
 
 def _variable(full_name, dtype=tf.float32, initial=0.0):
-  """A scalar state variable named as `full_name` under `SCOPE`; call inside
-  the state's variable scope."""
+  """A scalar state variable `full_name` under `SCOPE` (in the state's scope)."""
   return tf.compat.v1.get_variable(
       full_name[len(SCOPE) + 1:], shape=[], dtype=dtype, trainable=False,
       initializer=tf.compat.v1.constant_initializer(initial),
@@ -50,10 +42,8 @@ def _variable(full_name, dtype=tf.float32, initial=0.0):
 
 
 def smoothing(samples):
-  """Default theta for n gradient samples per update: max(1 - n/1000, 0).
-
-  It depends on n, not S: n sets how noisy each update's estimate is.
-  """
+  """Default theta for n samples per update: max(1 - n/1000, 0); n, not S,
+  sets how noisy each update's estimate is."""
   return max(1.0 - samples / 1000.0, 0.0)
 
 
@@ -92,11 +82,8 @@ def check_parts(parts, rule):
 
 
 def part_groups(grads, variables):
-  """[embedding tables, dense variables] of one micro-batch's gradients.
-
-  A table (sparse gradient) is updated only by examples holding its ids, so
-  its gradient noise differs from the dense layers'.
-  """
+  """[embedding tables, dense variables] of one micro-batch's gradients: a
+  table's noise differs, as only examples holding its ids update it."""
   tables = [v for g, v in zip(grads, variables)
             if isinstance(g, tf.IndexedSlices)]
   dense = [v for g, v in zip(grads, variables)
@@ -111,10 +98,8 @@ class AdaScale:
     scale: S.
     samples: n (>= 2 when S > 1).
     theta: the moving-average factor (None: `smoothing(samples)`).
-    scope: where the state lives; a second optimizer's variable group keeps
-      its own state beside `SCOPE`, as fairscale does per parameter group.
-    progress: another state's tau to read instead of its own (then never
-      `advance` this state).
+    scope: where the state lives (a second optimizer's own group).
+    progress: another state's tau to read (never `advance` this one then).
   """
 
   def __init__(self, scale, samples, theta=None, scope=SCOPE, progress=None):
@@ -151,14 +136,13 @@ class AdaScale:
       mean_grads: the global mean gradient (identical on every replica).
       sum_squared_norms: sum of ||g_i||^2 over all n samples (global).
       schedule: maps a float step to the S = 1 learning rate.
-      extra_mean_squared_norm: squared norm of a part of the mean gradient not
-        in `mean_grads` (sharded tables', summed over ranks).
-      also_finite: a bool tensor also required finite, so parts skip together.
+      extra_mean_squared_norm: squared norm of a part of the mean gradient
+        not in `mean_grads` (sharded tables').
+      also_finite: a bool tensor also required finite.
 
     Returns:
-      (learning_rate, finite, assign_ops): the rate (0 when not finite, which
-      skips the update), a bool tensor, and the state writes; run them before
-      `advance`.
+      (learning_rate, finite, assign_ops): the rate (0 when not finite), and
+      the state writes to run before `advance`.
     """
     if self.samples < 2:
       finite = tf.math.is_finite(gradients.total_squared_norm(mean_grads) +

@@ -1,22 +1,12 @@
 """CowClip's scaling rule: embeddings at the S = 1 rate, clipped per id.
 
-Zheng et al., AAAI 2023 (Algorithm 1). An embedding row is updated only by
-the examples holding its id, so a larger batch does not average its
-gradient the way it does a dense layer's; the rule keeps the tables' rate,
-scales the dense variables' by sqrt(S) and clips each id's gradient:
-
-    g_j <- g_j * min(1, clip_j / ||g_j||),
-    clip_j = cnt_j * max(r * ||w_j||, zeta)
-
-w_j is the row before the update, cnt_j the id's lookups in the whole
-update's batch, r `cowclip_ratio`, zeta `cowclip_min_norm` (lets new rows
-move). The authors' code places r differently: the same rule, another zeta.
-
-The counts must be the whole update's, so they ride inside the gradient: a
-last column of ones (`with_counts`) that every sum (accumulation, any
-backend's exchange) adds with the row; `clip_update` takes it off after the
-reduction as cnt_j / n. Tables made inside `linear_part()` keep the S = 1
-rate unclipped, as in the authors' code.
+Zheng et al., AAAI 2023 (Algorithm 1). A larger batch does not average an
+embedding row's gradient as it does a dense layer's, so tables keep the
+S = 1 rate, dense variables take sqrt(S), and each id's gradient is
+clipped to cnt_j * max(r ||w_j||, zeta) (`cowclip_ratio`,
+`cowclip_min_norm`). The counts must be the whole update's, so they ride
+in the gradient as a last column of ones (`with_counts`) that every sum
+adds; `clip_update` takes it off. `linear_part()` tables stay unclipped.
 """
 import math
 
@@ -62,8 +52,7 @@ def resolved(ratio, min_norm):
 def with_counts(grad, variable):
   """An embedding's gradient with a column of ones after its values.
 
-  Call on each micro-batch's gradient before accumulation; dense gradients
-  (or None) are returned as they are.
+  Call per micro-batch before accumulation; dense (or None) passes as is.
 
   Raises:
     ConfigError: a sparse gradient of a table whose rows are not vectors.
@@ -88,8 +77,7 @@ def clip_factors(values, rows, counts, ratio, min_norm):
   """Per row, the factor that scales it to at most cnt * max(r ||w||, zeta).
 
   Args:
-    values: the update's gradient rows, one per id, [n, d].
-    rows: the table's rows before the update, [n, d].
+    values, rows: gradient rows and table rows before the update, [n, d].
     counts: the ids' occurrences in the update, [n].
     ratio, min_norm: r and zeta.
   """
@@ -107,11 +95,8 @@ def _clip_dense(grad, variable, samples, ratio, min_norm):
 
 
 def _clip_sparse(grad, variable, samples, ratio, min_norm):
-  """A table's sparse gradient, its entries of one row clipped as the row.
-
-  The entries are not merged: tf.distribute's replica-context apply needs
-  the count the exchange fixed (backends/reducers.py).
-  """
+  """A table's sparse gradient, entries clipped per row but not merged: the
+  replica-context apply needs the count the exchange fixed."""
   ids, positions = tf.unique(grad.indices)
   merged = tf.math.unsorted_segment_sum(grad.values, positions,
                                         tf.shape(ids)[0])
@@ -141,8 +126,7 @@ def clip_update(grads, variables, tables, samples, ratio, min_norm):
   """Reduced gradients with every table's rows clipped and counts taken off.
 
   Args:
-    grads: the reduced mean gradients (None kept); a table's carries its
-      counts divided by `samples`.
+    grads: the reduced mean gradients; a table's carries counts / `samples`.
     variables: their variables.
     tables: per gradient, whether it carries counts.
     samples: the gradient samples the reduction averaged (n).

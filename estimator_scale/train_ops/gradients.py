@@ -1,8 +1,5 @@
-"""Gradients that may be dense tensors or IndexedSlices, handled in one place.
-
-Every pipeline stage must keep embedding gradients sparse, so each works
-through `map_values` instead of its own branch.
-"""
+"""Gradients that may be dense or IndexedSlices, through `map_values`, so
+every stage keeps embedding gradients sparse."""
 import tensorflow as tf
 
 
@@ -42,11 +39,9 @@ def all_finite(grads):
 
 
 def merge_duplicates(grad, divisor=None):
-  """IndexedSlices with one entry per row: the entries of a row summed.
+  """IndexedSlices with a row's entries summed (dense or None pass as is).
 
-  A merged gradient is as large as the rows it touches (what accumulation
-  keeps and Horovod sends); optimizers sum duplicates anyway. Dense (or
-  None) is returned as it is.
+  Merged, a gradient is as large as the rows it touches.
 
   Args:
     grad: a gradient.

@@ -1,9 +1,5 @@
-"""State the network makes inside a traced loop, made in the outer graph.
-
-Only the outer graph's variables and tables are seen by the Saver, the
-initializers and `tables_initializer` (run once by Estimator's Scaffold),
-so creation is run under `tf.init_scope`, as tf.distribute does.
-"""
+"""State the network makes inside a traced loop, made in the outer graph,
+where Saver, initializers and `tables_initializer` see it."""
 import contextlib
 import copy
 
@@ -21,11 +17,8 @@ def _lift_variable(next_creator, **kwargs):
 
 
 def _resource_types():
-  """The names resource creators are registered under, one per class.
-
-  A creator applies to one `_resource_type()`, so every TrackableResource
-  subclass loaded by now is listed (tf.lookup's, Keras', a user's).
-  """
+  """Names resource creators register under: every TrackableResource subclass
+  loaded by now (a creator applies to one `_resource_type()`)."""
   names, pending = set(), [tf.saved_model.experimental.TrackableResource]
   while pending:
     cls = pending.pop()
@@ -35,10 +28,7 @@ def _resource_types():
 
 
 def _lifted(value, outer):
-  """`value` as the outer graph can use it: constants made inside are remade.
-
-  Table initializers are usually inline constants, which then live in the
-  loop's graph; an initializer holding them is copied with them replaced.
+  """`value` usable in the outer graph: inline constants are remade there.
 
   Raises:
     ValueError: the value is computed inside the network at run time.
@@ -81,11 +71,8 @@ def _lift_resource(next_creator, *args, **kwargs):
 
 @contextlib.contextmanager
 def lift_to_outer_graph():
-  """Variables and resources made inside the `with` go to the outermost graph.
-
-  Enter it inside the function graph being traced: creators are registered
-  on the graph that is the default when the `with` starts.
-  """
+  """Variables and resources made inside the `with` go to the outermost graph;
+  enter it inside the function graph being traced."""
   with contextlib.ExitStack() as stack:
     stack.enter_context(tf.variable_creator_scope(_lift_variable))
     for name in _resource_types():

@@ -1,9 +1,8 @@
 """Optimizer registry: names the CLI accepts, mapped to v1 graph optimizers.
 
-Estimator's graph mode needs `tf.compat.v1.train` optimizers, so AdamW,
-LARS and LAMB are built here on v1 Momentum and Adam (reusing their slots).
-They see the already-reduced gradient, so one implementation serves every
-backend.
+Graph mode needs `tf.compat.v1.train` optimizers, so AdamW, LARS and LAMB
+are built on v1 Momentum and Adam; they see the reduced gradient, so one
+implementation serves every backend.
 """
 import difflib
 import inspect
@@ -18,11 +17,8 @@ _V1 = tf.compat.v1.train
 
 
 class AdamWOptimizer(_V1.AdamOptimizer):
-  """Adam with weight decay decoupled from the gradient (Loshchilov & Hutter).
-
-  The decay `lr * weight_decay * var` is taken before the Adam step, so it
-  follows the schedule but never enters Adam's moments.
-  """
+  """Adam with weight decay decoupled from the gradient (Loshchilov & Hutter):
+  `lr * weight_decay * var` before the step, never in the moments."""
 
   def __init__(self, learning_rate, weight_decay=0.01, **kwargs):
     super().__init__(learning_rate, name=kwargs.pop("name", "AdamW"), **kwargs)
@@ -87,22 +83,15 @@ def _compile_exclusions(optimizer, exclude):
 
 
 def _trust_ratio(w_norm, other_norm, ratio):
-  """`ratio`, or 1 when ||w|| or the other norm is 0.
-
-  A ratio of 0 would freeze a zero-initialised layer for good. Compute
-  `ratio` with divide_no_nan so the untaken branch holds no inf or NaN.
-  """
+  """`ratio`, or 1 when a norm is 0 (0 would freeze a zero-initialised layer);
+  compute `ratio` with divide_no_nan."""
   defined = (w_norm > 0.0) & (other_norm > 0.0)
   return tf.where(defined, ratio, tf.ones_like(ratio))
 
 
 class _LayerwiseMixin:
-  """What LARS and LAMB share: exclusions, and dense updates for any gradient.
-
-  Subclasses implement `_update(grad, var)`. A sparse gradient is made dense:
-  the trust ratio needs the whole gradient's norm, and momentum and weight
-  decay change every row anyway.
-  """
+  """What LARS and LAMB share: exclusions, and `_update(grad, var)` for any
+  gradient; sparse ones are made dense (the trust ratio needs the norm)."""
 
   def _init_exclusions(self, optimizer, exclude):
     self._exclude = _compile_exclusions(
@@ -137,16 +126,15 @@ class LARSOptimizer(_LayerwiseMixin, _V1.MomentumOptimizer):
     ratio = eta ||w|| / (||g|| + wd ||w||)     (1 if ||w|| or ||g|| is 0)
     v <- m v + lr ratio (g + wd w);   w <- w - v
 
-  Excluded variables take v <- m v + lr g. The rate sits inside the velocity,
-  so a rate changing per update scales only the new step.
+  Excluded variables take v <- m v + lr g.
 
   Args:
     learning_rate: float or scalar tensor.
     momentum: m in [0, 1).
     weight_decay: wd >= 0 (an L2 term added to the gradient).
     trust_coefficient: eta > 0.
-    exclude: regexes of variables without decay or trust ratio (None:
-      `DEFAULT_EXCLUDE`; () excludes none).
+    exclude: regexes of variables without decay or ratio (None:
+      `DEFAULT_EXCLUDE`).
     name: prefix of the slot variables.
   """
 
@@ -189,15 +177,12 @@ class LAMBOptimizer(_LayerwiseMixin, _V1.AdamOptimizer):
     u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w
     w <- w - lr ratio u,   ratio = ||w|| / ||u||   (1 if either is 0)
 
-  Decay is decoupled (never in the moments); excluded variables take plain
-  bias-corrected Adam.
-
   Args:
     learning_rate: float or scalar tensor.
     beta1, beta2: moment decays in [0, 1).
     epsilon: > 0, added to the root of the second moment.
-    weight_decay: wd >= 0.
-    exclude: as for `LARSOptimizer`.
+    weight_decay: wd >= 0, decoupled.
+    exclude: as for `LARSOptimizer` (plain Adam for those).
     name: prefix of the slot variables.
   """
 
@@ -272,11 +257,8 @@ def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
 
 
 class _FtrlOptimizer(_V1.FtrlOptimizer):
-  """FTRL whose accumulator starts from a constant initializer.
-
-  TF's `ones(shape) * value` is constant-folded into a table-sized constant
-  the session keeps beside the slot.
-  """
+  """FTRL whose accumulator starts from a constant initializer: TF's
+  `ones * value` folds into a table-sized constant."""
 
   def _create_slots(self, var_list):
     for v in var_list:
@@ -298,10 +280,7 @@ def _adagrad(lr, initial_accumulator_value=0.1):
 
 def _ftrl(lr, learning_rate_power=-0.5, initial_accumulator_value=0.1,
           l1=0.0, l2=0.0, l2_shrinkage=0.0, beta=0.0):
-  """FTRL-Proximal (McMahan et al. 2013), the wide part's usual optimizer.
-
-  `l2_shrinkage` enters the gradient, so it touches only looked-up rows.
-  """
+  """FTRL-Proximal (McMahan et al. 2013), the wide part's usual optimizer."""
   _check("ftrl", "learning_rate_power", learning_rate_power, "<= 0")
   for name, value in (("initial_accumulator_value", initial_accumulator_value),
                       ("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage),
@@ -336,8 +315,6 @@ def valid_options(name):
 
 def check_options(name, options):
   """Raises ConfigError unless every key of `options` is an option of `name`.
-
-  A misspelled option would silently leave the default.
 
   Args:
     name: a key of `OPTIMIZERS`.
@@ -375,7 +352,7 @@ def make_optimizer(name, learning_rate, **options):
     A `tf.compat.v1.train.Optimizer`.
 
   Raises:
-    ConfigError: for an option this optimizer does not take.
+    ConfigError: an option this optimizer does not take.
   """
   check_options(name, options)
   return OPTIMIZERS[name](learning_rate, **options)

@@ -1,10 +1,8 @@
 """A model's linear part, trained by an optimizer of its own.
 
-Wide & deep models want FTRL for the wide part and Adagrad or Adam for the
-deep part. FTRL cannot train a deep network: its weights depend only on
-gradient sums, so its first update zeroes every hidden layer for good.
-Variables are marked by creation (`linear_part()`), not by name, so the
-mark follows them wherever the backend puts them.
+FTRL suits a wide part but cannot train a deep one: its weights depend on
+gradient sums only, so its first update zeroes hidden layers for good.
+Variables are marked by creation, so the mark follows them anywhere.
 """
 import contextlib
 import weakref
@@ -58,12 +56,8 @@ def is_linear(variable):
 
 
 class PerPartOptimizer(tf.compat.v1.train.Optimizer):
-  """Applies `part` to the variables `in_part` names and `rest` to the others,
-  as one v1 optimizer, so whatever applies an optimizer applies both.
-
-  The global step advances once, after both. `in_part` may get a handle,
-  hence decides by name.
-  """
+  """`part` for the variables `in_part` names (by name: it may get a handle),
+  `rest` for others, as one v1 optimizer; global step advances once."""
 
   def __init__(self, part, rest, in_part=is_linear):
     super().__init__(use_locking=False, name="PerPart")
@@ -140,9 +134,8 @@ def hidden_layer_weights(grads, variables):
 
 
 def make_optimizer(config, learning_rate, grads, variables):
-  """The update's optimizer, with the linear part's own if configured.
-
-  Warns once where FTRL would train a hidden layer.
+  """The update's optimizer, with the linear part's own if configured; warns
+  once where FTRL would train a hidden layer.
 
   Raises:
     ConfigError: a linear optimizer for a model that marks no linear part.

@@ -1,9 +1,6 @@
 """loss -> gradients -> accumulate -> reduce -> scale lr -> apply, in one place.
 
-Each stage lives in its own module; this file only wires them, so the
-order of the stages is visible in one function. Inside an Estimator that
-`make_estimator` made, the TrainingConfig and Topology default to the
-Estimator's (`declare_estimator`); others are refused.
+Only wiring, so the order of the stages is visible in one function.
 """
 import contextlib
 import dataclasses
@@ -37,35 +34,24 @@ class TrainingConfig:
   """How a loss becomes updates; each field but the option tuples is a flag.
 
   Attributes:
-    optimizer: a name of `optimizers.OPTIMIZERS`.
+    optimizer, linear_optimizer: names of `optimizers.OPTIMIZERS`, the second
+      for variables built in `linear_part()` (None: `optimizer`).
+    optimizer_options, linear_optimizer_options: their settings.
     learning_rate: the S = 1 rate at step 0 (after warm-up).
     lr_schedule: a name of `schedules.SCHEDULES`.
-    lr_boundaries: `piecewise` steps, each multiplying by `lr_decay_rate`.
-    lr_decay_rate: `piecewise` factor per boundary.
-    lr_decay_steps: length of `cosine` / `polynomial` decay (to 0).
-    lr_power: `polynomial` exponent.
+    lr_boundaries, lr_decay_rate: `piecewise` steps and factor per step.
+    lr_decay_steps, lr_power: `cosine` / `polynomial` length and exponent.
     warmup_steps: linear warm-up from 0 over this many steps (0: none).
     accumulation_steps: micro-batches per update (k).
     lr_scaling: a rule of `scaling.RULES`.
-    batch_scale: S in S = 1 batches (micro-batches) per update; None: the
-      gradient samples one update averages (`samples_per_update`; with
-      asynchronous parameter servers the worker's own share).
+    batch_scale: S; None: the gradient samples per update.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
-    adascale_smoothing: AdaScale's theta in [0, 1) (None: max(1 - n/1000,
-      0), n the gradient samples per update).
-    adascale_parts: a name of `names.ADASCALE_PARTS`: one gain ("all") or
-      one for the tables and one for the dense variables.
-    cowclip_ratio: CowClip's r > 0 (None: `cowclip.DEFAULT_RATIO`).
-    cowclip_min_norm: CowClip's zeta >= 0 (None: `cowclip.DEFAULT_MIN_NORM`).
-    optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
-    linear_optimizer: optimizer of the variables built inside
-      `linear_part()`; None: `optimizer` for every variable.
-    linear_optimizer_options: its settings, as `optimizer_options`.
+    adascale_smoothing: AdaScale's theta in [0, 1) (None: its default).
+    adascale_parts: a name of `names.ADASCALE_PARTS`.
+    cowclip_ratio, cowclip_min_norm: CowClip's r > 0 and zeta >= 0.
     precision: a name of `precision.PRECISIONS`.
-    allreduce_compression: a name of `backends.COMPRESSIONS`, checked
-      against the backend by `Backend.check_offers`.
-    sparse_exchange: a name of `backends.SPARSE_EXCHANGES`; "auto" lets the
-      backend choose.
+    allreduce_compression: a name of `backends.COMPRESSIONS`.
+    sparse_exchange: a name of `backends.SPARSE_EXCHANGES`.
   """
   optimizer: str = "momentum"
   learning_rate: float = 0.1
@@ -147,12 +133,9 @@ class TrainOp:
     train_op: one update (k micro-batches, reduction, apply).
     loss: the update's mean loss, for the EstimatorSpec.
     learning_rate: the applied rate; with `cowclip`, the dense variables'.
-    adascale: AdaScale's state, or None.
-    loss_scale: the dynamic loss scale's state (mixed_float16), or None.
-    compute_seconds: each worker's compute seconds, in worker order, or
-      None where workers are not compared (`stragglers.exchange`).
-    input_wait_seconds: seconds this update waited for its batch, per
-      worker where workers exchange figures, else this worker's alone.
+    adascale, loss_scale: their state, or None.
+    compute_seconds: each worker's compute seconds, or None.
+    input_wait_seconds: per worker where exchanged, else this worker's.
   """
   train_op: tf.Operation
   loss: tf.Tensor
@@ -170,8 +153,7 @@ _DECLARED = weakref.WeakKeyDictionary()
 def declare_estimator(training_config, topology):
   """Declares, for the graph being built, the Estimator that builds it.
 
-  Keyed by graph (weakly) so nothing outlives it and tf.distribute's replica
-  threads, which build into the same graph, see it too.
+  Keyed weakly by graph, which tf.distribute's replica threads share.
 
   Args:
     training_config: the `TrainingConfig` given to `make_estimator`, or None.
@@ -196,10 +178,8 @@ def _fields(config, names):
 
 def estimator_settings(training_config=None, topology=None,
                        caller="build_train_op"):
-  """(TrainingConfig, Topology) a model_fn trains with.
-
-  Inside a `make_estimator` Estimator, the Estimator's where none is given;
-  outside one, the given ones, else `TrainingConfig()` and one local process.
+  """(TrainingConfig, Topology): the Estimator's, else `TrainingConfig()` and
+  one local process.
 
   Raises:
     ConfigError: a TrainingConfig or Topology other than the Estimator's.
@@ -232,14 +212,11 @@ def build_train_op(loss_fn, features, labels, training_config=None,
                    topology=None):
   """The train op of one update, for any Estimator model_fn.
 
-  Also writes the learning-rate, AdaScale, input-wait and straggler
-  summaries. Train through `make_estimator`: under Horovod its hooks
-  broadcast rank 0's variables and agree on when to stop.
+  Train through `make_estimator`, whose hooks keep Horovod ranks in step.
 
   Args:
-    loss_fn: (features, labels) -> scalar mean loss; builds the network.
-      Under mixed precision it runs in `precision.network_scope`; cast
-      floating features yourself where raw ops meet them.
+    loss_fn: (features, labels) -> scalar mean loss; builds the network
+      (under mixed precision, cast raw floating features yourself).
     features, labels: this replica's share of one update; labels may be None.
     training_config: `TrainingConfig`; None: the Estimator's.
     topology: this process's `Topology`; None: the Estimator's.
@@ -363,11 +340,8 @@ def _build(loss_fn, features, labels, config, topology):
 
 
 def _adascale_update(state, reducer, grads, schedule):
-  """(mean, learning rate, finite, state writes) of an AdaScale update.
-
-  A sharded table's mean is spread over the ranks, so its squared norm is
-  summed in the exchange and added to the rest's.
-  """
+  """(mean, rate, finite, writes) of AdaScale; a sharded table's squared norm
+  is summed in the exchange, as its mean is spread over the ranks."""
   if not any(sharded.is_sharded(v) for v in grads.variables):
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
     return (mean, *state.update(mean, sum_sq, schedule))
@@ -417,10 +391,8 @@ def _check_part_tables(grads, variables):
 
 
 def _adascale_parts(state, reducer, grads, config):
-  """(mean, dense rate, finite, writes, tables' rate) with a gain per part.
-
-  The tables' state reads the dense state's tau, which alone advances.
-  """
+  """(mean, dense rate, finite, writes, tables' rate) with a gain per part;
+  the tables' state reads the dense state's tau, which alone advances."""
   with root_variable_scope():
     tables = adascale.AdaScale(
         state.scale, state.samples, config.adascale_smoothing,
@@ -448,11 +420,8 @@ def _norm_sums(config, grads):
 
 
 def _finite_mean(reducer, grads):
-  """(mean, whether every rank's part of it is finite).
-
-  Each rank's flag for its own shards rides in the exchange, so all skip
-  together.
-  """
+  """(mean, whether every rank's part is finite); shard flags ride in the
+  exchange, so all ranks skip together."""
   if not any(sharded.is_sharded(v) for v in grads.variables):
     mean, _ = reducer.all_mean(grads.grads, [])
     return mean, gradients.all_finite(mean)
@@ -462,11 +431,8 @@ def _finite_mean(reducer, grads):
 
 
 def _contribute(reducer, start, wait, grads, config, topology):
-  """The update of a synchronous ps worker other than the chief.
-
-  It hands its gradients to the chief's single apply and waits; its
-  reported rate is the S = 1 schedule's.
-  """
+  """A synchronous ps worker's update (not the chief's): hand the gradients to
+  the chief's apply and wait; reports the S = 1 rate."""
   if start is not None:
     stragglers.exchange(start, grads.grads, grads.loss, reducer, topology)
   own_wait = input_wait.exchange(wait, reducer, topology)
@@ -482,8 +448,8 @@ def _contribute(reducer, start, wait, grads, config, topology):
 def replicas_in_sync(topology):
   """The replicas this update runs in sync, checked against the topology.
 
-  A topology of another backend would reduce wrongly, silently. The count
-  also divides the reported loss: Estimator sums the replicas' losses.
+  Another backend's topology would reduce wrongly, silently. The count also
+  divides the reported loss: Estimator sums the replicas' losses.
   """
   context = tf.distribute.get_replica_context()
   in_sync = context.num_replicas_in_sync if context else 1
@@ -508,8 +474,8 @@ def count_micro_batches(k):
   """Adds an update's k micro-batches to `MICRO_BATCHES`.
 
   Counted at k = 1 too, so a checkpoint restarts with any accumulation. On
-  parameter servers it sits beside global_step: round-robin would place it
-  after chief-only variables, on a task other workers may not agree on.
+  ps it sits beside global_step: round-robin would place it after chief-only
+  variables, on a task other workers may not agree on.
   """
   step_device = tf.compat.v1.train.get_or_create_global_step().device
   on_ps = "/job:ps" in step_device

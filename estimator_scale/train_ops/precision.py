@@ -1,15 +1,10 @@
 """Mixed precision: the network computes in a 16-bit type, the rest in float32.
 
-Variables, the optimizer's gradients and slots, AdaScale and the loss stay
-float32. Keras layers follow the global dtype policy, set only while the
-network is built. v1 layers and `get_variable` get a custom getter storing
-float32 and reading trainable variables in the low type; non-trainable
-state stays float32 so the network's writes still type-check.
-
-float16's range underflows small gradients, so dynamic loss scaling
-multiplies the loss by S (a power of two: unscaling is exact) and skips
-updates whose reduced gradients are not finite, halving S; `growth_steps`
-good updates double it. bfloat16 needs no scaling.
+Keras layers follow the global dtype policy, set only while the network is
+built; v1 variables get a getter storing float32 and reading trainable
+ones in the low type. float16 needs dynamic loss scaling (a power of two,
+so unscaling is exact): a non-finite update is skipped and the scale
+halved; bfloat16 needs none.
 """
 import contextlib
 import threading
@@ -51,10 +46,7 @@ def needs_loss_scaling(precision):
 
 @contextlib.contextmanager
 def network_scope(precision):
-  """Builds and runs a network in `precision` (see the module docstring).
-
-  Re-entering it changes nothing, so each variable is cast once.
-  """
+  """Builds and runs a network in `precision`; re-entering changes nothing."""
   check_precision(precision)
   if precision == "float32" or getattr(_active, "precision", None):
     yield

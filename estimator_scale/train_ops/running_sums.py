@@ -1,9 +1,5 @@
-"""The running sums of the accumulation loop, in TensorLists.
-
-Loop variables need a type before the body is traced, but gradients are
-known only after, so the sums live in TensorLists that the first
-micro-batch fills; `Sums` records which item holds what.
-"""
+"""The accumulation loop's running sums, in TensorLists: loop variables need
+a type before the body is traced, the gradients are known only after."""
 import tensorflow as tf
 
 from estimator_scale.train_ops import gradients as gradients_lib
@@ -22,14 +18,10 @@ def _static_or_dynamic_shape(variable, row_shape):
 class Sums:
   """The running sums of the loop: which TensorList item holds what.
 
-  Three lists (`empty`): dense sums (float32), and sparse gradients' rows
-  (int64) and values (float32). Sparse gradient j of micro-batch i sits at
-  j * k + i, flattened, so one concatenation reads them back.
-
-  A sparse gradient with a lookup count fixed in the graph keeps one entry
-  per lookup: its length stays fixed, which tf.distribute's exchange needs
-  (backends/reducers.py). Otherwise (feature columns) rows are merged per
-  micro-batch and again after the loop: one entry per row touched.
+  Three lists: dense sums, and sparse gradients' rows and values; sparse
+  gradient j of micro-batch i sits at j * k + i. A fixed lookup count keeps
+  one entry per lookup, a fixed length tf.distribute's exchange needs;
+  otherwise rows are merged per micro-batch and again after the loop.
   """
 
   def __init__(self):

@@ -26,8 +26,7 @@ def scaled_learning_rate(rule, schedule, step, batch_scale, warmup_updates=0):
     schedule: maps a float step to the base (S = 1) rate.
     step: the update count (global_step).
     batch_scale: S.
-    warmup_updates: `linear`: ramp from base to S x base over this many
-      updates (Goyal et al. 2017).
+    warmup_updates: `linear`: base to S x base over this many updates.
 
   Returns:
     A float32 scalar tensor.

@@ -33,7 +33,7 @@ dense variables' is the job's public state under `SCOPE`."""
 
 
 def _variable(full_name, dtype=tf.float32, initial=0.0):
-  """A scalar state variable `full_name` under `SCOPE` (in the state's scope)."""
+  """A scalar state variable `full_name` under `SCOPE`, in the state's scope."""
   return tf.compat.v1.get_variable(
       full_name[len(SCOPE) + 1:], shape=[], dtype=dtype, trainable=False,
       initializer=tf.compat.v1.constant_initializer(initial),

@@ -1,7 +1,7 @@
 """estimator_scale: TensorFlow Estimator training that scales.
 
-The public API. Each name is imported on first touch, so the launcher,
-which only starts processes, does not load TensorFlow.
+The public API, each name imported on first touch (the launcher must not
+load TensorFlow).
 """
 import importlib
 import os
@@ -65,12 +65,8 @@ __all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name):
-  """Imports a public name's module on first touch and keeps the name.
-
-  Also quiets the Estimator's deprecation notices and checks TF's release
-  (stack.py). Other names raise AttributeError, which `from estimator_scale
-  import submodule` needs.
-  """
+  """Imports a public name's module on first touch (quieting and checking TF,
+  stack.py); else AttributeError, as `from ... import submodule` needs."""
   if name not in _PUBLIC:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
   module_name, attribute = _PUBLIC[name]

@@ -1,9 +1,7 @@
 """`train_by_day`: days of logs, each trained once, judged on the next.
 
-Click models are judged on day d + 1, the future they will serve. Every
-step is a function of what model_dir holds (the checkpoint's step gives
-day and offset, `days.json` what was exported and judged), so the same
-call after a kill resumes.
+Every step follows from what model_dir holds, so the same call after a
+kill resumes.
 """
 import datetime
 import functools
@@ -156,13 +154,12 @@ def train_by_day(estimator, train_data, days, global_batch_size,
 
   Args:
     estimator: an `Estimator` of `make_estimator` around a `BaseModel`.
-    train_data: the root of the days (`inputs.days`).
-    days: "YYYY-MM-DD:YYYY-MM-DD", "YYYY-MM-DD", or open "YYYY-MM-DD:"
-      (needs `follow`).
+    train_data, eval_data: roots of the days (`inputs.days`); eval_data
+      defaults to train_data.
+    days: "FIRST:LAST", "DAY", or open "FIRST:" (needs `follow`).
     global_batch_size: examples per update; the same on every resume.
-    eval_data: the root of the days evaluated on; default `train_data`.
     follow: wait up to `follow_timeout_secs` for each day's `_SUCCESS`.
-    export_dir: where each day's SavedModel goes; default model_dir/export.
+    export_dir: each day's SavedModel's root; default model_dir/export.
     best_metric, higher_is_better: which evaluation picks the best day.
     eval_steps: evaluation batches (default: the whole next day).
     skip_corrupt: drop unreadable TFRecord records.
@@ -172,8 +169,7 @@ def train_by_day(estimator, train_data, days, global_batch_size,
     The summary (`day_summary`): one entry per day trained.
 
   Raises:
-    ConfigError: a range, root or day that cannot be trained, or a named day
-      that did not land in time.
+    ConfigError: a range, root or day that cannot be trained or did not land.
   """
   first, last = days_lib.parse_range(days)
   eval_data = eval_data or train_data

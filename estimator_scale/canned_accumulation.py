@@ -1,10 +1,5 @@
-"""Canned estimators, k micro-batches per update.
-
-A canned network has seen the whole batch by `get_updates`, too late to
-split it, so with k > 1 the model_fn runs inside the accumulation loop,
-where its optimizers only record; after it each applies its mean.
-AdaScale's norms are summed per optimizer (each part keeps its estimates).
-"""
+"""Canned estimators, k micro-batches per update: the model_fn runs inside the
+accumulation loop (too late to split at `get_updates`), optimizers record."""
 import functools
 
 import tensorflow as tf
@@ -17,8 +12,6 @@ from estimator_scale.train_ops import pipeline
 
 def with_accumulation(tf_estimator):
   """`tf_estimator.model_fn`, trained k micro-batches per update.
-
-  The canned optimizers are found among what the model_fn closes over.
 
   Raises:
     ConfigError: the canned optimizers differ in accumulation_steps.

@@ -1,10 +1,7 @@
-"""The summary of a job trained day by day: what each day did, and the best.
+"""The summary of a job trained day by day (`days.json`, read on resume).
 
-`days.json` in model_dir is both the summary and what a resumed
-`train_by_day` reads: "global_batch_size", "days" (per day: records,
-examples, steps and timings, table usage, export, evaluation) and "best".
-`days.md` renders it; `auc_by_day.png` plots the metric (matplotlib).
-Timings and `tables` are of the last run that trained the day.
+Per day: records, steps, timings, table usage, export, evaluation; plus
+the best. `days.md` renders it, `auc_by_day.png` plots it.
 """
 import datetime
 import json

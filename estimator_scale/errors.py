@@ -1,9 +1,7 @@
-"""The framework's own errors: one small hierarchy.
+"""The framework's own errors: "the job as configured cannot run".
 
-Each means "the job as configured cannot run" and says how to fix it; the
-CLI prints it as one line and exits 2. They subclass ValueError. Library
-messages name the argument (`global_batch_size=3`); only the CLI speaks in
-`--flags`.
+The CLI prints one as one line and exits 2. Library messages name the
+argument (`global_batch_size=3`); only the CLI speaks in `--flags`.
 """
 from absl import logging
 

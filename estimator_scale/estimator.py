@@ -1,10 +1,7 @@
 """The provided factory: `make_estimator`.
 
-It wraps tf.estimator.Estimator rather than subclassing because
-tf.estimator forbids overriding train/evaluate, which must behave the same
-under every backend (backends/coordinator.py). The Estimator's `topology`
-is the single source of "how many of us" for input_fns and
-`build_train_op`.
+It wraps tf.estimator.Estimator because tf.estimator forbids overriding
+train/evaluate, which must behave alike under every backend.
 """
 import contextlib
 import os
@@ -36,7 +33,7 @@ class Estimator:
   Attributes:
     tf_estimator: the underlying `tf.estimator.Estimator`.
     topology: this process's `Topology`.
-    model: the `BaseModel`, or None (a model_fn or an existing Estimator).
+    model: the `BaseModel`, or None.
     training_config: the `TrainingConfig`.
     last_train: where and why the last train() ended (None before one).
     progress: the chief's `ProgressHook` of the last train(), or None.
@@ -86,10 +83,7 @@ class Estimator:
 
   def files_input_fn(self, pattern, mode, global_batch_size,
                      skip_corrupt=False, span=None):
-    """The model's data from TFRecord or CSV files, sharded for this process.
-
-    See `data_files.from_files`.
-    """
+    """The model's data from TFRecord or CSV files (`data_files.from_files`)."""
     if self.model is None:
       raise errors.UsageError("files_input_fn needs a BaseModel's feature "
                               "spec; this Estimator wraps a model_fn")
@@ -121,10 +115,7 @@ class Estimator:
     return hooks
 
   def _for_this_job(self, input_fn):
-    """`input_fn` as this Estimator runs it.
-
-    An `InputFn` without a topology takes this Estimator's, so its batch is
-    checked before any graph is built. Other input_fns pass through.
+    """`input_fn` as this Estimator runs it: an `InputFn` takes its topology.
 
     Raises:
       ConfigError: built for another topology, or the batch does not divide.
@@ -170,10 +161,8 @@ class Estimator:
 
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn=None,
                          compact=None, **kwargs):
-    """Exports a SavedModel (the chief only); returns its path.
-
-    `compact` (an `es.CompactExport`) trims the dynamic tables to a budget.
-    """
+    """Exports a SavedModel (chief only); returns its path. `compact`: an
+    `es.CompactExport` for the dynamic tables."""
     if serving_input_receiver_fn is None and self.model is None:
       raise errors.UsageError("export_saved_model around a model_fn needs "
                               "serving_input_receiver_fn")
@@ -230,9 +219,9 @@ def make_estimator(model, model_dir=None, distribution="none",
     model_dir: checkpoint directory, shared by all workers.
     distribution: a backend name for `build_run_config`.
     training_config: `TrainingConfig`; not for an existing Estimator.
-    hparams: overrides of the model's `default_hparams`, "a=1,b=2" or a dict.
-    scale_config: a `build_run_config` result (then leave `distribution` and
-      `run_config_kwargs` at defaults); required with an existing Estimator.
+    hparams: overrides of `default_hparams`, "a=1,b=2" or a dict.
+    scale_config: a `build_run_config` result (then leave `distribution`
+      and `run_config_kwargs`); required with an existing Estimator.
     global_batch_size: when given, the chief logs progress lines.
     progress_every_n_steps: how often.
     scale_invariant_steps: stop when AdaScale's tau reaches this.
@@ -302,11 +291,8 @@ def make_estimator(model, model_dir=None, distribution="none",
 
 
 def _with_placed_variables(tf_estimator, scale_config, training_config):
-  """The same Estimator, its variables placed per `embeddings.place_variables`.
-
-  Rebuilt around the model_fn because a canned estimator makes its variables
-  inside it; the model_fn first calls `pipeline.declare_estimator`.
-  """
+  """The Estimator with variables placed (`embeddings.place_variables`),
+  rebuilt around the model_fn, where canned estimators make them."""
   placed = embeddings.place_variables(
       canned_accumulation.with_accumulation(tf_estimator),
       scale_config.run_config.num_ps_replicas, scale_config.topology,
@@ -350,10 +336,7 @@ _RUN_CONFIG_FIELDS = ("model_dir", "tf_random_seed", "save_checkpoints_steps",
 
 
 def _check_made_with(estimator, run_config):
-  """Refuses an Estimator whose RunConfig is not the backend's.
-
-  Estimator copies its RunConfig, so the fields that matter are compared.
-  """
+  """Refuses an Estimator whose (copied) RunConfig is not the backend's."""
   made = estimator.config
   differ = [name for name in _RUN_CONFIG_FIELDS
             if getattr(made, name) != getattr(run_config, name)]

@@ -1,9 +1,7 @@
 """`train_and_evaluate` from the usual TrainSpec/EvalSpec, on every backend.
 
-tf.estimator's refuses this Estimator, and Horovod ranks evaluating at
-different steps deadlock in allreduce. So training runs in segments whose
-end step the chief picks; the coordinator evaluates and shares the metrics,
-so an early stop is one decision.
+Horovod ranks evaluating at different steps deadlock, so training runs in
+segments whose end the chief picks, and metrics are shared.
 """
 import os
 import time
@@ -21,8 +19,7 @@ class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
   """Stops `train_and_evaluate` when an eval metric stops improving.
 
   Put it in `TrainSpec.hooks`. TF's own hook reads event files per worker,
-  so workers stop at different updates and deadlock; this one is asked after
-  each shared evaluation.
+  so workers stop apart and deadlock.
 
   Args:
     metric_name: a key of the evaluation's metrics.
@@ -85,11 +82,8 @@ def stop_if_no_increase(metric_name, max_steps_without_increase, min_steps=0):
 
 
 class _Cadence:
-  """Where the chief ends each training segment and whether it evaluates.
-
-  Without `every_n_steps`, segments are sized from the measured speed so a
-  long throttle does not restart the session at every checkpoint.
-  """
+  """Where the chief ends each segment and whether it evaluates; segments are
+  sized from the speed so a long throttle does not restart every checkpoint."""
 
   def __init__(self, every_n_steps, throttle_secs, checkpoint_steps):
     self._every = every_n_steps
@@ -148,11 +142,8 @@ def _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps):
 
 
 def _chief_decides(estimator):
-  """decide(fn) -> the chief's fn(), on every worker.
-
-  Without a broadcast (TF_CONFIG) each worker calls fn itself, so fn must
-  depend on steps alone there.
-  """
+  """decide(fn) -> the chief's fn() on every worker; without a broadcast
+  (TF_CONFIG) each calls fn, which must then depend on steps alone."""
   coordinator = estimator.coordinator
   if not coordinator.can_broadcast:
     return lambda fn: fn()
@@ -178,9 +169,8 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
                        eval_every_n_steps=None):
   """Trains with periodic evaluation, exports and early stopping.
 
-  `start_delay_secs` is unused. TF_CONFIG clusters cannot share the chief's
-  clock, so there every checkpoint (or `eval_every_n_steps`) is evaluated,
-  ignoring `throttle_secs`. A final evaluation and export run at the end.
+  TF_CONFIG clusters cannot share the chief's clock, so they evaluate every
+  checkpoint (or `eval_every_n_steps`), ignoring `throttle_secs`.
 
   Args:
     estimator: an `Estimator` from `make_estimator`.

@@ -1,9 +1,4 @@
-"""The file system a path needs, loaded when a path asks for it.
-
-Schemes TF 2.15 lacks (`s3://`, `hdfs://`) come from tensorflow-io, which
-is costly to import, so it is imported only for them; a missing one is one
-line naming the package.
-"""
+"""The file system a path needs; tensorflow-io (costly) only for its schemes."""
 import atexit
 import ctypes
 import os
@@ -71,13 +66,8 @@ def io_loaded():
 
 
 def exit_process(status):
-  """Ends the process with `status` after Python's exit work, skipping C++
-  static destructors.
-
-  tensorflow-io 0.36.0's AWS SDK logs at exit through a destroyed log system
-  ("pure virtual method called"), aborting a successful job; that log system
-  is unreachable (hidden symbols).
-  """
+  """Ends the process with `status`, skipping C++ static destructors: at exit
+  tensorflow-io 0.36.0's AWS SDK aborts a successful job."""
   try:
     atexit._run_exitfuncs()  # pylint: disable=protected-access
   finally:

@@ -33,7 +33,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
   """Logs step, loss, examples/sec, input wait shares, ETA (and AdaScale's).
 
   Args:
-    global_batch_size: examples per update, for examples/sec.
+    global_batch_size: examples per update.
     every_n_steps: how often to log.
     last_step: the step training stops at, for the ETA (None: no ETA).
     topology: the job's Topology (None: one process).
@@ -196,11 +196,8 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class LastStepHook(tf.compat.v1.train.SessionRunHook):
-  """Remembers the step training ended at, and whether its input ran out.
-
-  An OutOfRangeError run gets `before_run` but no `after_run`, which tells
-  it from a requested stop whatever the hooks' order.
-  """
+  """Remembers the step training ended at and whether its input ran out (an
+  OutOfRangeError run gets `before_run` but no `after_run`)."""
 
   def __init__(self):
     self.last_step = None

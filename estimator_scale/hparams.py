@@ -1,7 +1,4 @@
-"""Model hyperparameters: declared defaults, overridden by a string.
-
-Overrides keep each default's type, so a typo fails before any graph.
-"""
+"""Model hyperparameters: declared defaults, overridden by a typed string."""
 from estimator_scale import errors
 
 
@@ -32,7 +29,7 @@ def parse(defaults, overrides=""):
   """Returns `defaults` updated with `overrides` ("a=1,b=0.5", lists "u=64:32").
 
   Raises:
-    ValueError: a malformed string or unknown name (listing the valid ones).
+    ValueError: a malformed string or unknown name.
   """
   params = dict(defaults)
   if isinstance(overrides, dict):

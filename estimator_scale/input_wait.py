@@ -1,11 +1,8 @@
 """How long each update waited for its input, per worker.
 
-Handing over even a ready element costs a thread hop (a large part of a
-small model's update), so the wait is measured against a reference
-iterator whose element is always ready, started in the same run: about
-zero when the input keeps up. One wait covers the k micro-batches (slices
-of one batch). Figures travel through the backend's `each_worker`
-exchange to the chief; asynchronous workers and canned train ops have none.
+Measured against a reference iterator whose element is always ready, since
+even a ready element costs a thread hop. Asynchronous workers and canned
+train ops exchange none.
 """
 import statistics
 
@@ -34,11 +31,8 @@ def measure(features, labels):
   """Seconds this run waited for `features` and `labels` beyond a ready
   element's cost, and the two made to follow that measure.
 
-  The network waits for both timestamps: otherwise the runtime might run it
-  on the stamping thread, and a slow forward pass would read as slow input.
-
-  Args:
-    features, labels: the model_fn's arguments (labels may be None).
+  The network waits for both stamps, or a slow forward pass on the stamping
+  thread would read as slow input.
 
   Returns:
     (float32 seconds, features, labels), the last two to build on.
@@ -64,17 +58,11 @@ def measure(features, labels):
 
 
 def exchange(wait, reducer, topology):
-  """Every worker's `wait`, on every worker the backend tells.
-
-  Args:
-    wait: `measure()` of this update.
-    reducer: the backend's reducer.
-    topology: this process's Topology.
+  """Every worker's `wait` (`measure()`), on every worker the backend tells.
 
   Returns:
     A function to call once the update's exchange is built, returning a
-    float32 vector in worker order (this worker's alone where nothing is
-    exchanged); also added to `COLLECTION`.
+    float32 vector in worker order; also added to `COLLECTION`.
   """
   return each_worker_into(COLLECTION, wait, reducer, topology)
 
@@ -103,24 +91,14 @@ def summaries(seconds, topology):
 
 
 def shares(wait_seconds, wall_seconds):
-  """Each worker's share of `wall_seconds` spent waiting, capped at 1 (other
-  workers' runs do not coincide exactly with the chief's).
-
-  Args:
-    wait_seconds: each worker's summed waits over some updates.
-    wall_seconds: those updates' wall time, > 0.
-  """
+  """Each worker's share of `wall_seconds` (> 0) spent in `wait_seconds`,
+  capped at 1 (runs do not coincide exactly with the chief's)."""
   return [min(max(seconds / wall_seconds, 0.0), 1.0)
           for seconds in wait_seconds]
 
 
 def progress_text(worker_shares, num_workers):
-  """The progress line's part: every worker's share, or why there is none.
-
-  Args:
-    worker_shares: `shares()` in worker order, or None where not measured.
-    num_workers: workers in the job.
-  """
+  """The progress line's part: `worker_shares`, or why there are none."""
   if worker_shares is None:
     return f"input wait not measured ({NOT_MEASURED})"
   if len(worker_shares) == 1:
@@ -137,28 +115,15 @@ def progress_text(worker_shares, num_workers):
 
 
 def slowed_by_input(worker, compute_seconds, wait_seconds):
-  """Whether `worker`'s input explains its slower-than-median compute.
-
-  Compute time includes the wait, so the test is whether the extra wait
-  covers the extra time.
-
-  Args:
-    worker: the worker's index.
-    compute_seconds: each worker's compute seconds per update.
-    wait_seconds: each worker's input wait seconds per update.
-  """
+  """Whether `worker`'s extra input wait covers its extra compute time over
+  the median (compute time includes the wait)."""
   extra = compute_seconds[worker] - statistics.median(compute_seconds)
   extra_wait = wait_seconds[worker] - statistics.median(wait_seconds)
   return extra > 0 and extra_wait >= INPUT_SHARE_OF_EXCESS * extra
 
 
 def summary(worker_shares, worker_indices):
-  """The run summary's `input_wait` entry (JSON-ready).
-
-  Args:
-    worker_shares: shares over the whole run, or None where not measured.
-    worker_indices: the workers they are of, in order.
-  """
+  """The run summary's `input_wait` entry (JSON-ready)."""
   if worker_shares is None:
     return {"share": None, "why": NOT_MEASURED}
   return {"share": [round(share, 4) for share in worker_shares],

@@ -1,9 +1,7 @@
 """The memory a task may hold, and a line naming a task killed for it.
 
-The OOM killer SIGKILLs silently (exit 137), so under a cgroup limit a
-watcher holds a pipe: if it closes without the atexit "exit" message and
-the cgroup counted an OOM kill, it writes one line naming task, host,
-limit and peak.
+The OOM killer is silent (exit 137), so a watcher on a pipe writes the line
+when the pipe closes without the atexit message after an OOM kill.
 """
 import atexit
 import json

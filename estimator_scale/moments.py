@@ -1,10 +1,8 @@
 """Moments a fault injector aims at: checkpoint saves, table merges, reshards.
 
-Each lasts milliseconds, too short to hit at random. A chaos run arms one
-by creating `<moment>.armed` in ESTIMATOR_SCALE_MOMENTS's directory; the
-first process to begin it takes the file by rename and holds until the
-injector removes it or HOLD_SECONDS pass. Unset costs nothing; unarmed,
-one stat.
+Too short to hit at random, one is armed by `<moment>.armed` in
+ESTIMATOR_SCALE_MOMENTS's directory; the first process takes it by rename
+and holds. Unset costs nothing; unarmed, one stat.
 """
 import os
 import socket

@@ -34,6 +34,9 @@ def measure(features, labels):
   The network waits for both stamps, or a slow forward pass on the stamping
   thread would read as slow input.
 
+  Args:
+    features, labels: the model_fn's arguments (labels may be None).
+
   Returns:
     (float32 seconds, features, labels), the last two to build on.
   """
@@ -58,7 +61,11 @@ def measure(features, labels):
 
 
 def exchange(wait, reducer, topology):
-  """Every worker's `wait` (`measure()`), on every worker the backend tells.
+  """Every worker's `wait`, on every worker the backend tells.
+
+  Args:
+    wait: `measure()` of this update.
+    reducer, topology: the backend's reducer, this process's Topology.
 
   Returns:
     A function to call once the update's exchange is built, returning a
@@ -91,14 +98,23 @@ def summaries(seconds, topology):
 
 
 def shares(wait_seconds, wall_seconds):
-  """Each worker's share of `wall_seconds` (> 0) spent in `wait_seconds`,
-  capped at 1 (runs do not coincide exactly with the chief's)."""
+  """Each worker's share of the wall time spent waiting, capped at 1.
+
+  Args:
+    wait_seconds: each worker's summed waits over some updates.
+    wall_seconds: those updates' wall time, > 0.
+  """
   return [min(max(seconds / wall_seconds, 0.0), 1.0)
           for seconds in wait_seconds]
 
 
 def progress_text(worker_shares, num_workers):
-  """The progress line's part: `worker_shares`, or why there are none."""
+  """The progress line's part: every worker's share, or why there is none.
+
+  Args:
+    worker_shares: `shares()` in worker order, or None where not measured.
+    num_workers: workers in the job.
+  """
   if worker_shares is None:
     return f"input wait not measured ({NOT_MEASURED})"
   if len(worker_shares) == 1:
@@ -115,15 +131,25 @@ def progress_text(worker_shares, num_workers):
 
 
 def slowed_by_input(worker, compute_seconds, wait_seconds):
-  """Whether `worker`'s extra input wait covers its extra compute time over
-  the median (compute time includes the wait)."""
+  """Whether `worker`'s extra input wait covers its extra compute over the
+  median (compute time includes the wait).
+
+  Args:
+    worker: the worker's index.
+    compute_seconds, wait_seconds: each worker's seconds per update.
+  """
   extra = compute_seconds[worker] - statistics.median(compute_seconds)
   extra_wait = wait_seconds[worker] - statistics.median(wait_seconds)
   return extra > 0 and extra_wait >= INPUT_SHARE_OF_EXCESS * extra
 
 
 def summary(worker_shares, worker_indices):
-  """The run summary's `input_wait` entry (JSON-ready)."""
+  """The run summary's `input_wait` entry (JSON-ready).
+
+  Args:
+    worker_shares: shares over the whole run, or None where not measured.
+    worker_indices: the workers they are of, in order.
+  """
   if worker_shares is None:
     return {"share": None, "why": NOT_MEASURED}
   return {"share": [round(share, 4) for share in worker_shares],

@@ -1,8 +1,4 @@
-"""The base model users subclass: network, loss, metrics, serving inputs.
-
-No training logic here: `model_fn.make_model_fn` trains through the public
-`build_train_op`.
-"""
+"""The base model users subclass: network, loss, metrics, serving inputs."""
 import abc
 
 import tensorflow as tf
@@ -13,9 +9,8 @@ from estimator_scale import errors
 class BaseModel(abc.ABC):
   """A model: network, loss, metrics, predictions and serving inputs.
 
-  Subclasses build the network in `logits` or `keras_model`, and implement
-  `loss` and `serving_features`. Methods receive `params`. The network is
-  built once per replica per graph whatever the accumulation steps.
+  Subclasses build the network in `logits` or `keras_model` (built once per
+  replica per graph whatever k), and implement `loss` and `serving_features`.
   """
 
   name = None
@@ -36,10 +31,7 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model called on `keras_inputs` in place of `logits`, or None.
-
-    Built once per graph and replica.
-    """
+    """A tf.keras.Model called on `keras_inputs` in place of `logits`, or None."""
     del params
     return None
 
@@ -55,10 +47,8 @@ class BaseModel(abc.ABC):
         f"{_described(self)} must implement logits() or keras_model()")
 
   def targets(self, features, labels):
-    """What `loss` and `eval_metrics` compare the outputs with: the labels.
-
-    A label-free model (autoencoder) derives them from its features.
-    """
+    """What `loss` and `eval_metrics` compare outputs with: labels, or for a
+    label-free model something derived from its features."""
     del features
     return labels
 
@@ -75,8 +65,8 @@ class BaseModel(abc.ABC):
     return {"outputs": logits}
 
   def eval_metrics(self, labels, logits, params):
-    """{name: a tf.compat.v1.metrics (value, update) pair or an updated
-    tf.keras.metrics.Metric}; the loss is added automatically."""
+    """{name: a v1 metric (value, update) pair or an updated Keras Metric}; the
+    loss is added."""
     return {}
 
   def training_hooks(self, features, labels):
@@ -112,8 +102,7 @@ class BaseModel(abc.ABC):
     return spec
 
   def serving_input_receiver_fn(self):
-    """Placeholders for `serving_features`, batch axis unknown; or one for
-    serialized tf.train.Examples (`serving_examples`)."""
+    """Placeholders for `serving_features`, or for serialized Examples."""
     if self.serving_examples:
       spec = dict(self.feature_spec())
       spec.pop(self.label_key, None)
@@ -131,10 +120,7 @@ class BaseModel(abc.ABC):
 
 
 class ClassifierModel(BaseModel):
-  """A classifier: `logits` returns [batch, classes >= 2]; labels are ids.
-
-  For one logit per example use `BinaryClassifierModel`.
-  """
+  """A classifier: `logits` returns [batch, classes >= 2]; labels are ids."""
 
   def label_feature(self):
     """See base class: a class id."""
@@ -159,7 +145,7 @@ class ClassifierModel(BaseModel):
 
   def _checked_logits(self, logits):
     """`logits`, refused with one score per example (softmax over one class is
-    always 1, and label 1 is out of range: a NaN loss on GPU)."""
+    always 1; label 1 out of range gives a NaN loss on GPU)."""
     if logits.shape.rank and logits.shape[-1] == 1:
       raise errors.ConfigError(
           f"{_described(self)}: a ClassifierModel's logits are one score "
@@ -171,11 +157,8 @@ class ClassifierModel(BaseModel):
 
 
 class BinaryClassifierModel(BaseModel):
-  """A binary classifier (a click model): one logit per example.
-
-  `logits` returns log-odds, [batch, 1] (or [batch]); labels are 0 or 1.
-  Loss, predictions and metrics match TF's canned binary classifiers.
-  """
+  """A binary classifier: one logit per example, labels 0 or 1, as TF's canned
+  binary classifiers."""
 
   auc_thresholds = 1000
   """Thresholds of the AUC metrics' curves (Keras' AUC, interpolated)."""
@@ -196,8 +179,7 @@ class BinaryClassifierModel(BaseModel):
     return _binary_predictions(self._checked_logits(logits))
 
   def eval_metrics(self, labels, logits, params):
-    """See base class: AUC (ROC and precision-recall), precision, recall,
-    accuracy, the means of predictions and labels, and calibration."""
+    """See base class: AUCs, precision, recall, accuracy, means, calibration."""
     logits = self._checked_logits(logits)
     labels = self._labels(labels, logits)
     predicted = _binary_predictions(logits)
@@ -225,8 +207,7 @@ class BinaryClassifierModel(BaseModel):
     return metrics
 
   def _checked_logits(self, logits):
-    """`logits` as [batch, 1]; ConfigError naming the model and the shape
-    unless they hold one logit per example."""
+    """`logits` as [batch, 1]; ConfigError unless one logit per example."""
     shape = logits.shape
     if shape.rank == 1:
       return tf.expand_dims(logits, -1)
@@ -240,8 +221,7 @@ class BinaryClassifierModel(BaseModel):
     return logits
 
   def _labels(self, labels, logits):
-    """The labels as floats of the logits' shape, checked to be in [0, 1]
-    when the graph runs (InvalidArgumentError naming the model)."""
+    """The labels as floats of the logits' shape, checked in [0, 1] at run time."""
     labels = _labels_like(labels, logits)
     with tf.control_dependencies([
         tf.debugging.assert_greater_equal(
@@ -254,11 +234,8 @@ class BinaryClassifierModel(BaseModel):
 
 
 class RegressionModel(BaseModel):
-  """A regression: `logits` returns predictions; mean squared error.
-
-  Labels take the predictions' shape so they never broadcast into a
-  [batch, batch] error.
-  """
+  """A regression: mean squared error, labels reshaped to the predictions'
+  shape so they never broadcast into [batch, batch]."""
 
   def label_feature(self):
     """See base class: one number."""
@@ -298,8 +275,7 @@ def _labels_like(labels, outputs):
 
 
 def _binary_predictions(logits):
-  """{logistic, logits, class_ids} of [batch, 1] logits; class 1 where the
-  probability is above 0.5, as the canned binary head decides."""
+  """{logistic, logits, class_ids} of [batch, 1] logits, as the canned head."""
   return {"logistic": tf.sigmoid(logits), "logits": logits,
           "class_ids": tf.cast(logits > 0, tf.int64)}
 

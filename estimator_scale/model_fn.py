@@ -1,8 +1,4 @@
-"""The template: a `BaseModel` as an Estimator model_fn, for every mode.
-
-Training goes through `pipeline.build_train_op`, as a hand-written
-model_fn's does, so every model trains alike.
-"""
+"""The template: a `BaseModel` as an Estimator model_fn, for every mode."""
 import contextlib
 import functools
 import random
@@ -25,8 +21,7 @@ def make_model_fn(model, training_config=None, topology=None):
 
   Args:
     model: the `BaseModel`.
-    training_config: `TrainingConfig`; None: the Estimator's.
-    topology: this process's Topology; None: the Estimator's.
+    training_config, topology: None: the Estimator's.
 
   Returns:
     model_fn(features, labels, mode, params, config) -> EstimatorSpec.
@@ -89,11 +84,8 @@ class _Attributed:
 
 
 def _network(model, params, precision):
-  """(features, training) -> outputs, with every variable under `model/`.
-
-  A `keras_model` is built here, outside the accumulation loop (functional
-  Input layers must be). Under mixed precision outputs leave in float32.
-  """
+  """(features, training) -> float32 outputs, variables under `model/`; a
+  `keras_model` is built here, outside the accumulation loop."""
   with _model_scope(precision):
     keras_model = model.keras_model(params)
 
@@ -111,11 +103,8 @@ def _network(model, params, precision):
 
 @contextlib.contextmanager
 def _model_scope(precision):
-  """`model/` for variable names, whatever graph or loop the network is in.
-
-  One absolute scope (Keras uses the name scope, v1 the variable scope)
-  keeps checkpoint names equal across training, evaluation and export.
-  """
+  """`model/` for variable names in any graph or loop, so checkpoint names
+  match across training, evaluation and export."""
   with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE,
                                    auxiliary_name_scope=False):
     with tf.compat.v1.name_scope(SCOPE + "/"), \

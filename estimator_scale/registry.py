@@ -1,7 +1,6 @@
 """Model registry: names the CLI and the contract test iterate over.
 
-It imports no model (the zoo imports the framework); import `model_zoo`
-first to get the zoo's names.
+It imports no model (the zoo imports the framework): import `model_zoo`.
 """
 import importlib
 

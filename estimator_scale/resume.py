@@ -1,15 +1,9 @@
 """Resuming a checkpoint under another recipe: what it lacks starts fresh.
 
-tf.train.Saver refuses a whole restore for one missing key. Recipe state
-(AdaScale, a loss scale, optimizer slots, accumulation) has a defined
-start, its initializer, so it starts there and one line names it; a missing
-or reshaped network variable is a `ConfigError` before any session.
-
-Estimator runs no initializer after a restore, so the Saver decides. Restore
-ops must exist before the graph is finalized, so the gap is read from the
-latest checkpoint when the Saver is built and re-checked in `restore`.
-Every restoring process initializes the same variables, as MWMS's
-broadcast initializers need.
+Saver refuses a restore for one missing key; recipe state (AdaScale, loss
+scale, slots) starts from its initializer instead, named in one line. A
+missing network variable is a `ConfigError`. Every restoring process
+initializes the same variables, as MWMS's broadcast initializers need.
 """
 import dataclasses
 import numbers
@@ -39,7 +33,7 @@ class Gap:
   Attributes:
     checkpoint: the checkpoint's path.
     fresh: checkpoint keys of the graph's variables it lacks, sorted.
-    slot_owners: for each fresh slot, the network variable it belongs to.
+    slot_owners: for each fresh slot, its network variable.
   """
   checkpoint: str
   fresh: Tuple[str, ...]
@@ -47,11 +41,8 @@ class Gap:
 
 
 def graph_state(network_scope=None, graph=None):
-  """{checkpoint key: _Saved} of every variable a Saver would write.
-
-  Network variables: trainable ones, or non-slot others under
-  `network_scope`; slots are told by name (`<variable>/<slot>`).
-  """
+  """{checkpoint key: _Saved} of every variable a Saver would write; slots are
+  told by name (`<variable>/<slot>`)."""
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
     variables = tf.compat.v1.global_variables()
@@ -94,11 +85,10 @@ def slot_owner(key, trainable_keys):
 
 
 def find_gap(checkpoint, state, trainable_keys):
-  """What `checkpoint` lacks of the graph's `state` (from `graph_state`).
+  """What `checkpoint` lacks of the graph's `state`.
 
   Raises:
-    errors.ConfigError: a network variable is missing, or its shape or dtype
-      differs; one line names both.
+    errors.ConfigError: a network variable missing or differing there.
   """
   reader = tf.compat.v1.train.NewCheckpointReader(checkpoint)
   shapes = reader.get_variable_to_shape_map()
@@ -156,7 +146,7 @@ class ResumingSaver(tf.compat.v1.train.Saver):
   """A Saver that restores a checkpoint lacking recipe state (see module).
 
   Args:
-    checkpoint_dir: where the job's checkpoints are (the model_dir).
+    checkpoint_dir: the model_dir.
     network_scope: the network variables' scope (non-trainable ones too).
     log: whether this process writes the line naming the fresh state.
     **saver_kwargs: tf.compat.v1.train.Saver's arguments.
@@ -205,11 +195,8 @@ class ResumingSaver(tf.compat.v1.train.Saver):
         name="resume_fresh_state")
 
   def save(self, sess, save_path, global_step=None, **kwargs):
-    """See base class; the checkpoint this session restored is not rewritten.
-
-    Other processes may still be reading it ("file is too short to be an
-    sstable"); it is only counted for `max_to_keep`.
-    """
+    """See base class; skips rewriting the checkpoint just restored, which other
+    processes may still be reading."""
     if (self._restored is not None and global_step is not None and
         isinstance(global_step, numbers.Integral)):
       path = f"{save_path}-{global_step}"
@@ -245,7 +232,7 @@ def training_scaffold(run_config, network_scope=None, log=True):
   """The training Scaffold whose Saver is a `ResumingSaver`.
 
   Args:
-    run_config: the Estimator's RunConfig (the model_fn's `config`).
+    run_config: the Estimator's RunConfig.
     network_scope, log: see `ResumingSaver`.
   """
   return tf.compat.v1.train.Scaffold(saver=ResumingSaver(

@@ -1,8 +1,4 @@
-"""`build_run_config(distribution=...)`: RunConfig, Topology and hooks.
-
-Each backend is one object in `backends/`; this picks it and passes the
-settings every backend shares.
-"""
+"""`build_run_config(distribution=...)`: RunConfig, Topology and hooks."""
 from estimator_scale import backends
 from estimator_scale import errors
 from estimator_scale import filesystems
@@ -19,27 +15,23 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   Args:
     distribution: none | mirrored | multi_worker_mirrored | parameter_server
       | horovod.
-    model_dir: where the chief writes checkpoints; TF_CONFIG workers must
-      share it (Horovod: only rank 0's is read).
+    model_dir: checkpoint directory; TF_CONFIG workers must share it.
     replicas: `mirrored` replicas in this process (default: GPUs, or 2 CPUs).
     save_checkpoints_steps, save_summary_steps, log_step_count_steps: as in
-      RunConfig; step-based because time-based saving can deadlock
-      collectives.
+      RunConfig; by step, as time-based saving can deadlock collectives.
     random_seed: graph and initializer seed (same on every worker).
     keep_checkpoint_max: checkpoints kept.
-    intra_op_threads: threads per op (default: all cores, or cores / ranks
-      per host under Horovod).
+    intra_op_threads: threads per op (default: cores per process).
     ps_sync: parameter_server only: one averaged update applied by the chief.
     full_checkpoint_every: one save in this many is full; the others write
-      only changed dynamic-table rows (`embeddings.deltas`).
+      changed dynamic-table rows only.
 
   Returns:
     `ScaleConfig`.
 
   Raises:
     TopologyError: the environment cannot run this distribution.
-    ConfigError: model_dir's scheme has no file system here, or ps_sync with
-      another distribution.
+    ConfigError: no file system for model_dir, or ps_sync misused.
   """
   filesystems.require("model_dir", model_dir)
   # Before the backend starts: a parameter server serves from inside it.
@@ -92,11 +84,8 @@ def _synchronised_by_the_factory(scale_config):
 
 
 class TrainedDirectly:
-  """The RunConfig's device function where only `make_estimator` can train.
-
-  Under Horovod or ps_sync, `Estimator.train` would run workers unsynchronised
-  without error; this refuses at the first op of the training graph.
-  """
+  """The device function refusing `Estimator.train` under Horovod or ps_sync,
+  where it would train workers unsynchronised without error."""
 
   def __init__(self, distribution):
     self.distribution = distribution

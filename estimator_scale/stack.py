@@ -1,10 +1,7 @@
-"""The TensorFlow the framework pins: checked when it loads, explained once.
+"""The TensorFlow the framework pins (2.15: tf.estimator is gone from 2.16).
 
-tf.estimator is gone from TF 2.16, so the framework pins 2.15; `NOTICE`
-replaces the deprecation block each tf.estimator symbol logs.
-`DeprecationFilter` drops notices of tf.estimator symbols and of calls in
-machinery the framework drives (`DRIVEN`); a deprecated call in the user's
-own code still shows, once per API.
+`DeprecationFilter` drops notices of tf.estimator and of machinery the
+framework drives (`DRIVEN`); the user's own deprecated calls still show.
 """
 import importlib.util
 import logging as std_logging
@@ -62,11 +59,8 @@ def _is_notice(record):
 
 
 def _call_site(record):
-  """(file, line) of the deprecated call whose notice is being logged now.
-
-  TF's "From FILE:LINE" is dispatch.py for dispatching ops, so the caller is
-  the first frame outside tensorflow/python/util.
-  """
+  """(file, line) of the deprecated call being logged: the first frame outside
+  tensorflow/python/util (TF's own may say dispatch.py)."""
   wrappers = os.path.dirname(record.pathname) + os.sep
   frame, inside = sys._getframe(), False  # pylint: disable=protected-access
   while frame is not None:
@@ -86,11 +80,8 @@ def _estimator_symbol(record):
 
 
 class DeprecationFilter(std_logging.Filter):
-  """Drops the deprecation notices the module docstring names.
-
-  For a dropped notice TF's "already warned" mark is taken back, so the
-  user's own later call still warns.
-  """
+  """Drops the notices the module docstring names, taking back TF's "warned"
+  mark so the user's own later call still warns."""
 
   def __init__(self):
     super().__init__()
@@ -136,11 +127,7 @@ def quiet():
 
 
 def say_notice(say=True):
-  """Logs `NOTICE` the first time it is called in a process.
-
-  Args:
-    say: False marks it as said without logging it.
-  """
+  """Logs `NOTICE` once per process; `say=False` only marks it said."""
   global _said
   with _lock:
     if _said:
@@ -160,7 +147,7 @@ def require_tensorflow():
     The tensorflow module.
 
   Raises:
-    ImportError: missing or another release; the message says what to install.
+    ImportError: missing or another release; says what to install.
   """
   try:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -178,12 +165,8 @@ def require_tensorflow():
 
 
 def loaded(error=None):
-  """What the package does after importing a public name's module.
-
-  With TF loaded: check its release, log `NOTICE` once. After a failed
-  import due to TF: raise `require_tensorflow`'s ImportError; otherwise
-  return, and the caller re-raises `error`.
-  """
+  """After importing a public name's module: check TF and log `NOTICE`; after
+  a failed import due to TF, raise `require_tensorflow`'s error."""
   if error is not None:
     require_tensorflow()
     return

@@ -1,11 +1,8 @@
 """The slow host named: each worker's own compute time per update, compared.
 
-In a synchronous job every worker's wall time per update is the same, so
-each times from the run's start to its gradients being ready; the exchange
-wait and apply fall outside, so a worker waiting for a slow one does not
-look slow. Figures ride the backend's `each_worker` exchange (no side
-channel); `input_wait` rides beside them to say whether input is why.
-Asynchronous workers do not wait for one another, so are not compared.
+Timed from the run's start to its gradients, so a worker waiting in the
+exchange for a slow one does not look slow. Asynchronous workers are not
+compared.
 """
 import statistics
 import time
@@ -32,14 +29,8 @@ def applies(topology):
 
 
 def start_timing(features):
-  """The update's start, and `features` made to wait for it.
-
-  An op with no inputs may run after the network it should precede, so the
-  network's inputs depend on it instead.
-
-  Returns:
-    (start timestamp, features that follow it).
-  """
+  """The update's start, and `features` made to wait for it (an op without
+  inputs may otherwise run after the network)."""
   start = tf.timestamp()
   with tf.control_dependencies([start]):
     return start, tf.nest.map_structure(tf.identity, features)
@@ -50,10 +41,8 @@ def exchange(start, grads, loss, reducer, topology):
 
   Args:
     start: `start_timing()` of this update.
-    grads: this replica's gradients (None, dense or IndexedSlices).
-    loss: this replica's loss, also ready before the exchange.
-    reducer: the backend's reducer.
-    topology: this process's Topology.
+    grads, loss: this replica's, ready before the exchange.
+    reducer, topology: the backend's reducer, this process's Topology.
 
   Returns:
     A function to call once the update's exchange is built, returning a
@@ -101,7 +90,7 @@ def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR,
     workers: each worker's name with its host, e.g. "rank 1 (host-b)".
     first_step, last_step: the updates the means cover.
     factor: see `slow_workers`.
-    waits: each worker's mean input wait seconds per update, or None.
+    waits: each worker's mean input wait per update, or None.
     update_seconds: mean wall seconds of an update (> 0), with `waits`.
   """
   if len(seconds) != len(workers):
@@ -142,9 +131,8 @@ def _cause(worker, seconds, waits, update_seconds):
 
 
 class StragglerHook(tf.compat.v1.train.SessionRunHook):
-  """The chief's straggler lines, every `every_n_steps` updates and at the end.
-
-  A session's first update is left out: it includes warming up the graph.
+  """The chief's straggler lines, every `every_n_steps` updates and at the end;
+  a session's first update (warm-up) is left out.
 
   Args:
     workers: each worker's name with its host, in worker order.

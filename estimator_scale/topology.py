@@ -1,8 +1,4 @@
-"""Who this process is in the job: the one source of "how many of us".
-
-Only backends read the environment (TF_CONFIG, Horovod); all else reads a
-`Topology`.
-"""
+"""Who this process is in the job; only backends read the environment."""
 import dataclasses
 from typing import Any
 
@@ -27,8 +23,7 @@ class Topology:
     worker_index: this process's index among them, 0-based.
     replicas_per_worker: model replicas inside one worker.
     is_chief: whether this process writes checkpoints, summaries and exports.
-    local_rank: index among the workers on this host (Horovod only).
-    local_size: workers on this host.
+    local_rank, local_size: place and workers on this host (Horovod).
   """
   backend: Any = dataclasses.field(default_factory=_local_backend)
   num_workers: int = 1
@@ -68,9 +63,8 @@ class Topology:
                          flag="global_batch_size"):
     """The examples one replica reads per update (k micro-batches).
 
-    `global_batch_size` means the same on every backend, so the per-replica
-    batch does not change when the same flags run elsewhere. With asynchronous
-    parameter servers `global_step` advances workers times per global batch.
+    `global_batch_size` sums over the whole job on every backend; with async
+    ps, `global_step` advances workers times per global batch.
 
     Args:
       global_batch_size: examples per step, summed over the whole job.

@@ -31,7 +31,7 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model called on `keras_inputs` in place of `logits`, or None."""
+    """A tf.keras.Model called on `keras_inputs` instead of `logits`, or None."""
     del params
     return None
 
@@ -221,7 +221,7 @@ class BinaryClassifierModel(BaseModel):
     return logits
 
   def _labels(self, labels, logits):
-    """The labels as floats of the logits' shape, checked in [0, 1] at run time."""
+    """The labels as floats of the logits' shape, checked in [0, 1] when run."""
     labels = _labels_like(labels, logits)
     with tf.control_dependencies([
         tf.debugging.assert_greater_equal(

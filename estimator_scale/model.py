@@ -31,7 +31,7 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model called on `keras_inputs` instead of `logits`, or None."""
+    """A tf.keras.Model to call on `keras_inputs` in place of `logits`."""
     del params
     return None
 

@@ -22,10 +22,8 @@ def _column_default(feature):
 
 def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
                       **kwargs):
-  """input_fn over CSV files whose header names the feature spec's columns.
-
-  The first file's header sets the column order; extra columns are dropped.
-  """
+  """input_fn over CSV files whose header names the feature spec's columns
+  (the first file's order; extra columns dropped)."""
   files = readers.list_files(pattern, "CSV pattern")
   with tf.io.gfile.GFile(files[0]) as f:
     header = f.readline().strip().split(",")
@@ -69,10 +67,8 @@ def is_csv(pattern):
 
 def from_files(pattern, feature_spec, label_key, global_batch_size,
                skip_corrupt=False, **kwargs):
-  """The input_fn over TFRecord or CSV files (a `.csv` pattern means CSV).
-
-  Arguments as `readers.from_tfrecords`; `feature_spec` includes the label.
-  """
+  """input_fn over TFRecord or CSV files (a `.csv` pattern means CSV);
+  arguments as `readers.from_tfrecords`."""
   for path in pattern if isinstance(pattern, (list, tuple)) else [pattern]:
     filesystems.require("pattern", path)
   if is_csv(pattern):

@@ -1,4 +1,4 @@
-"""Dated partitions: logs that arrive a day at a time, each day read once.
+"""Dated partitions: logs arriving a day at a time, each day read once.
 
 A root is Spark's `ROOT/day=YYYY-MM-DD/` (complete once `_SUCCESS` is
 there, if any folder has one) or files dated in their names.

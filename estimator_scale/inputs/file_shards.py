@@ -47,10 +47,8 @@ def _epoch_pieces(lane, epoch, counts, seed):
 
 
 def remaining(lane, consumed, counts, seed):
-  """The `Piece`s of `lane` after its first `consumed` records, forever.
-
-  `counts`: file number -> records; `seed` None: no shuffle.
-  """
+  """The `Piece`s of `lane` after its first `consumed` records, forever
+  (`counts`: file -> records; `seed` None: no shuffle)."""
   leftovers = list(lane.leftovers)
   while consumed and leftovers and consumed >= leftovers[0].size:
     consumed -= leftovers.pop(0).size
@@ -233,10 +231,8 @@ def _count_records(paths, skip_corrupt):
 
 
 def lane_records(files, lane, counts, read, seed, window):
-  """A Dataset of the records of `lane` from its start, forever.
-
-  `read`: path tensor -> Dataset; `window`: records per shuffle window.
-  """
+  """A Dataset of `lane`'s records from its start, forever (`read`: path ->
+  Dataset; `window`: records per shuffle window)."""
   window = window or _WHOLE_FILE
   names = tf.constant(list(files))
   rows = tf.data.Dataset.from_generator(

@@ -1,8 +1,4 @@
-"""The input_fn every builder returns, and the one path it reads by.
-
-`read`: this worker's shard, records in the epoch's order from the resume
-position, parsed batches, for the Estimator's `Topology`.
-"""
+"""The input_fn every builder returns, and the one path it reads by."""
 import dataclasses
 from typing import Any, Callable, Optional
 
@@ -20,13 +16,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-  """What an input reads and how, fixed when it is built.
-
-  `files` records (by `read`, `cycle_length` at a time) or with `count` the
-  indices of in-memory arrays; `parse` maps a record (a batch, with
-  `parse_batches`) to input; `window`: records per shuffle window (0: none);
-  `whole_files`: files may be shuffled and dealt whole.
-  """
+  """What an input reads and how, fixed when it is built: `files` (by `read`)
+  or `count` array indices, `parse`, shuffle `window`, `whole_files`."""
   builder: str
   global_batch_size: int
   training: bool
@@ -63,8 +54,7 @@ class InputFn:
     """This input as the Estimator of `topology` runs it.
 
     Raises:
-      ConfigError: built for another topology, or the batch does not divide
-        over `topology`'s replicas.
+      ConfigError: built for another topology, or the batch does not divide.
     """
     if self.topology is not None:
       self.topology.require_estimators(

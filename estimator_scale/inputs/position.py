@@ -73,10 +73,8 @@ def position_at(entries, step, global_batch_size):
 
 
 def resume(model_dir, global_batch_size, workers, is_chief):
-  """The Position of the run about to start from model_dir's checkpoint.
-
-  Only the chief records a change of batch or worker count in the history.
-  """
+  """The Position of the run about to start from model_dir's checkpoint; only
+  the chief records a change of batch or worker count."""
   if not model_dir:
     return Position()
   step = coordinator_lib.checkpoint_step(model_dir)
@@ -112,8 +110,8 @@ def stream(epoch_records, count_records, position, seed, window):
   """Every epoch's records, one after another, from `position` on, forever.
 
   Args:
-    epoch_records: epoch (int64 tensor) -> Dataset of the epoch's records in
-      base order (the same count every epoch).
+    epoch_records: epoch (int64 tensor) -> Dataset of its records in base
+      order (the same count every epoch).
     count_records: () -> records per epoch; called only when `position` > 0.
     position: records of the stream already consumed.
     seed: the shuffle seed, or None for the base order.

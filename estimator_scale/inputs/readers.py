@@ -1,9 +1,7 @@
 """Estimator input_fn builders: arrays, TFRecord, CSV and synthetic data.
 
-Every builder takes the *global* batch size and serves each replica its
-share. Training input is repeated (so ranks never run out at different
-steps) and resumes at its checkpoint's position; evaluation input is one
-ordered pass.
+Each takes the *global* batch size. Training input repeats (so ranks never
+run out at different steps) and resumes where its checkpoint stands.
 """
 import os
 
@@ -75,10 +73,8 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
                    training=True, topology=None, accumulation_steps=None,
                    seed=0, shuffle_buffer=10000, deterministic=True,
                    skip_corrupt=False, span=None):
-  """input_fn over TFRecord files of tf.train.Examples.
-
-  Sharded by file when there are at least as many files as workers, else by
-  record.
+  """input_fn over TFRecord files of tf.train.Examples, sharded by file where
+  there are at least as many files as workers, else by record.
 
   Args:
     pattern: a glob of TFRecord files, or a list of them.
@@ -163,10 +159,8 @@ def from_csv(pattern, column_names, label_column, column_defaults,
              global_batch_size, training=True, topology=None,
              accumulation_steps=None, seed=0, shuffle_buffer=10000,
              header=True):
-  """input_fn over CSV files (no quoting) with a header line or given names.
-
-  `column_defaults` type each column, e.g. [[0.0], [0]]; else `from_arrays`.
-  """
+  """input_fn over CSV files (no quoting) with a header line or given names;
+  `column_defaults` type each column ([[0.0], [0]]), else `from_arrays`."""
   if label_column not in column_names:
     raise errors.ConfigError(f"from_csv: label column {label_column!r} is not "
                              f"one of the columns {column_names}")
@@ -192,11 +186,8 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
                    topology=None, accumulation_steps=None, seed=0,
                    shuffle_buffer=10000, header=True,
                    builder="from_csv_lines", span=None):
-  """input_fn over the lines of CSV `files`, each parsed by `parse_line`.
-
-  `parse_line`: scalar string -> features or (features, labels); `builder`
-  names the input in messages; other arguments as `from_tfrecords`.
-  """
+  """input_fn over CSV `files`' lines, each parsed by `parse_line` (-> features
+  or (features, labels)); else as `from_tfrecords`."""
   buffer = shuffle_buffer if seed is not None else 0
 
   def lines(path):
@@ -211,11 +202,8 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
 def synthetic(feature_shapes, global_batch_size, num_classes=None,
               label_shape=(), training=True, topology=None,
               accumulation_steps=None, seed=0):
-  """input_fn of one fixed random batch, repeated, for throughput work only.
-
-  `feature_shapes`: {name: shape without batch axis}; labels are ints in
-  [0, num_classes), or floats of `label_shape` where `num_classes` is None.
-  """
+  """input_fn of one fixed random batch, repeated, for throughput work only:
+  `feature_shapes` without batch axis; int labels, or `label_shape` floats."""
   shapes = sorted(dict(feature_shapes).items())
   label_shape = tuple(label_shape)
   seed = seed or 0

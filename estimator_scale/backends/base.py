@@ -28,10 +28,7 @@ STRATEGY_REFUSAL = (
 
 
 class Backend:
-  """One way to run a job; the only code that knows which one runs.
-
-  Backends compare equal by name, whatever per-job state they hold.
-  """
+  """One way to run a job; backends compare equal by name."""
 
   name = None
   compressions = ("none",)
@@ -113,11 +110,8 @@ def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
 
 
 def pin_threads(intra_op_threads, requested):
-  """Sizes this process's intra-op thread pool (0: all cores).
-
-  TF sizes it at the first device, before reading the session config, so
-  it is set on the context; with `requested`, a mismatch is an error.
-  """
+  """Sizes this process's intra-op pool (0: all cores) on the context, since
+  TF sizes it before reading the session config."""
   threading = tf.config.threading
   try:
     threading.set_intra_op_parallelism_threads(intra_op_threads)

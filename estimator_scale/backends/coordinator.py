@@ -99,10 +99,7 @@ class Coordinator:
     return value
 
   def worker_labels(self):
-    """Each worker's name and host in worker order, e.g. "rank 1 (host-b)".
-
-    Every worker must call it: a backend may exchange to learn them.
-    """
+    """Each worker's "rank 1 (host-b)" label; every worker must call it."""
     return [f"worker 0 ({socket.gethostname()})"]
 
   def train(self, estimator, input_fn, hooks, steps, max_steps):

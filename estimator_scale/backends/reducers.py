@@ -1,7 +1,7 @@
 """Cross-worker reduction: the only train-op code that differs per backend.
 
-`all_mean` + `apply_reduced` let the caller see the global gradient before
-applying, as AdaScale must; `apply_mean` does both.
+`all_mean` + `apply_reduced` show the global gradient before applying,
+as AdaScale needs.
 """
 import tensorflow as tf
 
@@ -52,11 +52,8 @@ class LocalReducer:
 
 
 def _steady_shapes(grads):
-  """The gradients with a sparse one of varying length made dense.
-
-  TF 2.15's graph-mode collectives keep an exchange's first shape ("Shape
-  mismatch in the collective").
-  """
+  """The gradients with varying-length sparse ones made dense: TF 2.15's
+  graph-mode collectives keep an exchange's first shape."""
   steady = []
   for grad in grads:
     if (isinstance(grad, tf.IndexedSlices) and

@@ -259,11 +259,8 @@ def read_topology(backend, environ=None):
 
 
 class ClusterCoordinator(coordinator.Coordinator):
-  """TF_CONFIG workers, trained through train_and_evaluate.
-
-  Without a channel, `broadcast` cannot share the chief's value: decisions
-  must follow from steps alone.
-  """
+  """TF_CONFIG workers: with no channel to share the chief's value, decisions
+  follow from steps alone."""
 
   can_broadcast = False
 

@@ -37,11 +37,11 @@ def rank_cores(available, local_rank, local_size):
 
 
 def bind_to_cores(topology, environ, threads=None):
-  """Binds this rank to its share of the cores, as mpirun --bind-to does.
+  """Binds this rank to its share of the cores, as mpirun --bind-to does;
+  returns them, or None.
 
-  Unbound, the OS moves threads over all cores. A process already bound, or
-  asking more `threads` than its share, is left alone;
-  `ESTIMATOR_SCALE_CORE_BINDING=none` turns it off. Returns the cores, or None.
+  A process already bound, or asking more `threads` than its share, is left
+  alone; `ESTIMATOR_SCALE_CORE_BINDING=none` turns binding off.
   """
   mode = environ.get(CORE_BINDING, "cores")
   if mode not in BINDINGS:

@@ -1,7 +1,5 @@
-"""Elastic Horovod: training goes on while hosts join, leave or fail.
-
-Ranks carry rank 0's checkpoint across a change, not memory.
-"""
+"""Elastic Horovod: training goes on while hosts join, leave or fail; ranks
+carry rank 0's checkpoint across a change, not memory."""
 import contextvars
 import dataclasses
 import functools

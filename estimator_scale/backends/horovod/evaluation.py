@@ -1,8 +1,8 @@
 """Evaluation on every Horovod rank, for tables split over the ranks.
 
-Rank r evaluates batches r, r + N, ..., then empty ones until none is left
-(every lookup is a collective). Metric totals are summed over the ranks,
-so a metric whose state is not a sum is combined wrongly.
+Rank r evaluates batches r, r + N, ..., then empty ones (every lookup is a
+collective). Metric totals are summed, so non-sum metric states combine
+wrongly.
 """
 import shutil
 import tempfile
@@ -127,11 +127,8 @@ def _evaluating_model_fn(model_fn, hvd, hooks):
 
 def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,
              hooks=None, name=None):
-  """Evaluates `checkpoint_path` on every rank, each a share of the batches.
-
-  `steps` counts batches over all ranks (None: the whole input); only rank
-  0's summaries are kept.
-  """
+  """Evaluates `checkpoint_path` on every rank, each a share of the `steps`
+  batches (None: the whole input); rank 0 keeps the summaries."""
   if hvd.rank() == 0:
     logging.info("Evaluating %s on %d Horovod ranks: its tables are split "
                  "over them", checkpoint_path, hvd.size())

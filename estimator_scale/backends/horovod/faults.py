@@ -98,9 +98,7 @@ def wait_until_unread(fds, timeout=None):
 
 def watch_launcher(grace_seconds=GRACE_SECONDS, environ=None):
   """Ends this rank once nobody reads its output; returns whether it watches.
-
-  Start before hvd.init(); once per process.
-  """
+  Start before hvd.init(), once per process."""
   global _watchdog_started
   environ = os.environ if environ is None else environ
   fds = output_pipes()
@@ -274,10 +272,8 @@ def _end_naming(line):
 
 
 class StallWatch:
-  """Ends a rank that made no progress for `seconds` while a peer is lost.
-
-  Only a stall costs probes. `end` gets the line and must not return.
-  """
+  """Ends a rank stalled for `seconds` while a peer is lost (only a stall costs
+  probes); `end` gets the line and must not return."""
 
   def __init__(self, peers, seconds, end=_end_naming):
     self._peers = peers

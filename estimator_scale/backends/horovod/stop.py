@@ -39,10 +39,8 @@ class StopFlag:
 
 
 class SignalStopHook(tf.compat.v1.train.SessionRunHook):
-  """Feeds a SIGTERM into the stop flag; stops when any rank asked.
-
-  `agree` sums the flag over the ranks where the reducer did not.
-  """
+  """Feeds a SIGTERM into the stop flag; stops when any rank asked (`agree`
+  sums the flag where the reducer did not)."""
 
   def __init__(self, stop_flag, agree):
     self._stop_flag = stop_flag

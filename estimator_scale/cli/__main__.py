@@ -44,11 +44,8 @@ def _command(name):
 
 
 def _as_flags(message):
-  """The library's message with flag names dashed (`--global_batch_size=3`).
-
-  Only a flag name directly followed by `=` or `:`, not inside a path, a
-  quoted example or an already dashed flag.
-  """
+  """The library's message with flag names dashed (`--global_batch_size=3`):
+  a name followed by `=` or `:`, outside paths, quotes and dashed flags."""
   names = sorted((name for name in FLAGS if len(name) > 3), key=len,
                  reverse=True)
   pattern = rf"(?<![\w./'\"-])({'|'.join(map(re.escape, names))})(?=[=:])"
@@ -102,11 +99,8 @@ def _usage_from_here():
 
 
 def run():
-  """Console-script entry point.
-
-  With tensorflow-io loaded the process ends through
-  `filesystems.exit_process`: its normal exit aborts in tensorflow-io.
-  """
+  """Console-script entry point; with tensorflow-io loaded it ends through
+  `filesystems.exit_process` (a normal exit aborts in tensorflow-io)."""
   _usage_from_here()
   try:
     app.run(main, flags_parser=_parse_flags)

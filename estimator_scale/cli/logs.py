@@ -1,10 +1,8 @@
 """What the command line prints: each message once, from the chief.
 
-TF's logger also feeds absl's root handler (every line twice), so absl's
-handler is kept alone; TF INFO shows only at `--verbosity=1` and above;
-workers other than the chief log warnings and errors only. Warnings TF
-gives jobs that work are dropped by exact text (`EXPECTED`,
-`OPTIONS_IN_GRAPH_MODE`).
+Only absl's handler is kept (TF's logger feeds it too); TF INFO shows from
+`--verbosity=1`; non-chief workers log warnings and errors only; warnings
+TF gives working jobs are dropped by exact text (`EXPECTED`).
 """
 import logging as std_logging
 import re
@@ -60,8 +58,8 @@ def configure(is_chief=True):
   """Sets up logging for the command line (never called by the library).
 
   Args:
-    is_chief: whether this process is the chief; called again when a
-      process becomes chief (an elastic job's new rank 0).
+    is_chief: whether this process is the chief (called again when it
+      becomes one: an elastic job's new rank 0).
 
   Raises:
     ConfigError: TensorFlow is missing or not a 2.15 release.

@@ -1,7 +1,5 @@
-"""Parquet partitions into TFRecord partitions, one process per core.
-
-Each partition's `_SUCCESS` marker is written last.
-"""
+"""Parquet partitions into TFRecord partitions, one process per core; each
+partition's `_SUCCESS` marker is written last."""
 import ctypes
 import dataclasses
 import glob
@@ -96,8 +94,8 @@ def _file_features(path, nulls):
 
 
 def read_features(partitions, nulls, converted=None):
-  """{name: spec.Feature} of every partition's files, agreeing with each other
-  and with `converted`.
+  """{name: spec.Feature} of every partition's files, which must agree with
+  each other and with `converted`.
 
   Raises:
     DataError: naming the file and column that differs.

@@ -1,8 +1,5 @@
-"""Arrow record batches as serialized tf.train.Example protos, one per row.
-
-The protobuf wire format is written directly. A null leaves its feature out
-(a scalar parses as the spec's default, a list as empty).
-"""
+"""Arrow record batches as serialized tf.train.Example protos, one per row,
+in the wire format directly; a null leaves its feature out."""
 import numpy as np
 import pyarrow as pa
 

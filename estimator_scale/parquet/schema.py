@@ -1,8 +1,5 @@
-"""The feature spec inferred from a Parquet schema, and the checks on it.
-
-Scalars and lists of scalars convert; anything nested is refused by name
-before any record is written.
-"""
+"""The feature spec inferred from a Parquet schema, and the checks on it;
+nested columns are refused by name before any record is written."""
 import pyarrow as pa
 
 from estimator_scale import errors

@@ -1,7 +1,5 @@
-"""The feature spec written beside converted data, read back for training.
-
-JSON, so the converter needs no TensorFlow and a person can edit it.
-"""
+"""The feature spec written beside converted data, read back for training;
+JSON, so the converter needs no TensorFlow."""
 import dataclasses
 import json
 import os
@@ -24,11 +22,8 @@ DTYPES = ("int64", "float32", "string")
 
 @dataclasses.dataclass(frozen=True)
 class Feature:
-  """One column as a feature of the records.
-
-  `kind` is FIXED (`shape` [] or [n]) or VAR_LEN (`shape` None); `default`
-  is what a record without it parses as (None: never null).
-  """
+  """One column as a feature: `kind` FIXED (`shape` [] or [n]) or VAR_LEN;
+  `default` for records without it (None: never null)."""
   kind: str
   dtype: str
   shape: list = None

@@ -1,7 +1,5 @@
-"""Elastic TF_CONFIG jobs: the cluster restarts on the hosts that answer.
-
-Decides when and where; `job.run` carries it out.
-"""
+"""Elastic TF_CONFIG jobs: the cluster restarts on the hosts that answer;
+this decides when and where, `job.run` carries it out."""
 import dataclasses
 import os
 import re

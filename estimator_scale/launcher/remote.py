@@ -1,7 +1,5 @@
-"""Tasks on other hosts: ssh command lines, what travels, who answers.
-
-Variables travel on ssh's stdin, which `ps` does not show.
-"""
+"""Tasks on other hosts: ssh command lines, what travels (variables on
+stdin, which `ps` does not show), who answers."""
 import shlex
 import subprocess
 import threading

@@ -178,8 +178,8 @@ def _fields(config, names):
 
 def estimator_settings(training_config=None, topology=None,
                        caller="build_train_op"):
-  """(TrainingConfig, Topology): the Estimator's, else `TrainingConfig()` and
-  one local process.
+  """(TrainingConfig, Topology): the given ones, else the Estimator's, else
+  `TrainingConfig()` and one local process.
 
   Raises:
     ConfigError: a TrainingConfig or Topology other than the Estimator's.

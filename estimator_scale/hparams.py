@@ -1,4 +1,5 @@
-"""Model hyperparameters: declared defaults, overridden by a typed string."""
+"""Model hyperparameters: declared defaults, overridden by a string that
+keeps each default's type, so a typo fails before any graph is built."""
 from estimator_scale import errors
 
 

@@ -169,8 +169,9 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
                        eval_every_n_steps=None):
   """Trains with periodic evaluation, exports and early stopping.
 
-  TF_CONFIG clusters cannot share the chief's clock, so they evaluate every
-  checkpoint (or `eval_every_n_steps`), ignoring `throttle_secs`.
+  `start_delay_secs` is unused. TF_CONFIG clusters cannot share the chief's
+  clock, so they evaluate every checkpoint (or `eval_every_n_steps`),
+  ignoring `throttle_secs`. A final evaluation and export run at the end.
 
   Args:
     estimator: an `Estimator` from `make_estimator`.

@@ -145,6 +145,9 @@ def describe(gap):
 class ResumingSaver(tf.compat.v1.train.Saver):
   """A Saver that restores a checkpoint lacking recipe state (see module).
 
+  Restore ops must exist before the graph is finalized, so the gap is read
+  from the latest checkpoint here and re-checked in `restore`.
+
   Args:
     checkpoint_dir: the model_dir.
     network_scope: the network variables' scope (non-trainable ones too).

@@ -84,7 +84,8 @@ def advance(lane, consumed, counts, seed):
 
 
 def deal(pieces, workers):
-  """`pieces` dealt in order over `workers` lanes, equal in records."""
+  """`pieces` dealt in order over `workers` lanes equal in records to one;
+  one list of pieces per worker."""
   total = sum(p.size for p in pieces)
   parts = [[] for _ in range(workers)]
   done, lane = 0, 0
@@ -118,7 +119,8 @@ def _handover(lanes, consumed, workers, num_files, counts, seed, last_epoch):
 
 
 def plan(segments, num_files, counts, seed):
-  """(lanes, consumed): the last segment's Lanes and the records it read."""
+  """(lanes, consumed): one Lane per worker of the last of `segments`
+  ([(workers, records each consumed)], oldest first), and its records read."""
   workers, consumed = segments[0]
   lanes = [Lane((), tuple(range(w, num_files, workers)), 0)
            for w in range(workers)]

@@ -1,10 +1,7 @@
 """estimator_scale: TensorFlow Estimator training that scales.
 
-The public API; nothing else in the package is meant to be imported by users.
-
-Each public name is imported on first touch, not here: importing a
-submodule runs this file first, and the launcher (`estimator-scale-launch`),
-which only starts other processes, should not pay for loading TensorFlow.
+The public API, each name imported on first touch (the launcher must not
+load TensorFlow).
 """
 import importlib
 import os
@@ -68,15 +65,8 @@ __all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name):
-  """Imports a public name's module on first touch and keeps the name.
-
-  The first touch also keeps TensorFlow's deprecation notices for the
-  Estimator machinery quiet, and once TensorFlow is loaded checks that it
-  is a 2.15 release and says once why it must be (stack.py).
-
-  Raises AttributeError for any other name, as `from estimator_scale import
-  submodule` needs to fall back to importing the submodule.
-  """
+  """Imports a public name's module on first touch (quieting and checking TF,
+  stack.py); else AttributeError, as `from ... import submodule` needs."""
   if name not in _PUBLIC:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
   module_name, attribute = _PUBLIC[name]

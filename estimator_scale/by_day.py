@@ -1,15 +1,7 @@
 """`train_by_day`: days of logs, each trained once, judged on the next.
 
-Click models are judged on day d + 1, the future they will serve. Each day
-trains once, exports (`export/<day>/<timestamp>/`), and once d + 1 lands
-is evaluated on it, the best export named in `export/best.json`. A day
-whose next day had not landed is judged by a later run on the checkpoint
-saved at its end.
-
-Every step is a function of what model_dir holds, so the same call after a
-kill resumes: the checkpoint's step gives the day and offset (each day a
-`position.Span` starting where the previous ended), and `days.json`
-(`day_summary`) which days were exported and evaluated.
+Every step follows from what model_dir holds, so the same call after a
+kill resumes.
 """
 import datetime
 import functools
@@ -60,9 +52,8 @@ def _next_day(root, day, last, follow, timeout_secs):
 
 def _judge(estimator, day, entry, following, checkpoint=None, *,
            global_batch_size, eval_steps, skip_corrupt):
-  """Evaluates day's model on `following` (day + 1's Partition) into its entry;
-  `checkpoint` None means the latest.
-  """
+  """Evaluates day's model on `following` into its entry (checkpoint None:
+  the latest)."""
   metrics = estimator.evaluate(estimator.files_input_fn(
       list(following.files), _EVAL, global_batch_size,
       skip_corrupt=skip_corrupt), steps=eval_steps, checkpoint_path=checkpoint)
@@ -78,10 +69,8 @@ def _judged(entry):
 
 
 def _judge_late(summary, before, eval_data, model_dir, judge):
-  """Judges earlier days whose next day has landed since, each on its own
-  checkpoint; whether any entry changed. A checkpoint removed by
-  keep_checkpoint_max leaves the day `not_judged`, with a warning.
-  """
+  """Judges earlier days whose next day has landed since, on their own
+  checkpoints; returns whether any entry changed."""
   changed = False
   for name, entry in sorted(summary["days"].items()):
     day = datetime.date.fromisoformat(name)
@@ -165,26 +154,22 @@ def train_by_day(estimator, train_data, days, global_batch_size,
 
   Args:
     estimator: an `Estimator` of `make_estimator` around a `BaseModel`.
-    train_data: the root of the days (`inputs.days`).
-    days: "YYYY-MM-DD:YYYY-MM-DD", "YYYY-MM-DD", or "YYYY-MM-DD:" (open
-      ended; needs `follow`).
+    train_data, eval_data: roots of the days (`inputs.days`); eval_data
+      defaults to train_data.
+    days: "FIRST:LAST", "DAY", or open "FIRST:" (needs `follow`).
     global_batch_size: examples per update; the same on every resume.
-    eval_data: the root of the days evaluated on; default `train_data`.
-    follow: wait up to `follow_timeout_secs` for each day's `_SUCCESS`; an
-      open range ends at the first wait that times out.
-    export_dir: where each day's SavedModel goes; default model_dir/export.
+    follow: wait up to `follow_timeout_secs` for each day's `_SUCCESS`.
+    export_dir: each day's SavedModel's root; default model_dir/export.
     best_metric, higher_is_better: which evaluation picks the best day.
     eval_steps: evaluation batches (default: the whole next day).
     skip_corrupt: drop unreadable TFRecord records.
-    compact_export: a `CompactExport` for each day's dynamic tables (None:
-      whole).
+    compact_export: a `CompactExport` for each day's dynamic tables.
 
   Returns:
     The summary (`day_summary`): one entry per day trained.
 
   Raises:
-    ConfigError: a range, root or day that cannot be trained; or a named
-      day that did not land within `follow_timeout_secs`.
+    ConfigError: a range, root or day that cannot be trained or did not land.
   """
   first, last = days_lib.parse_range(days)
   eval_data = eval_data or train_data
@@ -244,16 +229,15 @@ def train_by_day(estimator, train_data, days, global_batch_size,
 
 
 def _trained(entry, model_dir):
-  """Whether a day's training is done, by its recorded end (recomputed under
-  another worker count, its last update could round differently)."""
+  """Whether a day's training is done, by its recorded end (under another
+  worker count its last update could round differently)."""
   return ("end_step" in entry and
           coordinator_lib.checkpoint_step(model_dir) >= entry["end_step"])
 
 
 def _first_step(summary, day, model_dir):
-  """Where `day` starts: where it started before, else where the trained days
-  end, else at the checkpoint.
-  """
+  """Where `day` starts: as before, else where trained days end, else the
+  checkpoint."""
   entries = summary["days"]
   if str(day) in entries:
     return entries[str(day)]["start_step"]

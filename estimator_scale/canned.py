@@ -1,24 +1,9 @@
-"""Optimizers for canned estimators: the backend's reduction and the
-learning-rate rules inside the Keras optimizer a canned estimator takes.
+"""Optimizers for canned estimators: the backend's reduction and lr rules.
 
-TF 2.15's canned estimators build their train op by calling
-`get_updates(loss, variables)` on a `tf.keras.optimizers.legacy` optimizer
-(or on what a zero-argument callable returns); that is the only hook, so
-`get_updates` here does what `build_train_op` does for a model_fn: reduce,
-scale the learning rate, apply. With accumulation_steps > 1 it only records
-(`canned_accumulation`) and `apply_accumulated` applies the mean.
-
-The reducer averages even under tf.distribute: AdaScale needs the mean
-before the update, and TF 2.15's graph-mode strategies fail on sparse
-gradients of different lengths per replica, which the reducer pads.
-
-Under Horovod a dynamic table is split by id over the ranks: the reducer
-leaves a rank's rows out of the allreduce (the lookup already brought their
-gradients to the owner), and their Keras slots stay per rank too
-(`_keep_slots_per_rank`).
-With AdaScale, the optimizer that counts `global_step` keeps its state
-under `adascale/` (read by `scale_invariant_steps` and TensorBoard); a
-second optimizer (DNNLinearCombined) under `adascale/<its name>/`.
+`get_updates` of a legacy Keras optimizer is a canned estimator's only
+hook, so it does what `build_train_op` does. The reducer averages even
+under tf.distribute: AdaScale needs the mean first, and TF 2.15's strategies
+fail on sparse gradients of different lengths per replica, which it pads.
 """
 import contextlib
 import dataclasses
@@ -78,11 +63,8 @@ def _what_to_pass(optimizer):
 
 
 def _class_and_config(optimizer):
-  """(legacy optimizer class, its config).
-
-  An optimizer instance cannot be shared between graphs (Estimator builds
-  one per train, evaluate and export call), so each graph rebuilds it.
-  """
+  """(legacy optimizer class, its config): an instance cannot be shared
+  between the graphs Estimator builds, so each rebuilds it."""
   if isinstance(optimizer, str) and optimizer in CANNED_NAMES:
     optimizer = _legacy_class(optimizer)()
   if not isinstance(optimizer, tf.keras.optimizers.legacy.Optimizer):
@@ -123,14 +105,8 @@ class _Plan:
 
 
 class CannedOptimizer:
-  """The callable a canned estimator's `optimizer` argument takes.
-
-  Each call (one per training graph) returns a new optimizer of the given
-  class whose `get_updates` reduces and scales as the backend needs.
-
-  Attributes:
-    plan: what it does besides applying (topology, rule, S).
-  """
+  """The callable a canned estimator's `optimizer` argument takes; `plan`:
+  what it does besides applying."""
 
   def __init__(self, optimizer_class, config, plan):
     self._class = optimizer_class
@@ -172,20 +148,16 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
                      allreduce_compression="none"):
   """An optimizer for a canned estimator that trains with the job's backend.
 
-  Pass it as the canned estimator's optimizer (or linear_optimizer /
-  dnn_optimizer), build the estimator with `config=scale_config.run_config`
-  and train it through `make_estimator(estimator, scale_config=...)`, which
-  adds the coordination (broadcast, agreed stop, chief-only writes).
+  Build the estimator with `config=scale_config.run_config`; train it
+  through `make_estimator(estimator, scale_config=...)`.
 
   Args:
-    optimizer: a `tf.keras.optimizers.legacy` optimizer whose learning rate
-      is a number or a LearningRateSchedule (the S = 1 schedule), or a name
-      in `CANNED_NAMES`.
+    optimizer: a `tf.keras.optimizers.legacy` optimizer (its rate the S = 1
+      one), or a name in `CANNED_NAMES`.
     topology: this process's `Topology` (or the `ScaleConfig` holding it).
-    accumulation_steps: micro-batches per update (k); the same for every
-      canned optimizer of one estimator.
-    lr_scaling: `identity`, `linear`, `sqrt` or `adascale`; `cowclip` is
-      refused (this update does not carry the per-id counts it clips by).
+    accumulation_steps: k; the same for every optimizer of one estimator.
+    lr_scaling: `identity`, `linear`, `sqrt` or `adascale` (no per-id counts
+      here for `cowclip`).
     batch_scale: S; None means replicas x accumulation_steps.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta (None: its default).
@@ -195,8 +167,7 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
     A `CannedOptimizer`: a zero-argument callable returning the optimizer.
 
   Raises:
-    ConfigError: an optimizer canned estimators refuse, or settings this
-      topology cannot run.
+    ConfigError: a refused optimizer, or settings this topology cannot run.
   """
   if isinstance(topology, base.ScaleConfig):
     topology = topology.topology
@@ -257,9 +228,8 @@ def recording(recorder):
 
 
 class _Reducing:
-  """Mixed in before a legacy optimizer's class: `get_updates` reduces over
-  replicas, scales the learning rate and applies, in one op.
-  """
+  """Mixed in before a legacy optimizer's class: `get_updates` reduces, scales
+  and applies, in one op."""
 
   def attach(self, plan, rate):
     self._es_plan = plan
@@ -284,15 +254,8 @@ class _Reducing:
     return [self._reduce_and_apply(samples, params, sum_squared, loss)]
 
   def apply_accumulated(self, mean, params, sum_squared, loss):
-    """The train op for the mean of k micro-batches' gradients of `params`.
-
-    Args:
-      mean: their mean gradients (None where absent).
-      params: this optimizer's variables.
-      sum_squared: with AdaScale, the sum over micro-batches of their
-        gradients' squared norms.
-      loss: the update's mean loss.
-    """
+    """The train op for `mean`, the k micro-batches' mean gradients of `params`
+    (`sum_squared`: AdaScale's summed norms; `loss`: the mean loss)."""
     in_sync = float(pipeline.replicas_in_sync(self._es_plan.topology))
     if sum_squared is not None:
       sum_squared = sum_squared * in_sync ** 2
@@ -300,11 +263,8 @@ class _Reducing:
                                   loss)
 
   def _samples(self, grads):
-    """This replica's gradients on the scale of the update's mean.
-
-    Under tf.distribute the canned head has already divided each replica's
-    loss by N; AdaScale's per-replica norms need g_i, so multiply back by N.
-    """
+    """This replica's gradients times N: the canned head divided each replica's
+    loss by N, and AdaScale's per-replica norms need g_i."""
     in_sync = pipeline.replicas_in_sync(self._es_plan.topology)
     return [gradients.scale(g, float(in_sync)) for g in grads]
 
@@ -355,10 +315,6 @@ class _Reducing:
 def _check_tables(params, plan):
   """Refuses Horovod-split tables a canned optimizer does not train.
 
-  A sharded table: only the dynamic table's path is tested to match one
-  process. A dynamic table under AdaScale or accumulation: neither path
-  separates a rank's own gradient from the exchanged one.
-
   Raises:
     errors.UsageError: naming the table, why, and what trains it.
   """
@@ -398,13 +354,8 @@ def _dynamic_refusal(name, plan):
 
 
 def _keep_slots_per_rank(optimizer, params):
-  """Makes a dynamic table's Keras slots on this rank the rank's own, like its
-  rows: out of rank 0's broadcast and checkpoint, saved as this rank's slice
-  under the name one process uses, so one process and ranks resume each
-  other's checkpoints. That name does not say whose slot it is, so
-  `dynamic_reshard` is told, to move its rows on a restore into another
-  number of ranks.
-  """
+  """Makes a dynamic table's Keras slots rank-own like its rows: out of the
+  broadcast, saved as this rank's slice (`dynamic_reshard` is told)."""
   sharded.keep_slots_local(optimizer, params)
   for variable in params:
     if not sharded.is_sharded(variable):

@@ -1,13 +1,5 @@
-"""Canned estimators, k micro-batches per update.
-
-When a canned estimator calls `get_updates` its network has already seen
-the whole batch, too late to split it. So with k > 1 the estimator's
-model_fn runs inside the accumulation loop (`train_ops.accumulation`),
-where its canned optimizers only record (`canned.recording`); after the
-loop each applies its mean through the same reduction and rules as k = 1.
-AdaScale's squared norms are summed per optimizer, since each part of a
-DNNLinearCombined keeps its own estimates.
-"""
+"""Canned estimators, k micro-batches per update: the model_fn runs inside the
+accumulation loop (too late to split at `get_updates`), optimizers record."""
 import functools
 
 import tensorflow as tf
@@ -20,10 +12,6 @@ from estimator_scale.train_ops import pipeline
 
 def with_accumulation(tf_estimator):
   """`tf_estimator.model_fn`, trained k micro-batches per update.
-
-  The canned optimizers are found among what the model_fn closes over,
-  where TF's canned estimators keep them; one hidden elsewhere refuses to
-  train with k > 1 (`get_updates`).
 
   Raises:
     ConfigError: the canned optimizers differ in accumulation_steps.

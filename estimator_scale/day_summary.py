@@ -1,21 +1,7 @@
-"""The summary of a job trained day by day: what each day did, and the best.
+"""The summary of a job trained day by day (`days.json`, read on resume).
 
-`days.json` in model_dir is both the summary and what a resumed
-`train_by_day` reads to know which days were exported and evaluated:
-
-  {"global_batch_size": 256,
-   "days": {"2026-01-01": {"records": ..., "examples": ..., "left_out": ...,
-                           "start_step": ..., "end_step": ..., "updates": ...,
-                           "seconds": ..., "examples_per_sec": ...,
-                           "tables": {"user": {"rows": ..., "admitted": ...,
-                                               "evicted": ...}},
-                           "export": ..., "eval_day": "2026-01-02",
-                           "eval": {"auc": ..., "loss": ...}}, ...},
-   "best": {"day": ..., "metric": "auc", "value": ..., "export": ...}}
-
-`days.md` renders it as a table and `auc_by_day.png` plots the metric
-(with matplotlib). `seconds`, `examples_per_sec` and `tables` (the chief's
-part on Horovod) are of the last run that trained the day.
+Per day: records, steps, timings, table usage, export, evaluation; plus
+the best. `days.md` renders it, `auc_by_day.png` plots it.
 """
 import datetime
 import json
@@ -53,8 +39,7 @@ def said(metrics):
 
 
 def keep_best(summary, export_dir, metric, higher_is_better):
-  """Names the best export by `metric` in the summary and in
-  export_dir/best.json; days without it are not compared."""
+  """Names the best export by `metric` in the summary and in best.json."""
   judged = [(day, e) for day, e in sorted(summary["days"].items())
             if metric in e.get("eval", {}) and "export" in e]
   if not judged:
@@ -126,9 +111,7 @@ def save(summary, model_dir, metric=None):
 
 
 def plot(summary, path, metric="auc"):
-  """Plots `metric` on the next day by day; whether it did (not without
-  matplotlib, an optional dependency, or a judged day).
-  """
+  """Plots `metric` by day; whether it did (needs matplotlib, a judged day)."""
   points = [(day, e["eval"][metric]) for day, e in
             sorted(summary["days"].items()) if metric in e.get("eval", {})]
   try:

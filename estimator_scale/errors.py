@@ -1,12 +1,7 @@
-"""The framework's own errors: one small hierarchy.
+"""The framework's own errors: "the job as configured cannot run".
 
-Each means "the job as configured cannot run", and its message says how
-to fix it; the CLI prints it as one line and exits 2. Anything else (user
-model code, TensorFlow at run time) keeps its traceback. They subclass
-ValueError, which Python code catches for a bad argument.
-
-Library messages name the argument (`global_batch_size=3`); only the CLI
-speaks in `--flags`.
+The CLI prints one as one line and exits 2. Library messages name the
+argument (`global_batch_size=3`); only the CLI speaks in `--flags`.
 """
 from absl import logging
 
@@ -25,9 +20,7 @@ class ConfigError(Error):
 
 
 class UsageError(Error, TypeError):
-  """The API used in a way it does not support: wrong argument type,
-  conflicting arguments, wrong call order, or a missing method.
-  """
+  """The API used in a way it does not support (type, conflict, call order)."""
 
 
 class TopologyError(Error):
@@ -39,10 +32,8 @@ class DataError(Error):
 
 
 def note_model_method(error, method):
-  """Adds "raised in <method>" to an exception from a user's model method:
-  only the innermost one, and never to framework errors, whose message
-  already says what to fix.
-  """
+  """Adds "raised in <method>" to a user model method's exception: innermost
+  only, never to framework errors."""
   if isinstance(error, Error) or getattr(error, "_model_method", None):
     return
   error._model_method = method  # pylint: disable=protected-access

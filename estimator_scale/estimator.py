@@ -1,17 +1,7 @@
 """The provided factory: `make_estimator`.
 
-It wraps tf.estimator.Estimator rather than subclassing because
-tf.estimator forbids overriding train/evaluate, and those must behave the
-same under every backend (backends/coordinator.py).
-
-A RunConfig is fixed when an Estimator is made, and a canned optimizer
-needs the topology, so both come from one `build_run_config` result made
-first; `make_estimator` checks the user built with its `run_config`.
-
-The Estimator's `topology` is the single source of "how many of us": an
-`InputFn` built without one takes it at train/evaluate/predict, and
-`build_train_op` takes it and the TrainingConfig from
-`pipeline.declare_estimator`.
+It wraps tf.estimator.Estimator because tf.estimator forbids overriding
+train/evaluate, which must behave alike under every backend.
 """
 import contextlib
 import os
@@ -41,17 +31,13 @@ class Estimator:
   """An Estimator whose train/evaluate/export work alike in every backend.
 
   Attributes:
-    tf_estimator: the underlying `tf.estimator.Estimator` (the user's own,
-      e.g. a canned one, when `make_estimator` was given one).
+    tf_estimator: the underlying `tf.estimator.Estimator`.
     topology: this process's `Topology`.
-    model: the `BaseModel`, or None around a hand-written model_fn or an
-      existing Estimator.
+    model: the `BaseModel`, or None.
     training_config: the `TrainingConfig`.
     last_train: where and why the last train() ended (None before one).
-    progress: the chief's `ProgressHook` of the last train() (its
-      throughput), or None (other workers, or no global_batch_size).
-    evaluations: every evaluation of the last `train_and_evaluate`, in step
-      order.
+    progress: the chief's `ProgressHook` of the last train(), or None.
+    evaluations: every evaluation of the last `train_and_evaluate`.
   """
 
   def __init__(self, tf_estimator, scale_config, training_config, model=None,
@@ -97,11 +83,7 @@ class Estimator:
 
   def files_input_fn(self, pattern, mode, global_batch_size,
                      skip_corrupt=False, span=None):
-    """The model's data from TFRecord or CSV files, sharded for this process.
-
-    Parsed by the model's `feature_spec`; see `data_files.from_files`
-    (`pattern` a glob or a list of files; `span` a day's, `inputs.days`).
-    """
+    """The model's data from TFRecord or CSV files (`data_files.from_files`)."""
     if self.model is None:
       raise errors.UsageError("files_input_fn needs a BaseModel's feature "
                               "spec; this Estimator wraps a model_fn")
@@ -133,15 +115,10 @@ class Estimator:
     return hooks
 
   def _for_this_job(self, input_fn):
-    """`input_fn` as this Estimator runs it.
-
-    An `InputFn` built without a topology takes this Estimator's (and its
-    accumulation steps unless it has its own), so its batch is checked before
-    any graph is built. Other input_fns pass through.
+    """`input_fn` as this Estimator runs it: an `InputFn` takes its topology.
 
     Raises:
-      ConfigError: built for another topology, or its batch does not divide
-        over this job.
+      ConfigError: built for another topology, or the batch does not divide.
     """
     if not isinstance(input_fn, input_fn_lib.InputFn):
       return input_fn
@@ -149,11 +126,7 @@ class Estimator:
                                   self.training_config.accumulation_steps)
 
   def train(self, input_fn, hooks=None, steps=None, max_steps=None):
-    """Trains `steps` more updates, or up to update `max_steps`.
-
-    Returns:
-      self, like tf.estimator.Estimator.train.
-    """
+    """Trains `steps` more updates, or up to `max_steps`; returns self."""
     input_fn = self._for_this_job(input_fn)
     if (self.topology.is_chief and
         not isinstance(input_fn, input_fn_lib.InputFn)):
@@ -188,11 +161,8 @@ class Estimator:
 
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn=None,
                          compact=None, **kwargs):
-    """Exports a SavedModel (the chief only); returns its path.
-
-    `compact` (an `es.CompactExport`) keeps fewer rows of the dynamic
-    tables, or fewer bytes a row, and refuses an export above its budget.
-    """
+    """Exports a SavedModel (chief only); returns its path. `compact`: an
+    `es.CompactExport` for the dynamic tables."""
     if serving_input_receiver_fn is None and self.model is None:
       raise errors.UsageError("export_saved_model around a model_fn needs "
                               "serving_input_receiver_fn")
@@ -243,22 +213,17 @@ def make_estimator(model, model_dir=None, distribution="none",
   """The Estimator for `model` under `distribution`.
 
   Args:
-    model: a `BaseModel`; a model_fn that trains through `build_train_op`
-      (any signature tf.estimator takes; with `params`, it gets `hparams`);
-      or a `tf.estimator.Estimator` (e.g. canned) made with
-      `config=scale_config.run_config` whose optimizers reduce across
-      workers (`canned_optimizer`).
+    model: a `BaseModel`; a model_fn training through `build_train_op`
+      (with `params`, it gets `hparams`); or a `tf.estimator.Estimator` made
+      with `config=scale_config.run_config` and `canned_optimizer`s.
     model_dir: checkpoint directory, shared by all workers.
     distribution: a backend name for `build_run_config`.
-    training_config: `TrainingConfig`; not for an existing Estimator (its
-      optimizers hold it).
-    hparams: overrides of the model's `default_hparams`, "a=1,b=2" or a dict.
-    scale_config: an existing `build_run_config` result (then leave
-      `distribution` and `run_config_kwargs` at defaults); required with an
-      existing Estimator.
+    training_config: `TrainingConfig`; not for an existing Estimator.
+    hparams: overrides of `default_hparams`, "a=1,b=2" or a dict.
+    scale_config: a `build_run_config` result (then leave `distribution`
+      and `run_config_kwargs`); required with an existing Estimator.
     global_batch_size: when given, the chief logs progress lines.
-    progress_every_n_steps: how often; with several synchronous workers the
-      line names the slow ones (`stragglers`).
+    progress_every_n_steps: how often.
     scale_invariant_steps: stop when AdaScale's tau reaches this.
     **run_config_kwargs: passed to `build_run_config`.
 
@@ -326,13 +291,8 @@ def make_estimator(model, model_dir=None, distribution="none",
 
 
 def _with_placed_variables(tf_estimator, scale_config, training_config):
-  """The same Estimator, its variables placed per `embeddings.place_variables`.
-
-  Rebuilt around the model_fn because a canned estimator makes its variables
-  (and runs its micro-batches, `canned_accumulation`) inside it. The model_fn
-  first declares TrainingConfig and topology for `build_train_op`
-  (`pipeline.declare_estimator`).
-  """
+  """The Estimator with variables placed (`embeddings.place_variables`),
+  rebuilt around the model_fn, where canned estimators make them."""
   placed = embeddings.place_variables(
       canned_accumulation.with_accumulation(tf_estimator),
       scale_config.run_config.num_ps_replicas, scale_config.topology,
@@ -348,10 +308,7 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
 
 
 def _model_fn_params(model_fn, hparams):
-  """The params tf.estimator passes `model_fn`: None unless it takes them.
-
-  tf.estimator refuses params (even {}) for a model_fn without `params`.
-  """
+  """The params for `model_fn`: None unless it takes them (else tf refuses)."""
   args = function_utils.fn_args(model_fn)
   if "features" not in args:
     raise errors.UsageError(
@@ -379,12 +336,7 @@ _RUN_CONFIG_FIELDS = ("model_dir", "tf_random_seed", "save_checkpoints_steps",
 
 
 def _check_made_with(estimator, run_config):
-  """Refuses an Estimator whose RunConfig is not the backend's.
-
-  Estimator copies its RunConfig (filling in model_dir, session config), so
-  the fields that matter are compared: checkpoint location and writers, and
-  the distribution strategy.
-  """
+  """Refuses an Estimator whose (copied) RunConfig is not the backend's."""
   made = estimator.config
   differ = [name for name in _RUN_CONFIG_FIELDS
             if getattr(made, name) != getattr(run_config, name)]

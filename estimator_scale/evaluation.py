@@ -1,11 +1,7 @@
 """`train_and_evaluate` from the usual TrainSpec/EvalSpec, on every backend.
 
-tf.estimator.train_and_evaluate refuses this package's Estimator, and under
-Horovod ranks evaluating at different steps (or rank 0 evaluating while
-others train) deadlock in allreduce. So training runs in segments: the
-chief picks each segment's end step, every worker trains to exactly it,
-the coordinator evaluates and shares the metrics, and the chief exports.
-With the same metrics everywhere, an early stop is one decision.
+Horovod ranks evaluating at different steps deadlock, so training runs in
+segments whose end the chief picks, and metrics are shared.
 """
 import os
 import time
@@ -22,17 +18,15 @@ from estimator_scale.backends import coordinator as coordinator_lib
 class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
   """Stops `train_and_evaluate` when an eval metric stops improving.
 
-  Put it in `TrainSpec.hooks`. TensorFlow's own hook reads event files on a
-  timer per worker, so workers stop at different updates and deadlock; this
-  one is asked after each (shared) evaluation and is inert in a session.
+  Put it in `TrainSpec.hooks`. TF's own hook reads event files per worker,
+  so workers stop apart and deadlock.
 
   Args:
     metric_name: a key of the evaluation's metrics.
     higher_is_better: whether larger values are improvements.
     max_steps_without_improvement: stop once the best evaluation is more
       than this many updates older than the latest.
-    max_evaluations_without_improvement: or once this many evaluations in a
-      row did not improve on the best.
+    max_evaluations_without_improvement: or after this many in a row.
     min_steps: never stop before this update.
   """
 
@@ -88,13 +82,8 @@ def stop_if_no_increase(metric_name, max_steps_without_increase, min_steps=0):
 
 
 class _Cadence:
-  """Where the chief ends each training segment and whether it evaluates.
-
-  With `every_n_steps`, segments end on its multiples. Otherwise they end on
-  checkpoint steps and evaluation follows `throttle_secs`; segments are sized
-  from the measured speed so a long throttle does not restart the session at
-  every checkpoint.
-  """
+  """Where the chief ends each segment and whether it evaluates; segments are
+  sized from the speed so a long throttle does not restart every checkpoint."""
 
   def __init__(self, every_n_steps, throttle_secs, checkpoint_steps):
     self._every = every_n_steps
@@ -153,11 +142,8 @@ def _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps):
 
 
 def _chief_decides(estimator):
-  """decide(fn) -> the chief's fn(), on every worker.
-
-  Without a broadcast (TF_CONFIG clusters) each worker calls fn itself, so
-  callers make fn depend on steps alone there.
-  """
+  """decide(fn) -> the chief's fn() on every worker; without a broadcast
+  (TF_CONFIG) each calls fn, which must then depend on steps alone."""
   coordinator = estimator.coordinator
   if not coordinator.can_broadcast:
     return lambda fn: fn()
@@ -183,23 +169,18 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
                        eval_every_n_steps=None):
   """Trains with periodic evaluation, exports and early stopping.
 
-  Takes tf.estimator's specs; as there without an evaluator task,
-  `start_delay_secs` is unused and each evaluation reads a new checkpoint.
-  TF_CONFIG clusters cannot share the chief's clock, so there every
-  checkpoint (or `eval_every_n_steps`) is evaluated, ignoring
-  `throttle_secs`. A final evaluation and export run at the last step.
+  `start_delay_secs` is unused. TF_CONFIG clusters cannot share the chief's
+  clock, so they evaluate every checkpoint (or `eval_every_n_steps`),
+  ignoring `throttle_secs`. A final evaluation and export run at the end.
 
   Args:
     estimator: an `Estimator` from `make_estimator`.
-    train_spec: `tf.estimator.TrainSpec` with max_steps; its
-      `EarlyStoppingHook`s are asked after each evaluation.
+    train_spec: `tf.estimator.TrainSpec` with max_steps.
     eval_spec: `tf.estimator.EvalSpec`.
-    eval_every_n_steps: evaluate every this many updates instead of by
-      `throttle_secs`.
+    eval_every_n_steps: evaluate every this many updates instead.
 
   Returns:
-    (the last evaluation's metrics, {exporter name: its last export});
-    `estimator.evaluations` lists every evaluation.
+    (the last evaluation's metrics, {exporter name: its last export}).
 
   Raises:
     UsageError: an estimator or spec of another kind, naming it.

@@ -1,11 +1,4 @@
-"""The file system a path needs, loaded when a path asks for it.
-
-TF 2.15 handles local, `gs://` and `ram://`; other schemes (`s3://`,
-`hdfs://`) come from tensorflow-io. Importing it costs load time and
-native libraries, so it is imported only for a scheme TF lacks, and a
-missing one is one line naming the package instead of a deep traceback.
-`exit_process` is how a program that may have used it ends (see there).
-"""
+"""The file system a path needs; tensorflow-io (costly) only for its schemes."""
 import atexit
 import ctypes
 import os
@@ -36,16 +29,14 @@ def _registered():
 
 
 def require(name, path):
-  """Makes sure tf.io.gfile can open `path`, importing tensorflow-io for its
-  schemes.
+  """Makes sure tf.io.gfile can open `path` (tensorflow-io for its schemes).
 
   Args:
     name: what the path was given as (`model_dir`), for the message.
     path: a path or glob; without a scheme, nothing is done.
 
   Raises:
-    ConfigError: no file system for the scheme; the message says what to
-      install.
+    ConfigError: no file system for the scheme; says what to install.
   """
   wanted = scheme(path) if path else ""
   if not wanted or wanted in _registered():
@@ -75,15 +66,8 @@ def io_loaded():
 
 
 def exit_process(status):
-  """Ends the process with `status` after Python's exit work, skipping C++
-  static destructors.
-
-  tensorflow-io 0.36.0's AWS SDK is never shut down; at exit its EC2
-  metadata client logs through an already destroyed log system ("pure
-  virtual method called") and a successful job aborts. That log system is
-  unreachable (hidden symbols), so atexit handlers and stdio buffers run as
-  usual, then the destructors are skipped.
-  """
+  """Ends the process with `status`, skipping C++ static destructors: at exit
+  tensorflow-io 0.36.0's AWS SDK aborts a successful job."""
   try:
     atexit._run_exitfuncs()  # pylint: disable=protected-access
   finally:

@@ -17,9 +17,7 @@ collection: a MetaGraph cannot hold dicts)."""
 
 
 def report_table_usage(name, usage):
-  """Has the current graph's progress lines report `usage` (int64 "rows" and
-  "evicted") of table `name`.
-  """
+  """Has progress lines report `usage` ("rows", "evicted") of table `name`."""
   _TABLE_USAGE.setdefault(tf.compat.v1.get_default_graph(), {})[name] = usage
 
 _TABLES_NAMED = 4
@@ -32,15 +30,13 @@ def _variable(name):
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
-  """Logs step, loss, examples/sec, per-worker input wait share, ETA (and
-  AdaScale's gain and tau).
+  """Logs step, loss, examples/sec, input wait shares, ETA (and AdaScale's).
 
   Args:
-    global_batch_size: examples per update, for examples/sec.
+    global_batch_size: examples per update.
     every_n_steps: how often to log.
     last_step: the step training stops at, for the ETA (None: no ETA).
-    topology: the job's Topology, whose workers' input waits the train op
-      exchanges (None: one process).
+    topology: the job's Topology (None: one process).
   """
 
   def __init__(self, global_batch_size, every_n_steps=100, last_step=None,
@@ -156,8 +152,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     self._window_wait = None
 
   def input_wait_summary(self):
-    """The run summary's `input_wait` entry: each worker's share over the
-    run, with the workers' indices, or why there is none."""
+    """The run summary's `input_wait` entry, or why there is none."""
     if self.input_wait is None:
       return input_wait.summary(None, [])
     exchanged = len(self.input_wait) == self._num_workers
@@ -173,9 +168,8 @@ def _added(sums, seconds):
 
 
 class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
-  """Stops training once AdaScale's tau reaches `scale_invariant_steps`; every
-  worker reads the same tau, so all stop after the same update.
-  """
+  """Stops once AdaScale's tau reaches `scale_invariant_steps`; all workers
+  read the same tau, so stop after the same update."""
 
   def __init__(self, scale_invariant_steps):
     if scale_invariant_steps <= 0:
@@ -202,12 +196,8 @@ class StopAtProgressHook(tf.compat.v1.train.SessionRunHook):
 
 
 class LastStepHook(tf.compat.v1.train.SessionRunHook):
-  """Remembers the step training ended at, and whether its input ran out.
-
-  An OutOfRangeError run gets `before_run` but no `after_run`, while a stop
-  a hook asked for ends after a complete run, which tells the two apart
-  whatever the hooks' order. The step is read once, at the end.
-  """
+  """Remembers the step training ended at and whether its input ran out (an
+  OutOfRangeError run gets `before_run` but no `after_run`)."""
 
   def __init__(self):
     self.last_step = None

@@ -1,8 +1,5 @@
-"""Model hyperparameters: defaults a model declares, overridden by a string.
-
-`--hparams=hidden_units=128,dropout=0.1` keeps the type of each default, so a
-typo or a wrong type fails before any graph is built.
-"""
+"""Model hyperparameters: declared defaults, overridden by a string that
+keeps each default's type, so a typo fails before any graph is built."""
 from estimator_scale import errors
 
 
@@ -30,13 +27,10 @@ def _convert(name, default, text):
 
 
 def parse(defaults, overrides=""):
-  """Returns `defaults` updated with `overrides` ("a=1,b=0.5").
-
-  List values are written with ':' between items ("units=64:32").
+  """Returns `defaults` updated with `overrides` ("a=1,b=0.5", lists "u=64:32").
 
   Raises:
-    ValueError: the string is malformed or names an unknown hyperparameter;
-      the message lists the valid names.
+    ValueError: a malformed string or unknown name.
   """
   params = dict(defaults)
   if isinstance(overrides, dict):

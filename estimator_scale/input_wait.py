@@ -1,18 +1,8 @@
 """How long each update waited for its input, per worker.
 
-In graph mode an update is one session run and its batch leaves the
-iterator inside it, so each update times when its features and labels
-arrive. Handing over even a ready element costs a thread hop (tens to
-hundreds of microseconds, a large part of a small model's update), so the
-wait is measured against a reference iterator whose element is always
-ready, started in the same run: about zero when the input keeps up. The k
-micro-batches are slices of one batch, so one wait covers them.
-
-A share is summed waits over those updates' wall time. Each worker
-measures its own and the figures travel through the backend's
-`each_worker` exchange to the chief's progress line. Asynchronous workers
-exchange nothing (the chief reports its own), and a train op not built by
-`build_train_op` (canned) has no measure; the line says so.
+Measured against a reference iterator whose element is always ready, since
+even a ready element costs a thread hop. Asynchronous workers and canned
+train ops exchange none.
 """
 import statistics
 
@@ -41,9 +31,8 @@ def measure(features, labels):
   """Seconds this run waited for `features` and `labels` beyond a ready
   element's cost, and the two made to follow that measure.
 
-  The network waits for both timestamps: with few inter-op threads the
-  runtime might otherwise run the network on the thread that stamps the
-  arrival, and a slow forward pass would read as slow input.
+  The network waits for both stamps, or a slow forward pass on the stamping
+  thread would read as slow input.
 
   Args:
     features, labels: the model_fn's arguments (labels may be None).
@@ -76,21 +65,18 @@ def exchange(wait, reducer, topology):
 
   Args:
     wait: `measure()` of this update.
-    reducer: the backend's reducer, whose `each_worker` shares a scalar.
-    topology: this process's Topology.
+    reducer, topology: the backend's reducer, this process's Topology.
 
   Returns:
-    A function to call once the update's exchange is built (the figures may
-    ride in it), returning a float32 vector in worker order (this worker's
-    alone where nothing is exchanged); also added to `COLLECTION`.
+    A function to call once the update's exchange is built, returning a
+    float32 vector in worker order; also added to `COLLECTION`.
   """
   return each_worker_into(COLLECTION, wait, reducer, topology)
 
 
 def each_worker_into(collection, value, reducer, topology):
   """`reducer.each_worker` of `value`, deferred, also added to `collection`
-  where the progress hooks read it outside the model_fn.
-  """
+  for the progress hooks."""
   shared = reducer.each_worker(value, topology.replicas_per_worker)
 
   def every():
@@ -112,8 +98,7 @@ def summaries(seconds, topology):
 
 
 def shares(wait_seconds, wall_seconds):
-  """Each worker's share of `wall_seconds` spent waiting for input, capped at 1
-  (another worker's runs do not coincide exactly with the chief's).
+  """Each worker's share of the wall time spent waiting, capped at 1.
 
   Args:
     wait_seconds: each worker's summed waits over some updates.
@@ -128,8 +113,7 @@ def progress_text(worker_shares, num_workers):
 
   Args:
     worker_shares: `shares()` in worker order, or None where not measured.
-    num_workers: workers in the job; one share of several workers is the
-      chief's own (asynchronous workers exchange nothing).
+    num_workers: workers in the job.
   """
   if worker_shares is None:
     return f"input wait not measured ({NOT_MEASURED})"
@@ -147,15 +131,12 @@ def progress_text(worker_shares, num_workers):
 
 
 def slowed_by_input(worker, compute_seconds, wait_seconds):
-  """Whether `worker`'s input explains why it computes slower than the median.
-
-  Compute time includes the input wait, so the test is whether the extra
-  wait covers the extra time, not whether the wait is large.
+  """Whether `worker`'s extra input wait covers its extra compute over the
+  median (compute time includes the wait).
 
   Args:
     worker: the worker's index.
-    compute_seconds: each worker's compute seconds per update.
-    wait_seconds: each worker's input wait seconds per update.
+    compute_seconds, wait_seconds: each worker's seconds per update.
   """
   extra = compute_seconds[worker] - statistics.median(compute_seconds)
   extra_wait = wait_seconds[worker] - statistics.median(wait_seconds)

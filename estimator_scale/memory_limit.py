@@ -1,11 +1,7 @@
 """The memory a task may hold, and a line naming a task killed for it.
 
-Past a memory cgroup's limit the OOM killer SIGKILLs the task silently;
-its launcher sees only exit status 137. So where this process's cgroup has
-a limit, `watch_for_oom_kill` starts a small watcher on a pipe this process
-holds open: if the pipe closes without the atexit "exit" message and
-the cgroup counted an OOM kill meanwhile, the watcher writes one line to
-this process's stderr naming the task, host, limit and peak.
+The OOM killer is silent (exit 137), so a watcher on a pipe writes the line
+when the pipe closes without the atexit message after an OOM kill.
 """
 import atexit
 import json
@@ -54,8 +50,7 @@ _STARTED = []
 
 
 def cgroup_limit(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
-  """(bytes, file) of the memory limit of this process's cgroup (v1's
-  memory controller or v2's), None where it has none."""
+  """(bytes, file) of this process's cgroup memory limit (v1 or v2), or None."""
   try:
     with open(proc_cgroup) as f:
       lines = f.read().splitlines()

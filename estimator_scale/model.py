@@ -1,8 +1,4 @@
-"""The base model users subclass: network, loss, metrics, serving inputs.
-
-No training logic here: `model_fn.make_model_fn` turns a model into a
-model_fn that trains through the same public `build_train_op`.
-"""
+"""The base model users subclass: network, loss, metrics, serving inputs."""
 import abc
 
 import tensorflow as tf
@@ -13,12 +9,8 @@ from estimator_scale import errors
 class BaseModel(abc.ABC):
   """A model: network, loss, metrics, predictions and serving inputs.
 
-  Subclasses build the network in `logits` (any style) or return a
-  tf.keras.Model from `keras_model`, and implement `loss` and
-  `serving_features`; models with built-in data also implement `input_fn`.
-  Methods receive `params` (`default_hparams` updated by `--hparams`).
-  The network is called once per replica per graph whatever the
-  accumulation steps, so layers are created once.
+  Subclasses build the network in `logits` or `keras_model` (built once per
+  replica per graph whatever k), and implement `loss` and `serving_features`.
   """
 
   name = None
@@ -39,11 +31,7 @@ class BaseModel(abc.ABC):
     return {}
 
   def keras_model(self, params):
-    """A tf.keras.Model (Sequential, functional or subclassed), or None.
-
-    Built once per graph and replica and called on `keras_inputs` in place of
-    the default `logits`.
-    """
+    """A tf.keras.Model to call on `keras_inputs` in place of `logits`."""
     del params
     return None
 
@@ -59,11 +47,8 @@ class BaseModel(abc.ABC):
         f"{_described(self)} must implement logits() or keras_model()")
 
   def targets(self, features, labels):
-    """What `loss` and `eval_metrics` compare the outputs with.
-
-    The labels by default; a label-free model (autoencoder, language model)
-    derives them from its features, and its input_fn yields features only.
-    """
+    """What `loss` and `eval_metrics` compare outputs with: labels, or for a
+    label-free model something derived from its features."""
     del features
     return labels
 
@@ -80,8 +65,8 @@ class BaseModel(abc.ABC):
     return {"outputs": logits}
 
   def eval_metrics(self, labels, logits, params):
-    """{name: a tf.compat.v1.metrics (value, update) pair or an updated
-    tf.keras.metrics.Metric}; the loss is added automatically."""
+    """{name: a v1 metric (value, update) pair or an updated Keras Metric}; the
+    loss is added."""
     return {}
 
   def training_hooks(self, features, labels):
@@ -93,8 +78,7 @@ class BaseModel(abc.ABC):
     """An Estimator input_fn of the model's own data for `mode`.
 
     Args:
-      mode: `ModeKeys.TRAIN` (repeats, shuffled, sharded per worker) or
-        `ModeKeys.EVAL` (the held-out split, one pass).
+      mode: `ModeKeys.TRAIN` (repeated, shuffled, sharded) or `EVAL` (one pass).
       global_batch_size: examples per update over the whole job.
       params: the model's hyperparameters.
       topology: this process's Topology, for sharding and per-replica batch.
@@ -109,11 +93,7 @@ class BaseModel(abc.ABC):
     return None
 
   def feature_spec(self):
-    """{name: tf.io.FixedLenFeature} of one record in data files.
-
-    Defaults to the serving features plus the label under `label_key`;
-    override when the files hold other features.
-    """
+    """{name: tf.io.FixedLenFeature} of a record: serving features and label."""
     spec = {name: tf.io.FixedLenFeature(tensor.shape, tensor.dtype)
             for name, tensor in self.serving_features().items()}
     label = self.label_feature()
@@ -122,8 +102,7 @@ class BaseModel(abc.ABC):
     return spec
 
   def serving_input_receiver_fn(self):
-    """Placeholders for `serving_features`, batch axis unknown; or one for
-    serialized tf.train.Examples (`serving_examples`)."""
+    """Placeholders for `serving_features`, or for serialized Examples."""
     if self.serving_examples:
       spec = dict(self.feature_spec())
       spec.pop(self.label_key, None)
@@ -141,10 +120,7 @@ class BaseModel(abc.ABC):
 
 
 class ClassifierModel(BaseModel):
-  """A classifier: `logits` returns [batch, classes] scores (2 or more); labels
-  are ids. Provides softmax cross-entropy, accuracy and predictions; for one
-  logit per example use `BinaryClassifierModel`.
-  """
+  """A classifier: `logits` returns [batch, classes >= 2]; labels are ids."""
 
   def label_feature(self):
     """See base class: a class id."""
@@ -168,9 +144,8 @@ class ClassifierModel(BaseModel):
     return {"accuracy": _accuracy(labels, tf.argmax(logits, axis=-1))}
 
   def _checked_logits(self, logits):
-    """`logits`, refused when there is one score per example: softmax over one
-    class is always 1, and label 1 is out of range (a NaN loss on GPU).
-    """
+    """`logits`, refused with one score per example (softmax over one class is
+    always 1; label 1 out of range gives a NaN loss on GPU)."""
     if logits.shape.rank and logits.shape[-1] == 1:
       raise errors.ConfigError(
           f"{_described(self)}: a ClassifierModel's logits are one score "
@@ -182,13 +157,8 @@ class ClassifierModel(BaseModel):
 
 
 class BinaryClassifierModel(BaseModel):
-  """A binary classifier (a click model): one logit per example.
-
-  `logits` returns the positive class's log-odds, [batch, 1] ([batch] is
-  accepted); labels are 0 or 1. Loss, predictions and metrics match
-  TensorFlow's canned binary classifiers; a subclass only builds the network
-  and names its serving features.
-  """
+  """A binary classifier: one logit per example, labels 0 or 1, as TF's canned
+  binary classifiers."""
 
   auc_thresholds = 1000
   """Thresholds of the AUC metrics' curves (Keras' AUC, interpolated)."""
@@ -209,8 +179,7 @@ class BinaryClassifierModel(BaseModel):
     return _binary_predictions(self._checked_logits(logits))
 
   def eval_metrics(self, labels, logits, params):
-    """See base class: AUC (ROC and precision-recall), precision, recall,
-    accuracy, the means of predictions and labels, and calibration."""
+    """See base class: AUCs, precision, recall, accuracy, means, calibration."""
     logits = self._checked_logits(logits)
     labels = self._labels(labels, logits)
     predicted = _binary_predictions(logits)
@@ -238,8 +207,7 @@ class BinaryClassifierModel(BaseModel):
     return metrics
 
   def _checked_logits(self, logits):
-    """`logits` as [batch, 1]; ConfigError naming the model and the shape
-    unless they hold one logit per example."""
+    """`logits` as [batch, 1]; ConfigError unless one logit per example."""
     shape = logits.shape
     if shape.rank == 1:
       return tf.expand_dims(logits, -1)
@@ -253,8 +221,7 @@ class BinaryClassifierModel(BaseModel):
     return logits
 
   def _labels(self, labels, logits):
-    """The labels as floats of the logits' shape, checked to be in [0, 1]
-    when the graph runs (InvalidArgumentError naming the model)."""
+    """The labels as floats of the logits' shape, checked in [0, 1] when run."""
     labels = _labels_like(labels, logits)
     with tf.control_dependencies([
         tf.debugging.assert_greater_equal(
@@ -267,11 +234,8 @@ class BinaryClassifierModel(BaseModel):
 
 
 class RegressionModel(BaseModel):
-  """A regression: `logits` returns predictions; mean squared error.
-
-  Labels take the predictions' shape ([batch] labels of [batch, 1]
-  predictions too), so they never broadcast into a [batch, batch] error.
-  """
+  """A regression: mean squared error, labels reshaped to the predictions'
+  shape so they never broadcast into [batch, batch]."""
 
   def label_feature(self):
     """See base class: one number."""
@@ -311,8 +275,7 @@ def _labels_like(labels, outputs):
 
 
 def _binary_predictions(logits):
-  """{logistic, logits, class_ids} of [batch, 1] logits; class 1 where the
-  probability is above 0.5, as the canned binary head decides."""
+  """{logistic, logits, class_ids} of [batch, 1] logits, as the canned head."""
   return {"logistic": tf.sigmoid(logits), "logits": logits,
           "class_ids": tf.cast(logits > 0, tf.int64)}
 

@@ -1,9 +1,4 @@
-"""The template: a `BaseModel` as an Estimator model_fn, for every mode.
-
-Training goes through `pipeline.build_train_op`, the call a hand-written
-model_fn makes, so accumulation, lr scaling, AdaScale and the backend's
-reduction apply to every model alike.
-"""
+"""The template: a `BaseModel` as an Estimator model_fn, for every mode."""
 import contextlib
 import functools
 import random
@@ -26,9 +21,7 @@ def make_model_fn(model, training_config=None, topology=None):
 
   Args:
     model: the `BaseModel`.
-    training_config: `TrainingConfig`; None: the Estimator's, as
-      `build_train_op` takes it.
-    topology: this process's Topology; None: the Estimator's.
+    training_config, topology: None: the Estimator's.
 
   Returns:
     model_fn(features, labels, mode, params, config) -> EstimatorSpec.
@@ -69,9 +62,8 @@ def make_model_fn(model, training_config=None, topology=None):
 
 
 class _Attributed:
-  """The model, whose methods name themselves in what they raise ("raised in
-  DigitsMLP.logits"): a shape bug otherwise surfaces deep in graph building.
-  """
+  """The model, whose methods name themselves in what they raise: a shape bug
+  otherwise surfaces deep in graph building."""
 
   def __init__(self, model):
     self._model = model
@@ -92,13 +84,8 @@ class _Attributed:
 
 
 def _network(model, params, precision):
-  """(features, training) -> outputs, with every variable under `model/`.
-
-  A `keras_model` is built here, outside the accumulation loop (functional
-  Input layers must be). Under mixed precision floating features enter in
-  the compute type and outputs leave in float32, so loss, metrics,
-  predictions and exports stay float32.
-  """
+  """(features, training) -> float32 outputs, variables under `model/`; a
+  `keras_model` is built here, outside the accumulation loop."""
   with _model_scope(precision):
     keras_model = model.keras_model(params)
 
@@ -116,12 +103,8 @@ def _network(model, params, precision):
 
 @contextlib.contextmanager
 def _model_scope(precision):
-  """`model/` for variable names, whatever graph or loop the network is in.
-
-  Keras names variables after the name scope, v1 layers after the variable
-  scope; one absolute scope keeps checkpoint names equal across training
-  (with or without accumulation), evaluation and export.
-  """
+  """`model/` for variable names in any graph or loop, so checkpoint names
+  match across training, evaluation and export."""
   with tf.compat.v1.variable_scope(SCOPE, reuse=tf.compat.v1.AUTO_REUSE,
                                    auxiliary_name_scope=False):
     with tf.compat.v1.name_scope(SCOPE + "/"), \
@@ -136,12 +119,8 @@ def _export_outputs(model, outputs, params):
 
 
 def _seed_layer_initializers(seed):
-  """Makes `random_seed` fix the initial weights too.
-
-  Keras initializers seed from Keras' own generator, not the graph seed.
-  Keras' setter also reseeds Python and NumPy; their states are restored so
-  a user's randomness is not reset each time a graph is built.
-  """
+  """Makes `random_seed` fix the initial weights too (Keras ignores the graph
+  seed); Python's and NumPy's states, which Keras reseeds, are restored."""
   python_state, numpy_state = random.getstate(), np.random.get_state()
   tf.keras.utils.set_random_seed(seed)
   random.setstate(python_state)

@@ -1,12 +1,8 @@
-"""Moments a fault injector aims at: a checkpoint's save, the merge of the
-sharded tables' parts, and their re-shard into another number of ranks.
+"""Moments a fault injector aims at: checkpoint saves, table merges, reshards.
 
-Each lasts tens of milliseconds, too short to hit at random, and is where
-a lost process or full disk does harm. A chaos run (tools/rig/chaos) arms
-one by creating `<moment>.armed` in the directory ESTIMATOR_SCALE_MOMENTS
-names; the first process to begin it takes the file by rename (one
-winner, naming its host) and holds until the injector removes it or
-HOLD_SECONDS pass. Unset, a moment costs nothing; unarmed, one stat.
+Too short to hit at random, one is armed by `<moment>.armed` in
+ESTIMATOR_SCALE_MOMENTS's directory; the first process takes it by rename
+and holds. Unset costs nothing; unarmed, one stat.
 """
 import os
 import socket
@@ -55,10 +51,8 @@ class _BeforeSave(tf.estimator.CheckpointSaverListener):
 
 
 def saving_listeners(estimator):
-  """The listeners a train() of `estimator` passes: one marking each checkpoint
-  save as a moment, where the process saves (TensorFlow refuses listeners
-  where none is saved).
-  """
+  """The listeners a train() passes: one per checkpoint save, where the
+  process saves (TensorFlow refuses listeners where none is saved)."""
   config = estimator.config
   saves = config.save_checkpoints_steps or config.save_checkpoints_secs
   return [_BeforeSave()] if os.environ.get(ENV) and saves else []

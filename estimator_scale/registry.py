@@ -1,8 +1,6 @@
 """Model registry: names the CLI and the contract test iterate over.
 
-It imports no model: the zoo imports the framework, never the other way
-round. Whoever wants the zoo's names (the CLI, a test) imports `model_zoo`
-or calls `load_module("model_zoo")` first.
+It imports no model (the zoo imports the framework): import `model_zoo`.
 """
 import importlib
 

@@ -1,18 +1,8 @@
 """Resuming a checkpoint under another recipe: what it lacks starts fresh.
 
-Resumed with another recipe (AdaScale, a loss scale, another optimizer,
-accumulation), the graph has state the checkpoint lacks, and
-tf.train.Saver refuses the whole restore for one missing key. Recipe state
-has a defined start (its initializer, where a fresh run starts it), so it
-starts there and one line names it. Network variables have no such start:
-a missing one or a changed shape is a `ConfigError` before any session.
-
-Estimator restores through its Scaffold's Saver and runs no initializer
-after a restore, so the decision is the Saver's. Restore ops must exist
-before the graph is finalized, so the gap is read from the checkpoint
-latest when the Saver is built; `restore` re-checks the one it is handed
-(after a preemption a newer one may be complete). Every process that
-restores (ps chief, every MWMS worker, every Horovod rank) restores and
+Saver refuses a restore for one missing key; recipe state (AdaScale, loss
+scale, slots) starts from its initializer instead, named in one line. A
+missing network variable is a `ConfigError`. Every restoring process
 initializes the same variables, as MWMS's broadcast initializers need.
 """
 import dataclasses
@@ -43,8 +33,7 @@ class Gap:
   Attributes:
     checkpoint: the checkpoint's path.
     fresh: checkpoint keys of the graph's variables it lacks, sorted.
-    slot_owners: for each fresh optimizer slot, the network variable it
-      belongs to (so the log line can group them).
+    slot_owners: for each fresh slot, its network variable.
   """
   checkpoint: str
   fresh: Tuple[str, ...]
@@ -52,12 +41,8 @@ class Gap:
 
 
 def graph_state(network_scope=None, graph=None):
-  """{checkpoint key: _Saved} of every variable a Saver would write.
-
-  Network variables: trainable ones, or others under `network_scope` (batch
-  norm statistics) that are not slots. Slots are told apart by name
-  (`<variable>/<slot>`) without asking the optimizer; the rest is recipe.
-  """
+  """{checkpoint key: _Saved} of every variable a Saver would write; slots are
+  told by name (`<variable>/<slot>`)."""
   graph = graph or tf.compat.v1.get_default_graph()
   with graph.as_default():
     variables = tf.compat.v1.global_variables()
@@ -100,12 +85,10 @@ def slot_owner(key, trainable_keys):
 
 
 def find_gap(checkpoint, state, trainable_keys):
-  """What `checkpoint` lacks of the graph's `state` (from `graph_state`).
+  """What `checkpoint` lacks of the graph's `state`.
 
   Raises:
-    errors.ConfigError: a network variable is missing from the checkpoint,
-      or a variable's shape or dtype differs there; one line names the
-      variable, the checkpoint and both shapes.
+    errors.ConfigError: a network variable missing or differing there.
   """
   reader = tf.compat.v1.train.NewCheckpointReader(checkpoint)
   shapes = reader.get_variable_to_shape_map()
@@ -160,13 +143,14 @@ def describe(gap):
 
 
 class ResumingSaver(tf.compat.v1.train.Saver):
-  """A Saver that restores a checkpoint lacking recipe state (see module); it
-  saves exactly as Estimator's own Saver.
+  """A Saver that restores a checkpoint lacking recipe state (see module).
+
+  Restore ops must exist before the graph is finalized, so the gap is read
+  from the latest checkpoint here and re-checked in `restore`.
 
   Args:
-    checkpoint_dir: where the job's checkpoints are (the model_dir).
-    network_scope: the scope of the network's variables, whose non-trainable
-      ones must be restored too.
+    checkpoint_dir: the model_dir.
+    network_scope: the network variables' scope (non-trainable ones too).
     log: whether this process writes the line naming the fresh state.
     **saver_kwargs: tf.compat.v1.train.Saver's arguments.
   """
@@ -214,13 +198,8 @@ class ResumingSaver(tf.compat.v1.train.Saver):
         name="resume_fresh_state")
 
   def save(self, sess, save_path, global_step=None, **kwargs):
-    """See base class; the checkpoint this session restored is not rewritten.
-
-    Estimator's saver saves at session start over the files it just restored;
-    other processes restoring from the same model_dir may still be reading
-    them ("file is too short to be an sstable"). They already hold this
-    state, so they are only counted for `max_to_keep`.
-    """
+    """See base class; skips rewriting the checkpoint just restored, which other
+    processes may still be reading."""
     if (self._restored is not None and global_step is not None and
         isinstance(global_step, numbers.Integral)):
       path = f"{save_path}-{global_step}"
@@ -256,9 +235,8 @@ def training_scaffold(run_config, network_scope=None, log=True):
   """The training Scaffold whose Saver is a `ResumingSaver`.
 
   Args:
-    run_config: the Estimator's RunConfig (the model_fn's `config`).
-    network_scope: see `ResumingSaver`.
-    log: see `ResumingSaver`.
+    run_config: the Estimator's RunConfig.
+    network_scope, log: see `ResumingSaver`.
   """
   return tf.compat.v1.train.Scaffold(saver=ResumingSaver(
       run_config.model_dir, network_scope=network_scope, log=log,

@@ -1,8 +1,4 @@
-"""`build_run_config(distribution=...)`: RunConfig, Topology and hooks per backend.
-
-Each backend is one object in `backends/` (its RunConfig, coordinator and
-reducer); this picks it and passes the settings every backend shares.
-"""
+"""`build_run_config(distribution=...)`: RunConfig, Topology and hooks."""
 from estimator_scale import backends
 from estimator_scale import errors
 from estimator_scale import filesystems
@@ -19,33 +15,23 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   Args:
     distribution: none | mirrored | multi_worker_mirrored | parameter_server
       | horovod.
-    model_dir: where the chief writes checkpoints. TF_CONFIG workers must
-      share it; Horovod ranks may each have their own (only rank 0's is
-      read).
+    model_dir: checkpoint directory; TF_CONFIG workers must share it.
     replicas: `mirrored` replicas in this process (default: GPUs, or 2 CPUs).
     save_checkpoints_steps, save_summary_steps, log_step_count_steps: as in
-      RunConfig; step-based because time-based saving can deadlock
-      collectives.
-    random_seed: seed of the graph and of layer initializers (same on every
-      worker).
+      RunConfig; by step, as time-based saving can deadlock collectives.
+    random_seed: graph and initializer seed (same on every worker).
     keep_checkpoint_max: checkpoints kept.
-    intra_op_threads: threads per op (default: all cores, or cores / ranks
-      per host under Horovod).
-    ps_sync: parameter_server only: every update averages all workers'
-      gradients, applied once by the chief (`backends.ps_sync`); default is
-      asynchronous.
+    intra_op_threads: threads per op (default: cores per process).
+    ps_sync: parameter_server only: one averaged update applied by the chief.
     full_checkpoint_every: one save in this many is full; the others write
-      only dynamic-table rows changed since, plus every other variable
-      (`embeddings.deltas`). For one process, non-elastic Horovod, or ps_sync.
+      changed dynamic-table rows only.
 
   Returns:
     `ScaleConfig`.
 
   Raises:
-    TopologyError: the environment cannot run this distribution; the message
-      says what to do.
-    ConfigError: model_dir's scheme has no file system here, or ps_sync with
-      another distribution.
+    TopologyError: the environment cannot run this distribution.
+    ConfigError: no file system for model_dir, or ps_sync misused.
   """
   filesystems.require("model_dir", model_dir)
   # Before the backend starts: a parameter server serves from inside it.
@@ -91,21 +77,15 @@ def _check_full_checkpoint_every(full_every, distribution, ps_sync, elastic):
 
 
 def _synchronised_by_the_factory(scale_config):
-  """Whether workers agree only through the framework's train op and hooks:
-  several synchronous workers, and no tf.distribute strategy doing it."""
+  """Whether only the framework's train op and hooks keep workers in step."""
   topology = scale_config.topology
   return (topology.synchronous and topology.num_workers > 1 and
           scale_config.run_config.train_distribute is None)
 
 
 class TrainedDirectly:
-  """The RunConfig's device function where only `make_estimator` can train.
-
-  Under Horovod or ps_sync, an Estimator trained with its own `train` would
-  run each worker unsynchronised without error. Estimator builds only its
-  training graph under this device function, so it refuses at the first op;
-  `make_estimator` trains with it removed (`for_the_factory`).
-  """
+  """The device function refusing `Estimator.train` under Horovod or ps_sync,
+  where it would train workers unsynchronised without error."""
 
   def __init__(self, distribution):
     self.distribution = distribution

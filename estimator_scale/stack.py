@@ -1,15 +1,7 @@
-"""The TensorFlow the framework pins: checked when it loads, explained once.
+"""The TensorFlow the framework pins (2.15: tf.estimator is gone from 2.16).
 
-tf.estimator is gone from TensorFlow 2.16, so the framework pins 2.15,
-where every tf.estimator symbol logs a deprecation block on first use;
-`NOTICE` says it once instead.
-
-`DeprecationFilter` is the one rule for which deprecation notices still
-show, for the library (installed by `quiet`) and the CLI (cli/logs.py). It
-drops notices of tf.estimator symbols, and notices whose deprecated call
-lies in the machinery the framework drives (`DRIVEN`), which a user cannot
-change. A deprecated call in the user's own code still shows, once per API,
-even where the framework called the same API first.
+`DeprecationFilter` drops notices of tf.estimator and of machinery the
+framework drives (`DRIVEN`); the user's own deprecated calls still show.
 """
 import importlib.util
 import logging as std_logging
@@ -45,9 +37,7 @@ _said = False  # whether NOTICE was logged (or is not to be) in this process
 
 
 def _package_dirs(names):
-  """The source folders of the installed packages among `names`, each ending
-  in os.sep, found without importing them.
-  """
+  """Source folders (ending in os.sep) of installed `names`, not imported."""
   dirs = []
   for name in names:
     try:
@@ -69,11 +59,8 @@ def _is_notice(record):
 
 
 def _call_site(record):
-  """(file, line) of the deprecated call whose notice is being logged now.
-
-  TensorFlow's own "From FILE:LINE" is dispatch.py for ops with dispatch
-  support, so the caller is the first frame outside tensorflow/python/util.
-  """
+  """(file, line) of the deprecated call being logged: the first frame outside
+  tensorflow/python/util (TF's own may say dispatch.py)."""
   wrappers = os.path.dirname(record.pathname) + os.sep
   frame, inside = sys._getframe(), False  # pylint: disable=protected-access
   while frame is not None:
@@ -93,11 +80,8 @@ def _estimator_symbol(record):
 
 
 class DeprecationFilter(std_logging.Filter):
-  """Drops TensorFlow's deprecation notices that the module docstring names.
-
-  TensorFlow marks a notice as given before logging it; for a dropped one
-  the mark is taken back, so the user's own later call still warns.
-  """
+  """Drops the notices the module docstring names, taking back TF's "warned"
+  mark so the user's own later call still warns."""
 
   def __init__(self):
     super().__init__()
@@ -132,11 +116,7 @@ class DeprecationFilter(std_logging.Filter):
 
 
 def quiet():
-  """Puts `DeprecationFilter` on TensorFlow's logger, where it is not yet.
-
-  Loads no TensorFlow: the logger is Python's, by name, and keeps its
-  filters when TensorFlow adds its handler.
-  """
+  """Puts `DeprecationFilter` on TF's (Python) logger, without loading TF."""
   global _filter
   logger = std_logging.getLogger("tensorflow")
   with _lock:
@@ -147,12 +127,7 @@ def quiet():
 
 
 def say_notice(say=True):
-  """Logs `NOTICE` the first time it is called in a process.
-
-  Args:
-    say: False marks it as said without logging it (the command line,
-      whose logs carry no deprecation notices).
-  """
+  """Logs `NOTICE` once per process; `say=False` only marks it said."""
   global _said
   with _lock:
     if _said:
@@ -172,8 +147,7 @@ def require_tensorflow():
     The tensorflow module.
 
   Raises:
-    ImportError: TensorFlow is missing or another release; the one-line
-      message says what to install.
+    ImportError: missing or another release; says what to install.
   """
   try:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -191,13 +165,8 @@ def require_tensorflow():
 
 
 def loaded(error=None):
-  """What the package does after it imported a public name's module.
-
-  With TensorFlow loaded: checks its release and logs `NOTICE` once. After
-  a failed import (`error`) caused by a missing or wrong TensorFlow: raises
-  `require_tensorflow`'s one-line ImportError; otherwise returns and the
-  caller re-raises `error`.
-  """
+  """After importing a public name's module: check TF and log `NOTICE`; after
+  a failed import due to TF, raise `require_tensorflow`'s error."""
   if error is not None:
     require_tensorflow()
     return

@@ -1,15 +1,8 @@
 """The slow host named: each worker's own compute time per update, compared.
 
-In a synchronous job every worker's wall time per update is the same, so
-each worker measures, inside the update's run, from the run's start to its
-gradients being ready; the exchange wait and the apply fall outside, so a
-fast worker waiting for a slow one does not look slow.
-
-The figures ride the backend's own exchange (`each_worker` of its reducer),
-so no side channel is opened. The chief logs them and names workers above
-`SLOW_FACTOR` times the median; since compute time holds the input wait,
-`input_wait` is exchanged beside it to say whether input is why.
-Asynchronous workers do not wait for one another, so they are not compared.
+Timed from the run's start to its gradients, so a worker waiting in the
+exchange for a slow one does not look slow. Asynchronous workers are not
+compared.
 """
 import statistics
 import time
@@ -36,14 +29,8 @@ def applies(topology):
 
 
 def start_timing(features):
-  """The update's start, and `features` made to wait for it.
-
-  An op with no inputs may run after the network it should precede, so the
-  network's inputs depend on it instead.
-
-  Returns:
-    (start timestamp, features that follow it).
-  """
+  """The update's start, and `features` made to wait for it (an op without
+  inputs may otherwise run after the network)."""
   start = tf.timestamp()
   with tf.control_dependencies([start]):
     return start, tf.nest.map_structure(tf.identity, features)
@@ -54,15 +41,12 @@ def exchange(start, grads, loss, reducer, topology):
 
   Args:
     start: `start_timing()` of this update.
-    grads: this replica's gradients (None, dense or IndexedSlices).
-    loss: this replica's loss, also ready before the exchange.
-    reducer: the backend's reducer, whose `each_worker` shares a scalar.
-    topology: this process's Topology.
+    grads, loss: this replica's, ready before the exchange.
+    reducer, topology: the backend's reducer, this process's Topology.
 
   Returns:
-    A function to call once the update's exchange is built (the figures may
-    ride in it), returning a float32 vector of seconds in worker order, also
-    added to `COLLECTION`.
+    A function to call once the update's exchange is built, returning a
+    float32 vector of seconds in worker order; also added to `COLLECTION`.
   """
   ready = [loss] + [g.values if isinstance(g, tf.IndexedSlices) else g
                     for g in grads if g is not None]
@@ -80,14 +64,11 @@ def summaries(seconds, num_workers):
 
 
 def slow_workers(seconds, factor=SLOW_FACTOR):
-  """Indices of the workers whose seconds exceed `factor` times the median.
+  """Indices, slowest first, of workers above `factor` (> 1) times the median.
 
   Args:
     seconds: one non-negative figure per worker.
-    factor: how far above the median a worker must be, > 1.
-
-  Returns:
-    The indices, slowest first.
+    factor: how far above the median a worker must be.
   """
   if factor <= 1:
     raise errors.ConfigError(f"factor must be > 1, got {factor}")
@@ -109,9 +90,8 @@ def report(seconds, workers, first_step, last_step, factor=SLOW_FACTOR,
     workers: each worker's name with its host, e.g. "rank 1 (host-b)".
     first_step, last_step: the updates the means cover.
     factor: see `slow_workers`.
-    waits: each worker's mean input wait seconds per update, or None.
-    update_seconds: mean wall seconds of an update (> 0), needed with
-      `waits`, which are shown as shares of it.
+    waits: each worker's mean input wait per update, or None.
+    update_seconds: mean wall seconds of an update (> 0), with `waits`.
   """
   if len(seconds) != len(workers):
     raise ValueError(f"{len(seconds)} figures for {len(workers)} workers; "
@@ -151,11 +131,8 @@ def _cause(worker, seconds, waits, update_seconds):
 
 
 class StragglerHook(tf.compat.v1.train.SessionRunHook):
-  """The chief's straggler lines, every `every_n_steps` updates and at the end.
-
-  Does nothing where the train op has no figures (not built by
-  `build_train_op`). A session's first update is left out: it includes
-  building and warming up the graph.
+  """The chief's straggler lines, every `every_n_steps` updates and at the end;
+  a session's first update (warm-up) is left out.
 
   Args:
     workers: each worker's name with its host, in worker order.

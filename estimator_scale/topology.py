@@ -1,9 +1,4 @@
-"""Who this process is in the job: the one source of truth for "how many of us".
-
-Sharding, lr scaling, AdaScale's S and chief-only side effects all read a
-`Topology`. Its backend read it from the environment (TF_CONFIG, Horovod);
-no other module parses TF_CONFIG or asks Horovod for its rank.
-"""
+"""Who this process is in the job; only backends read the environment."""
 import dataclasses
 from typing import Any
 
@@ -23,15 +18,12 @@ class Topology:
   """An immutable description of this process's place in the job.
 
   Attributes:
-    backend: the `backends.base.Backend` that runs the job (default: one
-      process, `backends.get("none")`).
-    num_workers: processes that compute gradients (Horovod ranks or TF_CONFIG
-      workers, the chief included).
+    backend: the `Backend` running the job (default: `backends.get("none")`).
+    num_workers: processes computing gradients, the chief included.
     worker_index: this process's index among them, 0-based.
-    replicas_per_worker: model replicas inside one worker (`mirrored` devices).
+    replicas_per_worker: model replicas inside one worker.
     is_chief: whether this process writes checkpoints, summaries and exports.
-    local_rank: index among the workers on this host (Horovod only).
-    local_size: workers on this host.
+    local_rank, local_size: place and workers on this host (Horovod).
   """
   backend: Any = dataclasses.field(default_factory=_local_backend)
   num_workers: int = 1
@@ -64,23 +56,15 @@ class Topology:
 
   @property
   def replicas_per_update(self):
-    """Replicas whose gradients one update averages.
-
-    All of them when synchronous; with asynchronous parameter servers each
-    worker applies its own updates, so only its replicas.
-    """
+    """Replicas one update averages: all if synchronous, else this worker's."""
     return self.num_replicas if self.synchronous else self.replicas_per_worker
 
   def replica_batch_size(self, global_batch_size, accumulation_steps=1,
                          flag="global_batch_size"):
-    """The examples one replica reads per update of its own (k micro-batches).
+    """The examples one replica reads per update (k micro-batches).
 
-    `global_batch_size` means the same on every backend (examples per step
-    summed over all workers and replicas), so the per-replica batch and the
-    S = 1 micro-batch do not change when the same flags run elsewhere. With
-    asynchronous parameter servers each worker's update averages only its
-    share (`examples_per_update`), S is that update's replicas x k, and
-    `global_step` advances workers times per global batch.
+    `global_batch_size` sums over the whole job on every backend; with async
+    ps, `global_step` advances workers times per global batch.
 
     Args:
       global_batch_size: examples per step, summed over the whole job.
@@ -113,10 +97,7 @@ class Topology:
     return global_batch_size // self.num_replicas
 
   def examples_per_update(self, global_batch_size):
-    """The examples one update (one `global_step`) averages: the global batch
-    when synchronous, global_batch_size / num_workers with asynchronous
-    parameter servers. Throughput is this times the steps per second.
-    """
+    """Examples one `global_step` averages (async: global batch / workers)."""
     return global_batch_size * self.replicas_per_update // self.num_replicas
 
   def describe(self):
@@ -141,13 +122,11 @@ class Topology:
         ("is_chief", self.is_chief, other.is_chief)) if mine != theirs]
 
   def require_estimators(self, estimators, given):
-    """Refuses this topology where it is not the Estimator's (`estimators`): an
-    input or train op built for another job would shard or reduce wrongly.
+    """Refuses this topology where it is not the Estimator's.
 
     Args:
       estimators: the Estimator's `Topology`.
-      given: what was built with this one, as the message starts
-        ("from_arrays: inputs built for", "build_train_op was given").
+      given: the message's start ("build_train_op was given").
 
     Raises:
       ConfigError: naming both topologies and what differs.

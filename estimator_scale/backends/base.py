@@ -1,5 +1,4 @@
-"""What every backend shares: the Backend interface, the ScaleConfig it
-builds, session configs and the process's thread pool."""
+"""The Backend interface, its ScaleConfig, session configs and thread pool."""
 import dataclasses
 import os
 from typing import Any, List
@@ -29,11 +28,7 @@ STRATEGY_REFUSAL = (
 
 
 class Backend:
-  """One way to run a job; the only code that knows which one runs.
-
-  Others ask the Topology's Backend instead of comparing names. Backends
-  compare equal by name, whatever per-job state they hold.
-  """
+  """One way to run a job; backends compare equal by name."""
 
   name = None
   compressions = ("none",)
@@ -64,7 +59,7 @@ class Backend:
     """The reducer `train_ops.pipeline` averages gradients with.
 
     Raises:
-      ConfigError: an option this backend does not offer (`check_offers`).
+      ConfigError: an option this backend does not offer.
     """
     self.check_offers(compression, sparse_exchange)
     return self._reducer(compression, sparse_exchange)
@@ -74,8 +69,7 @@ class Backend:
     raise NotImplementedError
 
   def check_offers(self, compression="none", sparse_exchange="auto"):
-    """Raises ConfigError when this backend cannot reduce as asked (also at
-    configuration, so it fails before training)."""
+    """Raises ConfigError when this backend cannot reduce as asked."""
     if compression not in self.compressions:
       raise errors.ConfigError(
           f"allreduce_compression={compression!r} is not available with "
@@ -116,12 +110,8 @@ def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
 
 
 def pin_threads(intra_op_threads, requested):
-  """Sizes this process's intra-op thread pool (0: all cores).
-
-  TensorFlow sizes it when Estimator makes its first device, before it reads
-  the session config, so the size is set on the context. Where `requested`,
-  a pool already running with another size is an error, not a warning.
-  """
+  """Sizes this process's intra-op pool (0: all cores) on the context, since
+  TF sizes it before reading the session config."""
   threading = tf.config.threading
   try:
     threading.set_intra_op_parallelism_threads(intra_op_threads)

@@ -1,6 +1,4 @@
-"""The tasks of a multi_worker_mirrored job leave in order once all are done,
-so no task logs another as failed (docs/design.md#backendscluster_exitpy).
-"""
+"""multi_worker_mirrored tasks leave in order, none seen as failed."""
 import socket
 import time
 
@@ -33,9 +31,8 @@ def _answers(address, timeout=3.0):
 
 
 def wait_until_gone(addresses, timeout=GONE_TIMEOUT_S, every=0.2):
-  """Waits up to `timeout` s until nothing listens at `addresses`; returns
-  those still there.
-  """
+  """Waits up to `timeout` s until nothing listens at `addresses`; returns those
+  still there."""
   deadline = time.monotonic() + timeout
   left = list(addresses)
   while left:
@@ -47,11 +44,8 @@ def wait_until_gone(addresses, timeout=GONE_TIMEOUT_S, every=0.2):
 
 
 def leave_in_order(environ=None):
-  """Waits until this task may end without any task seeing it as lost.
-
-  Returns whether this process holds the coordination service and the others
-  are gone, so it must end now (`filesystems.exit_process`).
-  """
+  """Waits until this task may end unseen as lost; returns whether it holds the
+  coordination service with the others gone (then `exit_process` now)."""
   if not context.context().coordination_service:
     return False
   cluster, task_type, index = tf_config.read_tf_config(environ)

@@ -1,6 +1,4 @@
-"""How the workers of a backend agree on when to train, evaluate and export:
-the same start and stop step, the same metrics, only the chief writes.
-"""
+"""How a backend's workers agree on the start and stop step and the metrics."""
 import dataclasses
 import enum
 import signal
@@ -39,8 +37,7 @@ class TrainResult:
 
 
 def checkpoint_step(model_dir):
-  """The global step of the latest checkpoint in model_dir (0 if none),
-  or of the last delta saved after it (`embeddings.deltas`)."""
+  """The step of the latest checkpoint (0 if none) or of a later delta."""
   # Not at the top: the tables' package imports the backends.
   from estimator_scale.embeddings import deltas  # pylint: disable=g-import-not-at-top
   path = tf.train.latest_checkpoint(model_dir) if model_dir else None
@@ -68,9 +65,7 @@ def target_step(start, steps, max_steps, backend):
 
 
 def result(last, estimator, target, signalled=False):
-  """The TrainResult of a train() call that `last` (a LastStepHook) saw; the
-  checkpoint's step where no hook ran (already at max_steps).
-  """
+  """The TrainResult `last` (a LastStepHook) saw; else the checkpoint's step."""
   if last.last_step is None:
     return TrainResult(checkpoint_step(estimator.model_dir), StopReason.TARGET)
   if signalled:
@@ -104,10 +99,7 @@ class Coordinator:
     return value
 
   def worker_labels(self):
-    """Each worker's name and host in worker order, e.g. "rank 1 (host-b)".
-
-    Every worker must call it: a backend may exchange to learn them.
-    """
+    """Each worker's "rank 1 (host-b)" label; every worker must call it."""
     return [f"worker 0 ({socket.gethostname()})"]
 
   def train(self, estimator, input_fn, hooks, steps, max_steps):

@@ -1,6 +1,5 @@
 """The one list of distribution backends, readable without TensorFlow;
-backend modules are imported on first use.
-"""
+backend modules are imported on first use."""
 import importlib
 
 from estimator_scale import errors
@@ -41,8 +40,7 @@ COMMIT_EVERY_N_STEPS = 100
 
 def get(name):
   """A new Backend for `name` (it may hold per-job state), or a
-  TopologyError listing the valid ones.
-  """
+  TopologyError listing the valid ones."""
   if name not in _MODULES:
     raise errors.TopologyError(
         f"distribution={name!r} is unknown; valid: {', '.join(NAMES)}")

@@ -1,6 +1,4 @@
-"""Synchronous parameter servers: one update averages every worker's gradients
-(docs/design.md#backendsps_syncpy).
-"""
+"""Synchronous parameter servers: one update averages all workers' gradients."""
 import tensorflow as tf
 
 from estimator_scale import errors
@@ -31,9 +29,8 @@ def _unique_rows(grad):
 
 
 def _update_step():
-  """global_step as this update reads it: one read per graph before any
-  apply, shared by a canned estimator's two optimizers.
-  """
+  """global_step as this update reads it: one read per graph before any apply,
+  shared by a canned estimator's two optimizers."""
   graph = tf.compat.v1.get_default_graph()
   found = graph.get_collection(_STEP_KEY)
   if found:
@@ -51,8 +48,7 @@ def _identity(value):
 
 
 def _shape(grad, variable):
-  """The shape of `variable`'s gradient: a sparse one's rows may be wider
-  than the variable's (CowClip's counts ride in one more column)."""
+  """A gradient's shape; sparse rows may be wider (CowClip's counts column)."""
   if isinstance(grad, tf.IndexedSlices):
     return variable.shape[:1].concatenate(grad.values.shape[1:])
   return variable.shape
@@ -85,9 +81,7 @@ class _Slot:
 
 
 class SyncReducer(reducers.LocalReducer):
-  """The reduction of synchronous parameter servers: the chief averages and
-  applies, the other workers only `contribute`.
-  """
+  """Synchronous ps: the chief averages and applies, others `contribute`."""
 
   def __init__(self, num_workers, worker_index, is_chief):
     self._workers = num_workers
@@ -106,9 +100,8 @@ class SyncReducer(reducers.LocalReducer):
     self._loss = loss
 
   def _push(self, grads, variables, sums, loss):
-    """Pushes this worker's gradients and scalars, marked with their step,
-    after the loss (so every variable was read before any gradient is in).
-    """
+    """Pushes this worker's gradients and scalars, marked with their step, after
+    the loss (so every variable was read before any gradient is in)."""
     device = tf.compat.v1.train.get_or_create_global_step().device
     self._local_step = step = _update_step()
     slots, pushes = [], []
@@ -148,9 +141,7 @@ class SyncReducer(reducers.LocalReducer):
     return every
 
   def contribute(self, grads, variables, sums, loss):
-    """A non-chief worker's update: pushes its gradients of `loss` and `sums`,
-    then waits for the chief's apply.
-    """
+    """A non-chief worker's update: push, then wait for the chief's apply."""
     _, pushes = self._push(grads, variables, sums, loss)
     global_step = tf.compat.v1.train.get_or_create_global_step()
     with tf.control_dependencies(pushes):
@@ -186,9 +177,7 @@ class SyncReducer(reducers.LocalReducer):
     return means, taken[len(grads):]
 
   def apply_reduced(self, optimizer, grads, variables, global_step):
-    """See base class; then marks the accumulators with the new step and
-    gives every other worker its token.
-    """
+    """See base class; then marks the new step and hands out worker tokens."""
     return self.applied(super().apply_reduced(optimizer, grads, variables,
                                               global_step))
 
@@ -211,9 +200,8 @@ class SyncReducer(reducers.LocalReducer):
 
 
 class TimeoutHook(tf.estimator.SessionRunHook):
-  """Gives every session run of a synchronous worker a timeout of `seconds`
-  and remembers the last update it saw end, for `timeout_error`.
-  """
+  """Times out each session run after `seconds`; remembers the last update
+  seen to end, for `timeout_error`."""
 
   def __init__(self, seconds, task):
     self.seconds = seconds

@@ -1,7 +1,7 @@
 """Cross-worker reduction: the only train-op code that differs per backend.
 
-`apply_mean` averages then applies; `all_mean` + `apply_reduced` lets the
-caller see the global gradient first, as AdaScale must.
+`all_mean` + `apply_reduced` show the global gradient before applying,
+as AdaScale needs.
 """
 import tensorflow as tf
 
@@ -22,21 +22,16 @@ class LocalReducer:
   workers other than the chief only contribute their gradients."""
 
   def expect(self, variables, loss):
-    """Names the variables of the next `all_mean`'s gradients and their loss,
-    for reducers that keep state beside the variables.
-    """
+    """Names the next `all_mean`'s variables and loss, for stateful reducers."""
     del variables, loss  # nothing kept
 
   def all_mean(self, grads, sums):
-    """(mean `grads`, summed scalars `sums`) over all replicas, the same on
-    every replica.
-    """
+    """(mean `grads`, summed `sums`) over all replicas, the same on each."""
     return list(grads), list(sums)
 
   def each_worker(self, value, replicas_per_worker):
     """Every worker's scalar `value`, in worker order, as a function to call
-    once this update's exchange is built (which may carry the value).
-    """
+    once this update's exchange (which may carry it) is built."""
     del replicas_per_worker  # one worker, however many replicas
     mine = tf.reshape(tf.cast(value, tf.float32), [1])
     return lambda: mine
@@ -57,11 +52,8 @@ class LocalReducer:
 
 
 def _steady_shapes(grads):
-  """The gradients with a sparse one of varying length made dense.
-
-  TF 2.15's graph-mode collectives keep an exchange's first shape ("Shape
-  mismatch in the collective"); dense, every row is updated.
-  """
+  """The gradients with varying-length sparse ones made dense: TF 2.15's
+  graph-mode collectives keep an exchange's first shape."""
   steady = []
   for grad in grads:
     if (isinstance(grad, tf.IndexedSlices) and
@@ -74,8 +66,7 @@ def _steady_shapes(grads):
 
 class StrategyReducer(LocalReducer):
   """tf.distribute replicas: v1 `apply_gradients` sums the replicas'
-  gradients, so it is handed g / N.
-  """
+  gradients, so it is handed g / N."""
 
   def _replicas(self):
     return tf.distribute.get_replica_context().num_replicas_in_sync
@@ -95,9 +86,7 @@ class StrategyReducer(LocalReducer):
     return means, reduced[len(present):]
 
   def each_worker(self, value, replicas_per_worker):
-    """See base class: a one-hot vector per replica, summed by the gradients'
-    collective; replicas are numbered worker by worker.
-    """
+    """See base class: one-hot per replica, summed with the gradients."""
     context = tf.distribute.get_replica_context()
     n = context.num_replicas_in_sync
     mine = tf.one_hot(context.replica_id_in_sync_group, n,

@@ -1,6 +1,4 @@
-"""A Slurm step as a cluster: srun's variables turned into a TF_CONFIG dict
-or Horovod's rank variables. TensorFlow-free.
-"""
+"""A Slurm step as a cluster: TF_CONFIG or Horovod ranks. TensorFlow-free."""
 import dataclasses
 import os
 import re
@@ -151,9 +149,7 @@ def _layout(counts, distribution):
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-  """The tasks of one Slurm step (`nodes`: each task's node) and this
-  process's `task`.
-  """
+  """The tasks of one Slurm step (`nodes`: each task's node) and our `task`."""
   task: int
   nodes: Tuple[str, ...]
 
@@ -180,7 +176,7 @@ class Step:
 
 
 def read_step(environ):
-  """This task's Step, checked against everything srun says about it.
+  """This task's Step, checked against everything srun says.
 
   Raises:
     errors.TopologyError: naming the variable at fault.
@@ -253,8 +249,7 @@ def ps_tasks(environ, size):
 
 
 def tf_config(environ):
-  """The TF_CONFIG dict of this task: ESTIMATOR_SCALE_PS_TASKS parameter
-  servers first, then the chief (with any), then workers.
+  """This task's TF_CONFIG dict: ps tasks first, then the chief, then workers.
 
   Raises:
     errors.TopologyError, errors.ConfigError: naming the variable at fault.
@@ -295,9 +290,7 @@ def answers(address, timeout=1.0):
 
 def wait_for_trainers_to_end(tasks, probe=answers, sleep=time.sleep,
                              poll_seconds=TRAINERS_POLL_S):
-  """Returns once every task of `tasks` ([(label, address)]) has answered
-  once and none answers any more.
-  """
+  """Returns once every task has answered once and none answers any more."""
   seen = set()
   while True:
     up = {label for label, address in tasks if probe(address)}
@@ -321,9 +314,7 @@ def _end_after_trainers(config):
 
 
 def end_with_trainers(config):
-  """Ends this parameter server (status 0) once its trainers end, since srun
-  waits for every task; watches from a daemon thread.
-  """
+  """Ends this ps (status 0) once its trainers end, since srun waits for all."""
   threading.Thread(target=_end_after_trainers, args=(config,),
                    name="ps_ends_with_trainers", daemon=True).start()
 
@@ -350,9 +341,7 @@ class Rank:
 
 
 def horovod_ranks(step):
-  """Every task of `step` as a Horovod rank, in task order; local and
-  cross ranks as horovodrun numbers them.
-  """
+  """Every task of `step` as a Horovod rank, numbered as horovodrun does."""
   names = step.node_names()
   local_sizes = {name: step.nodes.count(name) for name in names}
   ranks = []

@@ -1,6 +1,4 @@
-"""TF_CONFIG clusters: `multi_worker_mirrored` and `parameter_server`, their
-TF_CONFIG checked with an error that shows a valid one.
-"""
+"""TF_CONFIG clusters: `multi_worker_mirrored` and `parameter_server`."""
 import json
 import os
 import shutil
@@ -96,9 +94,7 @@ class MultiWorkerMirrored(base.Backend):
 
 
 class ParameterServer(base.Backend):
-  """Workers that apply their updates on the servers: asynchronous by
-  default, or one averaged update (`ps_sync.SyncReducer`).
-  """
+  """Workers applying updates on the ps: async, or `ps_sync.SyncReducer`."""
 
   name = "parameter_server"
   compression_refusal = ("workers send their gradients to the parameter "
@@ -165,10 +161,8 @@ def _task_name(environ):
 
 
 def _own_devices(environ):
-  """The devices a parameter-server task opens its sessions on: the ps tasks
-  and its own. A session on every task's devices waits for each task, so a
-  late worker (or an early chief) would wait forever.
-  """
+  """A ps task's session devices: the ps tasks and its own. A session on every
+  task's devices waits for each, so a late worker would wait forever."""
   _, task_type, index = read_tf_config(environ)
   if task_type not in ("chief", "worker"):
     return []
@@ -196,9 +190,7 @@ def _cluster(backend, run_config_kwargs, model_dir, intra_op_threads,
 
 
 def adopt_slurm_step(environ):
-  """Writes the TF_CONFIG of a Slurm step's task into `environ` if it has
-  none, before TensorFlow reads it.
-  """
+  """Writes a Slurm step task's TF_CONFIG into `environ` if it has none."""
   if not environ.get("TF_CONFIG") and slurm.in_step(environ):
     config = slurm.tf_config(environ)
     environ["TF_CONFIG"] = json.dumps(config)
@@ -250,9 +242,7 @@ def read_tf_config(environ=None):
 
 
 def read_topology(backend, environ=None):
-  """The topology of a TF_CONFIG worker: the chief (if any), then the
-  `worker` tasks; ps and evaluators compute no gradients.
-  """
+  """A TF_CONFIG worker's topology: chief, then `worker` tasks (not ps)."""
   cluster, task_type, index = read_tf_config(environ)
   backend.check_cluster(cluster)
   chiefs = len(cluster.get("chief", []))
@@ -269,11 +259,8 @@ def read_topology(backend, environ=None):
 
 
 class ClusterCoordinator(coordinator.Coordinator):
-  """TF_CONFIG workers, trained through train_and_evaluate.
-
-  Outside a session they have no channel, so `broadcast` cannot share the
-  chief's value: decisions must follow from steps alone.
-  """
+  """TF_CONFIG workers: with no channel to share the chief's value, decisions
+  follow from steps alone."""
 
   can_broadcast = False
 
@@ -332,9 +319,7 @@ class ClusterCoordinator(coordinator.Coordinator):
       time.sleep(0.5)
 
   def evaluate(self, estimator, input_fn, **kwargs):
-    """The chief evaluates (on the ps tasks in a parameter-server job);
-    the others take its metrics.
-    """
+    """The chief evaluates; the others take its metrics."""
     on_ps = estimator.config.num_ps_replicas > 0 and self._servers_started
     if self.topology.is_chief:
       if not on_ps:
@@ -371,9 +356,8 @@ class ClusterCoordinator(coordinator.Coordinator):
       return twin.evaluate(input_fn, **kwargs)
 
   def predict(self, estimator, input_fn, **kwargs):
-    """Predicts in this task alone, through a twin that sees only this task's
-    devices (a session on all waits for exited workers forever).
-    """
+    """Predicts through a twin seeing only this task's devices (a session on all
+    waits for exited workers forever)."""
     config = tf.compat.v1.ConfigProto()
     config.CopyFrom(estimator.config.session_config)
     run_config = estimator.config
@@ -408,9 +392,7 @@ def _metrics_path(eval_dir, step):
 
 
 def _write_metrics(eval_dir, metrics):
-  """Writes the chief's `metrics` for the others atomically (aside, then
-  renamed).
-  """
+  """Writes the chief's `metrics` for the others atomically (aside, renamed)."""
   path = _metrics_path(eval_dir, int(metrics["global_step"]))
   tf.io.gfile.makedirs(eval_dir)
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
@@ -456,9 +438,8 @@ def _read_token(path):
 
 
 def check_shared_model_dir(model_dir, backend, environ=None):
-  """Fails unless this task's model_dir is the chief's (a token the chief
-  leaves); workers on their own directories would diverge or hang silently.
-  """
+  """Fails unless this task's model_dir is the chief's: workers on their own
+  directories would diverge or hang silently."""
   environ = os.environ if environ is None else environ
   cluster, task_type, index = read_tf_config(environ)
   if task_type not in ("chief", "worker"):

@@ -37,20 +37,15 @@ _COMMANDS = {
 
 
 def _command(name):
-  """The function of command `name`, its module imported only now: commands
-  load TensorFlow, which `--help` or a bad flag must not.
-  """
+  """The function of command `name`, imported only now: commands load
+  TensorFlow, which `--help` or a bad flag must not."""
   module, function = _COMMANDS[name]
   return getattr(importlib.import_module(module), function)
 
 
 def _as_flags(message):
-  """The library's message in the user's words: `global_batch_size=3` becomes
-  `--global_batch_size=3`.
-
-  The one place the CLI adds dashes: a flag name directly followed by `=`
-  or `:`, not inside a path, a quoted example or an already dashed flag.
-  """
+  """The library's message with flag names dashed (`--global_batch_size=3`):
+  a name followed by `=` or `:`, outside paths, quotes and dashed flags."""
   names = sorted((name for name in FLAGS if len(name) > 3), key=len,
                  reverse=True)
   pattern = rf"(?<![\w./'\"-])({'|'.join(map(re.escape, names))})(?=[=:])"
@@ -72,9 +67,7 @@ def _parse_flags(argv):
 
 
 def _require_file_systems():
-  """Loads the file system of every path flag's scheme before any work, rather
-  than failing at the first save or read minutes into a job.
-  """
+  """Loads every path flag's file system up front, not minutes into a job."""
   for name in flags.PATH_FLAGS:
     filesystems.require(name, FLAGS[name].value)
 
@@ -96,8 +89,7 @@ def main(argv):
 
 def _usage_from_here():
   """Makes `--help` print this module's docstring and flags when the console
-  script's wrapper is __main__ (absl takes both from the main module).
-  """
+  script's wrapper is __main__ (absl takes both from the main module)."""
   main_module = sys.modules["__main__"]
   if main_module is sys.modules[__name__]:
     return
@@ -107,12 +99,8 @@ def _usage_from_here():
 
 
 def run():
-  """Console-script entry point.
-
-  A process that loaded tensorflow-io ends through
-  `filesystems.exit_process` with the status it would have had, since its
-  normal exit aborts in tensorflow-io's destructors.
-  """
+  """Console-script entry point; with tensorflow-io loaded it ends through
+  `filesystems.exit_process` (a normal exit aborts in tensorflow-io)."""
   _usage_from_here()
   try:
     app.run(main, flags_parser=_parse_flags)

@@ -1,5 +1,4 @@
-"""What every command makes from the flags: the models it may run, the
-`TrainingConfig`, the Estimator, and the JSON it writes."""
+"""What every command makes from the flags: models, config, Estimator, JSON."""
 import json
 import os
 
@@ -45,9 +44,7 @@ def training_config_from_flags(accumulation_steps=None):
 
 
 def _optimizer_options(optimizer):
-  """The option flags `optimizer` takes, as (name, value) pairs; the flags have
-  defaults, so each goes only to the optimizers that take it.
-  """
+  """The option flags `optimizer` takes, as (name, value) pairs."""
   takes = optimizers.valid_options(optimizer)
   return tuple(sorted((name, FLAGS[name].value)
                       for name in flags.OPTIMIZER_OPTION_FLAGS
@@ -55,8 +52,7 @@ def _optimizer_options(optimizer):
 
 
 def _check_option_flags():
-  """Refuses an option flag typed that neither --optimizer nor
-  --linear_optimizer takes: it would change nothing."""
+  """Refuses an option flag no chosen optimizer takes (it would do nothing)."""
   chosen = [f"--optimizer={FLAGS.optimizer}"]
   takes = set(optimizers.valid_options(FLAGS.optimizer))
   if FLAGS.linear_optimizer:
@@ -73,9 +69,8 @@ def _check_option_flags():
 
 
 def _load_models():
-  """Registers the zoo's models and --model_module's. The CLI is where the zoo
-  and the framework meet: the framework never imports the zoo.
-  """
+  """Registers the zoo's and --model_module's models; the framework never
+  imports the zoo."""
   registry.load_module("model_zoo")
   if FLAGS.model_module:
     registry.load_module(FLAGS.model_module)
@@ -95,8 +90,7 @@ def list_models():
 
 
 def estimator(model, batch=None):
-  """The Estimator the flags describe; `batch` (an elastic.Batch) replaces
-  the batch flags."""
+  """The Estimator the flags describe; `batch` replaces the batch flags."""
   return es.make_estimator(
       model, model_dir=FLAGS.model_dir, distribution=FLAGS.distribution,
       training_config=training_config_from_flags(

@@ -1,9 +1,7 @@
 """Every flag of the command line, grouped by what it sets.
 
-The enum flags offer the library's own lists (`backends.names`,
-`train_ops.names`), which import no TensorFlow, so `--help` shows every
-choice without loading it, and a choice added to the library is one the
-command line offers.
+Enum flags offer the library's own TensorFlow-free lists, so `--help`
+shows every choice without loading TensorFlow.
 """
 from absl import flags
 

@@ -1,15 +1,8 @@
-"""What the command line prints: each message once, from the chief, and no
-warning that describes what the framework meant to do.
+"""What the command line prints: each message once, from the chief.
 
-TensorFlow's logger also passes records to absl's root handler (every line
-twice), its INFO lines repeat per graph, and deprecated APIs warn per call
-site. So the CLI keeps absl's handler alone, TensorFlow INFO only at
-`--verbosity=1` and above, the library's deprecation rule (stack.py), and
-only warnings and errors on workers other than the chief.
-
-A job that works must read as one that worked: the warnings TensorFlow
-gives such jobs are dropped by their exact text (`EXPECTED`,
-`OPTIONS_IN_GRAPH_MODE`); every other warning and error still shows.
+Only absl's handler is kept (TF's logger feeds it too); TF INFO shows from
+`--verbosity=1`; non-chief workers log warnings and errors only; warnings
+TF gives working jobs are dropped by exact text (`EXPECTED`).
 """
 import logging as std_logging
 import re
@@ -65,9 +58,8 @@ def configure(is_chief=True):
   """Sets up logging for the command line (never called by the library).
 
   Args:
-    is_chief: whether this process is the chief; others log warnings and
-      errors only. Called again when a process becomes chief (an elastic
-      job's new rank 0), it then logs as --verbosity says.
+    is_chief: whether this process is the chief (called again when it
+      becomes one: an elastic job's new rank 0).
 
   Raises:
     ConfigError: TensorFlow is missing or not a 2.15 release.

@@ -1,7 +1,7 @@
 """Input: what a job trains and evaluates on, as Estimator input_fns.
 
 Modules import only those before them: position, file_shards, input_fn,
-readers, data_files, days. Builders and `days` are the public API.
+readers, data_files, days.
 """
 from estimator_scale.inputs.input_fn import InputFn
 from estimator_scale.inputs.readers import from_arrays

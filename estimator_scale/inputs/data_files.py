@@ -1,6 +1,4 @@
-"""A model's data from the user's own files: TFRecord or CSV, by feature spec
-(a CSV column per value: `label`, `image_0` ... `image_63`, row-major).
-"""
+"""A model's data from the user's files: TFRecord or CSV, by feature spec."""
 import contextlib
 
 import numpy as np
@@ -24,11 +22,8 @@ def _column_default(feature):
 
 def from_csv_features(pattern, feature_spec, label_key, global_batch_size,
                       **kwargs):
-  """input_fn over CSV files whose header names the feature spec's columns.
-
-  The first file's header decides the column order for all; extra columns are
-  dropped. Arguments as `from_files`; the InputFn's `files` are the matches.
-  """
+  """input_fn over CSV files whose header names the feature spec's columns
+  (the first file's order; extra columns dropped)."""
   files = readers.list_files(pattern, "CSV pattern")
   with tf.io.gfile.GFile(files[0]) as f:
     header = f.readline().strip().split(",")
@@ -72,11 +67,8 @@ def is_csv(pattern):
 
 def from_files(pattern, feature_spec, label_key, global_batch_size,
                skip_corrupt=False, **kwargs):
-  """The input_fn over TFRecord or CSV files (a `.csv` pattern means CSV).
-
-  `pattern` is a glob or a list of paths; `feature_spec` includes the label
-  (`label_key`, or None); other arguments as `readers.from_tfrecords`.
-  """
+  """input_fn over TFRecord or CSV files (a `.csv` pattern means CSV);
+  arguments as `readers.from_tfrecords`."""
   for path in pattern if isinstance(pattern, (list, tuple)) else [pattern]:
     filesystems.require("pattern", path)
   if is_csv(pattern):
@@ -124,10 +116,8 @@ def files_of(input_fn):
 
 @contextlib.contextmanager
 def naming_corrupt_files(files):
-  """Turns a DataLossError from reading `files` into a DataError naming the
-  file (TensorFlow's names none); the files are scanned only after a
-  failure. With no `files`, the error passes unchanged.
-  """
+  """A DataLossError from reading `files` as a DataError naming the file
+  (TF names none); files are scanned only after a failure."""
   try:
     yield
   except tf.errors.DataLossError as e:

@@ -1,8 +1,7 @@
-"""Dated partitions: logs that arrive a day at a time, each day read once.
+"""Dated partitions: logs arriving a day at a time, each day read once.
 
 A root is Spark's `ROOT/day=YYYY-MM-DD/` (complete once `_SUCCESS` is
-there, if any folder has one) or files dated in their names. A day is a
-`position.Span` from where the day before ended.
+there, if any folder has one) or files dated in their names.
 """
 import dataclasses
 import datetime
@@ -33,9 +32,7 @@ POLL_SECS = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class Partition:
-  """One day of a root: its `day`, its sorted `files`, and whether it has
-  `landed` (complete, so it may be read).
-  """
+  """One day of a root: `day`, sorted `files`, and whether it has `landed`."""
   day: datetime.date
   files: tuple
   landed: bool
@@ -83,7 +80,7 @@ def _folder(root, entry):
 
 
 def partitions(root, name="train_data"):
-  """{day: Partition} of the days under `root` (any tf.io.gfile path).
+  """{day: Partition} of the days under `root`.
 
   Raises:
     ConfigError: `root` does not exist or holds no dated partitions.
@@ -122,8 +119,7 @@ def partitions(root, name="train_data"):
 
 
 def check_days(root, first, last, follow, name="train_data"):
-  """Refuses, before anything trains, a day of a closed range that has not
-  landed when nothing will wait for it.
+  """Refuses up front a day of a closed range not landed and not waited for.
 
   Raises:
     ConfigError: naming the days `root` holds.
@@ -166,9 +162,8 @@ def each_day(first, last):
 
 
 def landed(root, day, name="train_data"):
-  """`day`'s Partition under `root` if it has landed, else None; looks at
-  that day's folder alone where it can (a root may hold years of days).
-  """
+  """`day`'s Partition if landed, else None; reads that day's folder alone
+  where it can (a root may hold years)."""
   folder = f"day={day}"
   if tf.io.gfile.isdir(os.path.join(root, folder)):
     files, success = _folder(root, folder)
@@ -181,9 +176,7 @@ def landed(root, day, name="train_data"):
 
 
 def wait_for(root, day, timeout_secs, name="train_data"):
-  """`day`'s Partition once it lands (saying once what it waits for), or
-  None after `timeout_secs`.
-  """
+  """`day`'s Partition once it lands, or None after `timeout_secs`."""
   deadline = time.time() + timeout_secs
   partition = landed(root, day, name)
   if partition is None:
@@ -197,9 +190,7 @@ def wait_for(root, day, timeout_secs, name="train_data"):
 
 
 def count_records(partition, model_dir, worker, skip_corrupt=False):
-  """Records of a day: TFRecords counted once and kept in model_dir
-  (`file_shards.Counts`), CSV lines counted each time.
-  """
+  """Records of a day: TFRecords counted once and kept, CSV lines each time."""
   files = list(partition.files)
   if data_files.is_csv(files):
     lines = tf.data.Dataset.from_tensor_slices(files).flat_map(
@@ -213,7 +204,7 @@ def count_records(partition, model_dir, worker, skip_corrupt=False):
 
 def span(start_step, records, global_batch_size, divisor):
   """The `position.Span` of a day of `records` from update `start_step`,
-  rounded down to a multiple of `divisor` so the last update splits evenly.
+  rounded down to a multiple of `divisor`.
 
   Raises:
     DataError: a day without records.

@@ -1,6 +1,4 @@
-"""File-level sharding that resumes exactly, also on another worker count
-(docs/design.md#inputsfile_shardspy).
-"""
+"""File-level sharding that resumes exactly, also on another worker count."""
 import dataclasses
 import itertools
 import json
@@ -20,9 +18,7 @@ _WHOLE_FILE = 1 << 62  # a window when shuffling permutes whole files
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
-  """Records [start, stop) of file number `file` in `epoch`'s shuffled order
-  (`stop` -1: to the file's end, its count unknown).
-  """
+  """Records [start, stop) of file `file` in `epoch`'s order (-1: its end)."""
   epoch: int
   file: int
   start: int
@@ -51,10 +47,8 @@ def _epoch_pieces(lane, epoch, counts, seed):
 
 
 def remaining(lane, consumed, counts, seed):
-  """The `Piece`s of `lane` after its first `consumed` records, forever.
-
-  `counts` maps file number to record count; `seed` None: no shuffle.
-  """
+  """The `Piece`s of `lane` after its first `consumed` records, forever
+  (`counts`: file -> records; `seed` None: no shuffle)."""
   leftovers = list(lane.leftovers)
   while consumed and leftovers and consumed >= leftovers[0].size:
     consumed -= leftovers.pop(0).size
@@ -78,9 +72,7 @@ def remaining(lane, consumed, counts, seed):
 
 
 def advance(lane, consumed, counts, seed):
-  """`lane` after its first `consumed` records, as a lane of its own (its
-  later pieces need no count).
-  """
+  """`lane` after its first `consumed` records, as a lane of its own."""
   if not consumed:
     return lane
   rest = remaining(lane, consumed, counts, seed)
@@ -92,9 +84,8 @@ def advance(lane, consumed, counts, seed):
 
 
 def deal(pieces, workers):
-  """`pieces` dealt in order over `workers` lanes, equal in records to one;
-  one list of pieces per worker.
-  """
+  """`pieces` dealt in order over `workers` lanes equal in records to one;
+  one list of pieces per worker."""
   total = sum(p.size for p in pieces)
   parts = [[] for _ in range(workers)]
   done, lane = 0, 0
@@ -129,8 +120,7 @@ def _handover(lanes, consumed, workers, num_files, counts, seed, last_epoch):
 
 def plan(segments, num_files, counts, seed):
   """(lanes, consumed): one Lane per worker of the last of `segments`
-  ([(workers, records each consumed)], oldest first) and its records read.
-  """
+  ([(workers, records each consumed)], oldest first), and its records read."""
   workers, consumed = segments[0]
   lanes = [Lane((), tuple(range(w, num_files, workers)), 0)
            for w in range(workers)]
@@ -143,10 +133,8 @@ def plan(segments, num_files, counts, seed):
 
 
 def segments(entries, examples, workers):
-  """`plan`'s segments from `input_position.json`'s `entries` (up to the
-  checkpoint's step, by file) and the job's trained `examples`; a change of
-  global batch alone does not split a segment.
-  """
+  """`plan`'s segments from `input_position.json` entries and trained
+  `examples`; a change of global batch alone does not split a segment."""
   marks = [(e["examples"], e["workers"]) for e in entries]
   marks.append((examples, workers))
   result = [[marks[0][1], 0]]
@@ -160,9 +148,7 @@ def segments(entries, examples, workers):
 
 
 class Counts:
-  """file number -> record count, kept in model_dir's count files;
-  `freeze` makes unknown counts -1 instead of counting.
-  """
+  """file number -> record count, kept in model_dir (`freeze`: unknown = -1)."""
 
   def __init__(self, files, model_dir, worker, skip_corrupt=False):
     self._files = list(files)
@@ -181,9 +167,7 @@ class Counts:
     return self._counted.get(path, -1)
 
   def count(self, numbers):
-    """Looks up the counts of files `numbers`, counting those not kept
-    unless frozen.
-    """
+    """Counts of files `numbers`, counting those not kept unless frozen."""
     missing = []
     for number in numbers:
       path = self._files[number]
@@ -231,9 +215,7 @@ def _read_counts(model_dir):
 
 
 def _count_records(paths, skip_corrupt):
-  """Records of each TFRecord file, counted now in parallel, in a graph and
-  session of their own.
-  """
+  """Records of each TFRecord file, counted in parallel in a graph apart."""
 
   def count(path):
     records = tf.data.TFRecordDataset(path)
@@ -251,11 +233,8 @@ def _count_records(paths, skip_corrupt):
 
 
 def lane_records(files, lane, counts, read, seed, window):
-  """A Dataset of the records of `lane` (read from its start), forever.
-
-  `read` maps a path tensor to a Dataset of its records; `window` is records
-  per shuffled window (None: whole files).
-  """
+  """A Dataset of `lane`'s records from its start, forever (`read`: path ->
+  Dataset; `window`: records per shuffle window)."""
   window = window or _WHOLE_FILE
   names = tf.constant(list(files))
   rows = tf.data.Dataset.from_generator(
@@ -297,9 +276,7 @@ def by_file(num_files, workers):
 
 
 def worker_records(source, position, entries, model_dir, workers, index):
-  """This worker's records of `source` (an `input_fn.Plan`) from the
-  checkpoint's position on, forever; record counts are kept in `model_dir`.
-  """
+  """This worker's records of `source` from the checkpoint's position on."""
   files, seed = source.files, source.seed
   entries = [e for e in entries if e["step"] <= position.step]
   stretch = entries

@@ -1,9 +1,4 @@
-"""The input_fn every builder returns, and the one path it reads by.
-
-A builder fixes a `Plan`; `read` goes one way: this worker's shard, its
-records in the epoch's order from the resume position, parsed batches.
-An input reads for the Estimator's `Topology` (`InputFn.for_estimator`).
-"""
+"""The input_fn every builder returns, and the one path it reads by."""
 import dataclasses
 from typing import Any, Callable, Optional
 
@@ -21,12 +16,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-  """What an input reads and how, fixed when it is built: the records of
-  `files` (by `read`, `cycle_length` at a time), or with `count` the indices
-  of in-memory arrays; `parse` maps a record (a batch, with `parse_batches`)
-  to the model's input; `window`: records per shuffled window (0: none);
-  `whole_files` (TFRecord): files may be shuffled and dealt whole.
-  """
+  """What an input reads and how, fixed when it is built: `files` (by `read`)
+  or `count` array indices, `parse`, shuffle `window`, `whole_files`."""
   builder: str
   global_batch_size: int
   training: bool
@@ -45,16 +36,12 @@ class Plan:
 
 
 class InputFn:
-  """An Estimator input_fn over a `Plan`; `files` name an unreadable record's
-  file. `topology` is None until the Estimator gives its own (called
-  without one, it reads as one local process).
-  """
+  """An Estimator input_fn over a `Plan`; `topology` is None until the
+  Estimator gives its own (without one: one local process)."""
 
   def __init__(self, plan, topology=None, accumulation_steps=None,
                make_dataset=None):
-    """Checks the batch at once; `make_dataset` (`read`'s arguments) replaces
-    `read` for `synthetic`.
-    """
+    """Checks the batch now; `make_dataset` replaces `read` for `synthetic`."""
     self.plan = plan
     self.files = plan.files
     self.topology = topology
@@ -67,8 +54,7 @@ class InputFn:
     """This input as the Estimator of `topology` runs it.
 
     Raises:
-      ConfigError: the input was built for another topology (naming both),
-        or its batch does not divide over `topology`'s replicas.
+      ConfigError: built for another topology, or the batch does not divide.
     """
     if self.topology is not None:
       self.topology.require_estimators(
@@ -86,9 +72,8 @@ class InputFn:
     return data_options.without_tuning_thread(dataset)
 
   def _alone(self, input_context, config):
-    """One local process; a training input refuses a call whose context or
-    RunConfig shows a larger job, whose share it cannot know.
-    """
+    """One local process; training refuses a call showing a larger job, whose
+    share it cannot know."""
     replicas = input_context.num_replicas_in_sync if input_context else 1
     workers = max(getattr(config, "num_worker_replicas", 1) or 1,
                   input_context.num_input_pipelines if input_context else 1)
@@ -103,9 +88,7 @@ class InputFn:
 
 
 def _replica_batch(plan, topology, accumulation_steps):
-  """The examples one replica reads per batch: training splits the global
-  batch over the job and micro-batches, evaluation takes it as given.
-  """
+  """Examples one replica reads per batch (training splits the global batch)."""
   size = plan.global_batch_size
   if plan.training:
     return topology.replica_batch_size(size, accumulation_steps)
@@ -181,9 +164,7 @@ def _resumed(plan, start, shards, index, model_dir):
 
 
 def _unresumed(plan, shards, index):
-  """This worker's records with no position: evaluation, or asynchronous
-  training; shuffled by window and repeated when training.
-  """
+  """This worker's records without a position (evaluation, async training)."""
   by_file = plan.whole_files and shards > 1 and len(plan.files) >= shards
   by_record = shards > 1 and not by_file
   if plan.count:
@@ -224,9 +205,8 @@ def _span_records(plan, model_dir):
 
 
 def _span_batches(plan, records, shards, index, replica_batch):
-  """This worker's batches of a span's `records`, then the end, at the same
-  update on every worker; the last may be short, split evenly.
-  """
+  """This worker's batches of a span's `records`, ending at the same update on
+  every worker; the last may be short, split evenly."""
   pieces = max(1, plan.global_batch_size // (shards * replica_batch))
 
   def worker_part(batch):

@@ -1,6 +1,4 @@
-"""Where a training input stands, so a resumed job trains each example once,
-on any worker count (docs/design.md#inputspositionpy).
-"""
+"""Where a training input stands, so a resumed job trains each example once."""
 import dataclasses
 import json
 import os
@@ -19,18 +17,14 @@ _FOREVER = tf.int64.max
 
 @dataclasses.dataclass(frozen=True)
 class Position:
-  """Where a run starts in its input: the checkpoint's `step` and the
-  `examples` the job trained up to it.
-  """
+  """Where a run starts: the checkpoint's `step`, `examples` trained to it."""
   step: int = 0
   examples: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
 class Span:
-  """A stretch of updates that trains a finite input (a day) once, from
-  `start_step`: `examples` of its `records`, in `stream`'s order.
-  """
+  """Updates training a finite input (a day) once, from `start_step`."""
   start_step: int
   records: int
   examples: int
@@ -67,9 +61,7 @@ def _write_history(model_dir, entries):
 
 
 def position_at(entries, step, global_batch_size):
-  """The Position of a run at `step` with this global batch; `entries`
-  after `step` (rolled back by a restart) do not count.
-  """
+  """The Position at `step`; `entries` after it (rolled back) do not count."""
   entries = [e for e in entries if e["step"] <= step]
   if not entries:
     # A job from before the history, or its first run: one batch so far.
@@ -81,11 +73,8 @@ def position_at(entries, step, global_batch_size):
 
 
 def resume(model_dir, global_batch_size, workers, is_chief):
-  """The Position of the run about to start from model_dir's checkpoint.
-
-  The chief (`is_chief`) records a change of global batch or worker count in
-  the history; the others compute the same Position without it.
-  """
+  """The Position of the run about to start from model_dir's checkpoint; only
+  the chief records a change of batch or worker count."""
   if not model_dir:
     return Position()
   step = coordinator_lib.checkpoint_step(model_dir)
@@ -121,8 +110,8 @@ def stream(epoch_records, count_records, position, seed, window):
   """Every epoch's records, one after another, from `position` on, forever.
 
   Args:
-    epoch_records: epoch (int64 tensor) -> a Dataset of the epoch's records
-      in their base order (the same count every epoch).
+    epoch_records: epoch (int64 tensor) -> Dataset of its records in base
+      order (the same count every epoch).
     count_records: () -> records per epoch; called only when `position` > 0.
     position: records of the stream already consumed.
     seed: the shuffle seed, or None for the base order.
@@ -151,10 +140,7 @@ def stream(epoch_records, count_records, position, seed, window):
 
 
 def file_records(files, read, seed, cycle_length=1):
-  """epoch -> the records of `files` in epoch order, for `stream`: files
-  permuted with (seed, epoch), read `cycle_length` at a time in a fixed
-  order.
-  """
+  """epoch -> `files`' records, permuted with (seed, epoch), for `stream`."""
   names = tf.constant(list(files))
 
   def epoch_records(epoch):

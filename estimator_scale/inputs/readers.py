@@ -1,9 +1,7 @@
-"""Estimator input_fn builders: arrays, TFRecord files, CSV files, synthetic data.
+"""Estimator input_fn builders: arrays, TFRecord, CSV and synthetic data.
 
-Every builder takes the *global* batch size and serves each replica its
-share. Training input is shuffled, repeated (so ranks never run out at
-different steps) and resumes at its checkpoint's position; evaluation
-input is one ordered pass. Paths go through tf.io.gfile.
+Each takes the *global* batch size. Training input repeats (so ranks never
+run out at different steps) and resumes where its checkpoint stands.
 """
 import os
 
@@ -41,8 +39,7 @@ def from_arrays(features, labels, global_batch_size, training=True,
     global_batch_size: examples per update over the whole job.
     training: shuffle/repeat/shard (True) or one ordered pass (False).
     topology: leave it out to take the Estimator's.
-    accumulation_steps: micro-batches per update, to check divisibility;
-      None: the Estimator's.
+    accumulation_steps: None: the Estimator's.
     seed: shuffle seed; None disables shuffling.
     shuffle_buffer: rows per shuffled window; 0 = the whole array.
   """
@@ -60,9 +57,7 @@ def from_arrays(features, labels, global_batch_size, training=True,
 
 
 def list_files(pattern, flag="file pattern"):
-  """Sorted files matching a glob, or a ConfigError naming the pattern; a
-  list of paths stands for itself (a day's files, without `_SUCCESS`).
-  """
+  """Sorted files matching a glob (else ConfigError); a list is itself."""
   if isinstance(pattern, (list, tuple)):
     files = sorted(pattern)
   else:
@@ -78,17 +73,15 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
                    training=True, topology=None, accumulation_steps=None,
                    seed=0, shuffle_buffer=10000, deterministic=True,
                    skip_corrupt=False, span=None):
-  """input_fn over TFRecord files of tf.train.Examples.
-
-  Files are sharded per worker when there are at least as many as workers
-  (`file_shards`), records otherwise. The InputFn's `files` are the matches.
+  """input_fn over TFRecord files of tf.train.Examples, sharded by file where
+  there are at least as many files as workers, else by record.
 
   Args:
     pattern: a glob of TFRecord files, or a list of them.
-    feature_spec: {name: tf.io.FixedLenFeature ...} for tf.io.parse_example.
+    feature_spec: {name: tf.io.FixedLenFeature ...}.
     label_key: the label's feature, or None for a label-free model.
     deterministic: evaluation: read files in a fixed order.
-    skip_corrupt: drop records that cannot be read instead of failing.
+    skip_corrupt: drop unreadable records instead of failing.
     span: training: a `position.Span`, to read the files once.
     other arguments: as `from_arrays`.
   """
@@ -121,9 +114,8 @@ def from_tfrecords(pattern, feature_spec, label_key, global_batch_size,
 
 def write_tfrecord_shards(features, labels, directory, num_shards,
                           prefix="data", label_key="label"):
-  """Writes {name: array} and labels as flattened tf.train.Examples,
-  round-robin over N shard files; returns the sorted paths.
-  """
+  """Writes features and labels as tf.train.Examples round-robin over N files;
+  returns the sorted paths."""
   if num_shards < 1:
     raise errors.ConfigError(f"num_shards must be >= 1, got {num_shards}")
   columns = dict(features)
@@ -167,11 +159,8 @@ def from_csv(pattern, column_names, label_column, column_defaults,
              global_batch_size, training=True, topology=None,
              accumulation_steps=None, seed=0, shuffle_buffer=10000,
              header=True):
-  """input_fn over CSV files (no quoting) with a header line or given names.
-
-  `column_defaults` give each column's type, e.g. [[0.0], [0.0], [0]];
-  other arguments as `from_arrays`.
-  """
+  """input_fn over CSV files (no quoting) with a header line or given names;
+  `column_defaults` type each column ([[0.0], [0]]), else `from_arrays`."""
   if label_column not in column_names:
     raise errors.ConfigError(f"from_csv: label column {label_column!r} is not "
                              f"one of the columns {column_names}")
@@ -197,12 +186,8 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
                    topology=None, accumulation_steps=None, seed=0,
                    shuffle_buffer=10000, header=True,
                    builder="from_csv_lines", span=None):
-  """input_fn over the lines of CSV `files`, each parsed by `parse_line`.
-
-  What `from_csv` and `data_files.from_files` share. `parse_line` maps a
-  scalar string tensor to features, or (features, labels); `builder` names
-  the input in messages; other arguments as `from_tfrecords`.
-  """
+  """input_fn over CSV `files`' lines, each parsed by `parse_line` (-> features
+  or (features, labels)); else as `from_tfrecords`."""
   buffer = shuffle_buffer if seed is not None else 0
 
   def lines(path):
@@ -217,12 +202,8 @@ def from_csv_lines(files, parse_line, global_batch_size, training=True,
 def synthetic(feature_shapes, global_batch_size, num_classes=None,
               label_shape=(), training=True, topology=None,
               accumulation_steps=None, seed=0):
-  """input_fn of one fixed random batch, repeated, for throughput work only.
-
-  `feature_shapes` is {name: shape without batch axis}; labels are ints in
-  [0, num_classes), or floats of `label_shape` where `num_classes` is None;
-  other arguments as `from_arrays`.
-  """
+  """input_fn of one fixed random batch, repeated, for throughput work only:
+  `feature_shapes` without batch axis; int labels, or `label_shape` floats."""
   shapes = sorted(dict(feature_shapes).items())
   label_shape = tuple(label_shape)
   seed = seed or 0

@@ -1,4 +1,1 @@
-"""estimator-scale-launch: TF_CONFIG clusters here or on hosts over ssh.
-
-TensorFlow-free, as it only starts other processes.
-"""
+"""estimator-scale-launch: TF_CONFIG clusters here or on hosts over ssh."""

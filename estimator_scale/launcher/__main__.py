@@ -6,31 +6,16 @@ r"""Starts a TF_CONFIG cluster: N workers (a chief, ps tasks) here or on hosts.
       /opt/venv/bin/python -m estimator_scale.cli \
       --distribution=parameter_server --model_dir=/shared/run
 
-(`python -m estimator_scale.launcher ...` in a checkout), as horovodrun
-starts Horovod ranks. It imports no TensorFlow (the package's public names
-load on first touch), so it starts at once and holds no TensorFlow memory
-beside its workers'.
+It imports no TensorFlow, so it starts at once and holds no TF memory.
+Output lines are prefixed with host and task. When a task fails or a host
+is lost, every task is stopped and the launcher exits with that task's
+code; when all training tasks succeed, the ps tasks (which never exit) are
+stopped. SIGTERM or SIGINT stops every task and exits 128 + the signal.
 
-Each task gets its TF_CONFIG, and its output lines are prefixed with its
-host and task. When any task fails, or a host is lost, the others are
-stopped on every host and the launcher exits non-zero (with that task's
-code) after one line naming the task and host; when all training tasks
-succeed, parameter servers (which never exit) are stopped. A SIGTERM or
-SIGINT (Ctrl-C) to the launcher stops every task the same way and exits
-with 128 + the signal's number after one line naming it.
-
-With --max_restarts R the job is elastic instead (elastic.py): after a
-failure the cluster restarts from the last checkpoint on the hosts that
-still answer, down to --min_workers K training tasks, at most R times, and
-a host that answers again joins at the next checkpoint; one line gives each
-change's old and new size and the step it resumes at:
-
-  estimator-scale-launch --hosts node1,node2 --min_workers 1 \
-      --max_restarts 3 -- /opt/venv/bin/python -m estimator_scale.cli \
-      --distribution=multi_worker_mirrored --model_dir=/shared/run
-
-On hosts, each task runs over ssh in the launcher's working directory, with
-only the variables a job needs (remote.py).
+With --max_restarts R the job is elastic (elastic.py): after a failure it
+restarts from the last checkpoint on the hosts still answering, down to
+--min_workers, at most R times; a returning host joins at the next
+checkpoint. Remote tasks run over ssh (remote.py).
 """
 import argparse
 import os

@@ -1,8 +1,5 @@
-"""Elastic TF_CONFIG jobs: the cluster restarts on the hosts that answer.
-
-Decides when and where; `job.run` carries it out
-(docs/design.md#launcherelasticpy).
-"""
+"""Elastic TF_CONFIG jobs: the cluster restarts on the hosts that answer;
+this decides when and where, `job.run` carries it out."""
 import dataclasses
 import os
 import re
@@ -47,9 +44,7 @@ def model_dir_of(command):
 
 
 def checkpoint_step(model_dir):
-  """The latest checkpoint's step in a local model_dir (0: none yet); None
-  where it cannot be read here.
-  """
+  """Latest checkpoint step in a local model_dir (0: none, None: unread)."""
   if not model_dir or "://" in model_dir:
     return None
   try:
@@ -64,9 +59,8 @@ def checkpoint_step(model_dir):
 
 
 class Returning:
-  """Hosts outside the cluster that answer ssh again with their ports free,
-  probed in the background; the job grows by them at its next checkpoint.
-  """
+  """Hosts outside the cluster answering ssh again, ports free, probed in the
+  background; the job grows by them at its next checkpoint."""
 
   def __init__(self, hosts, ssh_port, policy, ports=None):
     self._hosts, self._ssh_port = list(hosts), ssh_port
@@ -87,9 +81,7 @@ class Returning:
         return
 
   def ready(self):
-    """The hosts to grow by now: those whose answer a checkpoint has followed
-    (at once where checkpoints cannot be read here).
-    """
+    """The hosts to grow by now: those a checkpoint has followed."""
     if not self._returned:
       return set()
     step = checkpoint_step(self._model_dir)
@@ -106,9 +98,8 @@ class Returning:
 
 
 def final_line(why, code, failures, policy):
-  """The line that ends the job after a task failed (`why`, exit `code`), or
-  None where `policy` restarts it after `failures` restarts so far.
-  """
+  """The line ending the job after a task failed, or None where `policy`
+  restarts it."""
   if not policy.max_restarts:
     return f"{why}; stopping every task"
   if code in NOT_RESTARTABLE:

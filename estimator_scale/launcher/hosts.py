@@ -50,10 +50,7 @@ def local_tasks(workers, ps=0, chief=False):
 
 
 def parse_hosts(spec, ps=0):
-  """[(host, slots)] of "node1,node2:2"; an error names the bad entry.
-
-  HOST:0 is a host for parameter servers alone (with `ps` > 0).
-  """
+  """[(host, slots)] of "node1,node2:2"; HOST:0 is for ps tasks alone."""
   hosts = []
   for entry in spec.split(","):
     host, _, slots = entry.strip().partition(":")
@@ -76,10 +73,8 @@ def parse_hosts(spec, ps=0):
 
 
 def host_tasks(hosts, ps=0, chief=False, port=DEFAULT_PORT):
-  """Tasks on `hosts`: slots are training tasks (the first the chief when
-  asked), ports counting up from `port` per host; parameter servers go round
-  the slotless hosts where there are any, else all hosts.
-  """
+  """Tasks on `hosts`: slots are training tasks, ports counting up per host;
+  ps tasks go round the slotless hosts if any, else all hosts."""
   tasks, next_port = [], {}
   for host, slots in hosts:
     for _ in range(slots):
@@ -97,9 +92,7 @@ def host_tasks(hosts, ps=0, chief=False, port=DEFAULT_PORT):
 
 
 def cluster_tasks(members, ps=0, chief=False, port=DEFAULT_PORT):
-  """The tasks of `members` ([(host, slots)], or [(None, workers)] for this
-  machine).
-  """
+  """The tasks of `members` ([(host, slots)], or [(None, workers)] for here)."""
   if members[0][0] is None:
     return local_tasks(members[0][1], ps, chief)
   return host_tasks(members, ps, chief, port)

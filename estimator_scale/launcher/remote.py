@@ -1,8 +1,5 @@
-"""Tasks on other hosts: ssh command lines, what travels, who answers.
-
-Variables travel on ssh's stdin, which `ps` does not show; a remote task
-stops when its ssh closes or the launcher's heartbeat stops.
-"""
+"""Tasks on other hosts: ssh command lines, what travels (variables on
+stdin, which `ps` does not show), who answers."""
 import shlex
 import subprocess
 import threading
@@ -32,9 +29,7 @@ SSH_LOST = 255
 
 
 def forwarded_environment(environ, extra=()):
-  """The variables a remote task gets: `FORWARDED_*` and `extra` names
-  (NAME, or NAME=VALUE).
-  """
+  """The variables a remote task gets: `FORWARDED_*` and `extra` names."""
   env = {k: v for k, v in environ.items()
          if k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES}
   for item in extra:
@@ -106,9 +101,8 @@ def remote_command(host, command, env, cwd, ssh_port=None):
 
 
 def ports_free_command(ports):
-  """A shell command that fails while anything on its host listens on one of
-  `ports` (a cut-off task holds its port until its ssh notices).
-  """
+  """A shell command failing while its host listens on one of `ports` (a
+  cut-off task holds its port until its ssh notices)."""
   if not ports:
     return "true"
   probe = ("for p in " + " ".join(str(int(p)) for p in ports) +
@@ -130,9 +124,7 @@ def answers(host, ssh_port=None, timeout=25, free_ports=()):
 
 
 def answering(hosts, ssh_port=None, free_ports=None):
-  """The hosts that answer, probed at once (with `free_ports`: {host:
-  ports} unused).
-  """
+  """Hosts that answer, probed at once (`free_ports`: {host: unused ports})."""
   result = {}
 
   def probe(host):

@@ -1,8 +1,5 @@
-"""Parquet partitions into TFRecord partitions, one process per core.
-
-Each folder of Parquet files becomes a folder of `part-NNNNN.tfrecord`
-files, finished by its `_SUCCESS` marker written last.
-"""
+"""Parquet partitions into TFRecord partitions, one process per core; each
+partition's `_SUCCESS` marker is written last."""
 import ctypes
 import dataclasses
 import glob
@@ -75,9 +72,8 @@ def find_partitions(input_path):
 
 
 def landed(partitions, input_path, log):
-  """The partitions Spark has finished writing (as `inputs.days` reads a
-  root); converting half of one would mark it finished for good.
-  """
+  """The partitions Spark has finished writing; converting half of one would
+  mark it finished for good."""
   marked = [os.path.exists(os.path.join(input_path, p.name, MARKER))
             for p in partitions]
   if not any(marked):
@@ -99,7 +95,7 @@ def _file_features(path, nulls):
 
 def read_features(partitions, nulls, converted=None):
   """{name: spec.Feature} of every partition's files, which must agree with
-  each other and with `converted` (features, where), if any.
+  each other and with `converted`.
 
   Raises:
     DataError: naming the file and column that differs.
@@ -126,9 +122,7 @@ def read_features(partitions, nulls, converted=None):
 
 
 def _tasks(partition, features, nulls, output_dir, processes):
-  """The partition's work in about `processes` pieces or one per file,
-  whichever is more.
-  """
+  """The partition's work in about `processes` pieces, or one per file."""
   counts = []
   for path in partition.files:
     counts.append(pq.ParquetFile(path).metadata.num_row_groups)
@@ -162,11 +156,8 @@ def _write_row_group(parquet_file, group, task, out):
 
 
 def give_back_freed_memory():
-  """Makes memory freed after a row group leave the process at once.
-
-  Process-wide, so only converting processes call it
-  (docs/design.md#parquet).
-  """
+  """Makes freed memory leave the process at once (process-wide: converters
+  only)."""
   pa.set_memory_pool(pa.system_memory_pool())
   try:
     libc = ctypes.CDLL("libc.so.6")
@@ -211,8 +202,7 @@ def convert(input_path, output_path, processes=None, nulls="fill",
             log=print):
   """Converts every unfinished partition under `input_path`.
 
-  Returns {partition name: records written, or None where already done};
-  `processes` defaults to one per core, `log` gets a line per partition.
+  Returns {partition name: records written, or None where already done}.
 
   Raises:
     DataError: a file or column that cannot be converted, named.
@@ -256,9 +246,7 @@ def convert(input_path, output_path, processes=None, nulls="fill",
 
 
 def _finish(plans, results, log):
-  """Marks each partition once all its files are in place, as `results`
-  come; {partition name: records}.
-  """
+  """Marks each partition once all its files are in place; {name: records}."""
   started = time.monotonic()
   partition_of = {task.target: index for index, (_, _, plan) in enumerate(plans)
                   for task in plan}

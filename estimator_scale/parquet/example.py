@@ -1,8 +1,5 @@
-"""Arrow record batches as serialized tf.train.Example protos, one per row.
-
-The protobuf wire format is written directly. A null leaves its feature out
-of the record (a scalar parses as the spec's default, a list as empty).
-"""
+"""Arrow record batches as serialized tf.train.Example protos, one per row,
+in the wire format directly; a null leaves its feature out."""
 import numpy as np
 import pyarrow as pa
 
@@ -60,9 +57,7 @@ def _binary(array):
 
 
 def _items(values, dtype, where):
-  """The payload of a list of `values`: packed numbers, or a BytesList
-  field per string.
-  """
+  """The payload of a list: packed numbers, or a BytesList field per string."""
   if dtype == "string":
     return seg.message(_FIELD_1, _binary(values))
   numbers = _numbers(values, dtype, where)
@@ -78,9 +73,7 @@ def _list_message(items, dtype):
 
 
 def _lists(array, feature, where):
-  """The *List message of each row of a list column; a null inside a list
-  is refused by name.
-  """
+  """The *List message of each row of a list column (nulls inside refused)."""
   if pa.types.is_fixed_size_list(array.type):
     values = array.flatten()  # nulls are refused before: lengths stay fixed
     offsets = np.arange(len(array) + 1, dtype=np.int64) * feature.shape[0]
@@ -103,9 +96,7 @@ def _scalars(array, feature, where):
 
 
 def _entry(name, array, feature, nulls, where):
-  """Each row's map entry (name -> Feature) of one column, or nothing where
-  the row is null.
-  """
+  """Each row's map entry (name -> Feature) of a column; nothing where null."""
   where = f"{where}, column '{name}'"
   array = _plain(array)
   present = None
@@ -129,12 +120,11 @@ def _entry(name, array, feature, nulls, where):
 
 
 def encode(batch, features, nulls, where):
-  """Each row of a pyarrow.RecordBatch as a serialized tf.train.Example, in
-  a joined `segments.Segments`.
+  """Each row of a pyarrow.RecordBatch as a serialized tf.train.Example.
 
   Raises:
-    DataError: a null where `nulls` refuses one, a null inside a list, an
-      unsigned value beyond int64.
+    DataError: a refused null, a null inside a list, or an unsigned value
+      beyond int64.
   """
   assert nulls in schema.NULLS, nulls
   entries = [_entry(name, batch.column(name), feature, nulls, where)

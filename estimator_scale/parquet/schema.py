@@ -1,8 +1,5 @@
-"""The feature spec inferred from a Parquet schema, and the checks on it.
-
-A column converts when it is a scalar or a list of scalars; anything nested
-is refused by name before any record is written.
-"""
+"""The feature spec inferred from a Parquet schema, and the checks on it;
+nested columns are refused by name before any record is written."""
 import pyarrow as pa
 
 from estimator_scale import errors
@@ -35,9 +32,7 @@ def _binary(arrow_type):
 
 
 def scalar_dtype(arrow_type):
-  """The Example dtype of a scalar Arrow type, or None; dates and times
-  become their integer count.
-  """
+  """The Example dtype of a scalar Arrow type, or None (dates: int count)."""
   if pa.types.is_dictionary(arrow_type):
     arrow_type = arrow_type.value_type
   if pa.types.is_boolean(arrow_type) or pa.types.is_integer(arrow_type):
@@ -99,8 +94,7 @@ def features(schema, nulls, where):
 
 
 def check_same(expected, expected_where, found, found_where, scope):
-  """Raises unless two files' features (or the converted data's and a file's)
-  read the same; the `*_where` and `scope` arguments go into the message.
+  """Raises unless two files' features read the same.
 
   Raises:
     DataError: naming the first column missing, extra or read another way.

@@ -1,6 +1,4 @@
-"""One byte string per row, for a whole batch of rows at once: each piece of
-every row is one Arrow array, joined once (docs/design.md#parquet).
-"""
+"""One byte string per row, for a batch of rows: pieces joined once."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,9 +9,7 @@ _NOTHING = pa.scalar(b"", _BINARY)
 
 
 class Segments:
-  """Row i's bytes are row i of every piece, in order (`lengths[i]` in all);
-  a piece is an Arrow large_binary array or a scalar for every row.
-  """
+  """Row i's bytes are row i of every piece (large_binary array or scalar)."""
 
   def __init__(self, pieces, lengths):
     self.pieces = pieces
@@ -48,9 +44,7 @@ def constant(value, rows):
 
 
 def varints(values):
-  """Each of `values` (int64 or uint64) as a protobuf varint; a negative
-  int64 takes ten bytes.
-  """
+  """`values` (int64 or uint64) as protobuf varints; negative ones take ten."""
   values = np.asarray(values)
   if values.size and (values == values[0]).all():
     return constant(varint(int(values[0])), len(values))

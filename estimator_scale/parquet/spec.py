@@ -1,8 +1,5 @@
-"""The feature spec written beside converted data, and read back for training.
-
-JSON, so the converter needs no TensorFlow and a person can read and edit
-it; TensorFlow is imported only by `feature_spec`.
-"""
+"""The feature spec written beside converted data, read back for training;
+JSON, so the converter needs no TensorFlow."""
 import dataclasses
 import json
 import os
@@ -25,12 +22,8 @@ DTYPES = ("int64", "float32", "string")
 
 @dataclasses.dataclass(frozen=True)
 class Feature:
-  """One column as a feature of the records.
-
-  `kind` is FIXED (`shape` [] or [n]) or VAR_LEN (`shape` None); `default`
-  is what a record without it parses as (None: never null); `arrow_type`
-  names the Parquet column's type in messages.
-  """
+  """One column as a feature: `kind` FIXED (`shape` [] or [n]) or VAR_LEN;
+  `default` for records without it (None: never null)."""
   kind: str
   dtype: str
   shape: list = None
@@ -84,8 +77,7 @@ def read(path):
 
 
 def feature_spec(path):
-  """The `feature_spec` `es.inputs.from_tfrecords` takes, for the data the
-  converter wrote under `path`; pop the label or pass it as `label_key`.
+  """The `feature_spec` for `es.inputs.from_tfrecords` of the data under `path`.
 
   Raises:
     DataError: `path` holds no spec written by the converter.

@@ -1,6 +1,4 @@
-"""TFRecord framing without TensorFlow: lengths and masked CRC-32C checksums,
-with numpy over a whole batch of records (docs/design.md#parquet).
-"""
+"""TFRecord framing without TensorFlow, with numpy over a batch of records."""
 import numpy as np
 
 from estimator_scale.parquet import segments as seg
@@ -23,9 +21,7 @@ _PAIR = _table(16)  # 256 KiB: two bytes a step
 
 
 def crc32c(data, lengths):
-  """The uint32 CRC-32C of each string back to back in the uint8 `data`,
-  string i `lengths[i]` long, a byte pair of every string at a time.
-  """
+  """The uint32 CRC-32C of each string back to back in uint8 `data`."""
   count = len(lengths)
   crc = np.full(count, 0xFFFFFFFF, dtype=np.uint32)
   if not count or not lengths.max():
@@ -66,9 +62,7 @@ def _masked(crc):
 
 
 def frame(records):
-  """The bytes (uint8) of a TFRecord file of the joined `records`, each
-  length, masked CRC, data, masked CRC, little-endian.
-  """
+  """The uint8 bytes of a TFRecord file of the joined `records`."""
   count = len(records.lengths)
   length_bytes = records.lengths.astype("<u8").view(np.uint8)
   length_crc = _masked(crc32c(length_bytes, np.full(count, 8, np.int64)))

@@ -1,49 +1,12 @@
 """k micro-batches, one gradient: an in-graph loop inside a single session run.
 
-The replica's share of one update (k micro-batches) arrives in one session
-run. With k > 1 a `tf.while_loop` runs the micro-batches one after another;
-its body is traced once, so the network is built once whatever k is, and the
-graph, its build time and its memory do not grow with k. One micro-batch's
-activations are alive at a time; the running sums are one copy of the
-gradients.
-
-Why a loop in one session run rather than one micro-batch per session run
-with the apply every k-th run: the loop keeps one `session.run` (one pass
-of every hook, one cross-worker exchange) per update; `make bench` compares
-it with a conditional-apply accumulator (docs/BENCH.md). Besides,
-`global_step` counts updates without a conditional apply (which
-tf.distribute cannot express inside a replica), and a stop, a signal or a
-checkpoint never falls between micro-batches.
-
-Four TensorFlow details make the loop take any network:
-- The network's variables are created while the body is traced, inside the
-  loop's function graph; a variable creator lifts their creation into the
-  outer graph (`tf.init_scope`), where the Saver and initializers see them.
-  So Keras layers created inside `logits`, `tf.keras.Model`s, v1 layers and
-  `get_variable` all work.
-- Lookup tables (`tf.lookup`, which feature columns and Keras lookup layers
-  use) are resources whose initializer must run once, before training, from
-  the outer graph's `tables_initializer`; made in the body, the initializer
-  would be an op of the loop. A resource creator lifts their creation the
-  same way, with the constants they are initialised from (`lifting.py`).
-- What the network writes besides its output (batch-norm moving statistics,
-  through Keras' `add_update` or v1 layers' UPDATE_OPS) would be pruned from
-  the body, since the loss does not need it; the loss is made to wait for
-  every such write, so each runs once per micro-batch.
-- The number and shapes of the gradients are known only after the body is
-  traced, so the running sums live in TensorLists (loop variables of fixed
-  type) that the first micro-batch fills. A dense gradient is summed in
-  place. A sparse one (an embedding lookup's IndexedSlices) is not summed
-  into a buffer the size of its table: each micro-batch appends the rows it
-  looked up and their values, and they are read back together after the
-  loop (see `running_sums.py`). Memory
-  follows the rows touched, not the table, and the gradient leaves the loop
-  as IndexedSlices holding the mean over the k micro-batches, as the
-  optimizers' sparse updates expect.
-
-The loop runs one micro-batch at a time (parallel_iterations=1): users
-accumulate because a larger batch does not fit, and overlapping iterations
-would keep several micro-batches' activations alive.
+One run per update keeps one pass of every hook and one exchange per
+update, lets `global_step` count updates without a conditional apply
+(which tf.distribute cannot express), and no checkpoint falls mid-update.
+The body is traced once; what it creates is lifted to the outer graph
+(`lifting.py`), state writes are made to run, and sums live in TensorLists
+(`running_sums.py`). parallel_iterations=1 keeps one micro-batch's
+activations alive at a time.
 """
 import dataclasses
 from typing import Any, List, Optional
@@ -68,13 +31,11 @@ class Gradients:
   """What a replica computed for one update.
 
   Attributes:
-    grads: per-variable mean over the k micro-batches (None where the loss
-      does not depend on the variable); float32; a sparse one with
-      CowClip's count column where `with_counts` was asked.
+    grads: per-variable float32 mean over the k micro-batches (None where
+      the loss does not depend on it).
     variables: the variables differentiated, in the order of `grads`.
     loss: mean of the micro-batch losses.
-    sum_squared_norms: sum over micro-batches of ||g_j||^2 (float32), or None
-      when not asked for.
+    sum_squared_norms: sum over micro-batches of ||g_j||^2, or None.
   """
   grads: List[Optional[Any]]
   variables: List[tf.Variable]
@@ -94,12 +55,9 @@ def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
                  norm_groups=None, with_counts=False):
   """Loss, gradients and squared norm of one micro-batch.
 
-  The network's writes to its own state (moving statistics) run before the
-  returned tensors are available. With a loss scale the gradients are
-  unscaled here, per micro-batch, so the sums, the squared norms AdaScale
-  takes and the reduction all see true gradients; a non-finite one stays
-  non-finite through the sums, so one check per update (after the
-  reduction) finds it.
+  Gradients are unscaled here, so sums, norms and reduction see true ones;
+  a non-finite one stays so through the sums, so one check per update finds
+  it.
   """
   graph = tf.compat.v1.get_default_graph()
   first_op = len(graph.get_operations())
@@ -141,13 +99,8 @@ def _group_norms(grads, variables, groups):
 
 
 def _pending_writes(ops, outputs):
-  """The variable writes among `ops` that `outputs` do not wait for.
-
-  Keras layers record their state updates (batch-norm moving statistics)
-  with `add_update`, which in a graph creates the write and leaves it to the
-  caller; v1 layers put it in UPDATE_OPS. Either way, nothing the loss
-  needs depends on it. Variable initializers are not writes of the network.
-  """
+  """The variable writes among `ops` that `outputs` do not wait for (Keras
+  `add_update`, v1 UPDATE_OPS); initializers are not network writes."""
   # A distributed variable's `initializer` makes a new op on every read;
   # its components' are plain attributes.
   initializers = {part.initializer
@@ -188,11 +141,8 @@ def _slice(tensor, index, k):
 
 
 def _check_divisible(nest, k):
-  """Fails at build time when a batch cannot split into k micro-batches.
-
-  Returns:
-    Assertions to run first where a batch size is known only at run time.
-  """
+  """Fails at build time when a batch cannot split into k micro-batches;
+  returns assertions for batch sizes known only at run time."""
   checks = []
   for tensor in tf.nest.flatten(nest, expand_composites=False):
     if tensor is None:
@@ -220,18 +170,11 @@ def _check_divisible(nest, k):
 
 
 def _drop_from_collections(graph):
-  """Removes what the loop put in the (shared) collections of the outer graph.
-
-  The loop's function graphs share the outer graph's collections, so v1
-  layers' UPDATE_OPS or a summary written inside the network would leave
-  tensors there that the outer graph cannot use. Updates and losses already
-  run inside the loop; lookup tables made at the network's top level were
-  lifted out of it, so a table initializer still inside was made in a
-  function of the network's own (a tf.cond, a tf.function) and cannot
-  leave; anything else is dropped with a warning naming it.
+  """Removes what the loop put in the outer graph's (shared) collections.
 
   Raises:
-    ValueError: a lookup table is made inside a function of the network.
+    ValueError: a lookup table is made inside a tf.cond or tf.function of
+      the network, which cannot be lifted out.
   """
   quiet = (tf.compat.v1.GraphKeys.UPDATE_OPS, tf.compat.v1.GraphKeys.LOSSES,
            tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES)
@@ -262,22 +205,15 @@ def accumulate(compute_loss, features, labels, k, with_norms=False,
   """Mean gradient of k micro-batches of (features, labels).
 
   Args:
-    compute_loss: (features, labels) -> scalar mean loss of that batch; builds
-      the network, once.
-    features, labels: the replica's share of one update, k micro-batches
-      along the first axis; labels may be None (label-free models).
+    compute_loss: (features, labels) -> scalar mean loss; builds the network.
+    features, labels: k micro-batches along the first axis; labels may be
+      None.
     k: accumulation steps.
-    with_norms: also sum the squared norms of the k micro-batch gradients
-      (AdaScale's variance estimate needs them).
-    loss_scale: a scalar the loss is multiplied by before differentiating
-      (float16 loss scaling), or None; the gradients returned are unscaled.
-    norm_groups: with `with_norms`, a callable of (a micro-batch's
-      gradients, their variables) giving lists of variables, called once
-      `compute_loss` has built the network (a canned estimator's optimizers
-      each own a part of it, known only then); the
-      squared norms are then summed per list, a vector in its order.
-    with_counts: give each sparse gradient CowClip's count column
-      (`cowclip.with_counts`), summed like its values.
+    with_norms: also sum the micro-batch gradients' squared norms.
+    loss_scale: scalar multiplying the loss, or None; returns unscaled.
+    norm_groups: with `with_norms`, (grads, variables) -> lists of variables
+      whose squared norms are summed apart.
+    with_counts: give sparse gradients CowClip's count column.
 
   Returns:
     `Gradients`.

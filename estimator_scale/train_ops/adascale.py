@@ -1,47 +1,16 @@
-"""AdaScale (Johnson et al., ICML 2020): the gain ratio and scale-invariant progress.
+"""AdaScale (Johnson et al., ICML 2020): gain ratio, scale-invariant progress.
 
-Two numbers describe an update: n, the gradient samples g_1..g_n it
-averages (micro-batches x replicas), each over total/n examples, and S, the
-scale: how many times larger the total batch is than the batch the S = 1
-learning-rate schedule was tuned for (S = n unless the user sets
+n: gradient samples g_i per update; S: total batch over the S = 1 batch
+(S = n unless batch_scale is set). Gain r = (sigma^2 + mu^2) /
+(sigma^2 / S + mu^2), estimated with v = (sum ||g_i||^2 - n ||g||^2) /
+(n - 1), sigma^2 = v S / n (a sample averages total/n examples) and
+mu^2 = ||g||^2 - sigma^2 / S; then clipped (sigma^2 >= 1e-6, mu^2 >= 0)
+and smoothed by a bias-corrected moving average. lr = r x
+schedule(floor(tau)), then tau += r, as fairscale's AdaScale does.
+
+The state under `adascale/` is at the S = 1 batch, so it survives a
+restart with another n or S if total/S is unchanged (fix it with
 batch_scale).
-
-The gain r = (sigma^2 + mu^2) / (sigma^2 / S + mu^2), in [1, S], needs sigma^2,
-the trace of the gradient covariance at the S = 1 batch (total/S examples),
-and mu^2 = ||grad F||^2. They are estimated from g_i and their mean g:
-
-- E ||g_i||^2 = mu^2 + v and E ||g||^2 = mu^2 + v / n, with v the variance
-  of one sample's gradient, so v = (sum ||g_i||^2 - n ||g||^2) / (n - 1)
-  without bias.
-- Gradient variance falls inversely with the examples averaged, and a sample
-  averages total/n examples where the S = 1 batch averages total/S, so
-  sigma^2 = v x (total/n) / (total/S) = v x S / n. (Plugging v in directly
-  is right only when S = n.)
-- g averages the whole batch, S times the S = 1 batch: E ||g||^2 =
-  mu^2 + sigma^2 / S, so mu^2 = ||g||^2 - sigma^2 / S.
-
-sigma^2 is clipped at >= 1e-6 and mu^2 at >= 0 (after mu^2 used the
-unclipped sigma^2), then each is smoothed by a bias-corrected moving average
-of factor theta = max(1 - n/1000, 0) (or one the user sets: it remembers
-about 1/(1 - theta) updates, which is too long for a run of few updates at
-large n; see docs/adascale.md). The update uses lr = r x schedule(floor(tau))
-and then tau += r, so tau counts progress in steps of the S = 1 schedule.
-These conventions follow the widely used PyTorch implementation (fairscale's
-AdaScale), so results compare.
-
-What the state means, and a restart at another scale: `grad_var_avg` and
-`grad_sqr_avg` hold the moving sums of sigma^2 and mu^2 at the S = 1 batch,
-and `ema_weight` the sum of the weights they were given (estimate = sum /
-weight). The S = 1 batch is the one thing a restart with another worker count
-or accumulation keeps (tau counts its steps and the schedule was tuned for
-it), so these estimates stay valid for any new n and S and are continued
-unchanged: the next update only brings its own n (in v, sigma^2 and theta)
-and S (in sigma^2 and the gain). A restart that changes the S = 1 batch
-itself (say the same total batch with the default S = n and another n) also
-changes what tau and the schedule mean; keep total/S fixed with batch_scale.
-
-All state lives in variables under `adascale/`, so it is checkpointed, shown
-in TensorBoard and readable with `estimator.get_variable_value`.
 """
 import tensorflow as tf
 
@@ -64,8 +33,7 @@ dense variables' is the job's public state under `SCOPE`."""
 
 
 def _variable(full_name, dtype=tf.float32, initial=0.0):
-  """A scalar state variable named as `full_name` under `SCOPE`; call inside
-  the state's variable scope."""
+  """A scalar state variable `full_name` under `SCOPE`, in the state's scope."""
   return tf.compat.v1.get_variable(
       full_name[len(SCOPE) + 1:], shape=[], dtype=dtype, trainable=False,
       initializer=tf.compat.v1.constant_initializer(initial),
@@ -74,17 +42,13 @@ def _variable(full_name, dtype=tf.float32, initial=0.0):
 
 
 def smoothing(samples):
-  """The default moving-average factor theta for n gradient samples per update.
-
-  It depends on n, not S: n is how many samples each update's estimate
-  averages, so how noisy it is.
-  """
+  """Default theta for n samples per update: max(1 - n/1000, 0); n, not S,
+  sets how noisy each update's estimate is."""
   return max(1.0 - samples / 1000.0, 0.0)
 
 
 def check_smoothing(theta, rule):
-  """Raises ConfigError unless theta is None (the default), or in [0, 1)
-  with `rule` (the lr_scaling) AdaScale, the only rule that reads it."""
+  """Raises ConfigError unless theta is None, or in [0, 1) with AdaScale."""
   if theta is None:
     return
   if not 0.0 <= theta < 1.0:
@@ -106,8 +70,8 @@ def check_samples(batch_scale, samples):
 
 
 def check_parts(parts, rule):
-  """Raises ConfigError unless `parts` is one of `names.ADASCALE_PARTS`,
-  and anything but "all" only with `rule` (the lr_scaling) AdaScale."""
+  """Raises ConfigError unless `parts` is in `names.ADASCALE_PARTS` ("all"
+  unless `rule` is AdaScale)."""
   if parts not in names.ADASCALE_PARTS:
     raise errors.ConfigError(
         f"adascale_parts={parts!r} is unknown; valid: "
@@ -118,12 +82,8 @@ def check_parts(parts, rule):
 
 
 def part_groups(grads, variables):
-  """[embedding tables, dense variables] of one micro-batch's gradients.
-
-  A table is a variable whose gradient is sparse (IndexedSlices), as CowClip
-  tells them: its rows are updated only by the examples holding their ids,
-  so its gradient noise differs from the dense layers'.
-  """
+  """[embedding tables, dense variables] of one micro-batch's gradients: a
+  table's noise differs, as only examples holding its ids update it."""
   tables = [v for g, v in zip(grads, variables)
             if isinstance(g, tf.IndexedSlices)]
   dense = [v for g, v in zip(grads, variables)
@@ -135,17 +95,11 @@ class AdaScale:
   """AdaScale's state variables and the ops of one update.
 
   Args:
-    scale: S, the total batch over the S = 1 batch; used in the gain.
-    samples: n, gradient samples averaged per update (equals S unless the
-      user set the scale); at least 2 when the scale exceeds 1.
+    scale: S.
+    samples: n (>= 2 when S > 1).
     theta: the moving-average factor (None: `smoothing(samples)`).
-    scope: where the state variables live. `SCOPE` holds the job's public
-      state; a second group of variables trained by its own optimizer (a
-      canned wide & deep model's linear part) keeps its own state beside
-      it, as fairscale's AdaScale keeps its estimates per parameter group.
-    progress: another state's tau, read for the schedule instead of one of
-      its own (a part whose gain does not count progress; never `advance`
-      such a state).
+    scope: where the state lives (a second optimizer's own group).
+    progress: another state's tau to read (never `advance` this one then).
   """
 
   def __init__(self, scale, samples, theta=None, scope=SCOPE, progress=None):
@@ -165,10 +119,7 @@ class AdaScale:
       self.nonfinite_updates = _variable(NONFINITE_UPDATES, tf.int64, 0)
 
   def _estimates(self, mean_grads, sum_squared_norms, extra_mean_sq):
-    """(sigma^2, mu^2) of this update at the S = 1 batch, and whether finite.
-
-    See the module docstring for the derivation.
-    """
+    """(sigma^2, mu^2) at the S = 1 batch and whether finite; see module."""
     n, scale = float(self.samples), self.scale
     mean_sq = gradients.total_squared_norm(mean_grads) + extra_mean_sq
     sample_var = (sum_squared_norms - n * mean_sq) / (n - 1.0)
@@ -185,15 +136,13 @@ class AdaScale:
       mean_grads: the global mean gradient (identical on every replica).
       sum_squared_norms: sum of ||g_i||^2 over all n samples (global).
       schedule: maps a float step to the S = 1 learning rate.
-      extra_mean_squared_norm: the squared norm of a part of the mean
-        gradient not in `mean_grads` (sharded tables', summed over ranks).
-      also_finite: a bool tensor the update also needs to be finite (the
-        other part's flag), so both parts skip together.
+      extra_mean_squared_norm: squared norm of a part of the mean gradient
+        not in `mean_grads` (sharded tables').
+      also_finite: a bool tensor also required finite.
 
     Returns:
-      (learning_rate, finite, assign_ops): the rate to apply (0 when the
-      gradients are not finite, so the update is skipped), a bool tensor, and
-      the ops that store the new state; run them before `advance`.
+      (learning_rate, finite, assign_ops): the rate (0 when not finite), and
+      the state writes to run before `advance`.
     """
     if self.samples < 2:
       finite = tf.math.is_finite(gradients.total_squared_norm(mean_grads) +

@@ -1,35 +1,12 @@
 """CowClip's scaling rule: embeddings at the S = 1 rate, clipped per id.
 
-Zheng et al., "CowClip: Reducing CTR Prediction Model Training Time from 12
-hours to 10 minutes on 1 GPU", AAAI 2023 (Algorithm 1). An embedding row
-is updated only by the examples that hold its id, so a larger batch does
-not average its gradient over more examples the way it does a dense
-layer's; the rule keeps the tables' rate, scales the dense variables' by
-sqrt(S) and bounds each id's gradient by its own row's size:
-
-    g_j <- g_j * min(1, clip_j / ||g_j||),
-    clip_j = cnt_j * max(r * ||w_j||, zeta)
-
-g_j is row j of the update's mean gradient, w_j the row before the update,
-cnt_j the id's occurrences in the update's whole batch, r `cowclip_ratio`
-and zeta `cowclip_min_norm`, the floor that lets new (zero or small) rows
-move. This is the paper's Algorithm 1 as written; the authors' code puts r
-outside the max and scales zeta by r * sqrt(dimension), which is the same
-rule with another zeta.
-
-cnt_j counts lookups of the id: for a one-id-per-example field that is the
-examples holding it, as in the paper; an id an example holds twice counts
-twice. The counts must be the whole update's, not a replica's, so the
-clipping needs them after the reduction. They travel inside the gradient:
-each lookup's gradient entry gets a last column of ones (`with_counts`),
-which every sum of the pipeline (merging a row's entries, accumulation,
-any backend's exchange) adds up with the row; after the reduction the
-column holds cnt_j / n for n gradient samples, and `clip_update` takes it
-off. So the clipping sees the counts and the mean of one process's update.
-
-Tables are the variables whose gradient is sparse (IndexedSlices); those
-made inside `linear_part()` (a wide part's one-column weights, which start
-at zero) keep the S = 1 rate unclipped, as in the authors' code.
+Zheng et al., AAAI 2023 (Algorithm 1). A larger batch does not average an
+embedding row's gradient as it does a dense layer's, so tables keep the
+S = 1 rate, dense variables take sqrt(S), and each id's gradient is
+clipped to cnt_j * max(r ||w_j||, zeta) (`cowclip_ratio`,
+`cowclip_min_norm`). The counts must be the whole update's, so they ride
+in the gradient as a last column of ones (`with_counts`) that every sum
+adds; `clip_update` takes it off. `linear_part()` tables stay unclipped.
 """
 import math
 
@@ -54,10 +31,7 @@ _SETTINGS = (("cowclip_ratio", "> 0", lambda value: value > 0),
 
 
 def check_settings(lr_scaling, ratio, min_norm):
-  """Raises ConfigError for a bad r or zeta, or either set with another rule.
-
-  None is the default (`DEFAULT_RATIO`, `DEFAULT_MIN_NORM`).
-  """
+  """Raises ConfigError for a bad r or zeta, or either set with another rule."""
   for (name, valid, holds), value in zip(_SETTINGS, (ratio, min_norm)):
     if value is None:
       continue
@@ -78,9 +52,7 @@ def resolved(ratio, min_norm):
 def with_counts(grad, variable):
   """An embedding's gradient with a column of ones after its values.
 
-  Call it on each micro-batch's gradient as `tf.gradients` gives it, one
-  entry per lookup, before accumulation; a dense gradient (or None) is
-  returned as it is.
+  Call per micro-batch before accumulation; dense (or None) passes as is.
 
   Raises:
     ConfigError: a sparse gradient of a table whose rows are not vectors.
@@ -105,8 +77,7 @@ def clip_factors(values, rows, counts, ratio, min_norm):
   """Per row, the factor that scales it to at most cnt * max(r ||w||, zeta).
 
   Args:
-    values: the update's gradient rows, one per id, [n, d].
-    rows: the table's rows they update, as before the update, [n, d].
+    values, rows: gradient rows and table rows before the update, [n, d].
     counts: the ids' occurrences in the update, [n].
     ratio, min_norm: r and zeta.
   """
@@ -124,13 +95,8 @@ def _clip_dense(grad, variable, samples, ratio, min_norm):
 
 
 def _clip_sparse(grad, variable, samples, ratio, min_norm):
-  """A table's sparse gradient, its entries of one row clipped as the row.
-
-  The bound is the row's whole (its entries summed, its lookups counted),
-  but the entries stay as they came: their number is the one the exchange
-  fixed, which tf.distribute's replica-context apply needs from step to
-  step (see backends/reducers.py).
-  """
+  """A table's sparse gradient, entries clipped per row but not merged: the
+  replica-context apply needs the count the exchange fixed."""
   ids, positions = tf.unique(grad.indices)
   merged = tf.math.unsorted_segment_sum(grad.values, positions,
                                         tf.shape(ids)[0])
@@ -157,13 +123,10 @@ def _unclipped(grad):
 
 
 def clip_update(grads, variables, tables, samples, ratio, min_norm):
-  """The update's reduced gradients with every table's rows clipped and
-  the counts taken off.
+  """Reduced gradients with every table's rows clipped and counts taken off.
 
   Args:
-    grads: the reduced mean gradients, per variable (None kept); a table's
-      carries its counts (`with_counts`), each divided by `samples`, and
-      is sparse, or dense where the exchange made it so.
+    grads: the reduced mean gradients; a table's carries counts / `samples`.
     variables: their variables.
     tables: per gradient, whether it carries counts.
     samples: the gradient samples the reduction averaged (n).
@@ -183,17 +146,14 @@ def clip_update(grads, variables, tables, samples, ratio, min_norm):
 
 
 def table_names(variables, tables):
-  """The names an optimizer's apply may see of the tables' variables: a
-  mirrored variable's replicas each have their own."""
+  """Names an apply may see of the tables' variables (mirrored replicas too)."""
   return {part.name for variable, table in zip(variables, tables) if table
           for part in getattr(variable, "values", None) or (variable,)}
 
 
 def check_tables(variables):
-  """Raises ConfigError for a table whose update path the rule does not
-  take: a sharded table's rows are reduced on their owner rank and a
-  dynamic table admits and resets rows in its own update, so neither
-  carries the counts to the clipping."""
+  """Raises ConfigError for sharded or dynamic tables: their updates bypass the
+  path that carries the counts to the clipping."""
   for variable in variables:
     kind = ("sharded" if sharded.is_sharded(variable) else
             "dynamic" if dynamic.table_of(variable) is not None else None)

@@ -1,17 +1,10 @@
-"""Gradients that may be dense tensors or IndexedSlices, handled in one place.
-
-Embedding lookups give IndexedSlices; every stage of the pipeline (averaging,
-casting, skipping a non-finite update, AdaScale's norms) must keep them
-sparse, so each works through `map_values` instead of its own branch.
-"""
+"""Gradients that may be dense or IndexedSlices, through `map_values`, so
+every stage keeps embedding gradients sparse."""
 import tensorflow as tf
 
 
 def map_values(fn, grad):
-  """`fn` applied to a dense gradient, or to the values of IndexedSlices.
-
-  None (a variable the loss does not depend on) stays None.
-  """
+  """`fn` of a dense gradient or of IndexedSlices' values (None stays)."""
   if grad is None:
     return None
   if isinstance(grad, tf.IndexedSlices):
@@ -46,13 +39,9 @@ def all_finite(grads):
 
 
 def merge_duplicates(grad, divisor=None):
-  """IndexedSlices with one entry per row: the entries of a row summed.
+  """IndexedSlices with a row's entries summed (dense or None pass as is).
 
-  An embedding lookup gives one entry per lookup, so a row looked up twice
-  appears twice. Merged, a gradient is as large as the rows it touches,
-  which is what accumulation keeps and what Horovod sends; the optimizers
-  sum duplicates anyway, so their updates do not change. A dense gradient
-  (or None) is returned as it is.
+  Merged, a gradient is as large as the rows it touches.
 
   Args:
     grad: a gradient.
@@ -69,11 +58,7 @@ def merge_duplicates(grad, divisor=None):
 
 
 def squared_norm(grad):
-  """||grad||^2 in float32.
-
-  The entries of a row are summed before squaring: the norm is the dense
-  gradient's, whatever the number of lookups.
-  """
+  """||grad||^2 in float32, as dense (a row's entries summed first)."""
   if isinstance(grad, tf.IndexedSlices):
     values = merge_duplicates(grad).values
     return tf.reduce_sum(tf.square(tf.cast(values, tf.float32)))

@@ -1,14 +1,5 @@
-"""State the network makes inside a traced loop, made in the outer graph instead.
-
-Accumulation traces the network inside a `tf.while_loop` body, a function
-graph of its own. Variables and lookup tables made there belong in the
-outer graph: the Saver, the variable initializers and `tables_initializer`
-(which Estimator's Scaffold runs once, before training) only see that one,
-and a table's initializer made inside the loop cannot be run from outside
-it. `lift_to_outer_graph` intercepts both kinds of creation and runs it
-under `tf.init_scope`, as tf.distribute's strategies do for their own
-variables and tables.
-"""
+"""State the network makes inside a traced loop, made in the outer graph,
+where Saver, initializers and `tables_initializer` see it."""
 import contextlib
 import copy
 
@@ -26,12 +17,8 @@ def _lift_variable(next_creator, **kwargs):
 
 
 def _resource_types():
-  """The names resource creators are registered under, one per class.
-
-  A resource creator applies to the one class whose `_resource_type()` it
-  names, so every subclass of TrackableResource loaded by now is listed:
-  the `tf.lookup` tables and whatever Keras or a user derives from them.
-  """
+  """Names resource creators register under: every TrackableResource subclass
+  loaded by now (a creator applies to one `_resource_type()`)."""
   names, pending = set(), [tf.saved_model.experimental.TrackableResource]
   while pending:
     cls = pending.pop()
@@ -41,13 +28,7 @@ def _resource_types():
 
 
 def _lifted(value, outer):
-  """`value` as the outer graph can use it: constants made inside are remade.
-
-  A table's initializer (keys and values) is usually made of constants the
-  network writes inline (`tf.lookup.KeyValueTensorInitializer(["a", "b"],
-  [0, 1])`), which then live in the loop's graph; their values are known, so
-  they are made again in the outer graph. An initializer object holding such
-  tensors is copied with them replaced.
+  """`value` usable in the outer graph: inline constants are remade there.
 
   Raises:
     ValueError: the value is computed inside the network at run time.
@@ -90,12 +71,8 @@ def _lift_resource(next_creator, *args, **kwargs):
 
 @contextlib.contextmanager
 def lift_to_outer_graph():
-  """Variables and resources made inside the `with` go to the outermost graph.
-
-  Enter it inside the function graph being traced (the loop's body): the
-  resource creators are registered on the graph that is the default when
-  the `with` starts.
-  """
+  """Variables and resources made inside the `with` go to the outermost graph;
+  enter it inside the function graph being traced."""
   with contextlib.ExitStack() as stack:
     stack.enter_context(tf.variable_creator_scope(_lift_variable))
     for name in _resource_types():

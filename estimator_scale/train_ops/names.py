@@ -1,9 +1,4 @@
-"""The choices the training options offer, readable without TensorFlow.
-
-The command line's enum flags list these, and the modules that carry the
-options out check against them, so `estimator-scale --help` shows every
-choice without loading TensorFlow.
-"""
+"""The training options' choices, readable without TensorFlow (for --help)."""
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lars", "lamb", "adagrad",
               "ftrl")

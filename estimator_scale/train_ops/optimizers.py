@@ -1,16 +1,8 @@
 """Optimizer registry: names the CLI accepts, mapped to v1 graph optimizers.
 
-Estimator's graph mode needs `tf.compat.v1.train` optimizers; AdamW and the
-large-batch optimizers LARS and LAMB are not among them, so they are built
-here on the v1 Momentum and Adam optimizers (whose slots, learning-rate
-tensors and, for Adam, bias-correction powers they reuse). They see the
-gradient after our own reduction (accumulation, replicas, Horovod) through
-`apply_gradients`, so one implementation serves every backend.
-
-Adagrad and FTRL, the usual choices for embedding tables and the canned
-estimators' defaults, are TensorFlow's own: given an embedding's sparse
-gradient they update only the rows looked up, in the table and in their
-slots, so an update costs what the batch touches rather than the table.
+Graph mode needs `tf.compat.v1.train` optimizers, so AdamW, LARS and LAMB
+are built on v1 Momentum and Adam; they see the reduced gradient, so one
+implementation serves every backend.
 """
 import difflib
 import inspect
@@ -25,12 +17,8 @@ _V1 = tf.compat.v1.train
 
 
 class AdamWOptimizer(_V1.AdamOptimizer):
-  """Adam with weight decay decoupled from the gradient (Loshchilov & Hutter).
-
-  The decay `lr * weight_decay * var` is taken before the Adam step, so it
-  follows the learning-rate schedule but never enters Adam's moment estimates,
-  which is the point of decoupling.
-  """
+  """Adam with weight decay decoupled from the gradient (Loshchilov & Hutter):
+  `lr * weight_decay * var` before the step, never in the moments."""
 
   def __init__(self, learning_rate, weight_decay=0.01, **kwargs):
     super().__init__(learning_rate, name=kwargs.pop("name", "AdamW"), **kwargs)
@@ -95,26 +83,15 @@ def _compile_exclusions(optimizer, exclude):
 
 
 def _trust_ratio(w_norm, other_norm, ratio):
-  """`ratio`, or 1 when ||w|| or the other norm (gradient, step) is 0.
-
-  A zero weight (a zero-initialised layer) has no scale to match, and a
-  ratio of 0 would freeze it for good; a zero gradient leaves nothing to
-  rescale. `ratio` should be computed with divide_no_nan, so the branch not
-  taken holds no inf or NaN.
-  """
+  """`ratio`, or 1 when a norm is 0 (0 would freeze a zero-initialised layer);
+  compute `ratio` with divide_no_nan."""
   defined = (w_norm > 0.0) & (other_norm > 0.0)
   return tf.where(defined, ratio, tf.ones_like(ratio))
 
 
 class _LayerwiseMixin:
-  """What LARS and LAMB share: exclusions, and dense updates for any gradient.
-
-  A subclass implements `_update(grad, var)` from one read of each variable;
-  the v1 entry points (ref and resource variables, dense and sparse
-  gradients) all lead there. A sparse gradient is made dense first: the
-  trust ratio needs the norm of the whole gradient, and momentum and weight
-  decay change every row anyway, so the update is dense whatever the input.
-  """
+  """What LARS and LAMB share: exclusions, and `_update(grad, var)` for any
+  gradient; sparse ones are made dense (the trust ratio needs the norm)."""
 
   def _init_exclusions(self, optimizer, exclude):
     self._exclude = _compile_exclusions(
@@ -146,23 +123,18 @@ class _LayerwiseMixin:
 class LARSOptimizer(_LayerwiseMixin, _V1.MomentumOptimizer):
   """LARS (You, Gitman and Ginsburg 2017), as in the ResNet large-batch recipe.
 
-  Per variable w with gradient g, momentum m, weight decay wd and trust
-  coefficient eta:
-
     ratio = eta ||w|| / (||g|| + wd ||w||)     (1 if ||w|| or ||g|| is 0)
     v <- m v + lr ratio (g + wd w);   w <- w - v
 
-  Excluded variables (biases, normalisation) take v <- m v + lr g. The rate
-  sits inside the velocity as in the paper, so a rate that changes per update
-  (AdaScale's gain, warm-up) scales only the new step.
+  Excluded variables take v <- m v + lr g.
 
   Args:
     learning_rate: float or scalar tensor.
     momentum: m in [0, 1).
     weight_decay: wd >= 0 (an L2 term added to the gradient).
     trust_coefficient: eta > 0.
-    exclude: regexes; a variable whose name matches one gets neither weight
-      decay nor the trust ratio (None: `DEFAULT_EXCLUDE`; () excludes none).
+    exclude: regexes of variables without decay or ratio (None:
+      `DEFAULT_EXCLUDE`).
     name: prefix of the slot variables.
   """
 
@@ -202,22 +174,15 @@ class LARSOptimizer(_LayerwiseMixin, _V1.MomentumOptimizer):
 class LAMBOptimizer(_LayerwiseMixin, _V1.AdamOptimizer):
   """LAMB (You et al. 2019), as in NVIDIA's BERT recipe.
 
-  Per variable w at step t, with Adam's moments and bias correction:
-
-    m <- b1 m + (1 - b1) g;   v <- b2 v + (1 - b2) g^2
     u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + wd w
     w <- w - lr ratio u,   ratio = ||w|| / ||u||   (1 if either is 0)
-
-  The weight decay is decoupled (it enters u, never the moments). Excluded
-  variables (biases, normalisation) take neither decay nor ratio: plain
-  bias-corrected Adam.
 
   Args:
     learning_rate: float or scalar tensor.
     beta1, beta2: moment decays in [0, 1).
     epsilon: > 0, added to the root of the second moment.
-    weight_decay: wd >= 0.
-    exclude: as for `LARSOptimizer`.
+    weight_decay: wd >= 0, decoupled.
+    exclude: as for `LARSOptimizer` (plain Adam for those).
     name: prefix of the slot variables.
   """
 
@@ -268,8 +233,7 @@ def _momentum(lr, momentum=0.9, nesterov=False):
 
 
 def _adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
-  """v1 Adam, updating a table's slices (Horovod shards, parts on ps tasks)
-  a block of rows at a time (`shard_updates`)."""
+  """v1 Adam, updating a table's slices a block of rows at a time."""
   optimizer = _V1.AdamOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
   shard_updates.update_in_blocks(optimizer)
   return optimizer
@@ -293,13 +257,8 @@ def _lamb(lr, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
 
 
 class _FtrlOptimizer(_V1.FtrlOptimizer):
-  """FTRL whose accumulator starts from a constant initializer.
-
-  TF's starts from `ones(shape) * value`, which constant folding turns into
-  a table-sized constant the session keeps beside the slot; a constant
-  initializer is made from `Empty` instead where tables are placed
-  (`embeddings.partitioning`), as Adagrad's accumulator is.
-  """
+  """FTRL whose accumulator starts from a constant initializer: TF's
+  `ones * value` folds into a table-sized constant."""
 
   def _create_slots(self, var_list):
     for v in var_list:
@@ -321,13 +280,7 @@ def _adagrad(lr, initial_accumulator_value=0.1):
 
 def _ftrl(lr, learning_rate_power=-0.5, initial_accumulator_value=0.1,
           l1=0.0, l2=0.0, l2_shrinkage=0.0, beta=0.0):
-  """FTRL-Proximal (McMahan et al. 2013), the wide part's usual optimizer.
-
-  `l1` makes weights exactly zero (sparse models), `l2` stabilises the
-  per-coordinate step, `l2_shrinkage` pulls the weights themselves towards
-  zero (it enters the gradient, only of the rows touched when sparse), and
-  `beta` is the paper's smoothing term of the step size.
-  """
+  """FTRL-Proximal (McMahan et al. 2013), the wide part's usual optimizer."""
   _check("ftrl", "learning_rate_power", learning_rate_power, "<= 0")
   for name, value in (("initial_accumulator_value", initial_accumulator_value),
                       ("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage),
@@ -354,11 +307,7 @@ def check_optimizer(name):
 
 
 def valid_options(name):
-  """The options optimizer `name` takes, in its factory's order.
-
-  Read off the factory's signature, so the list cannot drift from what the
-  optimizer really accepts.
-  """
+  """The options optimizer `name` takes, read off its factory's signature."""
   check_optimizer(name)
   parameters = list(inspect.signature(OPTIMIZERS[name]).parameters)
   return tuple(parameters[1:])  # the first is the learning rate
@@ -367,17 +316,12 @@ def valid_options(name):
 def check_options(name, options):
   """Raises ConfigError unless every key of `options` is an option of `name`.
 
-  A misspelled option would otherwise leave the optimizer at its default
-  without a word, a difference that shows only in the training curves.
-
   Args:
     name: a key of `OPTIMIZERS`.
-    options: {option: value} or (option, value) pairs, as
-      `TrainingConfig.optimizer_options` holds them.
+    options: {option: value} or (option, value) pairs.
 
   Raises:
-    ConfigError: for an unknown optimizer, options that are not pairs, or
-      an option the optimizer does not take (named, with the valid ones).
+    ConfigError: unknown optimizer, options not pairs, or an unknown option.
   """
   valid = valid_options(name)
   try:
@@ -408,7 +352,7 @@ def make_optimizer(name, learning_rate, **options):
     A `tf.compat.v1.train.Optimizer`.
 
   Raises:
-    ConfigError: for an option this optimizer does not take.
+    ConfigError: an option this optimizer does not take.
   """
   check_options(name, options)
   return OPTIMIZERS[name](learning_rate, **options)

@@ -1,18 +1,8 @@
 """A model's linear part, trained by an optimizer of its own.
 
-Wide & deep models want two optimizers, as DNNLinearCombined's
-`linear_optimizer` and `dnn_optimizer`: FTRL for the wide part's sparse
-weights, Adagrad or Adam for the deep part. FTRL cannot train a deep
-network: its weights are a function of the gradients' sums alone, never of
-their initial values, so its first update sets every hidden layer to zero,
-where no gradient reaches them again and the network never learns.
-
-A model builds its linear part inside `linear_part()`; with
-`TrainingConfig(linear_optimizer=...)` those variables get that optimizer,
-the others `optimizer`. Marking by creation, not by name, follows the
-variables wherever the backend puts them: the parts of a table split over
-parameter servers, a Horovod shard, one lifted out of the accumulation
-loop.
+FTRL suits a wide part but cannot train a deep one: its weights depend on
+gradient sums only, so its first update zeroes hidden layers for good.
+Variables are marked by creation, so the mark follows them anywhere.
 """
 import contextlib
 import weakref
@@ -43,8 +33,7 @@ def _linear_names():
 
 @contextlib.contextmanager
 def linear_part():
-  """Within it, every variable made (a layer called, `get_variable`)
-  belongs to the model's linear part."""
+  """Within it, every variable made belongs to the model's linear part."""
   def creator(next_creator, **kwargs):
     variable = next_creator(**kwargs)
     made = [variable]
@@ -67,14 +56,8 @@ def is_linear(variable):
 
 
 class PerPartOptimizer(tf.compat.v1.train.Optimizer):
-  """Applies `part` to the variables `in_part` names and `rest` to the
-  others, as one v1 optimizer: whatever applies an optimizer (a backend's
-  reducer, a rank keeping its shards' slots) applies both.
-
-  Each variable's update, slots and state are its own optimizer's; the
-  global step advances once, after both. `in_part` takes a variable or its
-  handle, hence decides by name; by default the part is the linear one.
-  """
+  """`part` for the variables `in_part` names (by name: it may get a handle),
+  `rest` for others, as one v1 optimizer; global step advances once."""
 
   def __init__(self, part, rest, in_part=is_linear):
     super().__init__(use_locking=False, name="PerPart")
@@ -134,20 +117,15 @@ class PerPartOptimizer(tf.compat.v1.train.Optimizer):
 
 
 def each_optimizer(optimizer):
-  """The v1 optimizers that `optimizer` applies, itself if it is one: what
-  changes an optimizer's own update changes each of them."""
+  """The v1 optimizers that `optimizer` applies (itself if it is one)."""
   if isinstance(optimizer, PerPartOptimizer):
     return each_optimizer(optimizer.part) + each_optimizer(optimizer.rest)
   return [optimizer]
 
 
 def hidden_layer_weights(grads, variables):
-  """The first layer weights outside the linear part when there are
-  several: a stack of layers, the first of them hidden; None otherwise.
-
-  Layer weights are variables of rank >= 2 with a dense gradient (an
-  embedding's is sparse). One such variable is a linear model's own.
-  """
+  """The first layer weights outside the linear part when there are several
+  (rank >= 2, dense gradient); None otherwise."""
   weights = [v for g, v in zip(grads, variables)
              if g is not None and not isinstance(g, tf.IndexedSlices) and
              v.shape.rank is not None and v.shape.rank >= 2 and
@@ -156,10 +134,8 @@ def hidden_layer_weights(grads, variables):
 
 
 def make_optimizer(config, learning_rate, grads, variables):
-  """The optimizer of an update: `config.optimizer`, and the linear part's
-  own where `config.linear_optimizer` names one.
-
-  Warns once where FTRL would train a hidden layer.
+  """The update's optimizer, with the linear part's own if configured; warns
+  once where FTRL would train a hidden layer.
 
   Raises:
     ConfigError: a linear optimizer for a model that marks no linear part.

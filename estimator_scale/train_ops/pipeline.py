@@ -1,17 +1,6 @@
 """loss -> gradients -> accumulate -> reduce -> scale lr -> apply, in one place.
 
-Each stage is a function or small object of its own module; this file only
-wires them, so the order of the stages (and what each one sees) is visible
-in one function. `build_train_op` is public: a hand-written Estimator
-model_fn calls it the way it would wrap its optimizer in
-`hvd.DistributedOptimizer`, and the BaseModel template is just its first
-user.
-
-Inside an Estimator that `make_estimator` made, the `TrainingConfig` and
-`Topology` are the Estimator's: its model_fn declares them for the graph it
-builds (`declare_estimator`), so `build_train_op` takes them when it is
-given none and refuses, in one line naming both, a TrainingConfig or
-Topology that says otherwise.
+Only wiring, so the order of the stages is visible in one function.
 """
 import contextlib
 import dataclasses
@@ -42,52 +31,27 @@ MICRO_BATCHES = "accumulation/micro_batches"
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-  """How a loss becomes updates; every field but the two option tuples (the
-  optimizers' own flags fill those) has a CLI flag of the same name.
+  """How a loss becomes updates; each field but the option tuples is a flag.
 
   Attributes:
-    optimizer: a name of `optimizers.OPTIMIZERS`.
+    optimizer, linear_optimizer: names of `optimizers.OPTIMIZERS`, the second
+      for variables built in `linear_part()` (None: `optimizer`).
+    optimizer_options, linear_optimizer_options: their settings.
     learning_rate: the S = 1 rate at step 0 (after warm-up).
-    lr_schedule: how it decays over the updates, a name of
-      `schedules.SCHEDULES`.
-    lr_boundaries: `piecewise` steps at which the rate is multiplied by
-      `lr_decay_rate`.
-    lr_decay_rate: `piecewise` factor per boundary.
-    lr_decay_steps: length of `cosine` / `polynomial` decay (to 0).
-    lr_power: `polynomial` exponent.
-    warmup_steps: linear warm-up of the rate from 0 over this many steps
-      (0: none).
+    lr_schedule: a name of `schedules.SCHEDULES`.
+    lr_boundaries, lr_decay_rate: `piecewise` steps and factor per step.
+    lr_decay_steps, lr_power: `cosine` / `polynomial` length and exponent.
+    warmup_steps: linear warm-up from 0 over this many steps (0: none).
     accumulation_steps: micro-batches per update (k).
     lr_scaling: a rule of `scaling.RULES`.
-    batch_scale: S, how many times the S = 1 batch (one micro-batch) an
-      update averages; None means the gradient samples one update averages:
-      workers x replicas x k, or with asynchronous parameter servers the
-      worker's own replicas x k (its update is its share of the global
-      batch, `Topology.examples_per_update`).
+    batch_scale: S; None: the gradient samples per update.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
-    adascale_smoothing: AdaScale's moving-average factor theta in [0, 1)
-      (None: max(1 - n/1000, 0), n the gradient samples per update).
-    adascale_parts: a name of `names.ADASCALE_PARTS`: with AdaScale, one
-      gain for every variable ("all") or one for the embedding tables and
-      one for the dense variables, tau advancing by the dense part's.
-    cowclip_ratio: CowClip's r > 0, an id's gradient bound as a multiple
-      of its row's norm (None: `cowclip.DEFAULT_RATIO`).
-    cowclip_min_norm: CowClip's floor zeta >= 0 of that bound, for new and
-      small rows (None: `cowclip.DEFAULT_MIN_NORM`).
-    optimizer_options: extra optimizer settings (momentum, weight_decay, ...).
-    linear_optimizer: a name of `optimizers.OPTIMIZERS` for the variables
-      the model builds inside `linear_part()` (FTRL for a wide part), the
-      others taking `optimizer`; None: `optimizer` for every variable.
-    linear_optimizer_options: its settings, as `optimizer_options`.
-    precision: a name of `precision.PRECISIONS` (mixed_float16 adds dynamic
-      loss scaling).
-    allreduce_compression: a name of `backends.COMPRESSIONS`; whether the
-      job's backend offers it is checked against its topology
-      (`Backend.check_offers`).
-    sparse_exchange: a name of `backends.SPARSE_EXCHANGES`: how sparse
-      (embedding) gradients travel between workers; "auto" lets the backend
-      choose (Horovod: by how much of the table the ranks touch), Horovod
-      also takes "sparse" and "dense" (its sparse_as_dense).
+    adascale_smoothing: AdaScale's theta in [0, 1) (None: its default).
+    adascale_parts: a name of `names.ADASCALE_PARTS`.
+    cowclip_ratio, cowclip_min_norm: CowClip's r > 0 and zeta >= 0.
+    precision: a name of `precision.PRECISIONS`.
+    allreduce_compression: a name of `backends.COMPRESSIONS`.
+    sparse_exchange: a name of `backends.SPARSE_EXCHANGES`.
   """
   optimizer: str = "momentum"
   learning_rate: float = 0.1
@@ -167,18 +131,11 @@ class TrainOp:
 
   Attributes:
     train_op: one update (k micro-batches, reduction, apply).
-    loss: the update's mean loss, as an EstimatorSpec's `loss` should be.
-    learning_rate: the rate this update applies (scaled, scheduled); with
-      `cowclip`, the dense variables' (the tables take the schedule's).
-    adascale: AdaScale's state, or None without AdaScale.
-    loss_scale: the dynamic loss scale's state, or None (only
-      mixed_float16 scales the loss).
-    compute_seconds: every worker's own compute seconds of this update, in
-      worker order (`stragglers.exchange`), or None where workers are not
-      compared (one worker, or asynchronous ones).
-    input_wait_seconds: the seconds this update waited for its batch, per
-      worker in worker order where workers exchange figures, else this
-      worker's alone (`input_wait.exchange`).
+    loss: the update's mean loss, for the EstimatorSpec.
+    learning_rate: the applied rate; with `cowclip`, the dense variables'.
+    adascale, loss_scale: their state, or None.
+    compute_seconds: each worker's compute seconds, or None.
+    input_wait_seconds: per worker where exchanged, else this worker's.
   """
   train_op: tf.Operation
   loss: tf.Tensor
@@ -196,23 +153,17 @@ _DECLARED = weakref.WeakKeyDictionary()
 def declare_estimator(training_config, topology):
   """Declares, for the graph being built, the Estimator that builds it.
 
-  `make_estimator`'s model_fn calls it first: the graph is the one
-  Estimator made for this call (under tf.distribute, every replica's
-  thread builds into it too), so what `build_train_op` reads while it is
-  built is this Estimator's, and nothing outlives the graph.
+  Keyed weakly by graph, which tf.distribute's replica threads share.
 
   Args:
-    training_config: the `TrainingConfig` given to `make_estimator`, or
-      None where it was given none (a hand-written model_fn's own then
-      applies).
+    training_config: the `TrainingConfig` given to `make_estimator`, or None.
     topology: the Estimator's `Topology`.
   """
   _DECLARED[tf.compat.v1.get_default_graph()] = (training_config, topology)
 
 
 def _declared():
-  """What `declare_estimator` said for this graph (or the graph it is
-  inside of), or None outside an Estimator that make_estimator made."""
+  """What `declare_estimator` said for this graph or an outer one, or None."""
   graph = tf.compat.v1.get_default_graph()
   while graph is not None:
     if graph in _DECLARED:
@@ -227,19 +178,11 @@ def _fields(config, names):
 
 def estimator_settings(training_config=None, topology=None,
                        caller="build_train_op"):
-  """(TrainingConfig, Topology) a model_fn trains with.
-
-  Inside an Estimator that `make_estimator` made: the Estimator's, where
-  none is given; one given must be the same (a TrainingConfig is compared
-  with the one given to make_estimator, if it was given one).
-  Outside one: the given ones, else `TrainingConfig()` and one local
-  process (a plain tf.estimator.Estimator has no other to offer; under
-  tf.distribute `replicas_in_sync` refuses it, and an Estimator made with
-  the RunConfig of a job the factory synchronises refuses to train).
+  """(TrainingConfig, Topology): the given ones, else the Estimator's, else
+  `TrainingConfig()` and one local process.
 
   Raises:
-    ConfigError: a TrainingConfig or Topology other than the Estimator's,
-      naming both.
+    ConfigError: a TrainingConfig or Topology other than the Estimator's.
   """
   declared = _declared()
   if declared is None:
@@ -269,38 +212,20 @@ def build_train_op(loss_fn, features, labels, training_config=None,
                    topology=None):
   """The train op of one update, for any Estimator model_fn.
 
-  Builds the network once (through `loss_fn`) and runs it over the
-  accumulation micro-batches, reduces across replicas as the topology's
-  backend does, scales the learning rate and applies. Writes the
-  learning-rate (and AdaScale) summaries, each worker's wait for its input
-  per update (`input_wait`), and with several synchronous workers each
-  one's compute time per update (`stragglers`). Train through
-  `make_estimator(model_fn, scale_config=...)`: under Horovod the ranks
-  start from rank 0's variables and agree on when to stop through the hooks
-  and coordinator it adds.
+  Train through `make_estimator`, whose hooks keep Horovod ranks in step.
 
   Args:
-    loss_fn: (features, labels) -> scalar mean loss of that batch; it builds
-      the network (any style: Keras layers, a tf.keras.Model, v1 layers).
-      Under mixed precision it runs inside `precision.network_scope`: Keras
-      layers made there compute in the low type, v1 variables are read in
-      it; cast floating features yourself where raw ops meet them.
-    features, labels: the model_fn's arguments in TRAIN mode (this
-      replica's share of one update); labels may be None.
-    training_config: `TrainingConfig`; None: the Estimator's (the one
-      given to `make_estimator`; `TrainingConfig()` where it was given
-      none, or outside an Estimator that make_estimator made).
-    topology: this process's `Topology`; None: the Estimator's
-      (`estimator.topology`; one local process outside an Estimator that
-      make_estimator made).
+    loss_fn: (features, labels) -> scalar mean loss; builds the network
+      (under mixed precision, cast raw floating features yourself).
+    features, labels: this replica's share of one update; labels may be None.
+    training_config: `TrainingConfig`; None: the Estimator's.
+    topology: this process's `Topology`; None: the Estimator's.
 
   Returns:
     `TrainOp`.
 
   Raises:
-    ConfigError: a training_config other than the one given to
-      `make_estimator`, or a topology other than the Estimator's; the
-      message names both.
+    ConfigError: a training_config or topology other than the Estimator's.
   """
   training_config, topology = estimator_settings(training_config, topology)
   built = _build(loss_fn, features, labels, training_config, topology)
@@ -415,12 +340,8 @@ def _build(loss_fn, features, labels, config, topology):
 
 
 def _adascale_update(state, reducer, grads, schedule):
-  """(mean, learning rate, finite, state writes) of an AdaScale update.
-
-  A sharded table's mean gradient is spread over the ranks (each holds its
-  rows'), so the squared norm of its part is summed in the exchange beside
-  the per-replica norms, and AdaScale adds it to the rest's.
-  """
+  """(mean, rate, finite, writes) of AdaScale; a sharded table's squared norm
+  is summed in the exchange, as its mean is spread over the ranks."""
   if not any(sharded.is_sharded(v) for v in grads.variables):
     mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
     return (mean, *state.update(mean, sum_sq, schedule))
@@ -433,9 +354,8 @@ def _adascale_update(state, reducer, grads, schedule):
 
 
 def _cowclip_update(mean, grads, config, topology, dense_rate, finite):
-  """(the clipped mean, the optimizer) of a CowClip update: the tables'
-  rows clipped and trained at the S = 1 rate, the other variables at
-  `dense_rate`; both rates 0 where `finite` (None: not checked) is false."""
+  """(clipped mean, optimizer): tables at the S = 1 rate, the rest at
+  `dense_rate`; both 0 where `finite` (None: unchecked) is false."""
   tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
   clipped = cowclip.clip_update(
       mean, grads.variables, tables, config.samples_per_update(topology),
@@ -449,8 +369,7 @@ def _cowclip_update(mean, grads, config, topology, dense_rate, finite):
 
 
 def _tables_apart(config, table_rate, dense_rate, mean, grads):
-  """One optimizer: the tables (variables of sparse gradients) at
-  `table_rate`, the other variables at `dense_rate`."""
+  """One optimizer: tables at `table_rate`, other variables at `dense_rate`."""
   tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
   names = cowclip.table_names(grads.variables, tables)
   return parts.PerPartOptimizer(
@@ -460,9 +379,8 @@ def _tables_apart(config, table_rate, dense_rate, mean, grads):
 
 
 def _check_part_tables(grads, variables):
-  """Raises ConfigError where a gain per part cannot be estimated: no
-  embedding table, or a sharded one (its mean gradient is spread over the
-  ranks, outside the per-part norms)."""
+  """Raises ConfigError without tables or with a sharded one (its mean is
+  spread over the ranks, outside the per-part norms)."""
   tables, _ = adascale.part_groups(grads, variables)
   shards = [v.op.name for v in variables if sharded.is_sharded(v)]
   if not tables or shards:
@@ -473,10 +391,8 @@ def _check_part_tables(grads, variables):
 
 
 def _adascale_parts(state, reducer, grads, config):
-  """(mean, dense rate, finite, state writes, tables' rate) of an AdaScale
-  update with a gain per part: the tables' own state (at
-  `adascale.TABLES_SCOPE`) reads the dense state's tau, which alone
-  advances; each gain comes from its part's norms alone."""
+  """(mean, dense rate, finite, writes, tables' rate) with a gain per part;
+  the tables' state reads the dense state's tau, which alone advances."""
   with root_variable_scope():
     tables = adascale.AdaScale(
         state.scale, state.samples, config.adascale_smoothing,
@@ -495,8 +411,7 @@ def _adascale_parts(state, reducer, grads, config):
 
 
 def _norm_sums(config, grads):
-  """AdaScale's summed squared norms as the scalars an exchange adds: one,
-  or the tables' and the dense variables' with `adascale_parts`."""
+  """AdaScale's summed squared norms for the exchange: one, or two per part."""
   if config.lr_scaling != "adascale":
     return []
   if config.adascale_parts == "all":
@@ -505,11 +420,8 @@ def _norm_sums(config, grads):
 
 
 def _finite_mean(reducer, grads):
-  """(mean, whether every rank's part of it is finite).
-
-  A sharded table's mean is spread over the ranks, so each rank's flag of
-  its own shards rides in the exchange, and every rank skips together.
-  """
+  """(mean, whether every rank's part is finite); shard flags ride in the
+  exchange, so all ranks skip together."""
   if not any(sharded.is_sharded(v) for v in grads.variables):
     mean, _ = reducer.all_mean(grads.grads, [])
     return mean, gradients.all_finite(mean)
@@ -519,11 +431,8 @@ def _finite_mean(reducer, grads):
 
 
 def _contribute(reducer, start, wait, grads, config, topology):
-  """The update of a synchronous parameter server's worker other than the
-  chief: it hands its gradients (and AdaScale's norms, its compute time and
-  input wait) to the chief's one apply and waits for it. The learning rate
-  it reports is the S = 1 schedule's; the chief's summaries show the
-  applied one."""
+  """A synchronous ps worker's update (not the chief's): hand the gradients to
+  the chief's apply and wait; reports the S = 1 rate."""
   if start is not None:
     stragglers.exchange(start, grads.grads, grads.loss, reducer, topology)
   own_wait = input_wait.exchange(wait, reducer, topology)
@@ -539,9 +448,8 @@ def _contribute(reducer, start, wait, grads, config, topology):
 def replicas_in_sync(topology):
   """The replicas this update runs in sync, checked against the topology.
 
-  A topology of another backend would reduce wrongly, silently. The count
-  also divides the reported loss: under tf.distribute Estimator sums the
-  replicas' losses.
+  Another backend's topology would reduce wrongly, silently. The count also
+  divides the reported loss: Estimator sums the replicas' losses.
   """
   context = tf.distribute.get_replica_context()
   in_sync = context.num_replicas_in_sync if context else 1
@@ -565,12 +473,9 @@ def root_variable_scope():
 def count_micro_batches(k):
   """Adds an update's k micro-batches to `MICRO_BATCHES`.
 
-  Every train op counts, at k = 1 too, so a checkpoint restarts with any
-  accumulation. On parameter servers it sits beside global_step: the
-  round-robin placement would put it after the chief's own variables (the
-  optimizer's, AdaScale's), which the other workers do not make, so a
-  worker could look for it on another task than the one the chief
-  initialised.
+  Counted at k = 1 too, so a checkpoint restarts with any accumulation. On
+  ps it sits beside global_step: round-robin would place it after chief-only
+  variables, on a task other workers may not agree on.
   """
   step_device = tf.compat.v1.train.get_or_create_global_step().device
   on_ps = "/job:ps" in step_device

@@ -1,28 +1,10 @@
 """Mixed precision: the network computes in a 16-bit type, the rest in float32.
 
-`--precision=mixed_bfloat16` or `mixed_float16` runs the network's
-arithmetic in the low type while the variables, the gradients the optimizer
-sees, the optimizer's slots, AdaScale's estimates and the loss stay
-float32. Two kinds of network code need two mechanisms:
-
-- Keras layers (made in `logits` or in `keras_model`) follow the Keras
-  global dtype policy that is current when they are created; it is set for
-  as long as the network is built and put back afterwards, so a user's other
-  Keras code in the process is untouched. Keras keeps their variables
-  float32 and casts them on read itself.
-- v1 layers and `get_variable` follow the variable scope: a custom getter
-  stores every floating variable as float32 (whatever dtype was asked for)
-  and hands the network a read cast to the low type when the variable is
-  trainable. Non-trainable state (moving statistics) stays float32, as
-  Keras keeps it, so the network's own writes to it still type-check.
-
-float16 has 5 exponent bits: small gradients underflow to zero and large
-ones overflow. Dynamic loss scaling (as Keras' LossScaleOptimizer does)
-multiplies the loss by S before differentiating and the gradients by 1/S
-after; S is a power of two, so the unscaling is exact in float32. An update
-whose (globally reduced) gradients are not finite is skipped and S halved;
-after `growth_steps` good updates in a row S doubles. bfloat16 has float32's
-exponent range and needs no scaling.
+Keras layers follow the global dtype policy, set only while the network is
+built; v1 variables get a getter storing float32 and reading trainable
+ones in the low type. float16 needs dynamic loss scaling (a power of two,
+so unscaling is exact): a non-finite update is skipped and the scale
+halved; bfloat16 needs none.
 """
 import contextlib
 import threading
@@ -64,11 +46,7 @@ def needs_loss_scaling(precision):
 
 @contextlib.contextmanager
 def network_scope(precision):
-  """Builds and runs a network in `precision` (see the module docstring).
-
-  Re-entering it (the pipeline around a model_fn's network that entered it
-  too) changes nothing, so each variable is cast once.
-  """
+  """Builds and runs a network in `precision`; re-entering changes nothing."""
   check_precision(precision)
   if precision == "float32" or getattr(_active, "precision", None):
     yield
@@ -87,18 +65,15 @@ def network_scope(precision):
 
 
 def network_dtype():
-  """The dtype `network_scope` reads variables in while it builds a
-  network, or None outside one."""
+  """The dtype `network_scope` reads variables in, or None outside one."""
   active = getattr(_active, "precision", None)
   return compute_dtype(active) if active else None
 
 
 @contextlib.contextmanager
 def variables_as_stored():
-  """Within it, `network_scope`'s getter hands back the float32 variables
-  themselves: for a variable whose reads are not the whole variable (an
-  embedding table's gathered rows, cast by the caller), a cast of every
-  read would copy the whole table each step."""
+  """Within it, `network_scope` hands back the float32 variables themselves:
+  casting every read of an embedding table would copy the table each step."""
   before = getattr(_active, "as_stored", False)
   _active.as_stored = True
   try:
@@ -108,8 +83,7 @@ def variables_as_stored():
 
 
 def _float32_storage(dtype):
-  """A v1 custom getter: float32 variables, trainable ones read in `dtype`
-  (outside `variables_as_stored`)."""
+  """A v1 custom getter: float32 storage, trainable ones read in `dtype`."""
 
   # TensorFlow passes the next getter as the keyword `getter`.
   def storage_getter(getter, name, *args, **kwargs):
@@ -154,8 +128,8 @@ class LossScale:
     return self.scale.read_value()
 
   def update(self, finite):
-    """Ops that halve the scale after a non-finite update (not below 1) and
-    double it after `growth_steps` finite ones in a row."""
+    """Ops halving the scale after a non-finite update (not below 1), doubling
+    it after `growth_steps` finite ones."""
     good = tf.where(finite, self.good_updates + 1, tf.constant(0, tf.int64))
     grow = good >= self.growth_steps
     scale = self.scale.read_value()

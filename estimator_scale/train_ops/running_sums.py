@@ -1,19 +1,13 @@
-"""The running sums of the accumulation loop, in TensorLists.
-
-The loop's variables must have a type fixed before the body is traced, but
-the number and shapes of the gradients are known only once it is: so the
-sums live in TensorLists (one loop variable each, whatever they hold) that
-the first micro-batch fills, and `Sums` records which item holds what.
-"""
+"""The accumulation loop's running sums, in TensorLists: loop variables need
+a type before the body is traced, the gradients are known only after."""
 import tensorflow as tf
 
 from estimator_scale.train_ops import gradients as gradients_lib
 
 
 def _static_or_dynamic_shape(variable, row_shape):
-  """The shape of a sparse gradient of `variable` whose rows have
-  `row_shape` (the variable's own, or wider: CowClip's counts ride in one
-  more column), as an int64 tensor (a constant when known)."""
+  """A sparse gradient's shape as int64 (constant when known); `row_shape` may
+  be wider than the variable's (CowClip's counts column)."""
   if variable.shape.is_fully_defined():
     return tf.constant(variable.shape[:1].concatenate(row_shape).as_list(),
                        tf.int64)
@@ -24,24 +18,10 @@ def _static_or_dynamic_shape(variable, row_shape):
 class Sums:
   """The running sums of the loop: which TensorList item holds what.
 
-  Three lists travel through the loop (`empty`): the dense sums (float32),
-  and the rows (int64) and values (float32) of the sparse gradients. The
-  layout is decided while the body is traced (the first time the gradients
-  exist) and read back after the loop. A dense gradient is one item of the
-  sums, added to in place. Sparse gradient j of s keeps what micro-batch i
-  looked up at position j * k + i of the other two: its rows and their
-  values, flattened, so that all items are vectors and one concatenation
-  after the loop reads them back, the items of one gradient side by side.
-
-  How a sparse gradient leaves the loop depends on whether its number of
-  lookups per micro-batch is fixed in the graph (`tf.nn.embedding_lookup`
-  of a [batch, n] id tensor). Then it keeps one entry per lookup, as the
-  k micro-batches' gradients together would have: its length is fixed too,
-  which tf.distribute's exchange needs (see backends/reducers.py), and
-  Horovod merges rows before sending. Otherwise (feature columns' embeddings
-  merge their lookups at run time) each micro-batch's rows are merged
-  before they are stored and all micro-batches' once more after the loop:
-  one entry per row touched.
+  Three lists: dense sums, and sparse gradients' rows and values; sparse
+  gradient j of micro-batch i sits at j * k + i. A fixed lookup count keeps
+  one entry per lookup, a fixed length tf.distribute's exchange needs;
+  otherwise rows are merged per micro-batch and again after the loop.
   """
 
   def __init__(self):

@@ -1,8 +1,4 @@
-"""Large-batch learning-rate rules: how the base rate grows with the scale S.
-
-S is the number of gradient samples averaged per update (workers x replicas
-x accumulation steps) unless the user sets it.
-"""
+"""Large-batch learning-rate rules: how the base rate grows with the scale S."""
 import math
 
 import tensorflow as tf
@@ -30,8 +26,7 @@ def scaled_learning_rate(rule, schedule, step, batch_scale, warmup_updates=0):
     schedule: maps a float step to the base (S = 1) rate.
     step: the update count (global_step).
     batch_scale: S.
-    warmup_updates: for `linear`, ramp from the base rate to S x base over
-      this many updates (Goyal et al. 2017, gradual warm-up).
+    warmup_updates: `linear`: base to S x base over this many updates.
 
   Returns:
     A float32 scalar tensor.

@@ -1,9 +1,4 @@
-"""Learning-rate schedules as functions of a float step.
-
-The step is a float tensor so AdaScale can evaluate a schedule on its
-scale-invariant progress (floor of tau) instead of on global_step. The
-settings are a `TrainingConfig`'s fields, under the command line's names.
-"""
+"""Learning-rate schedules of a float step, so AdaScale can use floor(tau)."""
 import math
 
 import tensorflow as tf

@@ -1,7 +1,5 @@
-"""Horovod: everything the framework does for Horovod ranks.
-
-ranks.py holds the rank primitives the other modules import.
-"""
+"""Horovod: everything the framework does for Horovod ranks (primitives in
+ranks.py)."""
 from estimator_scale.backends.horovod.backend import Horovod
 from estimator_scale.backends.horovod.ranks import import_horovod
 from estimator_scale.backends.horovod.ranks import launched

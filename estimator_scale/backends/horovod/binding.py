@@ -1,7 +1,5 @@
-"""Horovod's process-level settings: its knobs' defaults and core binding.
-
-Defaults must apply before `hvd.init()`, binding right after.
-"""
+"""Horovod's process-level settings: knobs' defaults (before `hvd.init()`),
+core binding (right after)."""
 import os
 
 from absl import logging
@@ -30,9 +28,7 @@ BINDINGS = ("cores", "none")
 
 
 def rank_cores(available, local_rank, local_size):
-  """The cores a rank binds to, its even share of `available`; None where
-  binding cannot help.
-  """
+  """A rank's even share of `available` cores; None where binding won't help."""
   cores = sorted(available)
   share = len(cores) // local_size
   if local_size < 2 or share < 1:
@@ -41,12 +37,11 @@ def rank_cores(available, local_rank, local_size):
 
 
 def bind_to_cores(topology, environ, threads=None):
-  """Binds this rank to its share of the cores, as mpirun --bind-to does.
+  """Binds this rank to its share of the cores, as mpirun --bind-to does;
+  returns them, or None.
 
-  Unbound, the OS moves every rank's threads over all cores (docs/BENCH.md,
-  "Horovod knobs"). A process already bound, or asking for more `threads`
-  than its share, is left alone; `ESTIMATOR_SCALE_CORE_BINDING=none` in
-  `environ` turns binding off. Returns the cores bound to, or None.
+  A process already bound, or asking more `threads` than its share, is left
+  alone; `ESTIMATOR_SCALE_CORE_BINDING=none` turns binding off.
   """
   mode = environ.get(CORE_BINDING, "cores")
   if mode not in BINDINGS:

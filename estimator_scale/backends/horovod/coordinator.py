@@ -19,10 +19,8 @@ EXCHANGES = ("HorovodAllreduce", "HorovodGroupedAllreduce", "HorovodAllgather",
 
 
 class RequireExchangeHook(tf.compat.v1.train.SessionRunHook):
-  """Refuses a training graph in which the ranks exchange nothing, which
-  would train each rank alone without error; on every rank, before any
-  session.
-  """
+  """Refuses a training graph whose ranks exchange nothing (each would train
+  alone without error)."""
 
   def __init__(self, ranks):
     self._ranks = ranks
@@ -38,9 +36,8 @@ class RequireExchangeHook(tf.compat.v1.train.SessionRunHook):
 
 
 class HorovodCoordinator(coordinator.Coordinator):
-  """Horovod ranks: rank 0 decides (its checkpoint step is the start), all
-  ranks follow; a SIGTERM to any rank stops all after the same update.
-  """
+  """Horovod ranks: rank 0 decides, all follow; a SIGTERM to any rank stops
+  all after the same update."""
 
   def __init__(self, topology, hvd, stop_flag):
     super().__init__(topology)
@@ -87,9 +84,8 @@ class HorovodCoordinator(coordinator.Coordinator):
     return coordinator.result(last, estimator, target, stop.stopped)
 
   def evaluate(self, estimator, input_fn, checkpoint_path=None, **kwargs):
-    """Every rank gets the metrics; rank 0 evaluates alone unless the tables
-    were saved split over the ranks (`evaluation`).
-    """
+    """Every rank gets the metrics; rank 0 evaluates alone
+    unless the tables were saved split over the ranks (`evaluation`)."""
     chosen = None
     if self.topology.is_chief:
       path = checkpoint_path or estimator.latest_checkpoint()

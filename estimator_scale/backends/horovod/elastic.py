@@ -1,8 +1,5 @@
-"""Elastic Horovod: training goes on while hosts join, leave or fail.
-
-Ranks carry rank 0's checkpoint across a change, not memory
-(docs/design.md#backendshorovodelasticpy).
-"""
+"""Elastic Horovod: training goes on while hosts join, leave or fail; ranks
+carry rank 0's checkpoint across a change, not memory."""
 import contextvars
 import dataclasses
 import functools
@@ -56,8 +53,7 @@ def batch_for_size(policy, micro_batch, start, size):
   """The Batch of `size` ranks under `policy`, one rank's `micro_batch` fixed.
 
   Raises:
-    errors.ConfigError: `hold` on a size that cannot share the update's
-      micro-batches evenly.
+    errors.ConfigError: `hold` on a size that cannot share the update evenly.
   """
   if policy == "scale":
     return Batch(micro_batch * start.accumulation_steps * size,
@@ -87,9 +83,8 @@ def check_arguments(elastic_batch, commit_every_n_steps):
 
 
 class CommitHook(tf.compat.v1.train.SessionRunHook):
-  """Commits every `every` updates, counted as rank 0's saver does, then
-  leaves if the hosts changed.
-  """
+  """Commits every `every` updates (as rank 0's saver counts); leaves if the
+  hosts changed."""
 
   def __init__(self, job, every):
     self._job = job
@@ -181,10 +176,8 @@ class _Job:
       _ATTEMPT.reset(token)
 
   def _back_to_commit_after_full_disk(self, error):
-    """Sends this rank back to the last commit with the others after a wait.
-
-    Re-raises `error` after FULL_DISK_ATTEMPTS failed saves without a commit.
-    """
+    """Sends this rank back to the last commit after a wait; re-raises `error`
+    after FULL_DISK_ATTEMPTS failed saves."""
     from horovod.common import exceptions  # pylint: disable=g-import-not-at-top
     self._full_disk_failures += 1
     if self._full_disk_failures > FULL_DISK_ATTEMPTS:
@@ -242,8 +235,7 @@ class _Job:
           old, size, self._why, step, recipe)
 
   def commit(self, step):
-    """Records the commit at `step` (rank 0's) and leaves if the hosts changed.
-    """
+    """Records rank 0's commit at `step`; leaves if the hosts changed."""
     self.state.step = self._broadcast(step)
     self._full_disk_failures = 0
     self.state.commit()
@@ -257,9 +249,8 @@ driver answers them."""
 
 
 def next_slot(environ):
-  """This process's `_SLOT_VARIABLES` in the next set of ranks (rank -1: its
-  host left); ask once per change, as the driver counts the question.
-  """
+  """This process's slot in the next set of ranks (rank -1: its host left);
+  ask once per change, as the driver counts the question."""
   # Lazy: Horovod is optional; `run` imported it for this rank.
   from horovod.runner.elastic import rendezvous  # pylint: disable=g-import-not-at-top
   url = (f"http://{environ['HOROVOD_GLOO_RENDEZVOUS_ADDR']}:"
@@ -272,9 +263,7 @@ def next_slot(environ):
 
 
 def _rejoin(hvd, environ=None):
-  """Leaves the old set of ranks and joins the new one, or exits with status
-  0 where its host has left the job.
-  """
+  """Joins the new set of ranks, or exits 0 where this host has left the job."""
   environ = os.environ if environ is None else environ
   hvd.shutdown()
   slot = next_slot(environ)
@@ -292,9 +281,8 @@ def _rejoin(hvd, environ=None):
 
 
 def _join(environ=None):
-  """horovod.tensorflow, initialised for this rank of an elastic job; a rank
-  that started too late for its round asks for its slot again, once.
-  """
+  """horovod.tensorflow initialised for this rank; a rank too late for its
+  round asks for its slot again, once."""
   try:
     return ranks.init_horovod()
   except ValueError as e:  # what an unpatched Horovod raises
@@ -311,15 +299,13 @@ def run(train, global_batch_size, accumulation_steps=1, elastic_batch="scale",
         commit_every_n_steps=COMMIT_EVERY_N_STEPS, intra_op_threads=None):
   """Runs `train(batch)` on every rank until it returns, through host changes.
 
-  `train` makes and trains the Estimator (distribution="horovod") with the
-  Batch given, reading its data through the Estimator's topology; it is
+  `train` makes and trains the Estimator (distribution="horovod"); it is
   called again on the new ranks after each change. Returns its result.
 
   Raises:
-    errors.ConfigError: a bad argument; a size `hold` cannot honour; a
-      model_dir that rank 0's host does not share.
-    SystemExit: (status 0) on a rank whose host the discovery script
-      dropped.
+    errors.ConfigError: a bad argument, a size `hold` cannot honour, or a
+      model_dir rank 0's host does not share.
+    SystemExit: (status 0) on a rank whose host was dropped.
   """
   check_arguments(elastic_batch, commit_every_n_steps)
   if not ranks.elastic_requested():

@@ -1,8 +1,8 @@
 """Evaluation on every Horovod rank, for tables split over the ranks.
 
-Rank r evaluates batches r, r + N, ..., then empty ones until no rank has
-any left (every lookup is a collective); metric totals are summed over the
-ranks, so a metric whose state is not a sum is not combined correctly.
+Rank r evaluates batches r, r + N, ..., then empty ones (every lookup is a
+collective). Metric totals are summed, so non-sum metric states combine
+wrongly.
 """
 import shutil
 import tempfile
@@ -47,8 +47,8 @@ def _call_input_fn(input_fn, mode, params, config):
 
 
 def split_input(input_fn, rank, size, steps):
-  """The input_fn of `rank`'s share of the first `steps` batches, then
-  empty batches without end.
+  """The input_fn of `rank`'s share of the first `steps` batches, then empty
+  ones without end.
 
   Raises:
     ConfigError: `input_fn` returns no tf.data.Dataset.
@@ -73,9 +73,7 @@ def split_input(input_fn, rank, size, steps):
 
 
 class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
-  """Ends evaluation when no rank has a batch left and sums the metrics'
-  totals over the ranks before their values are read.
-  """
+  """Ends when no rank has a batch left; sums metric totals over the ranks."""
 
   def __init__(self, hvd, rows):
     self._hvd = hvd
@@ -112,9 +110,7 @@ class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
 
 
 def _evaluating_model_fn(model_fn, hvd, hooks):
-  """`model_fn` whose evaluation reads its tables on the ranks, with loss 0
-  on an empty batch and a `_SumOverRanksHook` in `hooks`.
-  """
+  """`model_fn` evaluating on the ranks, loss 0 on an empty batch."""
 
   def on_ranks(features, labels, mode, params, config):
     rows = _rows(features, labels)
@@ -131,12 +127,8 @@ def _evaluating_model_fn(model_fn, hvd, hooks):
 
 def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,
              hooks=None, name=None):
-  """Evaluates `checkpoint_path` on every rank, each a share of the batches.
-
-  Every rank returns the metrics one process would; only rank 0's summaries
-  are kept. `input_fn` must return a tf.data.Dataset; `steps` counts batches
-  over all ranks (None: the whole input).
-  """
+  """Evaluates `checkpoint_path` on every rank, each a share of the `steps`
+  batches (None: the whole input); rank 0 keeps the summaries."""
   if hvd.rank() == 0:
     logging.info("Evaluating %s on %d Horovod ranks: its tables are split "
                  "over them", checkpoint_path, hvd.size())

@@ -1,6 +1,4 @@
-"""A lost host, link or launcher: every Horovod rank ends, and says who is lost
-(docs/design.md#backendshorovodfaultspy).
-"""
+"""A lost host, link or launcher: every Horovod rank ends, naming the lost."""
 import concurrent.futures
 import contextlib
 import os
@@ -50,9 +48,7 @@ _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 
 def collective_failed(error):
-  """Whether `error` is a Horovod collective's failure (a peer died, left or
-  went silent) rather than this rank's own error.
-  """
+  """Whether `error` is a collective's failure (lost peer), not this rank's."""
   if SHUT_DOWN in str(error):
     return True
   op = getattr(error, "op", None)
@@ -80,9 +76,7 @@ _watchdog_started = False
 
 
 def output_pipes():
-  """This process's stdout and stderr where they are pipes or sockets (which
-  lead to its launcher).
-  """
+  """This process's stdout and stderr where they are pipes or sockets."""
   fds = []
   for fd in (1, 2):
     try:
@@ -95,9 +89,7 @@ def output_pipes():
 
 
 def wait_until_unread(fds, timeout=None):
-  """Whether one of `fds` lost its reader within `timeout` s (None: no limit),
-  polled for no event, so sleeping until then.
-  """
+  """Whether one of `fds` lost its reader within `timeout` s (None: forever)."""
   poller = select.poll()
   for fd in fds:
     poller.register(fd, 0)
@@ -106,9 +98,7 @@ def wait_until_unread(fds, timeout=None):
 
 def watch_launcher(grace_seconds=GRACE_SECONDS, environ=None):
   """Ends this rank once nobody reads its output; returns whether it watches.
-
-  Start before hvd.init(); once per process.
-  """
+  Start before hvd.init(), once per process."""
   global _watchdog_started
   environ = os.environ if environ is None else environ
   fds = output_pipes()
@@ -134,9 +124,8 @@ def _end_when_unread(fds, grace_seconds):
 
 
 def _interface_address(iface):
-  """The IPv4 address of network interface `iface` (HOROVOD_GLOO_IFACE), or
-  None: one the other ranks can reach whatever the host names resolve to.
-  """
+  """IPv4 address of `iface` (HOROVOD_GLOO_IFACE), or None: reachable by the
+  other ranks whatever the host names resolve to."""
   if not iface:
     return None
   try:
@@ -183,10 +172,7 @@ def probe(address, port, timeout=PROBE_SECONDS):
 
 
 class Peers:
-  """Every rank's host and where its process answers while it lives.
-
-  `table` holds per rank (host name, address to probe or None, port).
-  """
+  """Every rank's (host, address to probe or None, port), in `table`."""
 
   def __init__(self, rank, table, listener=None):
     self.rank = rank
@@ -195,9 +181,7 @@ class Peers:
 
   @classmethod
   def exchange(cls, hvd, environ):
-    """Opens this rank's listener and learns every rank's (a collective); a
-    rank without horovodrun's interface is not probed.
-    """
+    """Opens this rank's listener and learns every rank's (a collective)."""
     listener = _Listener()
     host = environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
     address = _interface_address(environ.get("HOROVOD_GLOO_IFACE"))
@@ -209,9 +193,7 @@ class Peers:
     return self.table[rank][0]
 
   def lost(self, timeout=PROBE_SECONDS):
-    """[(rank, why)] of the other ranks whose process does not answer, all
-    probed at once.
-    """
+    """[(rank, why)] of the other ranks not answering, probed at once."""
     others = [r for r in range(len(self.table))
               if r != self.rank and self.table[r][1]]
     if not others:
@@ -230,9 +212,8 @@ class Peers:
 
 
 class NamingLostRanks:
-  """A Horovod coordinator whose failure after a lost rank names that rank;
-  where every other rank answers, the original error stands.
-  """
+  """A coordinator whose failure after a lost rank names it; where every rank
+  answers, the original error stands."""
 
   def __init__(self, coordinator, peers, stall_seconds):
     self._coordinator = coordinator
@@ -291,11 +272,8 @@ def _end_naming(line):
 
 
 class StallWatch:
-  """Ends a rank that made no progress for `seconds` while a peer is lost.
-
-  Only a stall costs probes. `end` gets the line naming the lost ranks and
-  must not return.
-  """
+  """Ends a rank stalled for `seconds` while a peer is lost (only a stall costs
+  probes); `end` gets the line and must not return."""
 
   def __init__(self, peers, seconds, end=_end_naming):
     self._peers = peers
@@ -326,9 +304,7 @@ class StallWatch:
         self._since = time.monotonic()
 
   def stalled(self, now):
-    """The line naming the lost ranks if the watched call stalled with some
-    lost; else None.
-    """
+    """The line naming the lost ranks if stalled with some lost; else None."""
     with self._lock:
       if self._since is None or now - self._since < self._seconds:
         return None

@@ -35,9 +35,7 @@ checksum)."""
 
 
 def hostname_address():
-  """(host name, the first address it resolves to: where Gloo binds without
-  an interface), the address None where it resolves to none.
-  """
+  """(host name, its first address, where Gloo binds without an interface)."""
   name = socket.gethostname()
   try:
     infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)
@@ -50,13 +48,12 @@ def check_process_set_interface(environ, resolve=hostname_address,
                                 marker=PATCH_MARKER):
   """Refuses, in one line, a job that an unpatched Horovod would abort.
 
-  Horovod 0.28.1 forms its process set on the host name's address, and on
-  loopback a multi-host hvd.init() aborts with a bare gloo::IoException
-  (third_party/horovod/process_set_iface.patch).
+  Horovod 0.28.1 forms its process set on the host name's address; on
+  loopback a multi-host hvd.init() aborts with a bare gloo::IoException.
 
   Raises:
-    errors.TopologyError: a multi-host Gloo job on a host whose name
-      resolves to loopback, with an unpatched Horovod.
+    errors.TopologyError: a multi-host Gloo job on a loopback host name,
+      with an unpatched Horovod.
   """
   if "HOROVOD_GLOO_RENDEZVOUS_ADDR" not in environ:
     return  # not horovodrun's Gloo rendezvous (mpirun, or no launcher)
@@ -97,9 +94,8 @@ def read_topology(hvd, backend):
 
 
 def bind_rank(hvd, backend, intra_op_threads):
-  """(topology, threads per op) of this rank, bound to its cores and its
-  thread pool sized; call before any TensorFlow op.
-  """
+  """(topology, threads per op) of this rank, bound to its cores; call before
+  any TensorFlow op."""
   topology = read_topology(hvd, backend)
   cores = binding.bind_to_cores(topology, os.environ, intra_op_threads)
   threads = intra_op_threads or (len(cores) if cores else max(
@@ -109,9 +105,7 @@ def bind_rank(hvd, backend, intra_op_threads):
 
 
 def init_horovod():
-  """horovod.tensorflow, initialised for this rank (again: no-op), after what
-  must hold first (the build checked, the launcher watched, the knobs set).
-  """
+  """horovod.tensorflow initialised for this rank (again: no-op)."""
   if not launched() and slurm.in_step(os.environ):
     srun.start_rank(os.environ)
   hvd = import_horovod()

@@ -1,6 +1,4 @@
-"""Horovod's reduction of one update: a grouped allreduce for everything
-(docs/design.md#backendshorovodreducerpy).
-"""
+"""Horovod's reduction of one update: a grouped allreduce for everything."""
 import tensorflow as tf
 
 from estimator_scale.backends import names
@@ -11,9 +9,8 @@ from estimator_scale.train_ops import gradients
 
 
 def _grouped_sum(hvd, tensors):
-  """Sums `tensors` over the ranks: one grouped allreduce per dtype, the
-  groups in first-appearance order (the same on every rank).
-  """
+  """Sums `tensors` over the ranks: one grouped allreduce per dtype, in
+  first-appearance order (the same on every rank)."""
   summed = [None] * len(tensors)
   for dtype in dict.fromkeys(t.dtype for t in tensors):
     indices = [i for i, t in enumerate(tensors) if t.dtype == dtype]
@@ -29,9 +26,8 @@ def _empty_like(tensor):
 
 
 class _SparseExchange:
-  """One sparse gradient's way through an update's exchange; the way not
-  taken sends no rows, so no collective sits inside a tf.cond.
-  """
+  """One sparse gradient's way through the exchange; the way not taken sends
+  no rows, so no collective sits inside a tf.cond."""
 
   def __init__(self, grad, ranks, mode):
     self._merged = gradients.merge_duplicates(grad)
@@ -83,9 +79,7 @@ class _SparseExchange:
                         lambda: (values / self._ranks, rows))
 
   def mean(self, dense_sums, gathered, rows_gathered):
-    """The global mean as IndexedSlices, one entry per row any rank touched;
-    stores `rows_gathered` for the next update's choice.
-    """
+    """The global mean, one entry per row touched; stores `rows_gathered`."""
 
     def from_dense():
       total, touched = dense_sums
@@ -108,10 +102,7 @@ class _SparseExchange:
 
 
 class HorovodReducer(reducers.LocalReducer):
-  """Horovod ranks: one grouped allreduce per update, for everything.
-
-  `stop_flag` (the backend's `StopFlag`) rides in the allreduce too.
-  """
+  """Horovod ranks: one grouped allreduce per update, `stop_flag` included."""
 
   def __init__(self, hvd, compression, stop_flag, sparse_exchange="auto"):
     if sparse_exchange not in names.SPARSE_EXCHANGES:
@@ -138,9 +129,8 @@ class HorovodReducer(reducers.LocalReducer):
     return update
 
   def each_worker(self, value, replicas_per_worker):
-    """See base class; rides in the update's grouped allreduce (a second
-    collective in the graph left the ranks waiting).
-    """
+    """See base class; rides in the grouped allreduce (a second collective left
+    the ranks waiting)."""
     del replicas_per_worker  # one replica per rank
     hvd = self._hvd
     mine = tf.one_hot(hvd.rank(), hvd.size()) * tf.cast(value, tf.float32)

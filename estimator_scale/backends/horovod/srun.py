@@ -1,6 +1,4 @@
-"""Horovod ranks that srun started: Gloo's rendezvous without horovodrun,
-so no ssh, MPI or hostfile is needed.
-"""
+"""Horovod ranks that srun started: Gloo's rendezvous without horovodrun."""
 import socket
 import threading
 import time
@@ -12,9 +10,7 @@ from estimator_scale.backends import slurm
 
 
 def _serve_rendezvous(ranks, port):
-  """Serves the Gloo rendezvous of `ranks` on `port` (the step's agreed one)
-  from a daemon thread.
-  """
+  """Serves the Gloo rendezvous of `ranks` on `port` from a daemon thread."""
   # Lazy: Horovod is optional, and only a rank imports it.
   from horovod.runner.common.util import hosts  # pylint: disable=g-import-not-at-top
   from horovod.runner.http import http_server  # pylint: disable=g-import-not-at-top
@@ -43,9 +39,7 @@ def _address(node):
 
 
 def _interface(address):
-  """The network interface that carries `address` here (not loopback), or
-  None.
-  """
+  """The (non-loopback) network interface carrying `address` here, or None."""
   if address.startswith("127."):
     return None
   # Lazy: a Horovod dependency, and only a rank has Horovod.
@@ -80,8 +74,8 @@ def _wait_for_rendezvous(address, port, node, timeout=RENDEZVOUS_WAIT_S):
 def start_rank(environ, serve=_serve_rendezvous, wait=_wait_for_rendezvous):
   """Makes this task of a Slurm step a Horovod rank, as horovodrun would.
 
-  Sets the HOROVOD_* variables in `environ`; returns the rendezvous server
-  on task 0 (which starts it), None on the others (which wait for it).
+  Sets HOROVOD_* in `environ`; returns the rendezvous server on task 0
+  (which starts it), None on the others.
 
   Raises:
     errors.TopologyError, errors.ConfigError: naming the variable at fault.

@@ -1,6 +1,4 @@
-"""A SIGTERM on any rank stops every rank after the same update: each
-update sums a per-rank stop flag over the ranks.
-"""
+"""A SIGTERM on any rank stops every rank after the same update."""
 import signal
 
 from absl import logging
@@ -8,9 +6,7 @@ import tensorflow as tf
 
 
 class StopFlag:
-  """The flag of one training graph and its sum over the ranks (remade per
-  graph).
-  """
+  """The stop flag of one training graph and its sum over the ranks."""
 
   def __init__(self):
     self._graph = None
@@ -43,10 +39,8 @@ class StopFlag:
 
 
 class SignalStopHook(tf.compat.v1.train.SessionRunHook):
-  """Feeds a SIGTERM into the stop flag; stops when any rank asked.
-
-  `agree` sums the flag over the ranks where the reducer did not.
-  """
+  """Feeds a SIGTERM into the stop flag; stops when any rank asked (`agree`
+  sums the flag where the reducer did not)."""
 
   def __init__(self, stop_flag, agree):
     self._stop_flag = stop_flag

@@ -114,9 +114,16 @@ def _served_auc(export, day_dir):
       sorted(tf.io.gfile.glob(str(day_dir / "*"))))]
   labels = [tf.train.Example.FromString(r).features.feature[
       click_data.LABEL].int64_list.value[0] for r in records]
-  served = tf.saved_model.load(export).signatures["serving_default"](
-      examples=tf.constant(records))
+  # The export's serving signature run as TensorFlow Serving runs it: its
+  # graph loaded into a session (tf.saved_model.load's object graph takes
+  # five times longer to serve the same tensors).
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    signature = tf.compat.v1.saved_model.loader.load(
+        session, [tf.saved_model.SERVING], export).signature_def[
+            "serving_default"]
+    logistic = session.run(signature.outputs["logistic"].name,
+                           {signature.inputs["examples"].name: records})
   auc = tf.keras.metrics.AUC(
       num_thresholds=model_lib.BinaryClassifierModel.auc_thresholds)
-  auc.update_state(labels, served["logistic"])
+  auc.update_state(labels, logistic)
   return float(auc.result())

@@ -13,6 +13,12 @@ SEED = 98
 fails: the bug of a commit recorded that no checkpoint held), a stalled
 rank, a join, then a host killed whole."""
 
+GAP = (1, 2)
+"""Seconds from a fault's commit after its recovery to the next fault: the
+driver waits for the job to train and commit again before it, so a longer
+gap adds nothing but time; a gap draws one number from the seed whatever
+its bounds, so the seed's faults stay those above."""
+
 RECOVERY_LIMIT = 2 * chaos.ABSORB_LIMIT
 """The driver's target is ABSORB_LIMIT on a quiet machine; the suite runs
 three tests at a time on two cores, where restarting TensorFlow processes
@@ -21,7 +27,7 @@ takes up to twice as long."""
 
 def test_faults_lose_no_example_and_leave_nothing(needs_root, tmp_path):
   lines = []
-  report = chaos.run(SEED, minutes=10, gap=(5, 10), max_faults=4,
+  report = chaos.run(SEED, minutes=10, gap=GAP, max_faults=4,
                      work_dir=str(tmp_path), log=lines.append)
   print("\n".join(lines))
   assert report["exit_code"] == 0, report
@@ -54,11 +60,13 @@ last-bit difference up to the size of the weights (5e-5 at 440 updates,
 compared where the run ends before it (how far it gets depends on the
 machine's speed)."""
 
-PS_SEED = 20
-"""Draws how long the disk stays full."""
-PS_SCHEDULE = [{"after": 5, "kind": "disk_full"},
-               {"after": 5, "kind": "kill_task", "host": "host3"},
-               {"after": 5, "kind": "kill_host", "host": "host2",
+PS_SEED = 31
+"""Draws how long the disk stays full: 10.2 s, near the driver's shortest
+(10 s), ample for the chief's next save (every 10 updates, a second or so
+apart) to fail on it."""
+PS_SCHEDULE = [{"after": 1, "kind": "disk_full"},
+               {"after": 1, "kind": "kill_task", "host": "host3"},
+               {"after": 1, "kind": "kill_host", "host": "host2",
                 "during": "save"}]
 """A schedule of one's own (`--schedule`) on four hosts (the launcher's and
 three in the job): the model_dir's disk filled for a while, a worker's task

@@ -15,16 +15,20 @@ from tests.helpers import shared
 from tests.helpers.processes import PYTHON, horovod, launch, run
 from tests.helpers.results import load_workers
 
-# 300 updates of 256 (1.3 epochs) end at an AUC of 0.818, 0.06 short of the
-# planted one: the synchronous backends were within 0.001 of one process
-# there as after 600, and each update of a 2-process job is a round trip
-# between its processes.
-WIDE_DEEP_STEPS = 300
+# 200 updates of 256 (0.85 epochs) end at an AUC of 0.814, 0.06 short of the
+# planted one: the synchronous backends were within 0.002 of one process
+# there (0.812; within 0.001 after 300 and 600 updates, but 0.010 after 100,
+# where the AUC still climbs fast), and each update of a 2-process job is a
+# round trip between its processes.
+WIDE_DEEP_STEPS = 200
+# Above chance by far: the models compared have learned the clicks.
+MIN_AUC = 0.75
 AUC_TOLERANCE = 0.01
 # Asynchronous trainers apply stale gradients in an order the scheduler picks,
 # so the parameter-server AUC moves from run to run (0.820 to 0.825 seen
 # against one process's 0.830 after 600 updates, 0.815 against 0.818 after
-# 300); the synchronous backends stay within 0.004.
+# 300, 0.808 against 0.814 after 200); the synchronous backends stay within
+# 0.004.
 ASYNC_AUC_TOLERANCE = 0.03
 
 
@@ -93,7 +97,8 @@ def test_canned_wide_deep_matches_one_process(mode, one_process, tmp_path):
                else AUC_TOLERANCE)
   assert abs(score["auc"] - reference["auc"]) <= tolerance, (
       score, reference)
-  assert score["auc"] < score["planted_auc"]
+  assert MIN_AUC < score["auc"] < score["planted_auc"], score
+  assert reference["auc"] > MIN_AUC, reference
   # Every worker got the chief's metrics of the final checkpoint.
   assert results[0]["auc"] == results[1]["auc"]
   if mode == "parameter_server":

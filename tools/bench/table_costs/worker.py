@@ -160,8 +160,10 @@ def main(argv=None):
       "save_seconds": trained - clock.last_end,
       "peak_train": peak()}
   if rank == 0:
+    saved = tf.train.latest_checkpoint(args.model_dir)  # asynchronous
+    # workers may step past max_steps together
     figures["checkpoint_bytes"] = checkpoint_bytes(
-        args.model_dir, step_before + args.steps)
+        args.model_dir, int(saved.rsplit("-", 1)[1]))
   if args.export:
     features, labels = data(args.rows, args.batch * args.eval_batches,
                             args.seed + 1)

@@ -298,9 +298,17 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
       scale_config.run_config.num_ps_replicas, scale_config.topology,
       scale_config.full_checkpoint_every)
 
-  def model_fn(features, labels, mode, params, config):
+  # tf.distribute runs the model_fn through autograph in every process,
+  # which takes seconds and wraps the user's errors; Estimator alone does
+  # not. Estimator reads the model_fn's arguments, which do_not_convert's
+  # wrapper hides, so the wrapper sits one call down.
+  @tf.autograph.experimental.do_not_convert
+  def build(features, labels, mode, params, config):
     pipeline.declare_estimator(training_config, scale_config.topology)
     return placed(features, labels, mode, params, config)
+
+  def model_fn(features, labels, mode, params, config):
+    return build(features, labels, mode, params, config)
   return tf.estimator.Estimator(
       model_fn, config=run_config_lib.for_the_factory(tf_estimator.config),
       params=tf_estimator.params,

@@ -62,36 +62,57 @@ def _delta(runs, rows, ranks, touched):
   return "-" if run is None else f"{run['delta_s']:.3f}"
 
 
+def _reshard(rows, n, cell):
+  text = _seconds(cell, "reshard")
+  if "reshard_from" in cell and text != "-":
+    text += f" ({cell['reshard_from']})"
+  return text
+
+
+def _peaks(rows, n, cell):
+  return " / ".join(_mib(cell.get(k, {}).get("value")) for k in (
+      "peak_train", "peak_eval", "peak_export"))
+
+
+def _cost(name):
+  return lambda rows, n, cell: _seconds(cell, name)
+
+
+def _size(name):
+  return lambda rows, n, cell: _mib(cell.get(name, {}).get("value"))
+
+
+def _table(cells, dimension, header, columns):
+  """One line per size and count: rows, their bytes, the count, then
+  `columns` (functions of rows, count and cell)."""
+  lines = list(header)
+  for (rows, n), cell in sorted(cells.items()):
+    power = f"2^{rows.bit_length() - 1}"
+    if "failed" in cell and "step" not in cell:
+      lines.append(f"| {power} | - | {n} | failed "
+                   f"({', '.join(cell['failed'])} job) |" +
+                   " - |" * (len(columns) - 1))
+      continue
+    lines.append(
+        f"| {power} | {plans.row_bytes(dimension) * rows / MIB:,.0f} | {n} | "
+        + " | ".join(column(rows, n, cell) for column in columns) + " |")
+  return "\n".join(lines)
+
+
 def costs_table(cells, dimension, deltas=None):
   """One line per size and rank count, in that order."""
   runs = delta_runs(deltas)
-  lines = [
+  return _table(cells, dimension, [
       "| rows | rows + slot MiB | ranks | step | full save s | delta save "
       "1 % s | delta save 10 % s | restore s | re-shard s (from) | "
       "evaluation s | export s | peak MiB: train / eval / export | "
       "checkpoint MiB | export MiB |",
-      "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-  for (rows, ranks), cell in sorted(cells.items()):
-    if "failed" in cell and "step" not in cell:
-      lines.append(f"| 2^{rows.bit_length() - 1} | - | {ranks} | failed "
-                   f"({', '.join(cell['failed'])} job) |" + " - |" * 10)
-      continue
-    reshard = _seconds(cell, "reshard")
-    if "reshard_from" in cell and reshard != "-":
-      reshard += f" ({cell['reshard_from']})"
-    peaks = " / ".join(_mib(cell.get(k, {}).get("value")) for k in (
-        "peak_train", "peak_eval", "peak_export"))
-    lines.append(
-        f"| 2^{rows.bit_length() - 1} | "
-        f"{plans.row_bytes(dimension) * rows / MIB:,.0f} | {ranks} | "
-        f"{_seconds(cell, 'step')} | {_seconds(cell, 'save')} | "
-        f"{_delta(runs, rows, ranks, TOUCHED[0])} | "
-        f"{_delta(runs, rows, ranks, TOUCHED[1])} | "
-        f"{_seconds(cell, 'restore')} | {reshard} | "
-        f"{_seconds(cell, 'eval')} | {_seconds(cell, 'export')} | {peaks} | "
-        f"{_mib(cell.get('checkpoint_bytes', {}).get('value'))} | "
-        f"{_mib(cell.get('export_bytes', {}).get('value'))} |")
-  return "\n".join(lines)
+      "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"],
+      [_cost("step"), _cost("save"),
+       lambda rows, n, cell: _delta(runs, rows, n, TOUCHED[0]),
+       lambda rows, n, cell: _delta(runs, rows, n, TOUCHED[1]),
+       _cost("restore"), _reshard, _cost("eval"), _cost("export"), _peaks,
+       _size("checkpoint_bytes"), _size("export_bytes")])
 
 
 def deltas_note(deltas):
@@ -389,32 +410,15 @@ def plan_fields(cells, dimension, deltas=None):
 
 def ps_table(cells, dimension):
   """One line per size and count of ps tasks."""
-  lines = [
+  return _table(cells, dimension, [
       "| rows | rows + slot MiB | ps tasks | step | full save s | restore s "
       "| re-shard s (from) | evaluation s | export s | chief's peak MiB: "
       "train / eval / export | a ps task's peak MiB | checkpoint MiB | "
       "export MiB |",
-      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-  for (rows, tasks), cell in sorted(cells.items()):
-    if "failed" in cell and "step" not in cell:
-      lines.append(f"| 2^{rows.bit_length() - 1} | - | {tasks} | failed "
-                   f"({', '.join(cell['failed'])} job) |" + " - |" * 9)
-      continue
-    reshard = _seconds(cell, "reshard")
-    if "reshard_from" in cell and reshard != "-":
-      reshard += f" ({cell['reshard_from']})"
-    peaks = " / ".join(_mib(cell.get(k, {}).get("value")) for k in (
-        "peak_train", "peak_eval", "peak_export"))
-    lines.append(
-        f"| 2^{rows.bit_length() - 1} | "
-        f"{plans.row_bytes(dimension) * rows / MIB:,.0f} | {tasks} | "
-        f"{_seconds(cell, 'step')} | {_seconds(cell, 'save')} | "
-        f"{_seconds(cell, 'restore')} | {reshard} | "
-        f"{_seconds(cell, 'eval')} | {_seconds(cell, 'export')} | {peaks} | "
-        f"{_mib(cell.get('ps_peak', {}).get('value'))} | "
-        f"{_mib(cell.get('checkpoint_bytes', {}).get('value'))} | "
-        f"{_mib(cell.get('export_bytes', {}).get('value'))} |")
-  return "\n".join(lines)
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"],
+      [_cost("step"), _cost("save"), _cost("restore"), _reshard,
+       _cost("eval"), _cost("export"), _peaks, _size("ps_peak"),
+       _size("checkpoint_bytes"), _size("export_bytes")])
 
 
 def ps_section(result):

@@ -5,15 +5,14 @@ The chief writes `<out>` with its metrics; the worker trains and exits.
 """
 import json
 import os
-import socket
 import sys
-import time
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale.backends import cluster_exit
 
 ROWS, DIM = 1024, 4
 
@@ -31,15 +30,6 @@ class OneTable(es.BinaryClassifierModel):
     return {"ids": tf.TensorSpec([1], tf.int64)}
 
 
-def _listening(address):
-  host, port = address.rsplit(":", 1)
-  try:
-    socket.create_connection((host, int(port)), timeout=1).close()
-    return True
-  except OSError:
-    return False
-
-
 def main(model_dir, out):
   logging.set_verbosity(logging.INFO)  # the "Evaluating on the ps" line
   rng = np.random.RandomState(0)
@@ -52,11 +42,8 @@ def main(model_dir, out):
   if not estimator.topology.is_chief:
     return
   worker, = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
-  deadline = time.monotonic() + 120
-  while _listening(worker):
-    if time.monotonic() > deadline:
-      sys.exit(f"the worker at {worker} still listens after 120 s")
-    time.sleep(0.2)
+  if cluster_exit.wait_until_gone([worker], timeout=120):
+    sys.exit(f"the worker at {worker} still listens after 120 s")
   metrics = estimator.evaluate(
       es.inputs.from_arrays(features, labels, 64, training=False))
   with open(out, "w", encoding="utf-8") as f:

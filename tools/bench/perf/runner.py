@@ -30,7 +30,7 @@ DEFAULT_TIMEOUT_S = 150
 
 
 def launcher_argv(launcher, processes, argv, launch_timeout=None,
-                  hosts=None):
+                  hosts=None, ps=0):
   """`argv` started as `processes` processes by `launcher`.
 
   Args:
@@ -42,6 +42,8 @@ def launcher_argv(launcher, processes, argv, launch_timeout=None,
       workers before the caller's limit stops it (None: no limit).
     hosts: host names to spread the processes over, one each (None: all on
       this host).
+    ps: launch only: parameter servers beside a chief and `processes`
+      workers.
   """
   if hosts and len(hosts) != processes:
     raise ValueError(f"hosts={hosts}: give one host per process "
@@ -56,8 +58,9 @@ def launcher_argv(launcher, processes, argv, launch_timeout=None,
     limit = [f"--timeout={launch_timeout}"] if launch_timeout else []
     where = [f"--hosts={','.join(hosts)}"] if hosts else [
         f"--workers={processes}"]
-    return ([sys.executable, "-m", "estimator_scale.launcher"] + where + limit +
-            ["--"] + argv)
+    servers = [f"--ps={ps}"] if ps else []
+    return ([sys.executable, "-m", "estimator_scale.launcher"] + where +
+            servers + limit + ["--"] + argv)
   return argv
 
 

@@ -69,10 +69,8 @@ def _argv(args, count, command):
   `count` ps tasks."""
   if args.distribution == "horovod":
     return runner.launcher_argv("horovodrun", count, command)
-  return ([sys.executable, "-m", "estimator_scale.launcher",
-           f"--workers={PS_TRAINERS - 1}", f"--ps={count}",
-           f"--timeout={JOB_LIMIT_S}", "--"] + command +
-          ["--distribution=parameter_server"])
+  return runner.launcher_argv("launch", PS_TRAINERS - 1, command,
+                              launch_timeout=JOB_LIMIT_S, ps=count)
 
 
 def run_job(args, rows, count, model_dir, log_dir, export):
@@ -85,7 +83,8 @@ def run_job(args, rows, count, model_dir, log_dir, export):
       f"--model_dir={model_dir}", f"--out_dir={out}", f"--rows={rows}",
       f"--dimension={args.dimension}", f"--batch={args.batch}",
       f"--steps={args.steps}", f"--warmup={args.warmup}",
-      f"--eval_batches={args.eval_batches}"] + (
+      f"--eval_batches={args.eval_batches}",
+      f"--distribution={args.distribution}"] + (
           ["--export"] if export else []))
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   began = time.monotonic()

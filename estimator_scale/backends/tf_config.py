@@ -324,13 +324,13 @@ class ClusterCoordinator(coordinator.Coordinator):
     if self.topology.is_chief:
       if not on_ps:
         return estimator.evaluate(input_fn, **kwargs)
+      _name_checkpoint(estimator, kwargs)
       metrics = self._evaluate_on_ps(estimator, input_fn, **kwargs)
-      _write_metrics(estimator.eval_dir(kwargs.get("name")), metrics)
+      _write_metrics(estimator.eval_dir(kwargs.get("name")),
+                     kwargs["checkpoint_path"], metrics)
       return metrics
     self._wait_for_checkpoint(estimator.model_dir)
-    if kwargs.get("checkpoint_path") is None:
-      kwargs["checkpoint_path"] = tf.train.latest_checkpoint(
-          estimator.model_dir)
+    _name_checkpoint(estimator, kwargs)
     if on_ps:
       return _read_metrics(estimator.eval_dir(kwargs.get("name")),
                            kwargs["checkpoint_path"])
@@ -387,13 +387,26 @@ a checkpoint: an evaluation of a large eval set may take long; the launcher
 or scheduler ends the job sooner when the chief fails."""
 
 
-def _metrics_path(eval_dir, step):
-  return os.path.join(eval_dir, f"metrics-{step}.json")
+def _name_checkpoint(estimator, kwargs):
+  """Fixes the checkpoint an evaluation reads before it starts."""
+  if kwargs.get("checkpoint_path") is None:
+    kwargs["checkpoint_path"] = tf.train.latest_checkpoint(
+        estimator.model_dir)
 
 
-def _write_metrics(eval_dir, metrics):
-  """Writes the chief's `metrics` for the others atomically (aside, renamed)."""
-  path = _metrics_path(eval_dir, int(metrics["global_step"]))
+def _metrics_path(eval_dir, checkpoint_path):
+  """Named by the checkpoint's step, not the metrics' `global_step`: a
+  worker's step between the chief reading the step for the name and
+  saving the variables leaves a checkpoint whose global_step is one more
+  than its name."""
+  step = int(checkpoint_path.rpartition("-")[2])
+  return step, os.path.join(eval_dir, f"metrics-{step}.json")
+
+
+def _write_metrics(eval_dir, checkpoint_path, metrics):
+  """Writes the chief's `metrics` of `checkpoint_path` for the others
+  atomically (aside, renamed)."""
+  _, path = _metrics_path(eval_dir, checkpoint_path)
   tf.io.gfile.makedirs(eval_dir)
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     json.dump({k: np.asarray(v).tolist() for k, v in metrics.items()}, f)
@@ -402,8 +415,7 @@ def _write_metrics(eval_dir, metrics):
 
 def _read_metrics(eval_dir, checkpoint_path, wait_s=METRICS_WAIT_S):
   """The chief's metrics of `checkpoint_path`, once it has written them."""
-  step = int(checkpoint_path.rpartition("-")[2])
-  path = _metrics_path(eval_dir, step)
+  step, path = _metrics_path(eval_dir, checkpoint_path)
   deadline = time.time() + wait_s
   while not tf.io.gfile.exists(path):
     if time.time() > deadline:

@@ -43,8 +43,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
                 log_step_count_steps=log_step_count_steps,
                 keep_checkpoint_max=keep_checkpoint_max)
   backend = backends.get(distribution)
-  _check_full_checkpoint_every(full_checkpoint_every, distribution, ps_sync,
-                               backend.elastic_requested())
+  _check_full_checkpoint_every(full_checkpoint_every, distribution, ps_sync)
   if ps_sync:
     backend = backend.synchronized()
   scale_config = backend.build(common, model_dir, replicas, intra_op_threads)
@@ -55,24 +54,23 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
   return scale_config
 
 
-def _check_full_checkpoint_every(full_every, distribution, ps_sync, elastic):
+def _check_full_checkpoint_every(full_every, distribution, ps_sync):
   if not isinstance(full_every, int) or full_every < 1:
     raise errors.ConfigError(
         f"full_checkpoint_every={full_every!r}: give a whole number >= 1 (1: "
         "every save is full; K: one save in K is, the others save the rows "
         "changed since the save before)")
   # Asynchronous workers each admit into the tables, where the chief that
-  # saves cannot see which rows they changed; an elastic job's commits are
-  # its saves, untried with deltas.
+  # saves cannot see which rows they changed.
   where = {"none": "", "horovod": "", "parameter_server": " without ps_sync"}
-  refused = (distribution not in where or elastic or (
-      distribution == "parameter_server" and not ps_sync))
+  refused = distribution not in where or (
+      distribution == "parameter_server" and not ps_sync)
   if full_every > 1 and refused:
     raise errors.ConfigError(
         f"full_checkpoint_every={full_every} saves deltas of the dynamic "
-        "tables of one process, of Horovod ranks (not elastic) or of "
-        f"synchronous parameter servers; distribution={distribution!r}"
-        f"{' (elastic)' if elastic else where.get(distribution, '')} saves "
+        "tables of one process, of Horovod ranks or of synchronous "
+        f"parameter servers; distribution={distribution!r}"
+        f"{where.get(distribution, '')} saves "
         "every row at every save: use full_checkpoint_every=1 there")
 
 

@@ -11,7 +11,8 @@ and the 3 ranks train on to the last step, which they save as one table.
 A job with a dynamic table grows to 3 ranks and shrinks back to 2: after
 each resume each rank holds exactly the ids it owns at the new size, each
 with the row, slot, count and last update it had at the commit, and every
-example is trained once an epoch.
+example is trained once an epoch; it saves one commit in two as a delta,
+and shrinks back from one.
 """
 import re
 
@@ -73,8 +74,10 @@ def _resumes(log, model_dir):
       r"resuming at step (\d+)", log)]
   for _, after, step in resumes:
     assert step % COMMIT == 0 and COMMIT <= step, step
-    assert (f"Sharded tables restored from {model_dir}/sharded_tables/"
-            f"ckpt-{step} on {after} ranks") in log
+    assert re.search(
+        rf"Sharded tables restored from {model_dir}/sharded_tables/"
+        rf"(ckpt-{step}|ckpt-\d+ and \d+ delta\(s\) after it, to step "
+        rf"{step}) on {after} ranks", log), log[-3000:]
   return resumes
 
 
@@ -117,14 +120,19 @@ def test_a_dynamic_table_follows_2_3_2_ranks_training_each_example_once(
   """Grown to 3 ranks after the first update, shrunk back to 2 from update
   12: at each resume the new ranks hold the commit's table, each rank its
   own ids; every example is trained once an epoch but for the updates a
-  change lost after its commit, trained again."""
+  change lost after its commit, trained again. One save in two is full:
+  the 3 ranks' second commit is a delta on their first, so the shrink
+  resumes from a full checkpoint and a delta that 3 ranks wrote."""
   steps = 24
   log, out, model_dir = _elastic(
       tmp_path, "dynamic", f"--steps={steps}", "--shrink_at_step=12",
-      timeout=420)
+      "--full_checkpoint_every=2", timeout=420)
   resumes = _resumes(log, model_dir)
   assert [(before, after) for before, after, _ in resumes] == [(2, 3),
                                                                 (3, 2)]
+  assert re.search(r"Sharded tables restored from \S+ and 1 delta\(s\) "
+                   rf"after it, to step {resumes[1][2]} on 2 ranks", log), (
+                       log[-3000:])
   for before, after, step in resumes:
     assert f"Dynamic tables re-sharded from {before} to {after} ranks" in log
     dynamic_rows.assert_same(

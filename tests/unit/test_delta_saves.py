@@ -167,7 +167,7 @@ def test_deltas_go_with_the_full_checkpoint_they_follow(tmp_path):
   assert sorted(os.listdir(model_dir / "deltas")) == ["8"]
 
 
-def test_the_setting_is_refused_where_it_does_not_apply(monkeypatch, tmp_path):
+def test_the_setting_is_refused_where_it_does_not_apply():
   with pytest.raises(errors.ConfigError, match=r"full_checkpoint_every=0: "
                      r"give a whole number >= 1"):
     es.build_run_config("none", full_checkpoint_every=0)
@@ -175,14 +175,7 @@ def test_the_setting_is_refused_where_it_does_not_apply(monkeypatch, tmp_path):
                               ("parameter_server", " without ps_sync")):
     with pytest.raises(errors.ConfigError, match=(
         r"full_checkpoint_every=4 saves deltas of the dynamic tables of one "
-        r"process, of Horovod ranks \(not elastic\) or of synchronous "
-        f"parameter servers; distribution='{distribution}'{extra} saves "
-        "every row")):
+        r"process, of Horovod ranks or of synchronous parameter servers; "
+        f"distribution='{distribution}'{extra} saves every row")):
       es.build_run_config(distribution, full_checkpoint_every=4)
-  # An elastic job's commits are its saves: refused there.
-  monkeypatch.setenv("HOROVOD_ELASTIC", "1")
-  with pytest.raises(errors.ConfigError, match=(
-      r"distribution='horovod' \(elastic\) saves every row at every save")):
-    es.build_run_config("horovod", model_dir=str(tmp_path),
-                        full_checkpoint_every=4)
 

@@ -41,6 +41,8 @@ flags.DEFINE_integer("grow_to", 3, "localhost slots it grows to")
 flags.DEFINE_integer("shrink_at_step", 0, "the update from which it shrinks "
                      "to --shrink_to slots (0: never)")
 flags.DEFINE_integer("shrink_to", 2, "localhost slots it shrinks to")
+flags.DEFINE_integer("full_checkpoint_every", 1, "saves per full one, the "
+                     "others deltas")
 flags.DEFINE_float("seconds_per_update", 0.3, "the pause of each update "
                    "while the job has fewer than --grow_to ranks")
 FLAGS = flags.FLAGS
@@ -83,7 +85,8 @@ def train(batch):
       accumulation_steps=batch.accumulation_steps)
   estimator = es.make_estimator(
       Recorded(FLAGS.kind), model_dir=FLAGS.model_dir,
-      distribution="horovod", training_config=config, random_seed=0)
+      distribution="horovod", training_config=config, random_seed=0,
+      full_checkpoint_every=FLAGS.full_checkpoint_every)
   features, labels = sharded_equivalence.token_data()
   features["example"] = np.arange(len(labels), dtype=np.int64)
   topology = estimator.topology

@@ -321,13 +321,18 @@ def example(features, label, i):
   return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
+ROWS_PER_SHARD = 250_000
+"""A larger split is written in more shards, so readers interleave them."""
+
+
 def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
-                zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
-  """Writes a split as round-robin TFRecord shards; returns their paths."""
+                zipf_exponent=ZIPF_EXPONENT, raw_ids=False, count=None):
+  """Writes a split (`count` examples; default `SIZES[split]`) as
+  round-robin TFRecord shards; returns their paths."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  features, labels, _ = generate(split, seed, None, vocabulary, zipf_exponent,
-                                 raw_ids)
-  shards = SHARDS[split]
+  features, labels, _ = generate(split, seed, count, vocabulary,
+                                 zipf_exponent, raw_ids)
+  shards = max(SHARDS[split], len(labels) // ROWS_PER_SHARD)
   paths = [os.path.join(directory, f"{split}-{i:05d}-of-{shards:05d}.tfrecord")
            for i in range(shards)]
   writers = [tf.io.TFRecordWriter(path) for path in paths]
@@ -339,12 +344,14 @@ def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
 
 
 def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
-                     zipf_exponent=ZIPF_EXPONENT, raw_ids=False):
+                     zipf_exponent=ZIPF_EXPONENT, raw_ids=False,
+                     train_rows=None):
   """The glob of a split's shards, writing both splits first if missing
   (once, by one process; generated_data.folder says where).
 
   Data of other vocabularies or exponents than the default's lives in a
-  directory named by a digest of them.
+  directory named by a digest of them; `train_rows` (default
+  `SIZES["train"]`) in one named by its count.
   """
   _check_exponent(zipf_exponent)
   name = f"clicks-v{VERSION}-seed{seed}"
@@ -353,11 +360,13 @@ def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
         repr((tuple(vocabulary), zipf_exponent)).encode()).hexdigest()[:12]
   if raw_ids:
     name += "-raw"
+  if train_rows:
+    name += f"-train{train_rows}"
 
   def write(folder):
     for split_name in SIZES:
       write_split(split_name, folder, seed, vocabulary, zipf_exponent,
-                  raw_ids)
+                  raw_ids, train_rows if split_name == "train" else None)
 
   root = generated_data.folder(name, write, data_dir)
   return os.path.join(root, f"{split}-*.tfrecord")

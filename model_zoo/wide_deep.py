@@ -28,6 +28,9 @@ is full); the wide part stays hashed.
 (`click_data`'s `raw_ids`; `vocabulary_sizes` "" is then its
 `RAW_VOCABULARY`): every column hashes into, or holds in its dynamic table,
 `hash_bucket_size` rows.
+
+`train_rows` sets the training split's examples (0: click_data's 60,000);
+the eval split stays the same.
 """
 import tensorflow as tf
 
@@ -38,7 +41,8 @@ DEFAULT_HPARAMS = {"hidden_units": [64, 32], "embedding_dim": 8,
                    "hash_bucket_size": 1000, "cross_bucket_size": 100,
                    "vocabulary_sizes": "", "embedding": "hashed",
                    "min_count": 1, "steps_to_live": 0, "raw_ids": 0,
-                   "zipf_exponent": click_data.ZIPF_EXPONENT, "data_seed": 0}
+                   "zipf_exponent": click_data.ZIPF_EXPONENT, "data_seed": 0,
+                   "train_rows": 0}
 
 
 def vocabulary(params):
@@ -69,7 +73,8 @@ def click_logs(split, params):
     return click_data.tfrecord_pattern(split, params["data_seed"],
                                        vocabulary=vocabulary(params),
                                        zipf_exponent=params["zipf_exponent"],
-                                       raw_ids=bool(params["raw_ids"]))
+                                       raw_ids=bool(params["raw_ids"]),
+                                       train_rows=params["train_rows"] or None)
   except ValueError as e:
     raise es.errors.ConfigError(f"hparams: {e}") from None
 

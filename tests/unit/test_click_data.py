@@ -1,6 +1,7 @@
 """The click logs at Criteo's vocabularies: Zipf ids, seeded, learnable."""
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import estimator_scale as es
 from model_zoo import click_data
@@ -85,3 +86,20 @@ def test_wide_deep_tables_follow_the_vocabularies():
   with pytest.raises(es.errors.ConfigError,
                      match=r"hparams: zipf_exponent=0\.5: must be > 1"):
     wide_deep.click_logs("train", dict(params, zipf_exponent=0.5))
+
+
+def test_a_larger_training_split_is_its_own_data_in_more_shards(
+    tmp_path, monkeypatch):
+  monkeypatch.setattr(click_data, "ROWS_PER_SHARD", 500)
+  rows = 3100
+  pattern = click_data.tfrecord_pattern("train", data_dir=str(tmp_path),
+                                        train_rows=rows)
+  assert f"-train{rows}" in pattern
+  shards = sorted(tf.io.gfile.glob(pattern))
+  assert len(shards) == 6
+  assert sum(1 for _ in tf.data.TFRecordDataset(shards)) == rows
+  # The eval split keeps its size.
+  evals = tf.io.gfile.glob(click_data.tfrecord_pattern(
+      "eval", data_dir=str(tmp_path), train_rows=rows))
+  assert sum(1 for _ in tf.data.TFRecordDataset(evals)) == (
+      click_data.SIZES["eval"])

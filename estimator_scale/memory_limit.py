@@ -103,7 +103,7 @@ def watch_for_oom_kill(environ=None):
   report = (f"{OOM_LINE} {task_name(environ)} on {socket.gethostname()} was "
             "killed by the out-of-memory killer at its memory cgroup's limit "
             f"of {limit[0] >> 20} MiB ({limit[1]}); give the job more hosts "
-            "or more memory per host (docs/recommendation.md#sizing-a-"
+            "or more memory per host (docs/large-tables.md#sizing-a-"
             "cluster-for-a-table)")
   read, write = os.pipe()
   watcher = subprocess.Popen(  # pylint: disable=consider-using-with

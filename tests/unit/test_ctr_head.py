@@ -1,7 +1,8 @@
 """BinaryClassifierModel, the click (CTR) head: its loss, predictions,
 metrics, refusals and export; the zoo's click models use it; and the
-runnable blocks of docs/recommendation.md, which train click models built
-on it, run."""
+runnable blocks of docs/click-models.md, then the blocks of
+docs/large-tables.md that build on them, which train click models built on
+it, run."""
 import os
 
 import numpy as np
@@ -14,8 +15,10 @@ from model_zoo import movielens
 from model_zoo import wide_deep
 from tests.helpers import docs
 
-_PAGE = os.path.join(docs.DOCS, "recommendation.md")
-_FRAGMENT = "<!-- fragment:"
+_PAGE = os.path.join(docs.DOCS, "click-models.md")
+_SHARDED_PAGE = os.path.join(docs.DOCS, "large-tables.md")
+_BUILDS_ON_PAGE = "builds on click-models.md"
+"""How a block of _SHARDED_PAGE that needs _PAGE's names says so."""
 
 # A planted case: 3 clicks, 3 not; of the 9 (click, not) pairs the click
 # scores higher in 8, so the ROC AUC is 8/9. At 0.5: 2 true positives, no
@@ -182,25 +185,28 @@ def test_the_zoos_click_models_use_the_head(model):
   assert issubclass(model, es.BinaryClassifierModel)
 
 
-def _runnable_blocks(path):
-  """[(first line, text)] of the page's ```python blocks, but those the
-  line before whose fence marks as a fragment."""
-  with open(path, encoding="utf-8") as f:
-    lines = f.read().splitlines()
-  return [(line, text) for language, text, line in docs.fenced_blocks(path)
-          if language == "python" and
-          not lines[line - 3].strip().startswith(_FRAGMENT)]
+def _blocks_to_run():
+  """[(page, first line, text)]: _PAGE's ```python blocks but its
+  fragments, then _SHARDED_PAGE's fragments that build on them."""
+  own = [(_PAGE, line, text) for text, line, reason
+         in docs.python_blocks(_PAGE) if reason is None]
+  building_on = [(_SHARDED_PAGE, line, text) for text, line, reason
+                 in docs.python_blocks(_SHARDED_PAGE)
+                 if reason and reason.startswith(_BUILDS_ON_PAGE)]
+  return own + building_on
 
 
-def test_the_recommendation_guide_runs(tmp_path, monkeypatch):
-  """Its runnable blocks, in order, in one namespace, in a fresh directory:
-  they train click models on BinaryClassifierModel a few steps each."""
+def test_the_click_model_guides_run(tmp_path, monkeypatch):
+  """Their runnable blocks, in order, in one namespace, in a fresh
+  directory: they train click models on BinaryClassifierModel a few steps
+  each."""
   monkeypatch.chdir(tmp_path)
-  blocks = _runnable_blocks(_PAGE)
+  blocks = _blocks_to_run()
   assert len(blocks) >= 5
+  assert sum(page == _SHARDED_PAGE for page, _, _ in blocks) == 2
   namespace = {"__name__": "__main__"}
-  for line, text in blocks:
-    code = compile("\n" * (line - 1) + text, _PAGE, "exec")
+  for page, line, text in blocks:
+    code = compile("\n" * (line - 1) + text, page, "exec")
     exec(code, namespace)  # pylint: disable=exec-used
   models = [value for value in namespace.values()
             if isinstance(value, type) and issubclass(value, es.BaseModel)]

@@ -1,15 +1,16 @@
 """Optimizers for canned estimators: the backend's reduction and lr rules.
 
 `get_updates` of a legacy Keras optimizer is a canned estimator's only
-hook, so it does what `build_train_op` does. The reducer averages even
-under tf.distribute: AdaScale needs the mean first, and TF 2.15's strategies
-fail on sparse gradients of different lengths per replica, which it pads.
+hook, so it takes the update `build_train_op` takes (`update`). The reducer
+averages even under tf.distribute: AdaScale needs the mean first, and TF
+2.15's strategies fail on sparse gradients of different lengths per
+replica, which it pads.
 """
 import contextlib
 import dataclasses
 import functools
 import threading
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
@@ -19,11 +20,12 @@ from estimator_scale.backends import base
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
+from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import pipeline
-from estimator_scale.train_ops import scaling
+from estimator_scale.train_ops import update
 
 CANNED_NAMES = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
 """The optimizer names TF 2.15's canned estimators take, each meaning its
@@ -91,15 +93,10 @@ def _base_schedule(learning_rate):
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-  """What every graph's copy of one canned optimizer does besides applying."""
+  """What every graph's copy of one canned optimizer does besides applying:
+  `config`'s rule, at the S = 1 rate of `schedule` (the optimizer's own)."""
   topology: Any
-  accumulation_steps: int
-  lr_scaling: str
-  batch_scale: float
-  samples: int
-  scaling_warmup_updates: int
-  adascale_smoothing: Optional[float]
-  allreduce_compression: str
+  config: pipeline.TrainingConfig
   schedule: Any
   name: str
 
@@ -121,10 +118,11 @@ class CannedOptimizer:
     return optimizer
 
   def __repr__(self):
+    config = self.plan.config
     return (f"canned_optimizer({self._class.__name__}, "
-            f"accumulation_steps={self.plan.accumulation_steps}, "
-            f"lr_scaling={self.plan.lr_scaling!r}, "
-            f"batch_scale={self.plan.batch_scale:g})")
+            f"accumulation_steps={config.accumulation_steps}, "
+            f"lr_scaling={config.lr_scaling!r}, "
+            f"batch_scale={config.resolved_scale(self.plan.topology):g})")
 
 
 class _Rate:
@@ -174,22 +172,20 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
   optimizer_class, config = _class_and_config(optimizer)
   _check_accumulation_steps(accumulation_steps, config)
   samples = topology.replicas_per_update * accumulation_steps
-  scaling.check_rule(lr_scaling, batch_scale)
   if lr_scaling == cowclip.RULE:
     raise errors.ConfigError(
         f"lr_scaling={lr_scaling!r} is not offered to canned estimators; "
         "train a model_fn through build_train_op (BaseModel) for it, or use "
         "another rule")
-  adascale.check_smoothing(adascale_smoothing, lr_scaling)
   topology.backend.check_offers(allreduce_compression)
-  resolved = float(batch_scale) if batch_scale is not None else float(samples)
+  training_config = pipeline.TrainingConfig(
+      accumulation_steps=accumulation_steps, lr_scaling=lr_scaling,
+      batch_scale=batch_scale, scaling_warmup_updates=scaling_warmup_updates,
+      adascale_smoothing=adascale_smoothing,
+      allreduce_compression=allreduce_compression)
   if lr_scaling == "adascale":
-    adascale.check_samples(resolved, samples)
-  plan = _Plan(topology=topology, accumulation_steps=accumulation_steps,
-               lr_scaling=lr_scaling, batch_scale=resolved,
-               samples=samples, scaling_warmup_updates=scaling_warmup_updates,
-               adascale_smoothing=adascale_smoothing,
-               allreduce_compression=allreduce_compression,
+    adascale.check_samples(training_config.resolved_scale(topology), samples)
+  plan = _Plan(topology=topology, config=training_config,
                schedule=_base_schedule(config.get("learning_rate", 0.001)),
                name=config.get("name") or optimizer_class.__name__)
   return CannedOptimizer(optimizer_class, config, plan)
@@ -242,15 +238,16 @@ class _Reducing:
       _RECORDING.recorder.add(self, loss, params)
       return [tf.no_op()]
     plan = self._es_plan
-    if plan.accumulation_steps > 1:
+    if plan.config.accumulation_steps > 1:
       raise errors.UsageError(
-          f"canned_optimizer(accumulation_steps={plan.accumulation_steps}) "
+          "canned_optimizer(accumulation_steps="
+          f"{plan.config.accumulation_steps}) "
           "accumulates only in an Estimator made by es.make_estimator, which "
           "runs the network over the micro-batches; give the canned "
           "estimator to es.make_estimator(estimator, scale_config=...)")
     samples = self._samples(self.get_gradients(loss, params))
     sum_squared = (gradients.total_squared_norm(samples)
-                   if plan.lr_scaling == "adascale" else None)
+                   if plan.config.lr_scaling == "adascale" else None)
     return [self._reduce_and_apply(samples, params, sum_squared, loss)]
 
   def apply_accumulated(self, mean, params, sum_squared, loss):
@@ -273,37 +270,27 @@ class _Reducing:
     plan = self._es_plan
     _check_tables(params, plan)
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    reducer = plan.topology.backend.make_reducer(plan.allreduce_compression)
+    reducer = plan.topology.backend.make_reducer(
+        plan.config.allreduce_compression)
     if not reducer.applies_updates:
       # A synchronous parameter server's worker: the chief applies.
-      sums = [sum_squared] if plan.lr_scaling == "adascale" else []
+      sums = [sum_squared] if sum_squared is not None else []
       return reducer.contribute(samples, params, sums, loss)
     reducer.expect(params, loss)
-    finished = []
-    if plan.lr_scaling == "adascale":
-      with pipeline.root_variable_scope():
-        state = adascale.AdaScale(plan.batch_scale, plan.samples,
-                                  plan.adascale_smoothing,
-                                  scope=self._state_scope(global_step))
-      mean, (sum_squared,) = reducer.all_mean(samples, [sum_squared])
-      rate, finite, finished = state.update(mean, sum_squared, plan.schedule)
-      with tf.control_dependencies([rate]):
-        finished.append(state.advance())
-      # A skipped update must not write inf * 0 = NaN into the weights.
-      mean = [gradients.zero_unless(finite, g) for g in mean]
-    else:
-      mean, _ = reducer.all_mean(samples, [])
-      rate = _fixed_rate(plan, global_step)
-    self._es_rate.value = rate
+    scaled = update.reduce_and_scale(
+        reducer, accumulation.Gradients(samples, params, loss, sum_squared),
+        plan.config, plan.topology, schedule=plan.schedule, reduce=True,
+        state_scope=self._state_scope(global_step))
+    self._es_rate.value = scaled.rate
     # Equal on every replica already: a strategy must not sum them again
     # (nor could it, in TF 2.15's graph mode, for sparse gradients of
     # different lengths; the backend's reducer pads them).
     dynamic.check_trainers(plan.topology)
     dynamic.reset_slots_on_admission(self)
     applied = reducer.applied(self.apply_gradients(
-        list(zip(mean, params)), experimental_aggregate_gradients=False))
+        list(zip(scaled.mean, params)), experimental_aggregate_gradients=False))
     _keep_slots_per_rank(self, params)
-    return tf.group(applied, *finished)
+    return tf.group(applied, *scaled.writes)
 
   def _state_scope(self, global_step):
     """`adascale` for the optimizer that counts global_step, else its own."""
@@ -338,10 +325,10 @@ def _sharded_refusal(name):
 
 def _dynamic_refusal(name, plan):
   """Why dynamic table `name` cannot train on ranks with `plan`, or None."""
-  if plan.lr_scaling == "adascale":
+  if plan.config.lr_scaling == "adascale":
     setting = "lr_scaling='adascale'"
-  elif plan.accumulation_steps > 1:
-    setting = f"accumulation_steps={plan.accumulation_steps}"
+  elif plan.config.accumulation_steps > 1:
+    setting = f"accumulation_steps={plan.config.accumulation_steps}"
   else:
     return None
   return (f"a canned estimator cannot train the dynamic table {name} "
@@ -373,10 +360,3 @@ def _keep_slots_per_rank(optimizer, params):
 def _reducing_class(optimizer_class):
   """`optimizer_class` with `_Reducing` first in its bases, made once."""
   return type(optimizer_class.__name__, (_Reducing, optimizer_class), {})
-
-
-def _fixed_rate(plan, global_step):
-  return scaling.scaled_learning_rate(
-      plan.lr_scaling, plan.schedule, global_step, plan.batch_scale,
-      plan.scaling_warmup_updates)
-

@@ -21,14 +21,15 @@ def with_accumulation(tf_estimator):
            if isinstance(value, canned.CannedOptimizer)]
   if not found:
     return model_fn
-  steps = sorted({optimizer.plan.accumulation_steps for optimizer in found})
+  steps = sorted({optimizer.plan.config.accumulation_steps
+                  for optimizer in found})
   if len(steps) > 1:
     raise errors.ConfigError(
         f"the estimator's canned optimizers have accumulation_steps "
         f"{' and '.join(map(str, steps))}; give every canned_optimizer of "
         "one estimator the same accumulation_steps")
   k = steps[0]
-  with_norms = any(o.plan.lr_scaling == "adascale" for o in found)
+  with_norms = any(o.plan.config.lr_scaling == "adascale" for o in found)
 
   def model_fn_k(features, labels, mode, config):
     if mode != tf.estimator.ModeKeys.TRAIN:

@@ -1,6 +1,7 @@
 """loss -> gradients -> accumulate -> reduce -> scale lr -> apply, in one place.
 
-Only wiring, so the order of the stages is visible in one function.
+Only wiring, so the order of the stages is visible in one function; the
+reduce and scale stage (`update`) is the one canned estimators take too.
 """
 import contextlib
 import dataclasses
@@ -15,16 +16,15 @@ from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
 from estimator_scale.backends import names as backend_names
 from estimator_scale.embeddings import dynamic
-from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import cowclip
-from estimator_scale.train_ops import gradients
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import parts
 from estimator_scale.train_ops import precision as precision_lib
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
+from estimator_scale.train_ops import update
 
 MICRO_BATCHES = "accumulation/micro_batches"
 
@@ -263,64 +263,30 @@ def _build(loss_fn, features, labels, config, topology):
         norm_groups=adascale.part_groups if per_part else None)
   dynamic.check_trainers(topology)
   if per_part:
-    _check_part_tables(grads.grads, grads.variables)
+    update.check_part_tables(grads.grads, grads.variables)
   if use_cowclip:
     cowclip.check_tables(grads.variables)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   if not reducer.applies_updates:
     return _contribute(reducer, start, wait, grads, config, topology)
   reducer.expect(grads.variables, grads.loss)
-  batch_scale = config.resolved_scale(topology)
-  state = None
-  finished = []
   shared = None
   if start is not None:  # before the exchange, which may carry it
     shared = stragglers.exchange(start, grads.grads, grads.loss, reducer,
                                  topology)
   exchanged_wait = input_wait.exchange(wait, reducer, topology)
-  finite = None
-  if use_adascale:
-    with root_variable_scope():
-      state = adascale.AdaScale(batch_scale,
-                                config.samples_per_update(topology),
-                                config.adascale_smoothing)
-    if per_part:
-      mean, learning_rate, finite, finished, table_rate = _adascale_parts(
-          state, reducer, grads, config)
-    else:
-      mean, learning_rate, finite, finished = _adascale_update(
-          state, reducer, grads, config.base_learning_rate)
-    # tau advances beside the apply, after it was read for this rate.
-    with tf.control_dependencies([learning_rate]):
-      finished.append(state.advance())
-  else:  # CowClip's dense variables take the sqrt rule's rate
-    learning_rate = scaling.scaled_learning_rate(
-        "sqrt" if use_cowclip else config.lr_scaling,
-        config.base_learning_rate, global_step, batch_scale,
-        config.scaling_warmup_updates)
-  skip_nonfinite = use_adascale or loss_scale is not None
-  if skip_nonfinite and not use_adascale:
-    mean, finite = _finite_mean(reducer, grads)
-    learning_rate = tf.where(finite, learning_rate, 0.0)
-  elif use_cowclip:
-    mean, _ = reducer.all_mean(grads.grads, [])
-  if use_cowclip:
-    mean, optimizer = _cowclip_update(mean, grads, config, topology,
-                                      learning_rate, finite)
-  elif per_part:
-    optimizer = _tables_apart(config, table_rate, learning_rate, mean,
-                              grads)
+  scaled = update.reduce_and_scale(reducer, grads, config, topology)
+  if scaled.table_rate is not None:
+    optimizer = _tables_apart(config, scaled, grads)
   else:
-    optimizer = parts.make_optimizer(config, learning_rate, grads.grads,
+    optimizer = parts.make_optimizer(config, scaled.rate, grads.grads,
                                      grads.variables)
   for each in parts.each_optimizer(optimizer):
     dynamic.reset_slots_on_admission(each)
-  if skip_nonfinite:
-    # A skipped update must not write inf * 0 = NaN into the weights.
-    mean = [gradients.zero_unless(finite, g) for g in mean]
-  if skip_nonfinite or use_cowclip:
-    finished.append(reducer.apply_reduced(optimizer, mean, grads.variables,
-                                          global_step))
+  finished = list(scaled.writes)
+  if scaled.mean is not None:
+    finished.append(reducer.apply_reduced(optimizer, scaled.mean,
+                                          grads.variables, global_step))
   else:
     finished.append(reducer.apply_mean(optimizer, grads.grads,
                                        grads.variables, global_step))
@@ -331,103 +297,25 @@ def _build(loss_fn, features, labels, config, topology):
   input_wait_seconds = exchanged_wait()
   finished.append(input_wait_seconds)
   if loss_scale is not None:
-    finished.append(loss_scale.update(finite))
+    finished.append(loss_scale.update(scaled.finite))
   finished.append(count_micro_batches(k))
   return TrainOp(train_op=tf.group(*finished), loss=grads.loss / in_sync,
-                 learning_rate=learning_rate, adascale=state,
+                 learning_rate=scaled.rate, adascale=scaled.state,
                  loss_scale=loss_scale, compute_seconds=compute_seconds,
                  input_wait_seconds=input_wait_seconds)
 
 
-def _adascale_update(state, reducer, grads, schedule):
-  """(mean, rate, finite, writes) of AdaScale; a sharded table's squared norm
-  is summed in the exchange, as its mean is spread over the ranks."""
-  if not any(sharded.is_sharded(v) for v in grads.variables):
-    mean, (sum_sq,) = reducer.all_mean(grads.grads, [grads.sum_squared_norms])
-    return (mean, *state.update(mean, sum_sq, schedule))
-  _, own = sharded.mean_squared_norm(grads.grads, grads.variables)
-  mean, (sum_sq, shards_sq) = reducer.all_mean(
-      grads.grads, [grads.sum_squared_norms, own])
-  rest, _ = sharded.mean_squared_norm(mean, grads.variables)
-  return (mean, *state.update(rest, sum_sq, schedule,
-                              extra_mean_squared_norm=shards_sq))
-
-
-def _cowclip_update(mean, grads, config, topology, dense_rate, finite):
-  """(clipped mean, optimizer): tables at the S = 1 rate, the rest at
-  `dense_rate`; both 0 where `finite` (None: unchecked) is false."""
-  tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
-  clipped = cowclip.clip_update(
-      mean, grads.variables, tables, config.samples_per_update(topology),
-      *cowclip.resolved(config.cowclip_ratio, config.cowclip_min_norm))
-  step = tf.compat.v1.train.get_or_create_global_step()
-  table_rate = config.base_learning_rate(step)
-  if finite is not None:
-    table_rate = tf.where(finite, table_rate, 0.0)
-  return clipped, _tables_apart(config, table_rate, dense_rate, clipped,
-                                grads)
-
-
-def _tables_apart(config, table_rate, dense_rate, mean, grads):
-  """One optimizer: tables at `table_rate`, other variables at `dense_rate`."""
+def _tables_apart(config, scaled, grads):
+  """One optimizer: tables at `scaled.table_rate`, other variables at
+  `scaled.rate`."""
   tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
   names = cowclip.table_names(grads.variables, tables)
   return parts.PerPartOptimizer(
-      parts.make_optimizer(config, table_rate, mean, grads.variables),
-      parts.make_optimizer(config, dense_rate, mean, grads.variables),
+      parts.make_optimizer(config, scaled.table_rate, scaled.mean,
+                           grads.variables),
+      parts.make_optimizer(config, scaled.rate, scaled.mean,
+                           grads.variables),
       in_part=lambda variable: variable.name in names)
-
-
-def _check_part_tables(grads, variables):
-  """Raises ConfigError without tables or with a sharded one (its mean is
-  spread over the ranks, outside the per-part norms)."""
-  tables, _ = adascale.part_groups(grads, variables)
-  shards = [v.op.name for v in variables if sharded.is_sharded(v)]
-  if not tables or shards:
-    raise errors.ConfigError(
-        "adascale_parts='embeddings,dense' needs embedding tables, none "
-        f"sharded (found {len(tables)} tables, sharded: {shards}); use "
-        "tables that are not sharded, or adascale_parts='all'")
-
-
-def _adascale_parts(state, reducer, grads, config):
-  """(mean, dense rate, finite, writes, tables' rate) with a gain per part;
-  the tables' state reads the dense state's tau, which alone advances."""
-  with root_variable_scope():
-    tables = adascale.AdaScale(
-        state.scale, state.samples, config.adascale_smoothing,
-        scope=adascale.TABLES_SCOPE, progress=state.progress)
-  mean, (table_sq, dense_sq) = reducer.all_mean(grads.grads,
-                                                _norm_sums(config, grads))
-  in_tables = [isinstance(g, tf.IndexedSlices) for g in grads.grads]
-  table_rate, table_finite, writes = tables.update(
-      [m for m, t in zip(mean, in_tables) if t], table_sq,
-      config.base_learning_rate)
-  rate, finite, dense_writes = state.update(
-      [m for m, t in zip(mean, in_tables) if not t], dense_sq,
-      config.base_learning_rate, also_finite=table_finite)
-  return (mean, rate, finite, writes + dense_writes,
-          tf.where(finite, table_rate, 0.0))
-
-
-def _norm_sums(config, grads):
-  """AdaScale's summed squared norms for the exchange: one, or two per part."""
-  if config.lr_scaling != "adascale":
-    return []
-  if config.adascale_parts == "all":
-    return [grads.sum_squared_norms]
-  return [tf.reshape(grads.sum_squared_norms[i], []) for i in range(2)]
-
-
-def _finite_mean(reducer, grads):
-  """(mean, whether every rank's part is finite); shard flags ride in the
-  exchange, so all ranks skip together."""
-  if not any(sharded.is_sharded(v) for v in grads.variables):
-    mean, _ = reducer.all_mean(grads.grads, [])
-    return mean, gradients.all_finite(mean)
-  mean, (nonfinite,) = reducer.all_mean(
-      grads.grads, [sharded.nonfinite_shards(grads.grads, grads.variables)])
-  return mean, gradients.all_finite(mean) & tf.equal(nonfinite, 0.0)
 
 
 def _contribute(reducer, start, wait, grads, config, topology):
@@ -437,7 +325,7 @@ def _contribute(reducer, start, wait, grads, config, topology):
     stragglers.exchange(start, grads.grads, grads.loss, reducer, topology)
   own_wait = input_wait.exchange(wait, reducer, topology)
   waited = reducer.contribute(grads.grads, grads.variables,
-                              _norm_sums(config, grads), grads.loss)
+                              update.norm_sums(config, grads), grads.loss)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   counted = count_micro_batches(config.accumulation_steps)
   return TrainOp(train_op=tf.group(waited, counted), loss=grads.loss,
@@ -463,11 +351,7 @@ def replicas_in_sync(topology):
   return in_sync
 
 
-def root_variable_scope():
-  """The framework's own state keeps its names whatever scope the caller is in."""
-  return tf.compat.v1.variable_scope(
-      tf.compat.v1.VariableScope(tf.compat.v1.AUTO_REUSE, name=""),
-      auxiliary_name_scope=False)
+root_variable_scope = update.root_variable_scope
 
 
 def count_micro_batches(k):

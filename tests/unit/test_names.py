@@ -25,7 +25,7 @@ def test_training_config_and_canned_optimizer_take_batch_scale():
   assert es.TrainingConfig(lr_scaling="linear", batch_scale=4).batch_scale == 4
   canned = es.canned_optimizer("SGD", es.Topology(), lr_scaling="linear",
                                batch_scale=4)
-  assert canned.plan.batch_scale == 4.0
+  assert canned.plan.config.resolved_scale(es.Topology()) == 4.0
 
 
 def test_training_config_takes_the_command_lines_names():

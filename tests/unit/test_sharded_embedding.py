@@ -21,8 +21,8 @@ from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
 from estimator_scale.embeddings import sharded_layers
 from estimator_scale.train_ops import accumulation
-from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import precision
+from estimator_scale.train_ops import update
 from tests.workers.sharded_equivalence import row_initializer
 
 
@@ -356,8 +356,8 @@ def test_loss_scaling_skips_when_any_ranks_shard_is_not_finite():
     flags = [sharded.nonfinite_shards([g, rows], [dense, shard])
              for g in (tf.constant([np.inf, 0.0]), tf.constant([0.0, 0.0]))]
     flags.append(sharded.nonfinite_shards([None, not_here], [dense, shard]))
-    _, alone = pipeline._finite_mean(reducers.LocalReducer(), finite)
-    _, elsewhere = pipeline._finite_mean(_OtherRankNotFinite(), finite)
+    _, alone = update._finite_mean(reducers.LocalReducer(), finite)
+    _, elsewhere = update._finite_mean(_OtherRankNotFinite(), finite)
     with tf.compat.v1.Session() as sess:
       assert sess.run(flags) == [0.0, 0.0, 1.0]  # the shard's own only
       assert sess.run([alone, elsewhere]) == [True, False]

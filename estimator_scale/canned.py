@@ -23,7 +23,7 @@ from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import cowclip
-from estimator_scale.train_ops import gradients
+from estimator_scale import gradients
 from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import update
 

@@ -1,24 +1,13 @@
 """Session hooks: progress lines, AdaScale's stop at tau, and run bookkeeping."""
 import time
-import weakref
 
 from absl import logging
 import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import input_wait
+from estimator_scale.embeddings import dynamic
 from estimator_scale.train_ops import adascale
-
-
-_TABLE_USAGE = weakref.WeakKeyDictionary()
-"""{graph: {table name: {"rows": ..., "evicted": ...}}} of the dynamic
-tables a training graph looks up, which progress lines report (not a graph
-collection: a MetaGraph cannot hold dicts)."""
-
-
-def report_table_usage(name, usage):
-  """Has progress lines report `usage` ("rows", "evicted") of table `name`."""
-  _TABLE_USAGE.setdefault(tf.compat.v1.get_default_graph(), {})[name] = usage
 
 _TABLES_NAMED = 4
 """Dynamic tables a progress line names one by one; more are summed."""
@@ -73,8 +62,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
       fetches["input_wait"] = waits[0]
     self._fetches = fetches
     # Each dynamic table's rows, fetched only for a run that logs.
-    self._tables = dict(_TABLE_USAGE.get(tf.compat.v1.get_default_graph(),
-                                         {}))
+    self._tables = dynamic.training_usage()
     self._mark = None
     self._window_wait = self._total_wait = None
     self._nonfinite = 0

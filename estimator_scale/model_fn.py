@@ -9,7 +9,7 @@ import tensorflow as tf
 from estimator_scale import errors
 from estimator_scale import resume
 from estimator_scale.train_ops import pipeline
-from estimator_scale.train_ops import precision as precision_lib
+from estimator_scale import precision as precision_lib
 
 ModeKeys = tf.estimator.ModeKeys
 SCOPE = "model"

@@ -1,6 +1,3 @@
 """Distribution backends: the only package where a backend's name means
 something; everything else holds the Backend object and asks it."""
-from estimator_scale.backends.names import COMPRESSIONS
-from estimator_scale.backends.names import NAMES
-from estimator_scale.backends.names import SPARSE_EXCHANGES
 from estimator_scale.backends.names import get

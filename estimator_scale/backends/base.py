@@ -41,6 +41,8 @@ class Backend:
   """The `sparse_exchange` values this backend carries out; only "auto"
   where the exchange of sparse gradients is not the framework's to choose
   (tf.distribute's, or none)."""
+  tables_on_ps = False
+  """Whether dynamic tables split over the job's ps tasks by id."""
 
   def __eq__(self, other):
     return isinstance(other, Backend) and other.name == self.name

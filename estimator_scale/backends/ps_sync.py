@@ -3,7 +3,7 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale.backends import reducers
-from estimator_scale.train_ops import gradients
+from estimator_scale import gradients
 
 _SCOPE = "ps_sync"
 _STEP_KEY = "ps_sync_update_step"

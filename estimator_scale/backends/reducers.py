@@ -5,7 +5,7 @@ as AdaScale needs.
 """
 import tensorflow as tf
 
-from estimator_scale.train_ops import gradients
+from estimator_scale import gradients
 
 
 def pairs(grads, variables):

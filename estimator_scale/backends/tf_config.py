@@ -97,6 +97,7 @@ class ParameterServer(base.Backend):
   """Workers applying updates on the ps: async, or `ps_sync.SyncReducer`."""
 
   name = "parameter_server"
+  tables_on_ps = True
   compression_refusal = ("workers send their gradients to the parameter "
                          "servers, not through an allreduce")
   synchronous = False

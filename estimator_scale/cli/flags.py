@@ -6,8 +6,7 @@ shows every choice without loading TensorFlow.
 from absl import flags
 
 import estimator_scale as es
-from estimator_scale.backends import names as backend_names
-from estimator_scale.train_ops import names as train_ops_names
+from estimator_scale import choices
 
 FLAGS = flags.FLAGS
 
@@ -69,9 +68,9 @@ flags.DEFINE_integer("global_batch_size", 64,
 # Training: the optimizer, its learning rate and how it scales.
 flags.DEFINE_integer("train_steps", 1000, "Updates to train (from step 0).",
                      lower_bound=1)
-flags.DEFINE_enum("optimizer", "momentum", train_ops_names.OPTIMIZERS,
+flags.DEFINE_enum("optimizer", "momentum", choices.OPTIMIZERS,
                   "The optimizer; the flags below set the options it takes.")
-flags.DEFINE_enum("linear_optimizer", None, train_ops_names.OPTIMIZERS,
+flags.DEFINE_enum("linear_optimizer", None, choices.OPTIMIZERS,
                   "The optimizer of the model's linear part (its variables "
                   "built in estimator_scale.linear_part(): wide & deep's "
                   "wide part, MovieLens' biases), e.g. ftrl beside "
@@ -95,7 +94,7 @@ flags.DEFINE_float("l2", None, "`ftrl`'s stabilising L2 strength (unset: 0).",
 flags.DEFINE_float("l2_shrinkage", None,
                    "`ftrl`'s L2 shrinkage of the weights (unset: 0).",
                    lower_bound=0.0)
-flags.DEFINE_enum("lr_schedule", "constant", train_ops_names.SCHEDULES,
+flags.DEFINE_enum("lr_schedule", "constant", choices.SCHEDULES,
                   "How the base rate decays over the updates.")
 flags.DEFINE_list("lr_boundaries", [], "`piecewise` decay steps.")
 flags.DEFINE_float("lr_decay_rate", 0.1, "`piecewise` factor per boundary.")
@@ -103,7 +102,7 @@ flags.DEFINE_integer("lr_decay_steps", 0, "`cosine`/`polynomial` length.")
 flags.DEFINE_float("lr_power", 1.0, "`polynomial` exponent.")
 flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up of the base rate.")
 flags.DEFINE_integer("accumulation_steps", 1, "Micro-batches per update.")
-flags.DEFINE_enum("lr_scaling", "identity", train_ops_names.LR_SCALING_RULES,
+flags.DEFINE_enum("lr_scaling", "identity", choices.LR_SCALING_RULES,
                   "How the learning rate grows with the scale S.")
 flags.DEFINE_float("batch_scale", None,
                    "S: how many times the S = 1 batch (one micro-batch) an "
@@ -117,7 +116,7 @@ flags.DEFINE_float("adascale_smoothing", None,
                    "AdaScale's moving-average factor in [0, 1); default "
                    "max(1 - n/1000, 0), n = gradient samples per update. "
                    "Lower it for runs of few updates.")
-flags.DEFINE_enum("adascale_parts", "all", train_ops_names.ADASCALE_PARTS,
+flags.DEFINE_enum("adascale_parts", "all", choices.ADASCALE_PARTS,
                   "With --lr_scaling=adascale: one gain for every variable, "
                   "or one for the embedding tables and one for the dense "
                   "variables (tau advances by the dense one).")
@@ -127,7 +126,7 @@ flags.DEFINE_float("cowclip_ratio", None,
 flags.DEFINE_float("cowclip_min_norm", None,
                    "`cowclip`'s floor zeta >= 0 of that bound, for new and "
                    "small rows; default 1e-5.")
-flags.DEFINE_enum("precision", "float32", train_ops_names.PRECISIONS,
+flags.DEFINE_enum("precision", "float32", choices.PRECISIONS,
                   "The network's compute type; variables and the optimizer "
                   "stay float32; mixed_float16 adds dynamic loss scaling.")
 
@@ -137,16 +136,16 @@ OPTIMIZER_OPTION_FLAGS = ("momentum", "trust_coefficient", "weight_decay",
 """Flags named after the optimizer option they set."""
 
 # Distribution: the backend, and what it does on the wire and on the cores.
-flags.DEFINE_enum("distribution", "none", backend_names.NAMES,
+flags.DEFINE_enum("distribution", "none", choices.DISTRIBUTIONS,
                   "How the job runs.")
 flags.DEFINE_integer("replicas", None, "`mirrored` replicas in this process.")
 flags.DEFINE_bool("ps_sync", False,
                   "parameter_server: each update averages every worker's "
                   "gradients, applied once (default: asynchronous).")
-flags.DEFINE_enum("allreduce_compression", "none", backend_names.COMPRESSIONS,
+flags.DEFINE_enum("allreduce_compression", "none", choices.COMPRESSIONS,
                   "16-bit gradients on the wire of the allreduce "
                   "(--distribution=horovod).")
-flags.DEFINE_enum("sparse_exchange", "auto", backend_names.SPARSE_EXCHANGES,
+flags.DEFINE_enum("sparse_exchange", "auto", choices.SPARSE_EXCHANGES,
                   "How Horovod exchanges sparse (embedding) gradients: as "
                   "the rows touched, as a dense table, or chosen per update "
                   "by how many rows the ranks touch.")
@@ -154,12 +153,12 @@ flags.DEFINE_integer("intra_op_threads", None,
                      "Threads per op (default: cores, / ranks per host).",
                      lower_bound=1)
 flags.DEFINE_integer("commit_every_n_steps",
-                     backend_names.COMMIT_EVERY_N_STEPS,
+                     choices.COMMIT_EVERY_N_STEPS,
                      "Elastic Horovod: updates between commits (rank 0's "
                      "checkpoints), the work a lost rank may cost.",
                      lower_bound=1)
 flags.DEFINE_enum("elastic_batch", "scale",
-                  backend_names.ELASTIC_BATCH_POLICIES,
+                  choices.ELASTIC_BATCH_POLICIES,
                   "Elastic Horovod, when the ranks change: `scale` keeps "
                   "each rank's batch, so the global batch and S follow the "
                   "size (with AdaScale its gain follows S); `hold` keeps "

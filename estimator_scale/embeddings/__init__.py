@@ -111,7 +111,7 @@ def place_variables(model_fn, num_ps, topology, full_checkpoint_every=1):
       if num_ps > 1:
         stack.enter_context(partitioning.partitioned_variables(
             num_ps, slice_bytes, part_bytes))
-      if topology.backend.name == "parameter_server" and mode == "train":
+      if topology.backend.tables_on_ps and mode == "train":
         # Not at the top: dynamic tables import the backends, which import
         # this package.
         from estimator_scale.embeddings import dynamic_ps  # pylint: disable=g-import-not-at-top

@@ -28,13 +28,11 @@ from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-dir
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
-from estimator_scale import hooks
-from estimator_scale.backends.horovod import ranks
 from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import native
 from estimator_scale.embeddings import sharded
-from estimator_scale.train_ops import precision
+from estimator_scale import precision
 
 try:
   native.ops()  # a parameter server runs the kernel without making a table
@@ -279,6 +277,7 @@ class Table:
     _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
     self._static = None
     self.trained = False  # whether a training graph looks it up
+    self.trained_usage = None  # `usage()`, made where training looks it up
     self.changes = None  # rows changed since the last save (`deltas`)
 
   def _on_task(self):
@@ -421,7 +420,7 @@ class Table:
 def _ask_owners(unique):
   """(hvd, order by owner, splits, ids asked of this rank, their splits):
   the first alltoall of a table split over the ranks."""
-  hvd = ranks.import_horovod()
+  hvd = sharded.horovod()
   owner = owners(unique, hvd.size())
   order = tf.argsort(owner, stable=True)
   splits = tf.math.bincount(owner, minlength=hvd.size(),
@@ -446,6 +445,13 @@ def lookup_table_of(variable):
 def tables(graph=None):
   """The dynamic tables made in `graph` (default: the current one)."""
   return list(_TABLES.get(graph or _outer_graph(), {}).values())
+
+
+def training_usage():
+  """{table: `Table.usage()`} of the tables this training graph looks up,
+  for progress lines."""
+  return {getattr(t, "whole", t.pool.op.name): t.trained_usage
+          for t in tables() if t.trained_usage is not None}
 
 
 def slot_initial_value(optimizer, slot_name):
@@ -604,8 +610,7 @@ def lookup(table, ids, training=None):
     _check_no_strategy(table.name)
     table.trained = True
     with tf.init_scope():
-      hooks.report_table_usage(getattr(table, "whole", table.pool.op.name),
-                               table.usage())
+      table.trained_usage = table.usage()
   flat = ids.shape.rank == 1  # the vectors' shape already
   vectors = table.lookup(keys(ids if flat else tf.reshape(ids, [-1])),
                          training)

@@ -15,17 +15,17 @@ import contextlib
 import contextvars
 import dataclasses
 import numbers
+import sys
 import weakref
 
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables
 
+from estimator_scale import choices
 from estimator_scale import errors
-from estimator_scale.backends import names as backend_names
-from estimator_scale.backends.horovod import ranks
 from estimator_scale.embeddings import initializers
-from estimator_scale.train_ops import gradients as gradients_lib
-from estimator_scale.train_ops import precision
+from estimator_scale import gradients as gradients_lib
+from estimator_scale import precision
 
 COLLECTION = "estimator_scale_sharded_tables"
 """Graph collection of the sharded tables' variables (this rank's shard)."""
@@ -123,11 +123,14 @@ def _owners(ids, vocabulary_size, num_shards):
 
 
 def horovod():
-  """horovod.tensorflow when this process is one of several Horovod ranks."""
-  if not ranks.launched():
+  """horovod.tensorflow when this process is one of several Horovod ranks.
+
+  The Horovod backend imports and initialises it; tables only use it.
+  """
+  hvd = sys.modules.get("horovod.tensorflow")
+  if hvd is None or not hvd.is_initialized():
     return None
-  hvd = ranks.import_horovod()
-  return hvd if hvd.is_initialized() and hvd.size() > 1 else None
+  return hvd if hvd.size() > 1 else None
 
 
 def _check_ids(ids, vocabulary_size, name):
@@ -190,10 +193,10 @@ def check_sizes(vocabulary_size, dimension, name):
 
 def check_compression(compression, name):
   """Raises ConfigError unless `compression` is one of `COMPRESSIONS`."""
-  if compression not in backend_names.COMPRESSIONS:
+  if compression not in choices.COMPRESSIONS:
     raise errors.ConfigError(
         f"sharded table {name!r}: compression={compression!r} is unknown; "
-        f"valid: {', '.join(backend_names.COMPRESSIONS)}")
+        f"valid: {', '.join(choices.COMPRESSIONS)}")
 
 
 def make_table(name, vocabulary_size, dimension, initializer=None,
@@ -268,7 +271,7 @@ def _lookup(table, ids, compression):
   *checks, flat = _check_ids(ids, vocabulary_size, name)
   with tf.control_dependencies(checks):
     flat = tf.identity(flat)
-  unique, vectors, looked_up = _exchange(ranks.import_horovod(), table, flat,
+  unique, vectors, looked_up = _exchange(horovod(), table, flat,
                                          compression)
   lookups().append(Lookup(table, unique, vectors))
   return tf.reshape(looked_up, tf.concat([tf.shape(ids), [dimension]], 0))

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import cowclip
-from estimator_scale.train_ops import gradients as gradients_lib
+from estimator_scale import gradients as gradients_lib
 from estimator_scale.train_ops import lifting
 from estimator_scale.train_ops import running_sums
 

@@ -14,9 +14,9 @@ batch_scale).
 """
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale import errors
-from estimator_scale.train_ops import gradients
-from estimator_scale.train_ops import names
+from estimator_scale import gradients
 
 SCOPE = "adascale"
 GAIN = f"{SCOPE}/gain"
@@ -70,12 +70,12 @@ def check_samples(batch_scale, samples):
 
 
 def check_parts(parts, rule):
-  """Raises ConfigError unless `parts` is in `names.ADASCALE_PARTS` ("all"
+  """Raises ConfigError unless `parts` is in `choices.ADASCALE_PARTS` ("all"
   unless `rule` is AdaScale)."""
-  if parts not in names.ADASCALE_PARTS:
+  if parts not in choices.ADASCALE_PARTS:
     raise errors.ConfigError(
         f"adascale_parts={parts!r} is unknown; valid: "
-        f"{', '.join(names.ADASCALE_PARTS)}")
+        f"{', '.join(choices.ADASCALE_PARTS)}")
   if parts != "all" and rule != "adascale":
     raise errors.ConfigError(f"adascale_parts={parts!r} needs "
                              "lr_scaling='adascale'")

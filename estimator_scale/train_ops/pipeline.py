@@ -10,18 +10,18 @@ import weakref
 
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale import errors
 from estimator_scale import input_wait
 from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
-from estimator_scale.backends import names as backend_names
 from estimator_scale.embeddings import dynamic
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import optimizers
 from estimator_scale.train_ops import parts
-from estimator_scale.train_ops import precision as precision_lib
+from estimator_scale import precision as precision_lib
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
 from estimator_scale.train_ops import update
@@ -47,11 +47,11 @@ class TrainingConfig:
     batch_scale: S; None: the gradient samples per update.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta in [0, 1) (None: its default).
-    adascale_parts: a name of `names.ADASCALE_PARTS`.
+    adascale_parts: a name of `choices.ADASCALE_PARTS`.
     cowclip_ratio, cowclip_min_norm: CowClip's r > 0 and zeta >= 0.
     precision: a name of `precision.PRECISIONS`.
-    allreduce_compression: a name of `backends.COMPRESSIONS`.
-    sparse_exchange: a name of `backends.SPARSE_EXCHANGES`.
+    allreduce_compression: a name of `choices.COMPRESSIONS`.
+    sparse_exchange: a name of `choices.SPARSE_EXCHANGES`.
   """
   optimizer: str = "momentum"
   learning_rate: float = 0.1
@@ -89,14 +89,14 @@ class TrainingConfig:
           f"linear_optimizer_options={self.linear_optimizer_options!r} "
           "needs a linear_optimizer")
     precision_lib.check_precision(self.precision)
-    if self.allreduce_compression not in backend_names.COMPRESSIONS:
+    if self.allreduce_compression not in choices.COMPRESSIONS:
       raise errors.ConfigError(
           f"allreduce_compression={self.allreduce_compression!r} is unknown; "
-          f"valid: {', '.join(backend_names.COMPRESSIONS)}")
-    if self.sparse_exchange not in backend_names.SPARSE_EXCHANGES:
+          f"valid: {', '.join(choices.COMPRESSIONS)}")
+    if self.sparse_exchange not in choices.SPARSE_EXCHANGES:
       raise errors.ConfigError(
           f"sparse_exchange={self.sparse_exchange!r} is unknown; "
-          f"valid: {', '.join(backend_names.SPARSE_EXCHANGES)}")
+          f"valid: {', '.join(choices.SPARSE_EXCHANGES)}")
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
       raise errors.ConfigError(
           f"accumulation_steps={self.accumulation_steps!r} must be an "

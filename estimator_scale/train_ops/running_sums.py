@@ -2,7 +2,7 @@
 a type before the body is traced, the gradients are known only after."""
 import tensorflow as tf
 
-from estimator_scale.train_ops import gradients as gradients_lib
+from estimator_scale import gradients as gradients_lib
 
 
 def _static_or_dynamic_shape(variable, row_shape):

@@ -3,10 +3,10 @@ import math
 
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale import errors
-from estimator_scale.train_ops import names
 
-RULES = names.LR_SCALING_RULES
+RULES = choices.LR_SCALING_RULES
 
 
 def check_rule(rule, batch_scale):

@@ -3,10 +3,10 @@ import math
 
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale import errors
-from estimator_scale.train_ops import names
 
-SCHEDULES = names.SCHEDULES
+SCHEDULES = choices.SCHEDULES
 
 
 def check(config):

@@ -13,8 +13,8 @@ from estimator_scale import errors
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import cowclip
-from estimator_scale.train_ops import gradients
-from estimator_scale.train_ops import precision as precision_lib
+from estimator_scale import gradients
+from estimator_scale import precision as precision_lib
 from estimator_scale.train_ops import scaling
 
 

@@ -7,27 +7,26 @@ has started.
 from absl import flags
 import pytest
 
-from estimator_scale.backends import names as backend_names
+from estimator_scale import choices
 from estimator_scale.cli import flags as cli_flags
 from estimator_scale.embeddings import compact
 from estimator_scale.train_ops import optimizers
-from estimator_scale.train_ops import precision
+from estimator_scale import precision
 from estimator_scale.train_ops import scaling
 from estimator_scale.train_ops import schedules
-from estimator_scale.train_ops import names as train_ops_names
 
 CONSTANTS = {
-    "adascale_parts": train_ops_names.ADASCALE_PARTS,
-    "allreduce_compression": backend_names.COMPRESSIONS,
-    "distribution": backend_names.NAMES,
-    "elastic_batch": backend_names.ELASTIC_BATCH_POLICIES,
+    "adascale_parts": choices.ADASCALE_PARTS,
+    "allreduce_compression": choices.COMPRESSIONS,
+    "distribution": choices.DISTRIBUTIONS,
+    "elastic_batch": choices.ELASTIC_BATCH_POLICIES,
     "export_dtype": compact.DTYPES,
     "linear_optimizer": tuple(optimizers.OPTIMIZERS),
     "lr_scaling": scaling.RULES,
     "lr_schedule": schedules.SCHEDULES,
     "optimizer": tuple(optimizers.OPTIMIZERS),
     "precision": precision.PRECISIONS,
-    "sparse_exchange": backend_names.SPARSE_EXCHANGES,
+    "sparse_exchange": choices.SPARSE_EXCHANGES,
 }
 """Each enum flag and the module constant its choices must equal."""
 

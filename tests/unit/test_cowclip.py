@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from estimator_scale import choices
 import estimator_scale as es
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import cowclip
-from estimator_scale.train_ops import names
 from estimator_scale.train_ops import pipeline
 from tests.helpers import trainer
 from tests.helpers.results import max_difference
@@ -137,7 +137,7 @@ def test_a_gradient_the_exchange_made_dense_is_clipped_alike():
 
 
 def test_the_rule_is_one_of_the_options():
-  assert cowclip.RULE in names.LR_SCALING_RULES
+  assert cowclip.RULE in choices.LR_SCALING_RULES
 
 
 @pytest.mark.parametrize("kwargs,message", [

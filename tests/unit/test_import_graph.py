@@ -1,4 +1,5 @@
-"""The repository's import graph: no cycles, no test importing a test.
+"""The repository's import graph: no cycles, layers that point down, no test
+importing a test.
 
 A cycle between modules works only in the order Python happens to load them
 and makes neither module readable alone, so the graph of `estimator_scale/`
@@ -19,6 +20,24 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 
 GRAPH_ROOTS = ("estimator_scale", "tools")
 SKIPPED_DIRS = ("__pycache__",)
+LAYERS = (
+    ("base", ("estimator_scale.errors", "estimator_scale.choices",
+              "estimator_scale.gradients", "estimator_scale.precision",
+              "estimator_scale.topology", "estimator_scale.backends.names",
+              "estimator_scale.data_options", "estimator_scale.input_wait",
+              "estimator_scale.stragglers", "estimator_scale.moments",
+              "estimator_scale.memory_limit", "estimator_scale.resume")),
+    ("tables", ("estimator_scale.embeddings",)),
+    ("updates", ("estimator_scale.train_ops", "estimator_scale.hooks")),
+    ("backends", ("estimator_scale.backends",)),
+    ("library", ("estimator_scale",)),
+    ("programs", ("estimator_scale.cli", "estimator_scale.launcher",
+                  "estimator_scale.parquet")),
+)
+"""The package's layers, bottom first, each by the modules or packages it
+holds (the longest match names a module's layer): a module imports its own
+layer and those below. Backends name their tables' code and the update,
+never the reverse; the base holds what every layer reads."""
 
 
 def module_files(top):
@@ -125,6 +144,31 @@ def test_no_import_cycle(top):
            for name, path in modules.items() if name.split(".")[0] == top}
   cycle = find_cycle(graph)
   assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def layer(module):
+  """The index in LAYERS of `module`'s layer."""
+  found = [(len(prefix), index) for index, (_, prefixes) in enumerate(LAYERS)
+           for prefix in prefixes
+           if module == prefix or module.startswith(prefix + ".")]
+  return max(found)[1]
+
+
+def test_layer_takes_the_longest_match():
+  assert LAYERS[layer("estimator_scale.backends.names")][0] == "base"
+  assert LAYERS[layer("estimator_scale.backends.horovod.ranks")][0] == (
+      "backends")
+  assert LAYERS[layer("estimator_scale.estimator")][0] == "library"
+
+
+def test_the_package_imports_only_down_its_layers():
+  modules = module_files("estimator_scale")
+  upward = [f"{name} ({LAYERS[layer(name)][0]}) imports {target} "
+            f"({LAYERS[layer(target)][0]})"
+            for name, path in sorted(modules.items())
+            for target in sorted(imports(path, name, modules))
+            if layer(target) > layer(name)]
+  assert not upward, "; ".join(upward)
 
 
 def test_no_test_module_imports_another():

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale import backends
-from estimator_scale.train_ops import precision
+from estimator_scale import precision
 from tests.helpers import trainer
 from tests.workers import tiny_models
 

@@ -21,7 +21,7 @@ from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
 from estimator_scale.embeddings import sharded_layers
 from estimator_scale.train_ops import accumulation
-from estimator_scale.train_ops import precision
+from estimator_scale import precision
 from estimator_scale.train_ops import update
 from tests.workers.sharded_equivalence import row_initializer
 

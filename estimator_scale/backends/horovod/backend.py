@@ -3,8 +3,8 @@ import os
 
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale.backends import base
-from estimator_scale.backends import names as backend_names
 from estimator_scale.backends.horovod import coordinator
 from estimator_scale.backends.horovod import elastic
 from estimator_scale.backends.horovod import faults
@@ -19,7 +19,7 @@ class Horovod(base.Backend):
 
   name = "horovod"
   compressions = ("none", "fp16")
-  sparse_exchanges = backend_names.SPARSE_EXCHANGES
+  sparse_exchanges = choices.SPARSE_EXCHANGES
 
   def __init__(self):
     self.stop_flag = stop.StopFlag()

@@ -12,6 +12,7 @@ from absl import logging
 import tensorflow as tf
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_scale import choices
 from estimator_scale import errors
 from estimator_scale.backends import coordinator as coordinator_lib
 from estimator_scale.backends import names as backend_names
@@ -19,8 +20,8 @@ from estimator_scale.backends.horovod import faults
 from estimator_scale.backends.horovod import ranks
 from estimator_scale.embeddings import shard_checkpoints
 
-BATCH_POLICIES = backend_names.ELASTIC_BATCH_POLICIES
-COMMIT_EVERY_N_STEPS = backend_names.COMMIT_EVERY_N_STEPS
+BATCH_POLICIES = choices.ELASTIC_BATCH_POLICIES
+COMMIT_EVERY_N_STEPS = choices.COMMIT_EVERY_N_STEPS
 
 FULL_DISK_ATTEMPTS = 5
 """Saves in a row that may find the disk full, each sending the ranks back

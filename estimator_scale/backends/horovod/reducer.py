@@ -1,11 +1,11 @@
 """Horovod's reduction of one update: a grouped allreduce for everything."""
 import tensorflow as tf
 
-from estimator_scale.backends import names
+from estimator_scale import choices
 from estimator_scale.backends import reducers
 from estimator_scale.embeddings import shard_updates
 from estimator_scale.embeddings import sharded
-from estimator_scale.train_ops import gradients
+from estimator_scale import gradients
 
 
 def _grouped_sum(hvd, tensors):
@@ -105,9 +105,9 @@ class HorovodReducer(reducers.LocalReducer):
   """Horovod ranks: one grouped allreduce per update, `stop_flag` included."""
 
   def __init__(self, hvd, compression, stop_flag, sparse_exchange="auto"):
-    if sparse_exchange not in names.SPARSE_EXCHANGES:
+    if sparse_exchange not in choices.SPARSE_EXCHANGES:
       raise ValueError(f"sparse_exchange={sparse_exchange!r} is unknown; "
-                       f"valid: {', '.join(names.SPARSE_EXCHANGES)}")
+                       f"valid: {', '.join(choices.SPARSE_EXCHANGES)}")
     self._hvd = hvd
     self._compression = {"none": hvd.Compression.none,
                          "fp16": hvd.Compression.fp16}[compression]

@@ -11,10 +11,10 @@ import threading
 
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale import errors
-from estimator_scale.train_ops import names
 
-PRECISIONS = names.PRECISIONS
+PRECISIONS = choices.PRECISIONS
 SCOPE = "loss_scale"
 LOSS_SCALE = f"{SCOPE}/scale"
 GOOD_UPDATES = f"{SCOPE}/good_updates"

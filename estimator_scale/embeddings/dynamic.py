@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import functools
 import numbers
-import weakref
 
 import tensorflow as tf
 
@@ -28,6 +27,7 @@ from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-dir
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale import graph_state
 from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import native
@@ -73,8 +73,6 @@ _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB,
 sketch's rows and the owner rank (the last one finishes every mix), so each
 hashes the id independently; the kernel is given them (as int64)."""
 
-_TABLES = weakref.WeakKeyDictionary()  # graph -> {pool variable ref: Table}
-_NAMED = weakref.WeakKeyDictionary()  # graph -> {scoped name: Table}
 
 
 def _outer_graph():
@@ -83,18 +81,15 @@ def _outer_graph():
     return tf.compat.v1.get_default_graph()
 
 
-_UPDATE_NUMBERS = weakref.WeakKeyDictionary()  # graph -> its update number
-
-
 def _update_number():
   """The update number (global step), read once per graph outside any
   control flow, device or function the lookup is made in."""
-  graph = _outer_graph()
-  if graph not in _UPDATE_NUMBERS:
+  state = graph_state.of(_outer_graph())
+  if state.update_number is None:
     with tf.init_scope(), tf.compat.v1.device(None):
-      _UPDATE_NUMBERS[graph] = tf.cast(
+      state.update_number = tf.cast(
           tf.compat.v1.train.get_or_create_global_step(), tf.int64)
-  return _UPDATE_NUMBERS[graph]
+  return state.update_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,7 +269,7 @@ class Table:
           tf.constant(0, tf.int64), trainable=False,
           name=f"{self._leaf}_evicted",
           collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
-    _TABLES.setdefault(_outer_graph(), {})[self.pool.ref()] = self
+    graph_state.of(_outer_graph()).tables[self.pool.ref()] = self
     self._static = None
     self.trained = False  # whether a training graph looks it up
     self.trained_usage = None  # `usage()`, made where training looks it up
@@ -431,12 +426,12 @@ def _ask_owners(unique):
 
 def table_of(variable):
   """The Table whose pool `variable` is, or None."""
-  return _TABLES.get(_outer_graph(), {}).get(variable.ref())
+  return graph_state.of(_outer_graph()).tables.get(variable.ref())
 
 
 def lookup_table_of(variable):
   """The table a lookup of `variable` goes through (on ps: the whole one)."""
-  for table in _NAMED.get(_outer_graph(), {}).values():
+  for table in graph_state.of(_outer_graph()).named_tables.values():
     if table.pool is variable or table.pool.ref() == variable.ref():
       return table
   return table_of(variable)
@@ -444,7 +439,13 @@ def lookup_table_of(variable):
 
 def tables(graph=None):
   """The dynamic tables made in `graph` (default: the current one)."""
-  return list(_TABLES.get(graph or _outer_graph(), {}).values())
+  return list(graph_state.of(graph or _outer_graph()).tables.values())
+
+
+def named_tables(graph=None):
+  """The tables `dynamic_embedding` made or served by name in `graph`
+  (default: the current one): a ps job's `PsTable`s among them."""
+  return list(graph_state.of(graph or _outer_graph()).named_tables.values())
 
 
 def training_usage():
@@ -570,7 +571,7 @@ def make_table(name, options, getter=None):
   check_options(options, name)
   native.ops()
   scoped = f"{tf.compat.v1.get_variable_scope().name}/{name}"
-  named = _NAMED.setdefault(_outer_graph(), {})
+  named = graph_state.of(_outer_graph()).named_tables
   if scoped not in named and compact.active() is not None:
     with precision.variables_as_stored(), _unsplit():
       named[scoped] = compact.ServedTable(name, options, getter)

@@ -76,9 +76,7 @@ def current():
 
 def tables(graph=None):
   """The PsTables made in `graph` (default: the current one)."""
-  return [t for t in dynamic._NAMED.get(graph or dynamic._outer_graph(),  # pylint: disable=protected-access
-                                        {}).values()
-          if isinstance(t, PsTable)]
+  return [t for t in dynamic.named_tables(graph) if isinstance(t, PsTable)]
 
 
 def split_capacity(capacity, ps_tasks):

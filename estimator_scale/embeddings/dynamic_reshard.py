@@ -8,7 +8,6 @@ warning). The sketch, laid out by rank and holding no ids, restarts from
 zero, also for one process restoring the ranks' checkpoint.
 """
 import time
-import weakref
 
 from absl import logging
 import tensorflow as tf
@@ -21,9 +20,6 @@ RANKS = "sharded_tables/ranks"
 _FREE_VALUES = (("ids", dynamic.FREE), ("last_seen", dynamic.NEVER),
                 ("counts", 0), ("fresh", False))
 """The table's bookkeeping per row, and what a free row holds."""
-
-_RECORDED_SLOTS = weakref.WeakKeyDictionary()  # graph -> {pool ref: slots}
-
 
 def ranks_saved(checkpoint):
   """Ranks that wrote `checkpoint`: its `RANKS`, else 1 for one process's
@@ -45,7 +41,7 @@ def add_slots(pool, slots):
   """Records `slots` as slots of the dynamic table with shard `pool`: a Keras
   optimizer names its slots under its own scope, where `_slots` can't see."""
   graph = dynamic._outer_graph()  # pylint: disable=protected-access
-  _RECORDED_SLOTS.setdefault(graph, {}).setdefault(pool.ref(), []).extend(
+  graph_state.of(graph).recorded_slots.setdefault(pool.ref(), []).extend(
       slots)
 
 
@@ -56,8 +52,8 @@ def _slots(table, sliced):
   own = {table.pool.ref()} | {getattr(table, name).ref()
                               for name, _ in _FREE_VALUES}
   graph = dynamic._outer_graph()  # pylint: disable=protected-access
-  recorded = {slot.ref() for slot in _RECORDED_SLOTS.get(graph, {}).get(
-      table.pool.ref(), ())}
+  recorded = {slot.ref() for slot in graph_state.of(
+      graph).recorded_slots.get(table.pool.ref(), ())}
 
   def named_under(v):
     return v._save_slice_info.full_name.startswith(info.full_name + "/")  # pylint: disable=protected-access

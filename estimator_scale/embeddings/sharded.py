@@ -16,7 +16,6 @@ import contextvars
 import dataclasses
 import numbers
 import sys
-import weakref
 
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables
@@ -25,6 +24,7 @@ from estimator_scale import choices
 from estimator_scale import errors
 from estimator_scale.embeddings import initializers
 from estimator_scale import gradients as gradients_lib
+from estimator_scale import graph_state
 from estimator_scale import precision
 
 COLLECTION = "estimator_scale_sharded_tables"
@@ -52,13 +52,9 @@ class Lookup:
   vectors: tf.Tensor
 
 
-_LOOKUPS = weakref.WeakKeyDictionary()  # graph -> [Lookup]
-
-
 def lookups(graph=None):
   """The sharded-table lookups made in `graph` (default: the current one)."""
-  graph = graph or tf.compat.v1.get_default_graph()
-  return _LOOKUPS.setdefault(graph, [])
+  return graph_state.of(graph or tf.compat.v1.get_default_graph()).lookups
 
 
 @contextlib.contextmanager

@@ -5,16 +5,14 @@ gradient sums only, so its first update zeroes hidden layers for good.
 Variables are marked by creation, so the mark follows them anywhere.
 """
 import contextlib
-import weakref
 
 from absl import logging
 import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale import graph_state
 from estimator_scale.train_ops import optimizers
-
-_LINEAR = weakref.WeakKeyDictionary()  # outermost graph -> {variable name}
 
 _WARNED = set()  # the variables a warning named, once per process
 
@@ -27,8 +25,8 @@ def _outermost(graph):
 
 
 def _linear_names():
-  return _LINEAR.setdefault(
-      _outermost(tf.compat.v1.get_default_graph()), set())
+  return graph_state.of(
+      _outermost(tf.compat.v1.get_default_graph())).linear_variables
 
 
 @contextlib.contextmanager

@@ -6,12 +6,12 @@ reduce and scale stage (`update`) is the one canned estimators take too.
 import contextlib
 import dataclasses
 from typing import Optional, Tuple
-import weakref
 
 import tensorflow as tf
 
 from estimator_scale import choices
 from estimator_scale import errors
+from estimator_scale import graph_state
 from estimator_scale import input_wait
 from estimator_scale import topology as topology_lib
 from estimator_scale import stragglers
@@ -146,10 +146,6 @@ class TrainOp:
   input_wait_seconds: Optional[tf.Tensor] = None
 
 
-_DECLARED = weakref.WeakKeyDictionary()
-"""{graph: (TrainingConfig or None, Topology)} of the Estimator building it."""
-
-
 def declare_estimator(training_config, topology):
   """Declares, for the graph being built, the Estimator that builds it.
 
@@ -159,15 +155,17 @@ def declare_estimator(training_config, topology):
     training_config: the `TrainingConfig` given to `make_estimator`, or None.
     topology: the Estimator's `Topology`.
   """
-  _DECLARED[tf.compat.v1.get_default_graph()] = (training_config, topology)
+  graph_state.of(tf.compat.v1.get_default_graph()).declared = (
+      training_config, topology)
 
 
 def _declared():
   """What `declare_estimator` said for this graph or an outer one, or None."""
   graph = tf.compat.v1.get_default_graph()
   while graph is not None:
-    if graph in _DECLARED:
-      return _DECLARED[graph]
+    declared = graph_state.of(graph).declared
+    if declared is not None:
+      return declared
     graph = getattr(graph, "outer_graph", None)
   return None
 

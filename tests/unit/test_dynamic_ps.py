@@ -49,8 +49,7 @@ def _table(ps_tasks, capacity, **options):
   with dynamic_ps.placement(ps_tasks, topology_lib.Topology()):
     vectors = es.dynamic_embedding(ids, 4, capacity=capacity, name="t",
                                    **options)
-  (table,) = [t for t in dynamic._NAMED[tf.compat.v1.get_default_graph()]  # pylint: disable=protected-access
-              .values()]
+  (table,) = dynamic.named_tables()
   return ids, vectors, table, step.assign_add(1)
 
 
@@ -190,7 +189,7 @@ def test_dense_features_and_the_keras_layer_split_and_train(worker):
           {"a": ids[:, None]})
       keras_layer = es.DynamicEmbedding(4, 8, name="layer")
       layer = keras_layer(ids)
-    tables = list(dynamic._NAMED[tf.compat.v1.get_default_graph()].values())  # pylint: disable=protected-access
+    tables = dynamic.named_tables()
     assert [type(t) for t in tables] == [dynamic_ps.PsTable] * 2
     assert ([v.ref() for v in keras_layer.trainable_weights]
             == [part.pool.ref() for part in tables[1].parts])

@@ -215,7 +215,8 @@ def test_training_under_ps_saves_a_task_s_parts_in_groups(own_saver,
   grouped builder; a model_fn with none gets a grouped Saver."""
   monkeypatch.setenv(embeddings.MIN_SLICE, str(1 << 20))
   topology = types.SimpleNamespace(
-      backend=types.SimpleNamespace(name="parameter_server"), is_chief=True,
+      backend=types.SimpleNamespace(name="parameter_server",
+                                    tables_on_ps=True), is_chief=True,
       num_workers=1, worker_index=0, synchronous=False)
   config = tf.estimator.RunConfig()
 

@@ -22,8 +22,8 @@ import subprocess
 import numpy as np
 import tensorflow as tf
 
+from tests.helpers import dynamic_references
 from tests.helpers import dynamic_rows
-from tests.helpers import shared
 from tests.helpers.processes import horovod
 from tests.helpers.processes import launch
 from tests.helpers.processes import run
@@ -62,17 +62,10 @@ def _merged(model_dir):
   return last[:-len(".index")]
 
 
-ARGS = ["-m", "tests.workers.dynamic_equivalence"]
+ARGS = dynamic_references.ARGS
 
 
-def _two_ranks(tmp_path_factory):
-  """The model_dir of each config trained 20 updates on 2 ranks."""
-
-  def train(directory):
-    horovod(2, ARGS + [f"--model_dir={directory}", "--distribution=horovod",
-                       f"--compact_export_dir={directory / 'compact'}"],
-            timeout=480)
-  return shared.once(tmp_path_factory, "dynamic-equivalence-two-ranks", train)
+_two_ranks = dynamic_references.two_ranks
 
 
 def _compact_holds_kept_rows(export_base, checkpoint):
@@ -97,16 +90,7 @@ def _compact_holds_kept_rows(export_base, checkpoint):
         step / 2 + TOLERANCE), i
 
 
-def _one_process(tmp_path_factory):
-  """The model_dir of each config trained 20 updates on one process, with
-  its export under `export/<config>`."""
-
-  def train(directory):
-    run([PYTHON] + ARGS + [f"--model_dir={directory}", "--evaluate",
-                           f"--export_dir={directory / 'export'}"],
-        timeout=480)
-  return shared.once(tmp_path_factory, "dynamic-equivalence-one-process",
-                     train)
+_one_process = dynamic_references.one_process
 
 
 def test_two_ranks_hold_one_processs_table(tmp_path_factory):

@@ -5,6 +5,9 @@ import json
 
 import numpy as np
 
+from tests.helpers import shared
+from tests.helpers.processes import PYTHON, horovod, run
+
 EXAMPLES = 200
 BATCH = 48
 """Split evenly over 1, 2 and 3 processes, which resume each other."""
@@ -35,3 +38,20 @@ def args(root, distribution, steps):
 def result(root):
   """What the chief of the job under `root` wrote."""
   return json.loads((root / "out" / "result.json").read_text())
+
+
+def train(root, processes, steps):
+  """Trains the worker in `root` to `steps` on `processes` (1: one process,
+  else Horovod ranks); the CompletedProcess."""
+  if processes == 1:
+    return run([PYTHON] + args(root, "none", steps), timeout=300)
+  return horovod(processes, args(root, "horovod", steps), timeout=400)
+
+
+def trained(tmp_path_factory, processes, steps):
+  """The root of a job trained from scratch to `steps` on `processes`,
+  once a session whatever the tests that ask (`shared.once`): read it, or
+  copy it to go on from it."""
+  return shared.once(tmp_path_factory,
+                     f"dynamic-canned-{processes}-processes-{steps}-steps",
+                     lambda root: train(root, processes, steps))

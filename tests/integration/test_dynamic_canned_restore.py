@@ -9,13 +9,13 @@ TOLERANCE. A slot left behind at the resume (saved under one name, looked
 for under another), restarted, or not moved with its id to the id's new
 owner would move the updates after it away from one process's.
 """
+import shutil
+
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
-from tests.helpers.processes import PYTHON, horovod, run
 from tests.helpers import dynamic_canned as canned
 
 TOLERANCE = 1e-5
@@ -25,11 +25,7 @@ SLOT = "training/Adagrad/{}/accumulator"
 
 def _on(root, processes, steps):
   """Trains the worker in `root` to `steps` on `processes`; its log."""
-  if processes == 1:
-    log = run([PYTHON] + canned.args(root, "none", steps), timeout=300)
-  else:
-    log = horovod(processes, canned.args(root, "horovod", steps),
-                  timeout=400)
+  log = canned.train(root, processes, steps)
   return log.stdout + log.stderr
 
 
@@ -44,13 +40,12 @@ def _rows(checkpoint, key):
           for r in np.flatnonzero(ids >= 0)}
 
 
-@pytest.fixture(scope="module")
-def one(tmp_path_factory):
-  """The root of one process trained straight through (each test's chain
-  is its own: pytest's workers would each train a shared one)."""
-  root = tmp_path_factory.mktemp("one")
-  _on(root, 1, 200)
-  return root
+def _one(tmp_path_factory):
+  """The root of one process trained straight through, once a session
+  (test_dynamic_canned_horovod.py compares with it too); a test asks
+  after its own chain, so that its worker trains while another trains
+  this."""
+  return canned.trained(tmp_path_factory, 1, 200)
 
 
 def _chain(root, chain):
@@ -74,19 +69,24 @@ def _assert_as_one_process(one, root, checkpoint):
       np.testing.assert_allclose(got[i][2], slot, atol=TOLERANCE)
 
 
-def test_one_processs_checkpoint_resumes_on_two_ranks(one, tmp_path):
+def test_one_processs_checkpoint_resumes_on_two_ranks(tmp_path,
+                                                      tmp_path_factory):
   logs = _chain(tmp_path, [(1, 100), (2, 200)])
   assert "Dynamic tables re-sharded from 1 to 2 ranks" in logs[1]
-  _assert_as_one_process(one, tmp_path, "sharded_tables/ckpt-200")
+  _assert_as_one_process(_one(tmp_path_factory), tmp_path,
+                         "sharded_tables/ckpt-200")
 
 
-def test_two_ranks_checkpoint_resumes_on_three_then_one_process(one,
-                                                                 tmp_path):
-  root = tmp_path
-  logs = _chain(root, [(2, 100), (3, 150), (1, 200)])
-  assert "Dynamic tables re-sharded from 2 to 3 ranks" in logs[1]
-  assert "Sharded tables of 3 ranks restored into one process" in logs[2]
-  _assert_as_one_process(one, root, "model.ckpt-200")
+def test_two_ranks_checkpoint_resumes_on_three_then_one_process(
+    tmp_path, tmp_path_factory):
+  # 2 ranks' first 100 updates, as test_dynamic_canned_horovod.py's ranks
+  # train them: once a session, copied.
+  root = tmp_path / "chain"
+  shutil.copytree(canned.trained(tmp_path_factory, 2, 100), root)
+  logs = _chain(root, [(3, 150), (1, 200)])
+  assert "Dynamic tables re-sharded from 2 to 3 ranks" in logs[0]
+  assert "Sharded tables of 3 ranks restored into one process" in logs[1]
+  _assert_as_one_process(_one(tmp_path_factory), root, "model.ckpt-200")
   for key in canned.CAPACITY:
     rows = _rows(str(root / "model" / "sharded_tables" / "ckpt-150"), key)
     ids = sorted(rows)

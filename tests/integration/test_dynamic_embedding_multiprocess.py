@@ -22,8 +22,8 @@ import subprocess
 import numpy as np
 import tensorflow as tf
 
+from tests.helpers import dynamic_references
 from tests.helpers import dynamic_rows
-from tests.helpers import shared
 from tests.helpers.processes import horovod
 from tests.helpers.processes import launch
 from tests.helpers.processes import run
@@ -62,17 +62,10 @@ def _merged(model_dir):
   return last[:-len(".index")]
 
 
-ARGS = ["-m", "tests.workers.dynamic_equivalence"]
+ARGS = dynamic_references.ARGS
 
 
-def _two_ranks(tmp_path_factory):
-  """The model_dir of each config trained 20 updates on 2 ranks."""
-
-  def train(directory):
-    horovod(2, ARGS + [f"--model_dir={directory}", "--distribution=horovod",
-                       f"--compact_export_dir={directory / 'compact'}"],
-            timeout=480)
-  return shared.once(tmp_path_factory, "dynamic-equivalence-two-ranks", train)
+_two_ranks = dynamic_references.two_ranks
 
 
 def _compact_holds_kept_rows(export_base, checkpoint):
@@ -97,16 +90,7 @@ def _compact_holds_kept_rows(export_base, checkpoint):
         step / 2 + TOLERANCE), i
 
 
-def _one_process(tmp_path_factory):
-  """The model_dir of each config trained 20 updates on one process, with
-  its export under `export/<config>`."""
-
-  def train(directory):
-    run([PYTHON] + ARGS + [f"--model_dir={directory}", "--evaluate",
-                           f"--export_dir={directory / 'export'}"],
-        timeout=480)
-  return shared.once(tmp_path_factory, "dynamic-equivalence-one-process",
-                     train)
+_one_process = dynamic_references.one_process
 
 
 def test_two_ranks_hold_one_processs_table(tmp_path_factory):
@@ -273,45 +257,45 @@ def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(
   model_dir = tmp_path / "sync" / "adagrad"
   launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
                     "--distribution=parameter_server", "--configs=adagrad",
-                    "--full_checkpoint_every=3", "--save_checkpoints_steps=2"],
-         ps=2, timeout=400)
-  # Full at 0, 6, 12, 18; deltas in between, 20 too; then 20 full at the end.
-  deltas = sorted(p.name for p in (model_dir / "deltas" / "18").iterdir()
+                    "--full_checkpoint_every=3", "--save_checkpoints_steps=2",
+                    "--steps=8"], ps=2, timeout=400)
+  # Full at 0 and 6; deltas in between, 8 too; then 8 full at the end.
+  deltas = sorted(p.name for p in (model_dir / "deltas" / "6").iterdir()
                   if p.name.endswith(".index"))
-  assert deltas == ["delta-20.index"], deltas
-  delta = tf.train.load_checkpoint(str(model_dir / "deltas" / "18" /
-                                       "delta-20"))
+  assert deltas == ["delta-8.index"], deltas
+  delta = tf.train.load_checkpoint(str(model_dir / "deltas" / "6" /
+                                       "delta-8"))
   changed = delta.get_tensor(worker.TABLE + "/_delta_positions")
   assert 0 < len(changed) < 120  # of the 120 rows (the worker's --capacity)
-  full = tf.train.load_checkpoint(str(model_dir / "model.ckpt-20"))
+  full = tf.train.load_checkpoint(str(model_dir / "model.ckpt-8"))
   expected = {name: full.get_tensor(name)
               for name in full.get_variable_to_shape_map()
               if name.startswith(worker.TABLE)}
   shutil.copytree(tmp_path / "sync", tmp_path / "full")
-  os.remove(model_dir / "model.ckpt-20.index")
+  os.remove(model_dir / "model.ckpt-8.index")
   tf.compat.v1.train.update_checkpoint_state(
-      str(model_dir), str(model_dir / "model.ckpt-18"))
+      str(model_dir), str(model_dir / "model.ckpt-6"))
   shutil.copytree(tmp_path / "sync", tmp_path / "chain")
   dumps = tmp_path / "dumps"
   log = run([PYTHON] + ARGS + [f"--model_dir={tmp_path / 'sync'}",
-                               "--configs=adagrad", "--steps=21",
+                               "--configs=adagrad", "--steps=9",
                                f"--dump_dir={dumps}"], timeout=300)
-  assert "and 1 delta(s) after it, to step 20" in log.stdout + log.stderr
-  with np.load(dumps / "start-20-of1-rank0.npz") as restored:
+  assert "and 1 delta(s) after it, to step 8" in log.stdout + log.stderr
+  with np.load(dumps / "start-8-of1-rank0.npz") as restored:
     for name, value in expected.items():
       np.testing.assert_array_equal(restored[name], value, err_msg=name)
   # On 3 ps tasks, the chain (each part taking the delta's rows in its
   # range, then the chief moving rows to their ids' tasks) trains the next
-  # update as the full save of step 20 does.
+  # update as the full save of step 8 does.
   after = {}
   for start in ("full", "chain"):
     log = launch(1, ARGS + [f"--model_dir={tmp_path / start}", "--ps_sync",
                             "--distribution=parameter_server",
-                            "--configs=adagrad", "--steps=21"],
+                            "--configs=adagrad", "--steps=9"],
                  ps=3, timeout=400)
     after[start] = _by_id(str(tmp_path / start / "adagrad" /
-                              "model.ckpt-21"))
-  assert "and 1 delta(s) after it, to step 20" in log.stdout + log.stderr
+                              "model.ckpt-9"))
+  assert "and 1 delta(s) after it, to step 8" in log.stdout + log.stderr
   assert ("Dynamic table model/table moved onto 3 ps tasks"
           in log.stdout + log.stderr)
   dynamic_rows.assert_same(after["chain"], after["full"], atol=0)

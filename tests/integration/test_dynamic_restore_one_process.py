@@ -10,10 +10,12 @@ fresh flag to 1e-6; the sketch, laid out by rank, restarts from zero.
 Training then goes on, and saves what it trained.
 """
 import glob
+import shutil
 
 import numpy as np
 import tensorflow as tf
 
+from tests.helpers import dynamic_references
 from tests.helpers import dynamic_rows
 from tests.helpers.processes import horovod
 from tests.helpers.processes import run
@@ -80,9 +82,16 @@ def _evicted(rows):
   return not set(features["ids"][:100].ravel().tolist()) <= held
 
 
-def test_one_processs_table_resumes_on_two_ranks(tmp_path):
+def _first_20(trained, model_dir):
+  """Copies the Adagrad config's model_dir of a reference run of 20
+  updates (`trained`, `dynamic_references`': the same worker and data,
+  Adagrad trained first) to `model_dir`."""
+  shutil.copytree(trained / "adagrad", model_dir)
+
+
+def test_one_processs_table_resumes_on_two_ranks(tmp_path, tmp_path_factory):
   model_dir = tmp_path / "adagrad"
-  _one_process(tmp_path, 20, tmp_path / "first")
+  _first_20(dynamic_references.one_process(tmp_path_factory), model_dir)
   saved = _saved(str(model_dir / "model.ckpt-20"))
   assert _evicted(saved[0])
   log = _two_ranks(tmp_path, 24, tmp_path / "out")
@@ -92,9 +101,10 @@ def test_one_processs_table_resumes_on_two_ranks(tmp_path):
                  str(model_dir / "sharded_tables" / "ckpt-24"))
 
 
-def test_two_ranks_table_resumes_on_one_process_and_back(tmp_path):
+def test_two_ranks_table_resumes_on_one_process_and_back(tmp_path,
+                                                         tmp_path_factory):
   model_dir = tmp_path / "adagrad"
-  _two_ranks(tmp_path, 20, tmp_path / "first")
+  _first_20(dynamic_references.two_ranks(tmp_path_factory), model_dir)
   saved = _saved(str(model_dir / "sharded_tables" / "ckpt-20"))
   assert _evicted(saved[0])
   log = _one_process(tmp_path, 24, tmp_path / "one")

@@ -12,6 +12,7 @@ import time
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import graph_state
 from estimator_scale.embeddings import dynamic
 
 RANKS = "sharded_tables/ranks"

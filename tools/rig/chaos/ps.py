@@ -11,7 +11,6 @@ next checkpoint (the `join` this driver records after bringing one back).
 """
 import collections
 import json
-import os
 import signal
 import subprocess
 import time

@@ -1,10 +1,7 @@
-"""Optimizers for canned estimators: the backend's reduction and lr rules.
-
-`get_updates` of a legacy Keras optimizer is a canned estimator's only
-hook, so it takes the update `build_train_op` takes (`update`). The reducer
-averages even under tf.distribute: AdaScale needs the mean first, and TF
-2.15's strategies fail on sparse gradients of different lengths per
-replica, which it pads.
+"""Optimizers for canned estimators: the backend's reduction and lr rules,
+in `get_updates` (their only hook), from `update` as `build_train_op`'s.
+The reducer averages even under tf.distribute: AdaScale needs the mean, and
+TF 2.15's strategies fail on sparse gradients the reducer pads.
 """
 import contextlib
 import dataclasses
@@ -93,8 +90,7 @@ def _base_schedule(learning_rate):
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-  """What every graph's copy of one canned optimizer does besides applying:
-  `config`'s rule, at the S = 1 rate of `schedule` (the optimizer's own)."""
+  """`config`'s rule at the optimizer's own S = 1 `schedule`, in every graph."""
   topology: Any
   config: pipeline.TrainingConfig
   schedule: Any

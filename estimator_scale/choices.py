@@ -28,17 +28,13 @@ COMPRESSIONS = ("none", "fp16")
 says which of them it offers (`Backend.compressions`)."""
 
 SPARSE_EXCHANGES = ("auto", "sparse", "dense")
-"""`sparse_exchange` values: how sparse (embedding) gradients travel between
-workers. "auto" is every backend's own choice; Horovod's reducer also takes
-"sparse" (allgather the rows touched) and "dense" (allreduce the table, as
-Horovod's sparse_as_dense); each backend says which it offers
-(`Backend.sparse_exchanges`)."""
+"""`sparse_exchange` values: "auto" (the backend's own), "sparse" (allgather
+the rows touched), "dense" (allreduce the table); `Backend.sparse_exchanges`
+says which a backend offers."""
 
 ELASTIC_BATCH_POLICIES = ("scale", "hold")
-"""How an elastic Horovod job's batch meets a new size: `scale` keeps each
-rank's micro-batch and accumulation steps, so the global batch and S follow
-the size (AdaScale's gain follows S: the paper's elastic setting); `hold`
-keeps the global batch and S by changing the accumulation steps."""
+"""An elastic job's batch at a new size: `scale` keeps each rank's batch (S
+follows the size), `hold` keeps the global batch and S."""
 
 COMMIT_EVERY_N_STEPS = 100
 """An elastic Horovod job's default updates between commits."""

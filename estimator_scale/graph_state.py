@@ -1,23 +1,14 @@
 """What the framework records about a graph while a model_fn builds it.
 
-One `GraphState` per graph, made on first use and dropped with the graph
-(tf.distribute's replica threads share it). Within one training graph the
-records are made in this order, and each reader needs the ones before it:
-
-1. `declared`: the Estimator building the graph (`pipeline.declare_estimator`,
-   before the model_fn runs), which `build_train_op` falls back on;
-2. `tables`, `named_tables`, `update_number`: the dynamic tables as the
-   network makes them, and the step their lookups stamp rows with;
-3. `lookups`, `linear_variables`: the sharded tables' lookups and the
-   variables built in `linear_part()`, recorded as the network runs, which
-   the update reads (the exchange of a shard's rows, the linear part's
-   optimizer);
-4. `recorded_slots`: a Keras optimizer's slots of a dynamic table, recorded
-   as the update makes them, which the checkpoint hooks read after the
-   graph is built.
-
-Each user keys the state by the graph it means: the accumulation loop's
-function graph or the graph its variables live in.
+One `GraphState` per graph (tf.distribute's replica threads share it),
+keyed by the graph each user means (the accumulation loop's function graph,
+or the one variables live in). Records are made in this order, each read
+after those before it: 1. `declared`, the Estimator building the graph,
+before the model_fn runs; 2. the dynamic tables (`tables`, `named_tables`)
+and the step their lookups stamp (`update_number`), as the network makes
+them; 3. sharded `lookups` and `linear_variables`, as the network runs,
+read by the update; 4. a Keras optimizer's `recorded_slots`, as the update
+makes them, read by the checkpoint hooks.
 """
 import dataclasses
 from typing import Any

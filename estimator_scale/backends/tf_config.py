@@ -396,10 +396,8 @@ def _name_checkpoint(estimator, kwargs):
 
 
 def _metrics_path(eval_dir, checkpoint_path):
-  """Named by the checkpoint's step, not the metrics' `global_step`: a
-  worker's step between the chief reading the step for the name and
-  saving the variables leaves a checkpoint whose global_step is one more
-  than its name."""
+  """By the checkpoint's name: a worker's step while the chief saves leaves
+  a checkpoint whose global_step is one past it."""
   step = int(checkpoint_path.rpartition("-")[2])
   return step, os.path.join(eval_dir, f"metrics-{step}.json")
 

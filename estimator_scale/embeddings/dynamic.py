@@ -443,14 +443,12 @@ def tables(graph=None):
 
 
 def named_tables(graph=None):
-  """The tables `dynamic_embedding` made or served by name in `graph`
-  (default: the current one): a ps job's `PsTable`s among them."""
+  """The tables `dynamic_embedding` made by name in `graph` (or this one)."""
   return list(graph_state.of(graph or _outer_graph()).named_tables.values())
 
 
 def training_usage():
-  """{table: `Table.usage()`} of the tables this training graph looks up,
-  for progress lines."""
+  """{table: `Table.usage()`} of this training graph's tables."""
   return {getattr(t, "whole", t.pool.op.name): t.trained_usage
           for t in tables() if t.trained_usage is not None}
 

@@ -58,14 +58,10 @@ def _field(number, text):
 
 
 def _reset(master, container, device_filters):
-  """Frees `container` on the tasks `device_filters` name.
-
-  `tf.compat.v1.Session.reset` sends the master no device filters, so the
-  master cleans up on every task of the cluster, and waits forever for a
-  worker that has exited. The master's Reset call takes filters: a
-  ResetRequest (tensorflow/core/protobuf/master.proto) holds the
-  containers in field 1 and the filters in field 2; TensorFlow's wheel
-  ships no Python class for it, so its two fields are encoded here.
+  """Frees `container` on the tasks `device_filters` name. Session.reset
+  sends no filters and waits forever for an exited worker; the wheel has
+  no class for master.proto's ResetRequest (containers: field 1, filters:
+  2), so it is encoded here.
   """
   request = _field(1, container) + b"".join(
       _field(2, name) for name in device_filters)

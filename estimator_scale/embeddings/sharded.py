@@ -119,10 +119,8 @@ def _owners(ids, vocabulary_size, num_shards):
 
 
 def horovod():
-  """horovod.tensorflow when this process is one of several Horovod ranks.
-
-  The Horovod backend imports and initialises it; tables only use it.
-  """
+  """horovod.tensorflow, as the backend initialised it, on one of several
+  ranks; else None."""
   hvd = sys.modules.get("horovod.tensorflow")
   if hvd is None or not hvd.is_initialized():
     return None

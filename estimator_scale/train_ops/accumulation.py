@@ -53,12 +53,8 @@ class _MicroBatch:
 
 def _micro_batch(compute_loss, features, labels, with_norms, loss_scale,
                  norm_groups=None, with_counts=False):
-  """Loss, gradients and squared norm of one micro-batch.
-
-  Gradients are unscaled here, so sums, norms and reduction see true ones;
-  a non-finite one stays so through the sums, so one check per update finds
-  it.
-  """
+  """Loss, unscaled gradients (a non-finite one stays so through the sums,
+  for one check per update) and squared norm of one micro-batch."""
   graph = tf.compat.v1.get_default_graph()
   first_op = len(graph.get_operations())
   first_lookup = len(sharded.lookups(graph))

@@ -1,9 +1,5 @@
-"""reduce -> scale: one update's mean gradient over the replicas and its rates.
-
-The framework's train op and a canned estimator's optimizer both take
-their update from `reduce_and_scale`; each then applies it with its own
-optimizer.
-"""
+"""reduce -> scale: one update's mean gradient and rates, which the train op
+and a canned estimator's optimizer each apply with their own optimizer."""
 import dataclasses
 from typing import Any, List, Optional
 
@@ -20,18 +16,10 @@ from estimator_scale.train_ops import scaling
 
 @dataclasses.dataclass
 class Scaled:
-  """One update, reduced and scaled.
-
-  Attributes:
-    mean: the gradients' mean over the replicas, zero where a skipped
-      update's are not finite; None where the apply reduces them itself.
-    rate: the learning rate of every variable, or of the dense ones where
-      `table_rate` is set.
-    table_rate: the embedding tables' own rate (CowClip, AdaScale per part).
-    finite: whether the update is applied (None: not checked).
-    writes: state written beside the apply (AdaScale's).
-    state: the `adascale.AdaScale` state, or None.
-  """
+  """One update, reduced and scaled: `mean` is None where the apply reduces
+  the gradients itself; `rate` is every variable's, or the dense ones'
+  beside the tables' `table_rate`; `finite` (None: unchecked) says whether
+  the update applies; `writes` run beside the apply."""
   mean: Optional[List[Any]]
   rate: tf.Tensor
   table_rate: Optional[tf.Tensor]
@@ -49,21 +37,11 @@ def root_variable_scope():
 
 def reduce_and_scale(reducer, grads, config, topology, schedule=None,
                      reduce=False, state_scope=adascale.SCOPE):
-  """The update `grads` (`accumulation.Gradients`) make under `config`.
-
-  Args:
-    reducer: the backend's reducer, told `expect` already.
-    grads: this replica's gradients and, for AdaScale, their norms.
-    config: the `TrainingConfig`.
-    topology: this process's `Topology`.
-    schedule: step -> the S = 1 rate (default: `config`'s).
-    reduce: reduce where a plain rule would leave it to the apply.
-    state_scope: where AdaScale's state lives (an optimizer of its own
-      among several keeps its own).
-
-  Returns:
-    `Scaled`.
-  """
+  """The `Scaled` update of `grads` (`accumulation.Gradients`) under
+  `config`, through `reducer` (told `expect` already); `schedule`: step ->
+  the S = 1 rate (default: `config`'s); `reduce`: reduce even where the
+  apply could; `state_scope`: AdaScale's state's (an optimizer among
+  several keeps its own)."""
   schedule = schedule or config.base_learning_rate
   rule = config.lr_scaling
   global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -1,4 +1,13 @@
 """Every option's choices, readable without TensorFlow (for --help)."""
+from estimator_scale import errors
+
+
+def require(argument, value, valid):
+  """Raises ConfigError naming `argument` unless `value` is one of `valid`."""
+  if value not in valid:
+    raise errors.ConfigError(f"{argument}={value!r} is unknown; valid: "
+                             f"{', '.join(valid)}")
+
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lars", "lamb", "adagrad",
               "ftrl")

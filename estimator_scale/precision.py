@@ -12,7 +12,6 @@ import threading
 import tensorflow as tf
 
 from estimator_scale import choices
-from estimator_scale import errors
 
 PRECISIONS = choices.PRECISIONS
 SCOPE = "loss_scale"
@@ -29,9 +28,7 @@ _active = threading.local()
 
 def check_precision(precision):
   """Raises ConfigError unless `precision` is one of PRECISIONS."""
-  if precision not in PRECISIONS:
-    raise errors.ConfigError(f"precision={precision!r} is unknown; valid: "
-                             f"{', '.join(PRECISIONS)}")
+  choices.require("precision", precision, PRECISIONS)
 
 
 def compute_dtype(precision):

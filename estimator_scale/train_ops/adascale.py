@@ -72,10 +72,7 @@ def check_samples(batch_scale, samples):
 def check_parts(parts, rule):
   """Raises ConfigError unless `parts` is in `choices.ADASCALE_PARTS` ("all"
   unless `rule` is AdaScale)."""
-  if parts not in choices.ADASCALE_PARTS:
-    raise errors.ConfigError(
-        f"adascale_parts={parts!r} is unknown; valid: "
-        f"{', '.join(choices.ADASCALE_PARTS)}")
+  choices.require("adascale_parts", parts, choices.ADASCALE_PARTS)
   if parts != "all" and rule != "adascale":
     raise errors.ConfigError(f"adascale_parts={parts!r} needs "
                              "lr_scaling='adascale'")

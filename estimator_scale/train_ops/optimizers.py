@@ -10,6 +10,7 @@ import re
 
 import tensorflow as tf
 
+from estimator_scale import choices
 from estimator_scale import errors
 from estimator_scale.embeddings import shard_updates
 
@@ -301,9 +302,7 @@ OPTIMIZERS = {"sgd": _sgd, "momentum": _momentum, "adam": _adam,
 
 def check_optimizer(name):
   """Raises ConfigError naming the valid optimizers when `name` is not one."""
-  if name not in OPTIMIZERS:
-    raise errors.ConfigError(f"optimizer={name!r} is unknown; valid: "
-                             f"{', '.join(sorted(OPTIMIZERS))}")
+  choices.require("optimizer", name, sorted(OPTIMIZERS))
 
 
 def valid_options(name):

@@ -89,14 +89,10 @@ class TrainingConfig:
           f"linear_optimizer_options={self.linear_optimizer_options!r} "
           "needs a linear_optimizer")
     precision_lib.check_precision(self.precision)
-    if self.allreduce_compression not in choices.COMPRESSIONS:
-      raise errors.ConfigError(
-          f"allreduce_compression={self.allreduce_compression!r} is unknown; "
-          f"valid: {', '.join(choices.COMPRESSIONS)}")
-    if self.sparse_exchange not in choices.SPARSE_EXCHANGES:
-      raise errors.ConfigError(
-          f"sparse_exchange={self.sparse_exchange!r} is unknown; "
-          f"valid: {', '.join(choices.SPARSE_EXCHANGES)}")
+    choices.require("allreduce_compression", self.allreduce_compression,
+                    choices.COMPRESSIONS)
+    choices.require("sparse_exchange", self.sparse_exchange,
+                    choices.SPARSE_EXCHANGES)
     if not isinstance(self.accumulation_steps, int) or self.accumulation_steps < 1:
       raise errors.ConfigError(
           f"accumulation_steps={self.accumulation_steps!r} must be an "
@@ -251,7 +247,7 @@ def _build(loss_fn, features, labels, config, topology):
     start, features = stragglers.start_timing(features)
   loss_scale = None
   if precision_lib.needs_loss_scaling(config.precision):
-    with root_variable_scope():
+    with update.root_variable_scope():
       loss_scale = precision_lib.LossScale()
   with precision_lib.network_scope(config.precision):
     grads = accumulation.accumulate(
@@ -349,9 +345,6 @@ def replicas_in_sync(topology):
   return in_sync
 
 
-root_variable_scope = update.root_variable_scope
-
-
 def count_micro_batches(k):
   """Adds an update's k micro-batches to `MICRO_BATCHES`.
 
@@ -361,7 +354,7 @@ def count_micro_batches(k):
   """
   step_device = tf.compat.v1.train.get_or_create_global_step().device
   on_ps = "/job:ps" in step_device
-  with root_variable_scope(), \
+  with update.root_variable_scope(), \
       (tf.device(step_device) if on_ps else contextlib.nullcontext()):
     counter = tf.compat.v1.get_variable(
         MICRO_BATCHES, shape=[], dtype=tf.int64, trainable=False,

@@ -11,9 +11,7 @@ RULES = choices.LR_SCALING_RULES
 
 def check_rule(rule, batch_scale):
   """Raises ConfigError for an unknown rule or a batch scale S below 1."""
-  if rule not in RULES:
-    raise errors.ConfigError(f"lr_scaling={rule!r} is unknown; valid: "
-                             f"{', '.join(RULES)}")
+  choices.require("lr_scaling", rule, RULES)
   if batch_scale is not None and not batch_scale >= 1:
     raise errors.ConfigError(f"batch_scale={batch_scale} must be >= 1")
 

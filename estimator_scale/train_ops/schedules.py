@@ -11,9 +11,7 @@ SCHEDULES = choices.SCHEDULES
 
 def check(config):
   """Raises ConfigError unless `config`'s schedule fields can run."""
-  if config.lr_schedule not in SCHEDULES:
-    raise errors.ConfigError(f"lr_schedule={config.lr_schedule!r} is "
-                             f"unknown; valid: {', '.join(SCHEDULES)}")
+  choices.require("lr_schedule", config.lr_schedule, SCHEDULES)
   if not config.learning_rate > 0:
     raise errors.ConfigError(
         f"learning_rate={config.learning_rate} must be > 0")

@@ -268,15 +268,15 @@ class _Reducing:
     global_step = tf.compat.v1.train.get_or_create_global_step()
     reducer = plan.topology.backend.make_reducer(
         plan.config.allreduce_compression)
+    grads = accumulation.Gradients(samples, params, loss, sum_squared)
     if not reducer.applies_updates:
       # A synchronous parameter server's worker: the chief applies.
-      sums = [sum_squared] if sum_squared is not None else []
-      return reducer.contribute(samples, params, sums, loss)
+      return reducer.contribute(samples, params,
+                                update.norm_sums(plan.config, grads), loss)
     reducer.expect(params, loss)
     scaled = update.reduce_and_scale(
-        reducer, accumulation.Gradients(samples, params, loss, sum_squared),
-        plan.config, plan.topology, schedule=plan.schedule, reduce=True,
-        state_scope=self._state_scope(global_step))
+        reducer, grads, plan.config, plan.topology, schedule=plan.schedule,
+        reduce=True, state_scope=self._state_scope(global_step))
     self._es_rate.value = scaled.rate
     # Equal on every replica already: a strategy must not sum them again
     # (nor could it, in TF 2.15's graph mode, for sparse gradients of

@@ -8,6 +8,7 @@ from absl import flags
 import pytest
 
 from estimator_scale import choices
+from estimator_scale.backends import names as backend_names
 from estimator_scale.cli import flags as cli_flags
 from estimator_scale.embeddings import compact
 from estimator_scale.train_ops import optimizers
@@ -53,3 +54,7 @@ def test_enum_choices_are_the_module_constant(name):
 
 def test_every_enum_flag_has_its_constant_here():
   assert sorted(_enum_flags()) == sorted(CONSTANTS)
+
+
+def test_every_distribution_has_a_backend_and_no_other():
+  assert list(backend_names._MODULES) == list(choices.DISTRIBUTIONS)  # pylint: disable=protected-access

@@ -8,6 +8,9 @@ import time
 from absl import logging
 import numpy as np
 import tensorflow as tf
+from tensorflow.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import embeddings
 from estimator_scale import errors
@@ -56,7 +59,31 @@ def collective_timeout(environ):
                   allow_zero=True) or None
 
 
+HEARTBEAT_TIMEOUT_S = 30
+"""How long the coordination service waits for a task's heartbeat before it
+fails every task. TensorFlow's 10 s is shorter than the stalls a busy host
+gives all its processes at once, which then fail a job that was working; 30 s
+is also how long Horovod's Gloo waits for a peer."""
+
+
+def _coordinate(environ):
+  """Starts the coordination service as MultiWorkerMirroredStrategy would, but
+  with `HEARTBEAT_TIMEOUT_S` (the strategy keeps a service already set)."""
+  cluster, task_type, _ = read_tf_config(environ)
+  jobs = [coordination_config_pb2.CoordinatedJob(name=job,
+                                                 num_tasks=len(cluster[job]))
+          for job in ("chief", "worker") if job in cluster]
+  if task_type in ("chief", "worker") and (
+      context.context().coordination_service is None):
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster),
+        heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_S * 1000,
+        coordinated_jobs=jobs)
+
+
 def _multi_worker_strategy():
+  _coordinate(os.environ)
   options = tf.distribute.experimental.CommunicationOptions(
       timeout_seconds=collective_timeout(os.environ))
   return tf.distribute.MultiWorkerMirroredStrategy(

@@ -113,13 +113,17 @@ def _check_continuity(model_dir, resumed):
   """tau and global_step run on across restarts; returns the S each run's
   updates used."""
   runs, scales = _runs(model_dir), []
-  assert len(runs) == len(resumed) + 1, [(r[0][0], r[-1][0]) for r in runs]
-  for before, after, step in zip(runs, runs[1:], resumed):
+  # A restarted run that failed before its first summary leaves no run.
+  assert 2 <= len(runs) <= len(resumed) + 1, [(r[0][0], r[-1][0])
+                                              for r in runs]
+  for before, after in zip(runs, runs[1:]):
+    # The restart that started `after`: the last to resume before its first.
+    first_step, first = after[0]
+    step = max((s for s in resumed if s < first_step), default=None)
+    assert step is not None, (first_step, resumed)
     # What the run before wrote up to the checkpoint the next one resumed.
     kept = [values for at, values in before if at <= step]
     tau_at_checkpoint = kept[-1]["adascale/progress"]
-    first_step, first = after[0]
-    assert first_step > step, (first_step, step)
     # From the checkpoint's tau, not from zero.
     assert first["adascale/progress"] >= tau_at_checkpoint
   for run in runs:
@@ -180,14 +184,21 @@ def test_parameter_server_job_goes_on_without_a_killed_host(cluster,
   host2.kill_all()
   code = job.finish(600)
   assert code == 0, "\n".join(job.lines[-60:])
-  (shrink,) = job.launch_lines()
-  assert "lost host host2" in shrink and "2 -> 1 workers without host2" in \
-      shrink, shrink
+  # The restart without host2; before it, one on both hosts if host2's sshd
+  # still answered when its task was found dead; after it, one more of the
+  # worker left if a busy machine failed it. Each resumes.
+  restarts = job.launch_lines()
+  shrinks = [i for i, l in enumerate(restarts)
+             if "lost host host2" in l and "2 -> 1 workers without host2" in l]
+  assert len(shrinks) == 1 and all(
+      "; restart " in l and (" 2 -> 2 workers" if i < shrinks[0] else
+                             " -> 1 workers") in l
+      for i, l in enumerate(restarts)), "\n".join(restarts)
   with open(summary, encoding="utf-8") as f:
     result = json.load(f)
   assert result["global_step"] == TRAIN_STEPS and result["workers"] == 1
   assert result["eval"]["accuracy"] >= 0.95, result
   # Each parameter-server worker's update averages its own 2 micro-batches.
-  scales = _check_continuity(str(model_dir), [_resumed_at(shrink)])
-  assert scales == [{2.0}, {2.0}], scales
+  scales = _check_continuity(str(model_dir), [_resumed_at(l) for l in restarts])
+  assert len(scales) >= 2 and all(s == {2.0} for s in scales), scales
   assert_no_job_processes_within((host1, host2), 10)

@@ -105,6 +105,13 @@ def test_multi_worker_needs_model_dir():
     es.build_run_config("multi_worker_mirrored")
 
 
+def _in_a_fresh_process(script):
+  proc = subprocess.run([PYTHON, "-c", script], cwd=ROOT, env=worker_env(),
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
 def test_intra_op_threads_size_the_process_pools():
   """In a fresh process: the pools take the size, a later conflict raises."""
   script = (
@@ -118,11 +125,27 @@ def test_intra_op_threads_size_the_process_pools():
       "  es.build_run_config('none', intra_op_threads=2)\n"
       "except ValueError as e:\n"
       "  print('refused:', e)\n")
-  proc = subprocess.run([PYTHON, "-c", script], cwd=ROOT, env=worker_env(),
-                        capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _in_a_fresh_process(script)
   assert "refused: intra_op_threads=2" in proc.stdout
   assert "already runs with 1" in proc.stdout
+
+
+def test_the_coordination_service_outlasts_a_busy_hosts_stall():
+  """In a fresh process: the service a MultiWorkerMirroredStrategy keeps."""
+  script = (
+      "import json, os\n"
+      "from tensorflow.python.eager import context\n"
+      "from estimator_scale.backends import tf_config\n"
+      "os.environ['TF_CONFIG'] = json.dumps({'cluster': {'worker': "
+      "['a:1', 'b:1']}, 'task': {'type': 'worker', 'index': 1}})\n"
+      "tf_config._coordinate(os.environ)\n"
+      "c = context.context().coordination_service\n"
+      "print(c.service_leader, c.heartbeat_timeout_in_ms,\n"
+      "      [(j.name, j.num_tasks) for j in c.coordinated_job_list])\n")
+  proc = _in_a_fresh_process(script)
+  assert proc.stdout.split("\n")[-2] == (
+      f"/job:worker/replica:0/task:0 {tf_config.HEARTBEAT_TIMEOUT_S * 1000} "
+      "[('worker', 2)]")
 
 
 def _job(name, workers, replicas=1):

@@ -63,7 +63,9 @@ def slurm_conf(name, hosts, state, cpus):
       "MpiDefault=none",
       # A node set DOWN comes back once its slurmd answers again.
       "ReturnToService=1",
-      "SlurmdTimeout=5",
+      # Longer than a stall a busy machine gives every host at once, which
+      # would mark nodes DOWN that are up.
+      "SlurmdTimeout=15",
       "MessageTimeout=2",
       "SchedulerParameters=sched_interval=1",
       "MailProg=/bin/true",

@@ -1,7 +1,7 @@
 """Moments a fault injector aims at: checkpoint saves, table merges, reshards.
 
 Too short to hit at random, one is armed by `<moment>.armed` in
-ESTIMATOR_SCALE_MOMENTS's directory; the first process takes it by rename
+`environment.MOMENTS`'s directory; the first process takes it by rename
 and holds. Unset costs nothing; unarmed, one stat.
 """
 import os
@@ -10,7 +10,8 @@ import time
 
 import tensorflow as tf
 
-ENV = "ESTIMATOR_SCALE_MOMENTS"
+from estimator_scale import environment
+
 MOMENTS = ("save", "merge", "reshard")
 HOLD_SECONDS = 10.0
 """The longest a process waits at a moment taken: the injector removes the
@@ -26,7 +27,7 @@ def host():
 
 def begins(moment):
   """Takes and holds `moment` where an injector armed it; else returns."""
-  directory = os.environ.get(ENV)
+  directory = os.environ.get(environment.MOMENTS)
   if not directory:
     return
   taken = os.path.join(directory, f"{moment}.{host()}.{os.getpid()}")
@@ -55,4 +56,5 @@ def saving_listeners(estimator):
   process saves (TensorFlow refuses listeners where none is saved)."""
   config = estimator.config
   saves = config.save_checkpoints_steps or config.save_checkpoints_secs
-  return [_BeforeSave()] if os.environ.get(ENV) and saves else []
+  armed = os.environ.get(environment.MOMENTS)
+  return [_BeforeSave()] if armed and saves else []

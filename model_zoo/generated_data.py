@@ -12,12 +12,14 @@ import tempfile
 
 from absl import logging
 
+from estimator_scale import environment
+
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def default_data_dir():
-  """$ESTIMATOR_SCALE_DATA, else `estimator_scale_data` in the temp dir."""
-  return os.environ.get("ESTIMATOR_SCALE_DATA") or _temp_data_dir()
+  """`environment.DATA`, else `estimator_scale_data` in the temp dir."""
+  return os.environ.get(environment.DATA) or _temp_data_dir()
 
 
 def _temp_data_dir():

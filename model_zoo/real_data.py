@@ -7,16 +7,17 @@ it needs no network, no pyarrow and none of those packages.
 """
 import os
 
+from estimator_scale import environment
 from estimator_scale import errors
 
 
 def data_dir():
-  """$ESTIMATOR_SCALE_DATA, else ~/.cache/estimator_scale.
+  """`environment.DATA`, else ~/.cache/estimator_scale.
 
   A cache in the user's home, not the temp dir: the data is extracted from
   downloaded wheels and should outlive a reboot.
   """
-  return os.environ.get("ESTIMATOR_SCALE_DATA") or os.path.join(
+  return os.environ.get(environment.DATA) or os.path.join(
       os.path.expanduser("~"), ".cache", "estimator_scale")
 
 
@@ -42,6 +43,6 @@ def tfrecord_pattern(name, split, directory=None):
     raise errors.DataError(
         f"the {dataset} data is not in {root}: extract it once with "
         f"`python -m tools.datasets {dataset}` in a checkout of "
-        "estimator_scale (add --data_dir=DIR, or set ESTIMATOR_SCALE_DATA, "
+        f"estimator_scale (add --data_dir=DIR, or set {environment.DATA}, "
         "for another place)")
   return os.path.join(root, f"{split}-*.tfrecord")

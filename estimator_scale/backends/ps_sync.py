@@ -1,6 +1,7 @@
 """Synchronous parameter servers: one update averages all workers' gradients."""
 import tensorflow as tf
 
+from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale.backends import reducers
 from estimator_scale import gradients
@@ -232,4 +233,4 @@ class TimeoutHook(tf.estimator.SessionRunHook):
         "waits for every worker's gradients, a worker for the chief's "
         "apply): a task has stopped or is unreachable (see its log; "
         "estimator-scale-launch names a task that exited). Raise "
-        "ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT if a first update is this slow")
+        f"{environment.COLLECTIVE_TIMEOUT} if a first update is this slow")

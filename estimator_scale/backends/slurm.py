@@ -10,6 +10,7 @@ from typing import Tuple
 
 from absl import logging
 
+from estimator_scale import environment
 from estimator_scale import errors
 
 PROCID = "SLURM_PROCID"
@@ -21,13 +22,6 @@ NODENAME = "SLURMD_NODENAME"
 LOCALID = "SLURM_LOCALID"
 DISTRIBUTION = "SLURM_DISTRIBUTION"
 
-PS_TASKS = "ESTIMATOR_SCALE_PS_TASKS"
-"""How many of the step's tasks are parameter servers: the first ones, so
-the chief is the task after them (distribution=parameter_server only)."""
-PORT = "ESTIMATOR_SCALE_PORT"
-"""First port on each node: a node's tasks listen on it and the ones after
-it, in the order of their local index. Horovod's rendezvous (on the first
-task's node) uses it too."""
 DEFAULT_PORT = 2222
 
 _REPEAT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
@@ -231,20 +225,21 @@ def _check_own_place(step, environ):
 
 
 def _port(environ):
-  raw = environ.get(PORT, str(DEFAULT_PORT))
+  raw = environ.get(environment.PORT, str(DEFAULT_PORT))
   if not raw.isdigit() or not 1024 <= int(raw) <= 65000:
-    raise errors.ConfigError(f"{PORT}={raw!r} is not a port in 1024..65000")
+    raise errors.ConfigError(
+        f"{environment.PORT}={raw!r} is not a port in 1024..65000")
   return int(raw)
 
 
 def ps_tasks(environ, size):
-  """The parameter servers asked for by ESTIMATOR_SCALE_PS_TASKS (0: none)."""
-  raw = environ.get(PS_TASKS, "0")
+  """The parameter servers asked for by `environment.PS_TASKS` (0: none)."""
+  raw = environ.get(environment.PS_TASKS, "0")
   if not raw.isdigit() or int(raw) >= size:
     raise errors.ConfigError(
-        f"{PS_TASKS}={raw!r}: the step has {size} task(s), so give 0 to "
-        f"{size - 1} parameter servers (the first tasks), leaving at least "
-        "one to train")
+        f"{environment.PS_TASKS}={raw!r}: the step has {size} task(s), so "
+        f"give 0 to {size - 1} parameter servers (the first tasks), leaving "
+        "at least one to train")
   return int(raw)
 
 

@@ -13,6 +13,7 @@ from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import embeddings
+from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
 from estimator_scale import moments
@@ -23,15 +24,13 @@ from estimator_scale.backends import ps_sync
 from estimator_scale.backends import reducers
 from estimator_scale.backends import slurm
 
-COLLECTIVE_TIMEOUT = "ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT"
 DEFAULT_COLLECTIVE_TIMEOUT_S = 300
 """multi_worker_mirrored in graph mode has no peer health check: without a
 timeout, a worker whose peer died (or whose link went down) waits in its
 collective forever. Long enough for the slowest first update (graph build,
-restore); `ESTIMATOR_SCALE_COLLECTIVE_TIMEOUT` (seconds, 0: none) changes it."""
+restore); `environment.COLLECTIVE_TIMEOUT` (seconds, 0: none) changes it."""
 
 
-SHARED_DIR_WAIT = "ESTIMATOR_SCALE_SHARED_DIR_WAIT"
 DEFAULT_SHARED_DIR_WAIT_S = 60
 """How long a worker looks for the chief's token in model_dir: the workers
 of a job start within seconds of each other, and a directory each host
@@ -55,8 +54,8 @@ def _seconds(environ, name, default, allow_zero):
 
 def collective_timeout(environ):
   """The collective ops' timeout in seconds (None: wait forever)."""
-  return _seconds(environ, COLLECTIVE_TIMEOUT, DEFAULT_COLLECTIVE_TIMEOUT_S,
-                  allow_zero=True) or None
+  return _seconds(environ, environment.COLLECTIVE_TIMEOUT,
+                  DEFAULT_COLLECTIVE_TIMEOUT_S, allow_zero=True) or None
 
 
 HEARTBEAT_TIMEOUT_S = 30
@@ -167,8 +166,8 @@ class ParameterServer(base.Backend):
     if "ps" not in cluster:
       raise errors.TopologyError(
           "distribution=parameter_server needs a 'ps' job in TF_CONFIG's "
-          f"cluster (under srun: {slurm.PS_TASKS}=N makes the step's first N "
-          "tasks parameter servers)")
+          f"cluster (under srun: {environment.PS_TASKS}=N makes the step's "
+          "first N tasks parameter servers)")
 
   def _reducer(self, compression, sparse_exchange):
     """See base class."""
@@ -462,9 +461,10 @@ def cluster_worker_labels(environ):
 
 
 def shared_dir_wait(environ):
-  """Seconds a worker waits for the chief's token (`SHARED_DIR_WAIT`)."""
-  return _seconds(environ, SHARED_DIR_WAIT, DEFAULT_SHARED_DIR_WAIT_S,
-                  allow_zero=False)
+  """Seconds a worker waits for the chief's token
+  (`environment.SHARED_DIR_WAIT`)."""
+  return _seconds(environ, environment.SHARED_DIR_WAIT,
+                  DEFAULT_SHARED_DIR_WAIT_S, allow_zero=False)
 
 
 def _read_token(path):
@@ -502,5 +502,5 @@ def check_shared_model_dir(model_dir, backend, environ=None):
           f"share this directory (each host's own disk?); {backend.name} "
           "needs one model_dir for all its workers: a shared file system, "
           "or object storage (s3://, gs://). If the chief starts later, "
-          f"raise {SHARED_DIR_WAIT}")
+          f"raise {environment.SHARED_DIR_WAIT}")
     time.sleep(0.5)

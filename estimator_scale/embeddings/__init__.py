@@ -5,6 +5,7 @@ import os
 
 import tensorflow as tf
 
+from estimator_scale import environment
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import compact
 from estimator_scale.embeddings import deltas
@@ -16,14 +17,6 @@ from estimator_scale.embeddings import sharded
 
 CompactExport = compact.CompactExport
 reading_on_ps = ps_reading.reading_on_ps
-
-MIN_SLICE = "ESTIMATOR_SCALE_MIN_SLICE_BYTES"
-"""Bytes up to which a variable stays whole under parameter servers
-(default `partitioning.MIN_SLICE_BYTES`)."""
-
-MAX_PART = "ESTIMATOR_SCALE_MAX_PART_BYTES"
-"""Bytes a part of a split variable, and a group of a ps task's variables
-in a checkpoint save, may have (default `partitioning.MAX_PART_BYTES`)."""
 
 
 @contextlib.contextmanager
@@ -38,15 +31,19 @@ def exporting(checkpoint, compact_export=None):
 
 
 def min_slice_bytes(environ=None):
-  """`MIN_SLICE`'s value, or the default; ConfigError when not bytes > 0."""
+  """`environment.MIN_SLICE`'s value, or the default; ConfigError when not
+  bytes > 0."""
   return capacity.bytes_setting(os.environ if environ is None else environ,
-                                MIN_SLICE, partitioning.MIN_SLICE_BYTES)
+                                environment.MIN_SLICE,
+                                partitioning.MIN_SLICE_BYTES)
 
 
 def max_part_bytes(environ=None):
-  """`MAX_PART`'s value, or the default; ConfigError when not bytes > 0."""
+  """`environment.MAX_PART`'s value, or the default; ConfigError when not
+  bytes > 0."""
   return capacity.bytes_setting(os.environ if environ is None else environ,
-                                MAX_PART, partitioning.MAX_PART_BYTES)
+                                environment.MAX_PART,
+                                partitioning.MAX_PART_BYTES)
 
 
 def _save_in_groups(spec, part_bytes, config):

@@ -9,11 +9,9 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale import memory_limit
-
-TASK_MEMORY = "ESTIMATOR_SCALE_TASK_MEMORY_BYTES"
-"""Bytes one task may hold in variables (default: this host's memory)."""
 
 _MIB = float(1 << 20)
 _GIB = float(1 << 30)
@@ -110,12 +108,14 @@ def bytes_setting(environ, name, default):
 
 
 def task_memory(environ=None):
-  """(bytes a task may hold, their source): `TASK_MEMORY`, else the memory
-  cgroup limit if below the host's memory, else the host's memory."""
+  """(bytes a task may hold, their source): `environment.TASK_MEMORY`, else
+  the memory cgroup limit if below the host's memory, else the host's
+  memory."""
   environ = os.environ if environ is None else environ
   host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  if environ.get(TASK_MEMORY) is not None:
-    return bytes_setting(environ, TASK_MEMORY, host), TASK_MEMORY
+  if environ.get(environment.TASK_MEMORY) is not None:
+    return (bytes_setting(environ, environment.TASK_MEMORY, host),
+            environment.TASK_MEMORY)
   limit = memory_limit.cgroup_limit()
   if limit is not None and limit[0] < host:
     return limit[0], f"this task's memory cgroup limit, {limit[1]}"
@@ -129,7 +129,7 @@ def _size(size):
   return f"{size / _MIB:.1f} MiB"
 
 
-def check(capacity, backend_name, memory, source=TASK_MEMORY):
+def check(capacity, backend_name, memory, source=environment.TASK_MEMORY):
   """Raises ConfigError when a holder's bytes exceed `memory`.
 
   Args:
@@ -163,8 +163,8 @@ def check(capacity, backend_name, memory, source=TASK_MEMORY):
         f"the model's variables do not fit: {where}, {size / _MIB:.1f} MiB "
         f"(variables and optimizer slots; the largest, {name}, is "
         f"{largest / _MIB:.1f} MiB), above the {memory / _MIB:.1f} MiB a task "
-        f"may hold ({source}; {TASK_MEMORY} sets it); {fix}, or make the "
-        "tables smaller")
+        f"may hold ({source}; {environment.TASK_MEMORY} sets it); {fix}, or "
+        "make the tables smaller")
 
 
 def log_and_check(backend_name, log_line, graph=None, shard_collection=None):

@@ -17,16 +17,16 @@ import sys
 
 import tensorflow as tf
 
+from estimator_scale import environment
 from estimator_scale import errors
 
 SOURCE = os.path.join(os.path.dirname(__file__), "kernels", "dynamic_rows.cc")
-ENV = "ESTIMATOR_SCALE_KERNELS"
 
 
 def directory():
   """Where the built library goes."""
-  return os.environ.get(ENV) or os.path.join(sys.prefix, "share",
-                                             "estimator_scale")
+  return os.environ.get(environment.KERNELS) or os.path.join(
+      sys.prefix, "share", "estimator_scale")
 
 
 def library_path():
@@ -63,8 +63,8 @@ def build():
   except OSError as e:
     raise errors.ConfigError(
         f"dynamic tables: cannot write the kernel's library into "
-        f"{directory()} ({e}); set {ENV} to a directory this user can write, "
-        "or build it there once as its owner: python -c 'from "
+        f"{directory()} ({e}); set {environment.KERNELS} to a directory this "
+        "user can write, or build it there once as its owner: python -c 'from "
         "estimator_scale.embeddings import native; native.build()'") from e
   with lock:
     fcntl.flock(lock, fcntl.LOCK_EX)

@@ -4,7 +4,9 @@ import shlex
 import subprocess
 import threading
 
-FORWARDED_PREFIXES = ("TF_", "HOROVOD_", "ESTIMATOR_SCALE_")
+from estimator_scale import environment
+
+FORWARDED_PREFIXES = ("TF_", "HOROVOD_", environment.PREFIX)
 FORWARDED_NAMES = ("PYTHONPATH", "PATH")
 """What a remote task gets of the launcher's environment, besides `-x NAME`:
 a whole environment may hold secrets (cloud keys, tokens) a job never reads."""

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from estimator_scale import backends
+from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale import topology
 from estimator_scale.backends.horovod import binding
@@ -299,9 +300,10 @@ def test_core_binding_is_checked_and_can_be_turned_off():
   ranks = topology.Topology(backend=backends.get("horovod"), num_workers=2,
                             local_size=2)
   with pytest.raises(errors.ConfigError, match="ESTIMATOR_SCALE_CORE_BINDING"):
-    binding.bind_to_cores(ranks, {binding.CORE_BINDING: "socket"})
+    binding.bind_to_cores(ranks, {environment.CORE_BINDING: "socket"})
   before = os.sched_getaffinity(0)
-  assert binding.bind_to_cores(ranks, {binding.CORE_BINDING: "none"}) is None
+  unbound = {environment.CORE_BINDING: "none"}
+  assert binding.bind_to_cores(ranks, unbound) is None
   # More threads asked for than a rank's share: left unbound.
   assert binding.bind_to_cores(ranks, {}, threads=len(before) + 1) is None
   assert os.sched_getaffinity(0) == before

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
+from estimator_scale import environment
 from estimator_scale import memory_limit
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
@@ -94,7 +95,7 @@ def test_training_is_refused_before_its_first_step(tmp_path, monkeypatch):
   autograph, mirrored's, cannot wrap it; mirrored needs its CPUs set before
   TensorFlow starts, which a test process shared with others cannot do.)"""
   distribution = "none"
-  monkeypatch.setenv(capacity.TASK_MEMORY, str(24 << 20))
+  monkeypatch.setenv(environment.TASK_MEMORY, str(24 << 20))
   estimator = _estimator(distribution, tmp_path)
   with pytest.raises(es.errors.ConfigError,
                      match=rf"each worker of distribution={distribution} "
@@ -125,9 +126,9 @@ def test_a_task_may_hold_its_memory_cgroups_limit(tmp_path, monkeypatch):
   monkeypatch.setattr(memory_limit, "cgroup_limit",
                       lambda: (1 << 30, "/sys/fs/cgroup/memory/x/memory."
                                "limit_in_bytes"))
-  monkeypatch.delenv(capacity.TASK_MEMORY, raising=False)
+  monkeypatch.delenv(environment.TASK_MEMORY, raising=False)
   assert capacity.task_memory() == (
       1 << 30, "this task's memory cgroup limit, "
       "/sys/fs/cgroup/memory/x/memory.limit_in_bytes")
-  assert capacity.task_memory({capacity.TASK_MEMORY: "4096"}) == (
-      4096, capacity.TASK_MEMORY)
+  assert capacity.task_memory({environment.TASK_MEMORY: "4096"}) == (
+      4096, environment.TASK_MEMORY)

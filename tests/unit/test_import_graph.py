@@ -27,7 +27,7 @@ LAYERS = (
               "estimator_scale.data_options", "estimator_scale.input_wait",
               "estimator_scale.stragglers", "estimator_scale.moments",
               "estimator_scale.memory_limit", "estimator_scale.resume",
-              "estimator_scale.graph_state")),
+              "estimator_scale.graph_state", "estimator_scale.environment")),
     ("tables", ("estimator_scale.embeddings",)),
     ("updates", ("estimator_scale.train_ops", "estimator_scale.hooks")),
     ("backends", ("estimator_scale.backends",)),

@@ -9,6 +9,7 @@ import types
 import pytest
 
 import estimator_scale as es
+from estimator_scale import environment
 from estimator_scale import moments
 from tests.workers.tiny_models import generated_data
 from tools.rig.chaos import core
@@ -16,7 +17,7 @@ from tools.rig.chaos import core
 
 @pytest.fixture(name="armed_dir")
 def _armed_dir(tmp_path, monkeypatch):
-  monkeypatch.setenv(moments.ENV, str(tmp_path))
+  monkeypatch.setenv(environment.MOMENTS, str(tmp_path))
   return tmp_path
 
 
@@ -25,7 +26,7 @@ def _arm(directory, moment):
 
 
 def test_without_the_variable_a_moment_is_nothing(tmp_path, monkeypatch):
-  monkeypatch.delenv(moments.ENV, raising=False)
+  monkeypatch.delenv(environment.MOMENTS, raising=False)
   _arm(tmp_path, "save")
   moments.begins("save")
   assert (tmp_path / "save.armed").exists()

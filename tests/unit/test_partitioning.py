@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale import embeddings
+from estimator_scale import environment
 from estimator_scale.embeddings import capacity
 from estimator_scale.embeddings import partitioning
 from estimator_scale.embeddings import saving
@@ -108,11 +109,11 @@ def test_a_replicated_table_too_large_for_a_task_is_refused():
 @pytest.mark.parametrize("raw", ["0", "-5", "lots"])
 def test_bad_memory_and_slice_settings_are_named(raw):
   with pytest.raises(es.errors.ConfigError,
-                     match=f"{capacity.TASK_MEMORY}='{raw}' must be"):
-    capacity.task_memory({capacity.TASK_MEMORY: raw})
+                     match=f"{environment.TASK_MEMORY}='{raw}' must be"):
+    capacity.task_memory({environment.TASK_MEMORY: raw})
   with pytest.raises(es.errors.ConfigError,
-                     match=f"{embeddings.MIN_SLICE}='{raw}' must be"):
-    embeddings.min_slice_bytes({embeddings.MIN_SLICE: raw})
+                     match=f"{environment.MIN_SLICE}='{raw}' must be"):
+    embeddings.min_slice_bytes({environment.MIN_SLICE: raw})
 
 
 @pytest.mark.parametrize("optimizer,slot", [("adagrad", "Adagrad"),
@@ -213,7 +214,7 @@ def test_training_under_ps_saves_a_task_s_parts_in_groups(own_saver,
                                                           monkeypatch):
   """The model_fn's own Saver (the framework's resuming one) gets the
   grouped builder; a model_fn with none gets a grouped Saver."""
-  monkeypatch.setenv(embeddings.MIN_SLICE, str(1 << 20))
+  monkeypatch.setenv(environment.MIN_SLICE, str(1 << 20))
   topology = types.SimpleNamespace(
       backend=types.SimpleNamespace(name="parameter_server",
                                     tables_on_ps=True), is_chief=True,

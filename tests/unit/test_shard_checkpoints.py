@@ -17,7 +17,7 @@ import tensorflow as tf
 from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g-direct-tensorflow-import
 
 import estimator_scale as es
-from estimator_scale import moments
+from estimator_scale import environment
 from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
@@ -210,7 +210,7 @@ def test_a_merge_the_disk_fills_under_leaves_no_checkpoint_to_read(
   _save_as_rank_0(small_disk, 1, 4)
   # Rank 0's Estimator writes its checkpoint of a step before the tables.
   _estimator_checkpoints(small_disk, [0, 4, 8])
-  monkeypatch.setenv(moments.ENV, str(small_disk.parent))
+  monkeypatch.setenv(environment.MOMENTS, str(small_disk.parent))
   (small_disk.parent / "merge.armed").write_text("")
   filled = []
 
@@ -237,7 +237,7 @@ def test_a_merge_the_disk_fills_under_leaves_no_checkpoint_to_read(
   assert tf.train.latest_checkpoint(str(small_disk)) == str(
       small_disk / "model.ckpt-4")
   # The step saved anew merges whole.
-  monkeypatch.delenv(moments.ENV)
+  monkeypatch.delenv(environment.MOMENTS)
   _save_as_rank_0(small_disk, 1, 8, resumed_at=4)
   merged = tf.train.load_checkpoint(str(tables / "ckpt-8"))
   np.testing.assert_array_equal(merged.get_tensor("model/table"), ROWS)

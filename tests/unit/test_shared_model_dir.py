@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale.backends import tf_config
 
@@ -18,7 +19,7 @@ def _environ(task_type, index, cluster=None, wait="0.3"):
   return {"TF_CONFIG": json.dumps({"cluster": cluster or CLUSTER,
                                    "task": {"type": task_type,
                                             "index": index}}),
-          tf_config.SHARED_DIR_WAIT: wait}
+          environment.SHARED_DIR_WAIT: wait}
 
 
 def _check(model_dir, environ, backend=None):
@@ -66,5 +67,5 @@ def test_parameter_servers_check_nothing(tmp_path):
 @pytest.mark.parametrize("wait", ["0", "-1", "soon"])
 def test_the_wait_must_be_seconds(tmp_path, wait):
   with pytest.raises(errors.ConfigError,
-                     match=f"{tf_config.SHARED_DIR_WAIT}='{wait}'"):
+                     match=f"{environment.SHARED_DIR_WAIT}='{wait}'"):
     _check(tmp_path, _environ("worker", 1, wait=wait))

@@ -19,7 +19,7 @@ from absl import flags
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import moments
+from estimator_scale import environment
 from estimator_scale.backends import coordinator
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
@@ -149,7 +149,7 @@ def _train(batch=None):
 def main(argv):
   del argv
   if FLAGS.moments_dir:
-    os.environ[moments.ENV] = FLAGS.moments_dir
+    os.environ[environment.MOMENTS] = FLAGS.moments_dir
   if FLAGS.tfrecords and FLAGS.case != "mlp":
     raise app.UsageError(f"--tfrecords writes the mlp case's examples; "
                          f"--case={FLAGS.case} reads arrays only")

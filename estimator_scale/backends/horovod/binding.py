@@ -4,6 +4,7 @@ import os
 
 from absl import logging
 
+from estimator_scale import environment
 from estimator_scale import errors
 
 HOROVOD_DEFAULTS = {"HOROVOD_CYCLE_TIME": "5"}
@@ -23,7 +24,6 @@ def apply_defaults(environ):
     environ.setdefault(key, value)
 
 
-CORE_BINDING = "ESTIMATOR_SCALE_CORE_BINDING"
 BINDINGS = ("cores", "none")
 
 
@@ -41,12 +41,12 @@ def bind_to_cores(topology, environ, threads=None):
   returns them, or None.
 
   A process already bound, or asking more `threads` than its share, is left
-  alone; `ESTIMATOR_SCALE_CORE_BINDING=none` turns binding off.
+  alone; `environment.CORE_BINDING` set to none turns binding off.
   """
-  mode = environ.get(CORE_BINDING, "cores")
+  mode = environ.get(environment.CORE_BINDING, "cores")
   if mode not in BINDINGS:
     raise errors.ConfigError(
-        f"{CORE_BINDING}={mode!r} is not a core binding; valid: "
+        f"{environment.CORE_BINDING}={mode!r} is not a core binding; valid: "
         f"{', '.join(BINDINGS)}")
   available = os.sched_getaffinity(0)
   if mode == "none" or len(available) < (os.cpu_count() or 1):
@@ -69,6 +69,6 @@ def bind_to_cores(topology, environ, threads=None):
       pass
   if topology.is_chief:  # one line per job, as every rank's log is shown
     logging.info("Horovod ranks bound to %d core(s) each (%s=none turns "
-                 "this off); rank 0: cores %s", len(cores), CORE_BINDING,
-                 cores)
+                 "this off); rank 0: cores %s", len(cores),
+                 environment.CORE_BINDING, cores)
   return cores

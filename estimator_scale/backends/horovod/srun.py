@@ -5,6 +5,7 @@ import time
 
 from absl import logging
 
+from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale.backends import slurm
 
@@ -21,7 +22,7 @@ def _serve_rendezvous(ranks, port):
     raise errors.ConfigError(
         f"Horovod's rendezvous cannot listen on port {port} of "
         f"{socket.gethostname()} ({e.strerror}); choose a free one with "
-        f"{slurm.PORT}") from None
+        f"{environment.PORT}") from None
   server.init([hosts.SlotInfo(**vars(rank)) for rank in ranks])
   threading.Thread(target=server.serve_forever, name="horovod_rendezvous",
                    daemon=True).start()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 
+from estimator_scale import environment
 from estimator_scale.backends.horovod import binding as horovod_backend
 from tools import repo
 from tools.bench.perf import render
@@ -29,7 +30,7 @@ CLI = [sys.executable, "-m", "estimator_scale.cli", "--model=resnet20",
        "--log_every_n_steps=1000000"]
 PER_REPLICA = 32
 SINGLE = "1 process"
-BINDING = horovod_backend.CORE_BINDING
+BINDING = environment.CORE_BINDING
 # name -> (processes, launcher, environment). A variant that sets nothing
 # gets the framework's defaults: each rank bound to its share of the cores
 # (backends/horovod/binding.py bind_to_cores) and HOROVOD_DEFAULTS

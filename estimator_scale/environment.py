@@ -1,11 +1,6 @@
-"""Every environment variable the framework reads, named once.
-
-A setting that has no flag (it must reach every task of a job, or a process
-that parses no flags) is one of these; docs/environment.md is their table.
-Each reader keeps its default and its parsing, next to the code the value
-changes; a wrong value raises an error naming the variable. Horovod's HOROVOD_* and
-TensorFlow's TF_CONFIG are theirs, not named here.
-"""
+"""Every environment variable the framework reads (docs/environment.md):
+settings that must reach every task of a job, or a process that parses no
+flags. Each reader keeps the default and parsing beside the code it changes."""
 
 PREFIX = "ESTIMATOR_SCALE_"
 """Every name below starts with it: the launcher forwards each variable with

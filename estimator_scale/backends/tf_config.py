@@ -66,8 +66,7 @@ is also how long Horovod's Gloo waits for a peer."""
 
 
 def _coordinate(environ):
-  """Starts the coordination service as MultiWorkerMirroredStrategy would, but
-  with `HEARTBEAT_TIMEOUT_S` (the strategy keeps a service already set)."""
+  """The strategy's coordination service, with `HEARTBEAT_TIMEOUT_S`."""
   cluster, task_type, _ = read_tf_config(environ)
   jobs = [coordination_config_pb2.CoordinatedJob(name=job,
                                                  num_tasks=len(cluster[job]))

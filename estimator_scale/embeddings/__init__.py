@@ -31,16 +31,14 @@ def exporting(checkpoint, compact_export=None):
 
 
 def min_slice_bytes(environ=None):
-  """`environment.MIN_SLICE`'s value, or the default; ConfigError when not
-  bytes > 0."""
+  """The variable's bytes, or the default; ConfigError when not > 0."""
   return capacity.bytes_setting(os.environ if environ is None else environ,
                                 environment.MIN_SLICE,
                                 partitioning.MIN_SLICE_BYTES)
 
 
 def max_part_bytes(environ=None):
-  """`environment.MAX_PART`'s value, or the default; ConfigError when not
-  bytes > 0."""
+  """The variable's bytes, or the default; ConfigError when not > 0."""
   return capacity.bytes_setting(os.environ if environ is None else environ,
                                 environment.MAX_PART,
                                 partitioning.MAX_PART_BYTES)

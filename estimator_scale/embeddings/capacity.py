@@ -108,9 +108,8 @@ def bytes_setting(environ, name, default):
 
 
 def task_memory(environ=None):
-  """(bytes a task may hold, their source): `environment.TASK_MEMORY`, else
-  the memory cgroup limit if below the host's memory, else the host's
-  memory."""
+  """(bytes a task may hold, their source): the variable, else the cgroup's
+  limit if below the host's memory, else the host's memory."""
   environ = os.environ if environ is None else environ
   host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   if environ.get(environment.TASK_MEMORY) is not None:

@@ -1,11 +1,9 @@
 """Embedding tables keyed by the raw id: they admit, evict and stay bounded.
 
-A dynamic table maps each raw id (int64, or a string fingerprinted to 63
-bits) to a row of a fixed pool of `capacity` rows: no vocabulary, and no
-rows shared as in a hashed table. Pool and slots are ordinary variables.
-Per-row bookkeeping (`ids`, -1 where free; `last_seen`, NEVER where free;
-`counts`; `fresh`: rows whose slots must be reset) and the count-min
-`sketch` of rowless ids are checkpointed; `ids` is the one truth, the
+Each raw id (int64, or a string fingerprinted to 63 bits) gets a row of a
+fixed pool of `capacity` rows: no vocabulary, no shared rows. The pool,
+slots, per-row bookkeeping and the count-min `sketch` of rowless ids are
+checkpointed variables; `ids` (-1 where free) is the one truth, the
 id -> row index is rebuilt from it after a restore.
 
 A training lookup is one kernel (kernels/dynamic_rows.cc): it expires,

@@ -7,10 +7,8 @@ r"""Starts a TF_CONFIG cluster: N workers (a chief, ps tasks) here or on hosts.
       --distribution=parameter_server --model_dir=/shared/run
 
 It imports no TensorFlow, so it starts at once and holds no TF memory.
-Output lines are prefixed with host and task. When a task fails or a host
-is lost, every task is stopped and the launcher exits with that task's
-code; when all training tasks succeed, the ps tasks (which never exit) are
-stopped. SIGTERM or SIGINT stops every task and exits 128 + the signal.
+A failed task or lost host stops every task (exit: that task's code); ps
+tasks, which never exit, are stopped once training succeeds.
 
 With --max_restarts R the job is elastic (elastic.py): after a failure it
 restarts from the last checkpoint on the hosts still answering, down to

@@ -1,7 +1,8 @@
 """The TensorFlow the framework pins (2.15: tf.estimator is gone from 2.16).
 
-`DeprecationFilter` drops notices of tf.estimator and of machinery the
-framework drives (`DRIVEN`); the user's own deprecated calls still show.
+`QuietFilter` drops notices of tf.estimator and of machinery the framework
+drives (`DRIVEN`), and the records of `EXPECTED`; the user's own deprecated
+calls, and every other warning, still show.
 """
 import importlib.util
 import logging as std_logging
@@ -31,8 +32,26 @@ DRIVEN = ("estimator_scale", "tensorflow_estimator", "tensorflow", "keras",
           "horovod")
 """Top-level packages whose own calls of deprecated APIs stay quiet."""
 
+EXPECTED = (
+    # Estimator's multi-worker training asks for an evaluation strategy; the
+    # framework evaluates on the chief alone, without one, by design.
+    ("distribute_coordinator.py",
+     "`eval_strategy` is not passed in. No distribution strategy will be used "
+     "for evaluation."),
+    # Estimator's step counter reads global_step in each run unordered
+    # against that run's update: the read may land after one run's update
+    # and before the next one's (a step on a parameter server, or an update
+    # that takes long, as a dynamic table's), so two runs that each advanced
+    # the step read the same value.
+    ("basic_session_run_hooks.py",
+     "It seems that global step (tf.train.get_global_step) has not been "
+     "increased."),
+)
+"""(file, how the message starts) of TensorFlow's log records that state
+the framework's own choice or misread what happened, not a problem."""
+
 _lock = threading.Lock()
-_filter = None  # the process's DeprecationFilter, once made
+_filter = None  # the process's QuietFilter, once made
 _said = False  # whether NOTICE was logged (or is not to be) in this process
 
 
@@ -73,13 +92,19 @@ def _call_site(record):
   return os.path.abspath(path), line
 
 
+def _expected(record):
+  return any(record.pathname.endswith(path) and
+             record.getMessage().startswith(message)
+             for path, message in EXPECTED)
+
+
 def _estimator_symbol(record):
   """Whether the record is the deprecation notice of a tf.estimator symbol."""
   return ("Instructions for updating" in record.msg and
           str(record.args[-1]).strip() == ESTIMATOR_INSTRUCTIONS)
 
 
-class DeprecationFilter(std_logging.Filter):
+class QuietFilter(std_logging.Filter):
   """Drops the notices the module docstring names, taking back TF's "warned"
   mark so the user's own later call still warns."""
 
@@ -94,6 +119,8 @@ class DeprecationFilter(std_logging.Filter):
     return path.startswith(self._driven)
 
   def filter(self, record):
+    if _expected(record):
+      return False
     if not _is_notice(record):
       return True
     if _estimator_symbol(record):
@@ -116,12 +143,12 @@ class DeprecationFilter(std_logging.Filter):
 
 
 def quiet():
-  """Puts `DeprecationFilter` on TF's (Python) logger, without loading TF."""
+  """Puts `QuietFilter` on TF's (Python) logger, without loading TF."""
   global _filter
   logger = std_logging.getLogger("tensorflow")
   with _lock:
     if _filter is None:
-      _filter = DeprecationFilter()
+      _filter = QuietFilter()
     if _filter not in logger.filters:
       logger.addFilter(_filter)
 

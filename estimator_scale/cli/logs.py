@@ -2,7 +2,7 @@
 
 Only absl's handler is kept (TF's logger feeds it too); TF INFO shows from
 `--verbosity=1`; non-chief workers log warnings and errors only; warnings
-TF gives working jobs are dropped by exact text (`EXPECTED`).
+TF gives working jobs are dropped as the library drops them (stack.py).
 """
 import logging as std_logging
 import re
@@ -13,23 +13,6 @@ from absl import logging
 from estimator_scale import errors
 from estimator_scale import stack
 
-EXPECTED = (
-    # Estimator's multi-worker training asks for an evaluation strategy; the
-    # framework evaluates on the chief alone, without one, by design.
-    ("distribute_coordinator.py",
-     "`eval_strategy` is not passed in. No distribution strategy will be used "
-     "for evaluation."),
-    # Estimator's step counter reads global_step in each run unordered
-    # against that run's update. Where the variable lives on a parameter
-    # server the read may land after one run's update and before the next
-    # one's, so two runs that each advanced the step read the same value.
-    ("basic_session_run_hooks.py",
-     "It seems that global step (tf.train.get_global_step) has not been "
-     "increased."),
-)
-"""(file, how the message starts) of TensorFlow's log records that state
-the framework's own choice or misread what happened, not a problem."""
-
 OPTIONS_IN_GRAPH_MODE = ("To make it possible to preserve tf.data options "
                          "across serialization boundaries")
 """How the UserWarning starts that tf.distribute's input path triggers itself
@@ -38,20 +21,6 @@ multi_worker_mirrored worker: no option of the user's or the framework's
 is involved, so nothing can be done about it but not to print it."""
 
 _asked_verbosity = None  # absl's verbosity before configure first lowered it
-
-
-class _NoExpected(std_logging.Filter):
-  """Drops the records of `EXPECTED`, and only those."""
-
-  def filter(self, record):
-    return not any(record.pathname.endswith(path) and
-                   record.getMessage().startswith(message)
-                   for path, message in EXPECTED)
-
-
-def _add_once(logger, kind):
-  if not any(isinstance(f, kind) for f in logger.filters):
-    logger.addFilter(kind())
 
 
 def configure(is_chief=True):
@@ -77,7 +46,6 @@ def configure(is_chief=True):
   for handler in list(tf_logger.handlers):
     tf_logger.removeHandler(handler)
   tf_logger.propagate = True
-  _add_once(tf_logger, _NoExpected)
   warnings.filterwarnings("ignore", category=DeprecationWarning)
   warnings.filterwarnings("ignore", message=r".*is deprecated",
                           category=UserWarning)

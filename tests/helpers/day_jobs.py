@@ -9,6 +9,7 @@ import subprocess
 import time
 
 from tests.helpers import trained_ids
+from tests.helpers import waiting
 from tests.helpers.processes import CLI, ROOT, worker_env
 
 
@@ -22,15 +23,6 @@ def start(tmp_path, run, pause, flags):
                           stderr=subprocess.STDOUT), log
 
 
-def wait(condition, proc, seconds, what):
-  """Polls `condition` until true; fails if `proc` exits or time runs out."""
-  deadline = time.time() + seconds
-  while not condition():
-    assert proc.poll() is None, f"the job exited {proc.returncode} before {what}"
-    assert time.time() < deadline, f"no {what} within {seconds} s"
-    time.sleep(0.05)
-
-
 def said(tmp_path, run, text):
   """Whether `run`'s log holds `text` yet."""
   return text in (tmp_path / f"log-{run}.txt").read_text()
@@ -39,8 +31,9 @@ def said(tmp_path, run, text):
 def kill_after(tmp_path, proc, log, step, seconds):
   """SIGKILLs run "a" once it trained update `step`; the last step it
   recorded."""
-  wait(lambda: any(r["step"] >= step for r in trained_ids.read(tmp_path, "a")),
-       proc, seconds, f"update {step}")
+  waiting.wait_for(
+      lambda: any(r["step"] >= step for r in trained_ids.read(tmp_path, "a")),
+      f"update {step}", time.monotonic() + seconds, proc=proc, poll=0.05)
   proc.kill()
   proc.wait()
   log.close()

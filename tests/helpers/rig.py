@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 
@@ -66,11 +67,9 @@ def start_until_checkpoint(host, argv, model_dir, env, step=50, limit=240):
   to resume. The job's death before then fails the test with its output."""
   proc = host.popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT, text=True)
-  deadline = time.monotonic() + limit
-  while checkpoint_step(model_dir) < step:
-    assert proc.poll() is None, proc.communicate()[0][-4000:]
-    assert time.monotonic() < deadline, f"no checkpoint after {limit} s"
-    time.sleep(0.5)
+  waiting.wait_for(lambda: checkpoint_step(model_dir) >= step,
+                   f"checkpoint of step {step}", time.monotonic() + limit,
+                   proc=proc, poll=0.5)
   return proc
 
 
@@ -107,8 +106,7 @@ def assert_no_job_processes_within(hosts, seconds):
   """Fails unless every host's job processes are gone within `seconds`: a
   task's watcher may still be stopping its process group when the launcher
   returns, but nothing may stay."""
-  deadline = time.monotonic() + seconds
-  while any(job_processes(h) for h in hosts):
-    assert time.monotonic() < deadline, {h.name: job_processes(h)
-                                         for h in hosts}
-    time.sleep(0.5)
+  waiting.wait_for(lambda: not any(job_processes(h) for h in hosts),
+                   "end of every job process", time.monotonic() + seconds,
+                   log=lambda: str({h.name: job_processes(h) for h in hosts}),
+                   poll=0.5)

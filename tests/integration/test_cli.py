@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from model_zoo import linear_regression
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import (CLI, KERAS_ADASCALE, PYTHON, ROOT,
                                      horovodrun_argv, run, worker_env)
@@ -265,12 +266,11 @@ def test_a_sigterm_stops_every_rank_with_a_checkpoint_and_exit_143(tmp_path):
       cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT, text=True)
   try:
-    deadline = time.monotonic() + 180
     # A checkpoint past step 0: every rank has made an update, so each has
     # its SIGTERM handler (installed when its session starts) in place.
-    while checkpoint_step(model_dir) < 20:
-      assert proc.poll() is None and time.monotonic() < deadline
-      time.sleep(0.5)
+    waiting.wait_for(lambda: checkpoint_step(model_dir) >= 20,
+                     "checkpoint of step 20", time.monotonic() + 180,
+                     proc=proc, poll=0.5)
     os.kill(_rank_pids(model_dir)[-1], signal.SIGTERM)
     output = proc.communicate(timeout=120)[0]
   finally:

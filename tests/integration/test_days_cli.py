@@ -12,9 +12,11 @@ next by AUC, exported, and the best named.
 import datetime
 import json
 import os
+import time
 
 from tests.helpers import day_jobs
 from tests.helpers import day_logs
+from tests.helpers import waiting
 
 _FIRST = datetime.date(2026, 1, 1)
 _SIZES = (43, 150, 37, 30)  # day 2: 19 updates of 8, the last short
@@ -42,8 +44,9 @@ def test_days_killed_in_day_two_resume_and_follow_the_late_third(tmp_path):
   assert killed_at < day_two[-1], "day 2 ended before the kill"
 
   second, log = _start(tmp_path, "b", pause=0)
-  day_jobs.wait(lambda: day_jobs.said(tmp_path, "b", "waiting up to"),
-                second, 240, "wait for day 3")
+  waiting.wait_for(lambda: day_jobs.said(tmp_path, "b", "waiting up to"),
+                   "wait for day 3", time.monotonic() + 240, proc=second,
+                   poll=0.05)
   day_logs.mark_landed(str(root), "2026-01-03")
   assert second.wait(timeout=240) == 0, (tmp_path / "log-b.txt").read_text()
   log.close()

@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from tests.helpers import waiting
 from tests.helpers.processes import PYTHON, ROOT, worker_env
 
 
@@ -23,6 +24,16 @@ def _free_port():
     return s.getsockname()[1]
 
 
+def _answers(url):
+  """Whether a PUT to `url` succeeds (the S3 server makes the bucket)."""
+  try:
+    urllib.request.urlopen(urllib.request.Request(url, method="PUT"),
+                           timeout=2).close()
+    return True
+  except (urllib.error.URLError, ConnectionError):
+    return False
+
+
 @pytest.fixture(scope="module")
 def s3_env(tmp_path_factory):
   """The environment of a job on a fresh S3 server with a bucket "test"."""
@@ -34,17 +45,8 @@ def s3_env(tmp_path_factory):
       [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p",
        endpoint.rsplit(":", 1)[1]], stdout=log, stderr=subprocess.STDOUT)
   try:
-    deadline = time.monotonic() + 60
-    while True:
-      try:
-        urllib.request.urlopen(
-            urllib.request.Request(f"{endpoint}/test", method="PUT"),
-            timeout=2).close()
-        break
-      except (urllib.error.URLError, ConnectionError):
-        assert server.poll() is None and time.monotonic() < deadline, (
-            "the S3 server did not start")
-        time.sleep(0.3)
+    waiting.wait_for(lambda: _answers(f"{endpoint}/test"), "S3 server",
+                     time.monotonic() + 60, proc=server, poll=0.3)
     yield dict(worker_env(), S3_ENDPOINT=endpoint, S3_USE_HTTPS="0",
                AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test-secret",
                AWS_REGION="us-east-1")

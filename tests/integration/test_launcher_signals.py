@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tests.helpers import processes
+from tests.helpers import waiting
 from tests.helpers.processes import PYTHON, ROOT, worker_env
 
 TASK = """
@@ -39,11 +40,10 @@ TASKS = 3
 
 def _pids(directory, timeout=60):
   """Every task's and its child's pid, once all tasks wrote them."""
-  deadline = time.time() + timeout
-  while len(os.listdir(directory)) < TASKS or any(
-      name.endswith(".tmp") for name in os.listdir(directory)):
-    assert time.time() < deadline, os.listdir(directory)
-    time.sleep(0.1)
+  waiting.wait_for(lambda: len(os.listdir(directory)) >= TASKS and not any(
+      name.endswith(".tmp") for name in os.listdir(directory)),
+                   "every task's pid", time.monotonic() + timeout, poll=0.1,
+                   log=lambda: str(os.listdir(directory)))
   return [int(pid) for name in os.listdir(directory)
           for pid in open(os.path.join(directory, name)).read().split()]
 
@@ -88,10 +88,8 @@ def test_a_signalled_launcher_leaves_no_task_running(tmp_path, number,
       "[launch]")] == [f"[launch] got {name}; stopping every task (SIGTERM "
                        "to each task's process group, SIGKILL after a grace "
                        "period)"], output
-  deadline = time.time() + 10  # the children, reparented, die on their own
-  while any(map(processes.alive, pids)) and time.time() < deadline:
-    time.sleep(0.1)
-  assert not [pid for pid in pids if processes.alive(pid)], (pids, output)
+  # The children, reparented, die on their own.
+  waiting.until_gone(pids, 10, output)
 
 
 def test_a_killed_launcher_leaves_no_task_running(tmp_path):
@@ -103,10 +101,7 @@ def test_a_killed_launcher_leaves_no_task_running(tmp_path):
     assert all(map(processes.alive, tasks)), tasks
     launcher.kill()
     launcher.wait(timeout=60)
-    deadline = time.time() + 10
-    while any(map(processes.alive, tasks)) and time.time() < deadline:
-      time.sleep(0.1)
-    assert not [pid for pid in tasks if processes.alive(pid)], tasks
+    waiting.until_gone(tasks, 10)
   finally:
     if launcher.poll() is None:
       launcher.kill()

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tests.helpers import golden
-from tests.helpers import processes
 from tests.helpers import shared
+from tests.helpers import waiting
 from tests.helpers.processes import (KERAS_ADASCALE, PYTHON, ROOT, dump_args,
                                      horovod, horovodrun_argv, launch,
                                      launch_argv, run, worker_env)
@@ -329,10 +329,8 @@ def test_keras_digits_with_accumulation_and_adascale_on_two_ranks(tmp_path):
 
 
 def _wait_for(path, timeout=60):
-  deadline = time.time() + timeout
-  while not os.path.exists(path):
-    assert time.time() < deadline, f"{path} never appeared"
-    time.sleep(0.2)
+  waiting.wait_for(lambda: os.path.exists(path), path,
+                   time.monotonic() + timeout)
 
 
 def test_sigterm_stops_all_ranks_together_and_restart_continues(tmp_path):
@@ -345,10 +343,7 @@ def test_sigterm_stops_all_ranks_together_and_restart_continues(tmp_path):
                           stderr=subprocess.STDOUT, text=True)
   pid_file = os.path.join(out, "worker1.npz.pid")
   _wait_for(pid_file)
-  deadline = time.time() + 60
-  while not (model_dir / "checkpoint").exists():
-    assert time.time() < deadline
-    time.sleep(0.2)
+  _wait_for(model_dir / "checkpoint")
   time.sleep(1.0)
   os.kill(int(open(pid_file).read()), signal.SIGTERM)
   output, _ = proc.communicate(timeout=60)
@@ -435,11 +430,7 @@ def _kill_a_worker_and_expect_all_gone(command, out):
   os.kill(pids[1], signal.SIGKILL)
   proc.communicate(timeout=60)  # a hang would last until Gloo's timeout
   assert proc.returncode != 0
-  deadline = time.monotonic() + 30
-  while (any(processes.alive(pid) for pid in pids) and
-         time.monotonic() < deadline):
-    time.sleep(0.2)
-  assert not [pid for pid in pids if processes.alive(pid)]
+  waiting.until_gone(pids, 30)
 
 
 def test_launcher_stops_everything_when_a_worker_dies(tmp_path):

@@ -16,6 +16,7 @@ the next day and its export, and export/best.json the best of them.
 import datetime
 import json
 import os
+import time
 import subprocess
 
 import pytest
@@ -24,6 +25,7 @@ import tensorflow as tf
 from estimator_scale import model as model_lib
 from model_zoo import click_data
 from tests.helpers import day_jobs
+from tests.helpers import waiting
 from tests.helpers.processes import PYTHON, ROOT, worker_env
 from tools import click_days
 
@@ -66,8 +68,9 @@ def test_parquet_days_converted_killed_resumed_and_the_third_late(tmp_path):
   assert killed_at < 12, "day 2 ended before the kill"
 
   second, log = _start(tmp_path, "b", pause=0)
-  day_jobs.wait(lambda: day_jobs.said(tmp_path, "b", "waiting up to"),
-                second, 120, f"wait for day {_DAYS[2]}")
+  waiting.wait_for(lambda: day_jobs.said(tmp_path, "b", "waiting up to"),
+                   f"wait for day {_DAYS[2]}", time.monotonic() + 120,
+                   proc=second, poll=0.05)
   # Days 3 and 4 land as Spark writes them, files first: a conversion
   # meanwhile leaves them alone, and the job goes on waiting.
   for day in _DAYS[2:]:

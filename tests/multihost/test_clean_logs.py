@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import (HOROVODRUN, assert_no_job_processes_within,
@@ -67,10 +68,9 @@ def _elastic_job(host1, tmp_path):
                        stderr=subprocess.STDOUT)
   deadline = time.monotonic() + 300
   try:
-    while checkpoint_step(model_dir) < COMMIT:
-      assert proc.poll() is None, log.read_text()[-4000:]
-      assert time.monotonic() < deadline, log.read_text()[-4000:]
-      time.sleep(0.3)
+    waiting.wait_for(lambda: checkpoint_step(model_dir) >= COMMIT,
+                     f"checkpoint of step {COMMIT}", deadline, proc=proc,
+                     log=log, poll=0.3)
     hosts.write_text("host1:1\n")
   except BaseException:
     proc.kill()

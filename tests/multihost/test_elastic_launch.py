@@ -19,6 +19,7 @@ import time
 import pytest
 import tensorflow as tf
 
+from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import (LAUNCH_ENV, PYTHON,
@@ -55,16 +56,15 @@ class _Job:
   def launch_lines(self):
     return [l for l in self.lines if l.startswith("[launch]")]
 
-  def wait_for(self, what, timeout):
-    deadline = time.monotonic() + timeout
-    while not what():
-      if self.proc.poll() is not None:
-        self._reader.join(5)
-        pytest.fail("the job ended early:\n" + "\n".join(self.lines[-60:]))
-      if time.monotonic() > deadline:
-        self.proc.kill()
-        pytest.fail(f"waited {timeout} s:\n" + "\n".join(self.lines[-60:]))
-      time.sleep(0.5)
+  def wait_for(self, condition, what, timeout):
+    try:
+      waiting.wait_for(condition, what, time.monotonic() + timeout,
+                       proc=self.proc, poll=0.5,
+                       log=lambda: "\n".join(self.lines[-60:]))
+    except pytest.fail.Exception:
+      self.proc.kill()
+      self._reader.join(5)
+      raise
 
   def save(self, path):
     with open(path, "w", encoding="utf-8") as f:
@@ -142,9 +142,10 @@ def test_a_killed_host_leaves_the_job_and_a_returning_one_joins(
   host1, host2 = cluster(2, loopback_hostname=True).hosts
   model_dir, summary = tmp_path / "model", tmp_path / "summary.json"
   job = _Job(host1, distribution, model_dir, summary)
-  job.wait_for(lambda: checkpoint_step(model_dir) >= 50, 300)
+  job.wait_for(lambda: checkpoint_step(model_dir) >= 50,
+               "checkpoint of step 50", 300)
   host2.kill_all()
-  job.wait_for(lambda: len(job.launch_lines()) >= 1, 120)
+  job.wait_for(lambda: len(job.launch_lines()) >= 1, "restart", 120)
   shrink = job.launch_lines()[0]
   assert "lost host host2" in shrink and "2 -> 1 workers without host2" in \
       shrink, shrink
@@ -152,7 +153,8 @@ def test_a_killed_host_leaves_the_job_and_a_returning_one_joins(
   # alone until then.
   resumed = _resumed_at(shrink)
   host2.start_sshd()
-  job.wait_for(lambda: len(job.launch_lines()) >= 2, 300)
+  job.wait_for(lambda: len(job.launch_lines()) >= 2, "second restart",
+               300)
   grow = job.launch_lines()[1]
   assert grow.startswith("[launch] host2 answers again; restart: 1 -> 2 "
                          "workers, resuming at step "), grow
@@ -180,7 +182,7 @@ def test_parameter_server_job_goes_on_without_a_killed_host(cluster,
   # host, which can cut the file before any, and the continuity below
   # reads them.
   job.wait_for(lambda: checkpoint_step(model_dir) >= 50 and _runs(
-      str(model_dir)), 400)
+      str(model_dir)), "checkpoint of step 50 and a summary", 400)
   host2.kill_all()
   code = job.finish(600)
   assert code == 0, "\n".join(job.lines[-60:])

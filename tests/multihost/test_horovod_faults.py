@@ -21,19 +21,13 @@ import pytest
 
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (ENV, PYTHON, horovodrun_argv, job_processes,
-                               start_until_checkpoint, train_argv)
+from tests.helpers.rig import (ENV, PYTHON, assert_no_job_processes_within,
+                               horovodrun_argv, start_until_checkpoint,
+                               train_argv)
 
 
 LIMIT = 60
 """Seconds from a fault to the end of the job on every host."""
-
-
-def _wait_until_no_process(hosts, deadline):
-  while any(job_processes(h) for h in hosts):
-    assert time.monotonic() < deadline, {h.name: job_processes(h)
-                                         for h in hosts}
-    time.sleep(0.5)
 
 
 def _start_until_checkpoint(host1, hosts, model_dir):
@@ -98,7 +92,8 @@ def test_a_lost_host_ends_the_job_everywhere_and_a_restart_resumes(
     assert named[0].startswith(
         "[0]<stderr>:estimator-scale: error: Horovod rank 0 on host1 lost "
         f"rank 1 on host2 ({why}), so every rank stops;"), log[-3000:]
-  _wait_until_no_process([host1, host2], deadline)
+  assert_no_job_processes_within([host1, host2],
+                                 deadline - time.monotonic())
   _restart_resumes(host1, tmp_path, model_dir)
 
 
@@ -128,7 +123,8 @@ def test_a_host_without_the_jobs_python_ends_the_job_naming_its_rank(
   assert f"[1]<stderr>:env: '{PYTHON}': No such file or directory" in lines
   assert "Process 1 exit with status code 127." in lines, log[-3000:]
   # Rank 0, started over ssh and abandoned there, ends by its watchdog.
-  _wait_until_no_process([host1, host2], deadline)
+  assert_no_job_processes_within([host1, host2],
+                                 deadline - time.monotonic())
 
 
 def test_horovodruns_first_check_of_a_host_without_the_python(cluster):
@@ -149,7 +145,8 @@ def test_horovodruns_first_check_of_a_host_without_the_python(cluster):
   assert proc.returncode == 127, log[-3000:]
   assert "Launching horovod task function was not successful" in log
   assert re.search(r"\.venv/bin/python\S*: No such file or directory", log)
-  _wait_until_no_process([host1, host2], deadline)
+  assert_no_job_processes_within([host1, host2],
+                                 deadline - time.monotonic())
 
 
 def test_a_stopped_horovodrun_leaves_no_rank_on_any_host(cluster, tmp_path):
@@ -165,4 +162,5 @@ def test_a_stopped_horovodrun_leaves_no_rank_on_any_host(cluster, tmp_path):
   # (SIGTERM, a final checkpoint), and it may see them exit 0 before its
   # own interrupt handling ends it. The job was stopped, not finished:
   assert 50 <= checkpoint_step(model_dir) < 100000, log[-3000:]
-  _wait_until_no_process([host1, host2], deadline)
+  assert_no_job_processes_within([host1, host2],
+                                 deadline - time.monotonic())

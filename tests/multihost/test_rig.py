@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.helpers import waiting
 from tools.rig import cluster as cluster_lib
 
 
@@ -76,10 +77,9 @@ def test_teardown_stops_every_process_of_every_host_even_when_the_body_raises():
     with cluster_lib.Cluster(2) as c:
       sleeper = c.hosts[1].popen(["sleep", "1000"])
       # popen returns before nsenter has joined the host's namespaces.
-      deadline = time.monotonic() + 10
-      while (sleeper.pid not in c.hosts[1].pids() and
-             time.monotonic() < deadline):
-        time.sleep(0.05)
+      waiting.wait_for(lambda: sleeper.pid in c.hosts[1].pids(),
+                       "the sleeper in its host", time.monotonic() + 10,
+                       poll=0.05)
       pids = [p for host in c.hosts for p in host.pids()]
       assert sleeper.pid in pids and len(pids) >= 3  # and two sshd
       with pytest.raises(cluster_lib.ClusterError, match="already up"):

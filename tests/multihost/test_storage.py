@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.helpers import waiting
 from tests.helpers.results import (load_results, load_workers, max_difference,
                                    trained_variables)
 from tests.helpers.processes import ROOT
@@ -109,12 +110,11 @@ def test_tf_config_workers_refuse_model_dirs_they_do_not_share(
 def _wait_for_server(host, timeout=60):
   """Polls the S3 endpoint from `host` until it answers."""
   probe = ("import urllib.request, sys; "
-           f"urllib.request.urlopen(sys.argv[1], timeout=2)")
-  deadline = time.monotonic() + timeout
-  while host.run([PYTHON, "-c", probe, S3_ENV["S3_ENDPOINT"]],
-                 env=ENV).returncode != 0:
-    assert time.monotonic() < deadline, f"no S3 server after {timeout} s"
-    time.sleep(0.5)
+           "urllib.request.urlopen(sys.argv[1], timeout=2)")
+  waiting.wait_for(lambda: host.run([PYTHON, "-c", probe,
+                                    S3_ENV["S3_ENDPOINT"]],
+                                   env=ENV).returncode == 0,
+                   "S3 server", time.monotonic() + timeout, poll=0.5)
 
 
 def _s3_keys(host, bucket):

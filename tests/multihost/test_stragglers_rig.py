@@ -6,6 +6,7 @@ import re
 import subprocess
 import time
 
+from tests.helpers import waiting
 from tests.helpers.processes import ROOT
 from tests.helpers.rig import LAUNCH_ENV, PYTHON
 from tools.rig import slurm as slurm_lib
@@ -29,11 +30,9 @@ def test_the_chief_names_the_node_held_to_a_tenth_of_a_cpu(cluster,
       stderr=subprocess.STDOUT, text=True)
   # Slowed once training starts (rank 0 writes the step-0 checkpoint), so
   # that n2 does not import TensorFlow and build the graph at that pace.
-  deadline = time.monotonic() + LIMIT
-  while not os.path.exists(model_dir / "checkpoint"):
-    assert proc.poll() is None, proc.communicate()[0][-4000:]
-    assert time.monotonic() < deadline, "training did not start"
-    time.sleep(0.1)
+  waiting.wait_for(lambda: os.path.exists(model_dir / "checkpoint"),
+                   "training's start", time.monotonic() + LIMIT, proc=proc,
+                   poll=0.1)
   n2.limit_cpu(0.1)
   log, lines = [], []
   for line in proc.stdout:

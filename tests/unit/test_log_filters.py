@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 
+from estimator_scale import stack
 from estimator_scale.backends import cluster_exit
 from estimator_scale.backends.horovod import elastic
 from estimator_scale.cli import logs
@@ -41,17 +42,28 @@ def _record(path, message, level=std_logging.WARNING):
 def test_only_the_expected_tensorflow_records_are_dropped():
   logs.configure()
   tf_logger = std_logging.getLogger("tensorflow")
-  path, message = logs.EXPECTED[0]
+  path, message = stack.EXPECTED[0]
   assert not tf_logger.filter(_record(f"/x/{path}", message))
   assert tf_logger.filter(_record(f"/x/{path}", "Skipped evaluation since "
                                   "`eval_fn` is not passed in."))
   assert tf_logger.filter(_record("/x/other.py", message))
   assert tf_logger.filter(_record(f"/x/{path}", "it failed",
                                   std_logging.ERROR))
-  step_path, step_message = logs.EXPECTED[1]
+  step_path, step_message = stack.EXPECTED[1]
   assert not tf_logger.filter(_record(
       f"/x/{step_path}", step_message + " Current value (could be stable): "
       "56 vs previous value: 56."))
+  assert tf_logger.filter(_record(f"/x/{step_path}", "Saving checkpoints"))
+
+
+def test_a_library_run_drops_them_too():
+  """No command line: what importing a public name sets up (stack.quiet)."""
+  stack.quiet()
+  tf_logger = std_logging.getLogger("tensorflow")
+  step_path, step_message = stack.EXPECTED[1]
+  assert not tf_logger.filter(_record(
+      f"/x/{step_path}", step_message + " Current value (could be stable): "
+      "3 vs previous value: 3."))
   assert tf_logger.filter(_record(f"/x/{step_path}", "Saving checkpoints"))
 
 

@@ -11,6 +11,7 @@ import pytest
 import estimator_scale as es
 from estimator_scale import environment
 from estimator_scale import moments
+from tests.helpers import waiting
 from tests.workers.tiny_models import generated_data
 from tools.rig.chaos import core
 
@@ -55,15 +56,13 @@ def test_one_process_takes_an_armed_moment_and_waits_to_be_let_go(armed_dir):
   for t in takers:
     t.start()
   deadline = time.monotonic() + 5
-  while not list(armed_dir.glob("merge.*.*")) and time.monotonic() < deadline:
-    time.sleep(0.01)
-  taken = list(armed_dir.glob("merge.*.*"))
+  taken = waiting.wait_for(lambda: list(armed_dir.glob("merge.*.*")),
+                           "merge taken", deadline, poll=0.01)
   assert len(taken) == 1, taken
   assert taken[0].name == f"merge.{moments.host()}.{os.getpid()}"
   # The other found nothing armed and returns; the taker still waits after
   # it has (a slow machine can only delay the first, never free the second).
-  while not done and time.monotonic() < deadline:
-    time.sleep(0.01)
+  waiting.wait_for(lambda: done, "the other's return", deadline, poll=0.01)
   time.sleep(0.3)
   assert len(done) == 1
   taken[0].unlink()
@@ -101,10 +100,8 @@ def test_a_training_marks_its_checkpoint_saves(armed_dir, tmp_path):
   taker = threading.Thread(target=estimator.train, args=(input_fn,),
                            kwargs={"max_steps": 4})
   taker.start()
-  deadline = time.monotonic() + 60
-  while not list(armed_dir.glob("save.*.*")) and time.monotonic() < deadline:
-    time.sleep(0.01)
-  assert list(armed_dir.glob("save.*.*")), "no save was marked"
+  waiting.wait_for(lambda: list(armed_dir.glob("save.*.*")), "save marked",
+                   time.monotonic() + 60, poll=0.01)
   for path in armed_dir.glob("save.*.*"):
     path.unlink()
   taker.join(timeout=60)

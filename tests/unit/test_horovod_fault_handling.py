@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from horovod.tensorflow import mpi_ops
@@ -159,6 +160,18 @@ def test_horovods_shutdown_becomes_one_line_naming_the_lost_rank():
     faults.NamingLostRanks(_FailingCoordinator(other), lost,
                            STALL_NEVER).train(None, None, [], None, 10)
   assert raised.value is other
+
+
+def test_a_peer_whose_listener_closes_just_after_the_collective_is_named():
+  dying = faults._Listener()  # pylint: disable=protected-access
+  shut_down = RuntimeError("Horovod has been shut down.")
+  peers = faults.Peers(1, [("host1", "127.0.0.1", dying.port),
+                           ("host2", "127.0.0.1", dying.port)])
+  # The process's exit, some time after its connections reset.
+  threading.Timer(0.5, dying._socket.shutdown, [socket.SHUT_RDWR]).start()  # pylint: disable=protected-access
+  with pytest.raises(errors.TopologyError, match="lost rank 0 on host1"):
+    faults.NamingLostRanks(_FailingCoordinator(shut_down), peers,
+                           STALL_NEVER).train(None, None, [], None, 10)
 
 
 def test_a_collective_whose_transfer_broke_names_the_lost_rank_too():

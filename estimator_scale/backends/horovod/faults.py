@@ -31,6 +31,11 @@ PROBE_SECONDS = 3.0
 A live process accepts at once, however busy (the kernel completes the
 handshake), so only a host that is down or cut off uses it up."""
 
+DYING_SECONDS = 3.0
+"""How long after a failed collective a rank keeps probing peers that all
+answered: a killed peer's connections reset before its listener closes, and
+on a busy host that gap can outlast the first probe."""
+
 STALL_MARGIN_SECONDS = 10
 """How long past Horovod's Gloo timeout a rank may go without an update
 before it asks whether its peers are there: by then Horovod's own error
@@ -232,6 +237,10 @@ class NamingLostRanks:
       if not collective_failed(e):
         raise
       lost = self._peers.lost()
+      deadline = time.monotonic() + DYING_SECONDS
+      while not lost and time.monotonic() < deadline:
+        time.sleep(0.2)
+        lost = self._peers.lost()
       if not lost:
         raise
       raise errors.TopologyError(self._peers.describe(lost)) from e

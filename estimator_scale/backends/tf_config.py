@@ -68,16 +68,17 @@ is also how long Horovod's Gloo waits for a peer."""
 def _coordinate(environ):
   """The strategy's coordination service, with `HEARTBEAT_TIMEOUT_S`."""
   cluster, task_type, _ = read_tf_config(environ)
+  if (task_type not in ("chief", "worker") or
+      context.context().coordination_service is not None):
+    return
   jobs = [coordination_config_pb2.CoordinatedJob(name=job,
                                                  num_tasks=len(cluster[job]))
           for job in ("chief", "worker") if job in cluster]
-  if task_type in ("chief", "worker") and (
-      context.context().coordination_service is None):
-    context.context().configure_coordination_service(
-        service_type="standalone",
-        service_leader=multi_worker_util.coordination_leader(cluster),
-        heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_S * 1000,
-        coordinated_jobs=jobs)
+  context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=multi_worker_util.coordination_leader(cluster),
+      heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_S * 1000,
+      coordinated_jobs=jobs)
 
 
 def _multi_worker_strategy():

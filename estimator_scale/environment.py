@@ -32,9 +32,10 @@ SHARED_DIR_WAIT = "ESTIMATOR_SCALE_SHARED_DIR_WAIT"
 before refusing a directory it does not share. Default 60: a job's tasks
 start within seconds of each other."""
 
-MOMENTS = "ESTIMATOR_SCALE_MOMENTS"
-"""A directory where a fault injector arms moments (a save, a merge, a
-reshard) for a process to hold at. Unset by default: no process holds."""
+LISTENER = "ESTIMATOR_SCALE_LISTENER"
+"""A module whose `begins(moment)` each process calls as a checkpoint's
+save, a table merge or a reshard begins (estimator_scale.moments): how a
+tool such as the chaos driver acts at them. Unset by default: none."""
 
 TASK_MEMORY = "ESTIMATOR_SCALE_TASK_MEMORY_BYTES"
 """Bytes one task may hold in variables, checked before the first step.

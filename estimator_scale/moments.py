@@ -1,47 +1,43 @@
-"""Moments a fault injector aims at: checkpoint saves, table merges, reshards.
+"""Where a tool acts at a checkpoint's save, a table merge or a reshard.
 
-Too short to hit at random, one is armed by `<moment>.armed` in
-`environment.MOMENTS`'s directory; the first process takes it by rename
-and holds. Unset costs nothing; unarmed, one stat.
+These moments are too short for anything outside the process to hit (the
+chaos driver kills hosts in the middle of them), so each process calls
+`begins(moment)` of the module `environment.LISTENER` names as one starts.
+Unset, a moment costs one lookup.
 """
+import importlib
 import os
-import socket
-import time
 
 import tensorflow as tf
 
 from estimator_scale import environment
+from estimator_scale import errors
 
 MOMENTS = ("save", "merge", "reshard")
-HOLD_SECONDS = 10.0
-"""The longest a process waits at a moment taken: the injector removes the
-file a second after it sees it, so only a lost injector makes it wait
-this long."""
-_POLL_SECONDS = 0.02
 
 
-def host():
-  """This process's host as Horovod and the rig name it."""
-  return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+def listener():
+  """The module `environment.LISTENER` names, or None where it is unset."""
+  name = os.environ.get(environment.LISTENER)
+  if not name:
+    return None
+  try:
+    module = importlib.import_module(name)
+  except ImportError as e:
+    raise errors.ConfigError(
+        f"{environment.LISTENER}={name!r} cannot be imported ({e}); valid: "
+        "a module on the Python path with a begins(moment) function") from e
+  if not callable(getattr(module, "begins", None)):
+    raise errors.ConfigError(
+        f"{environment.LISTENER}={name!r} has no begins(moment) function")
+  return module
 
 
 def begins(moment):
-  """Takes and holds `moment` where an injector armed it; else returns."""
-  directory = os.environ.get(environment.MOMENTS)
-  if not directory:
-    return
-  taken = os.path.join(directory, f"{moment}.{host()}.{os.getpid()}")
-  try:
-    os.rename(os.path.join(directory, f"{moment}.armed"), taken)
-  except FileNotFoundError:  # not armed, or another process took it
-    return
-  deadline = time.monotonic() + HOLD_SECONDS
-  while os.path.exists(taken) and time.monotonic() < deadline:
-    time.sleep(_POLL_SECONDS)
-  try:
-    os.remove(taken)
-  except FileNotFoundError:
-    pass
+  """Tells the listener `moment` begins; returns when the listener does."""
+  module = listener()
+  if module is not None:
+    module.begins(moment)
 
 
 class _BeforeSave(tf.estimator.CheckpointSaverListener):
@@ -56,5 +52,4 @@ def saving_listeners(estimator):
   process saves (TensorFlow refuses listeners where none is saved)."""
   config = estimator.config
   saves = config.save_checkpoints_steps or config.save_checkpoints_secs
-  armed = os.environ.get(environment.MOMENTS)
-  return [_BeforeSave()] if armed and saves else []
+  return [_BeforeSave()] if listener() is not None and saves else []

@@ -1,6 +1,8 @@
-"""The moments a chaos driver aims faults at (estimator_scale.moments):
-armed by the driver, taken by the one process that begins it first, held
-until the driver lets it go; a training's checkpoint saves reach them."""
+"""The moments a chaos driver aims faults at: the package calls the
+listener ESTIMATOR_SCALE_LISTENER names (estimator_scale.moments); the
+driver's (tools/rig/chaos/moments.py) lets the one process that begins an
+armed moment first take it and holds it until the driver lets it go; a
+training's checkpoint saves reach them."""
 import os
 import threading
 import time
@@ -10,15 +12,18 @@ import pytest
 
 import estimator_scale as es
 from estimator_scale import environment
+from estimator_scale import errors
 from estimator_scale import moments
 from tests.helpers import waiting
 from tests.workers.tiny_models import generated_data
 from tools.rig.chaos import core
+from tools.rig.chaos import moments as chaos_moments
 
 
 @pytest.fixture(name="armed_dir")
 def _armed_dir(tmp_path, monkeypatch):
-  monkeypatch.setenv(environment.MOMENTS, str(tmp_path))
+  for name, value in chaos_moments.environ(str(tmp_path)).items():
+    monkeypatch.setenv(name, value)
   return tmp_path
 
 
@@ -27,11 +32,22 @@ def _arm(directory, moment):
 
 
 def test_without_the_variable_a_moment_is_nothing(tmp_path, monkeypatch):
-  monkeypatch.delenv(environment.MOMENTS, raising=False)
+  monkeypatch.delenv(environment.LISTENER, raising=False)
+  monkeypatch.setenv(chaos_moments.DIRECTORY, str(tmp_path))
   _arm(tmp_path, "save")
   moments.begins("save")
   assert (tmp_path / "save.armed").exists()
   assert moments.saving_listeners(_saving(100)) == []
+
+
+def test_a_listener_that_cannot_act_is_named(monkeypatch):
+  monkeypatch.setenv(environment.LISTENER, "no_such_module_here")
+  with pytest.raises(errors.ConfigError, match=(
+      "ESTIMATOR_SCALE_LISTENER='no_such_module_here' cannot be imported")):
+    moments.begins("save")
+  monkeypatch.setenv(environment.LISTENER, "json")
+  with pytest.raises(errors.ConfigError, match="'json' has no begins"):
+    moments.saving_listeners(_saving(100))
 
 
 def _saving(steps):
@@ -59,7 +75,7 @@ def test_one_process_takes_an_armed_moment_and_waits_to_be_let_go(armed_dir):
   taken = waiting.wait_for(lambda: list(armed_dir.glob("merge.*.*")),
                            "merge taken", deadline, poll=0.01)
   assert len(taken) == 1, taken
-  assert taken[0].name == f"merge.{moments.host()}.{os.getpid()}"
+  assert taken[0].name == f"merge.{chaos_moments.host()}.{os.getpid()}"
   # The other found nothing armed and returns; the taker still waits after
   # it has (a slow machine can only delay the first, never free the second).
   waiting.wait_for(lambda: done, "the other's return", deadline, poll=0.01)
@@ -86,7 +102,7 @@ def test_the_driver_finds_the_host_and_releases_it(armed_dir):
   worker.start()
   host = core.Driver._at_moment(driver, "save", "kill_rank")  # pylint: disable=protected-access
   worker.join(timeout=10)
-  assert host == moments.host()
+  assert host == chaos_moments.host()
   assert core.RELEASE_SECONDS * 0.8 <= held[0] < core.RELEASE_SECONDS + 2
 
 

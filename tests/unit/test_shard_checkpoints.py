@@ -22,6 +22,7 @@ from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import shard_checkpoints
 from estimator_scale.embeddings import sharded
 from tools.rig.chaos import core
+from tools.rig.chaos import moments as chaos_moments
 
 ROWS = np.arange(14, dtype=np.float32).reshape(7, 2)
 
@@ -210,7 +211,8 @@ def test_a_merge_the_disk_fills_under_leaves_no_checkpoint_to_read(
   _save_as_rank_0(small_disk, 1, 4)
   # Rank 0's Estimator writes its checkpoint of a step before the tables.
   _estimator_checkpoints(small_disk, [0, 4, 8])
-  monkeypatch.setenv(environment.MOMENTS, str(small_disk.parent))
+  for name, value in chaos_moments.environ(str(small_disk.parent)).items():
+    monkeypatch.setenv(name, value)
   (small_disk.parent / "merge.armed").write_text("")
   filled = []
 
@@ -237,7 +239,7 @@ def test_a_merge_the_disk_fills_under_leaves_no_checkpoint_to_read(
   assert tf.train.latest_checkpoint(str(small_disk)) == str(
       small_disk / "model.ckpt-4")
   # The step saved anew merges whole.
-  monkeypatch.delenv(environment.MOMENTS)
+  monkeypatch.delenv(environment.LISTENER)
   _save_as_rank_0(small_disk, 1, 8, resumed_at=4)
   merged = tf.train.load_checkpoint(str(tables / "ckpt-8"))
   np.testing.assert_array_equal(merged.get_tensor("model/table"), ROWS)

@@ -19,10 +19,10 @@ from absl import flags
 import tensorflow as tf
 
 import estimator_scale as es
-from estimator_scale import environment
 from estimator_scale.backends import coordinator
 from tests.helpers import trained_ids
 from tests.workers.tiny_models import generated_data
+from tools.rig.chaos import moments as chaos_moments
 
 CASE_TRAINING = {"mlp": {}, "click": {
     "optimizer": "adagrad", "learning_rate": 0.05}}
@@ -149,7 +149,7 @@ def _train(batch=None):
 def main(argv):
   del argv
   if FLAGS.moments_dir:
-    os.environ[environment.MOMENTS] = FLAGS.moments_dir
+    os.environ.update(chaos_moments.environ(FLAGS.moments_dir))
   if FLAGS.tfrecords and FLAGS.case != "mlp":
     raise app.UsageError(f"--tfrecords writes the mlp case's examples; "
                          f"--case={FLAGS.case} reads arrays only")

@@ -67,7 +67,7 @@ fault-free run's.
 
 During: the moment of the job a fault was aimed at, and the host whose
 process had begun it and was held there until the fault was in
-(`estimator_scale/moments.py`): a checkpoint's save, the merge of the
+(`tools/rig/chaos/moments.py`): a checkpoint's save, the merge of the
 sharded tables' parts on rank 0, or their re-shard as a new set of ranks
 reads its rows (led in by a spare joining, whose recovery is then the next
 fault's). Blank: at a random time.

@@ -169,11 +169,12 @@ def drawn_vectors(keys_, dimension, initializer):
   try:
     return tf.cast(initializer([tf.shape(keys_)[0], dimension],
                                dtype=tf.float32), tf.float32)
-  except (TypeError, ValueError) as error:
+  except (TypeError, ValueError, NotImplementedError) as error:
     raise errors.ConfigError(
         f"dynamic table: initializer {initializer!r} cannot draw rows of a "
         f"shape known only at run time ({error}); pass a v1, TF 2 or Keras "
-        "random or constant initializer, or None") from error
+        "random, zeros or ones initializer, a function of (shape, dtype), "
+        "or None") from error
 
 
 @contextlib.contextmanager

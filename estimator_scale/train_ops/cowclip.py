@@ -152,13 +152,17 @@ def table_names(variables, tables):
 
 
 def check_tables(variables):
-  """Raises ConfigError for sharded or dynamic tables: their updates bypass the
-  path that carries the counts to the clipping."""
+  """Raises ConfigError for a sharded table, or a dynamic one split over
+  ranks or parameter servers: their updates bypass the path that carries
+  the counts to the clipping. A one-process dynamic table's pool takes a
+  sparse gradient like any table's."""
   for variable in variables:
-    kind = ("sharded" if sharded.is_sharded(variable) else
-            "dynamic" if dynamic.table_of(variable) is not None else None)
+    table = dynamic.table_of(variable)
+    kind = ("dynamic" if table is not None and (
+        table.shard is not None or table.ps_part is not None) else
+            "sharded" if sharded.is_sharded(variable) else None)
     if kind is not None:
       raise errors.ConfigError(
           f"{kind} table {variable.op.name!r}: lr_scaling='{RULE}' "
-          "clips hashed and partitioned tables only; use one of those or "
-          "another lr_scaling")
+          "clips hashed, partitioned and one-process dynamic tables only; "
+          "use one of those or another lr_scaling")

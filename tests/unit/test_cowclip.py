@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from estimator_scale import choices
 import estimator_scale as es
+from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import pipeline
@@ -158,19 +159,61 @@ def test_bad_settings(kwargs, message):
     es.TrainingConfig(**kwargs)
 
 
-def test_dynamic_table_is_refused():
-  config = es.TrainingConfig(optimizer="sgd", lr_scaling="cowclip")
+def _dynamic_or_hashed(dynamic, steps=3):
+  """(looked-up rows before each update, w after) of `steps` CowClip
+  updates of _loss's model, its table dynamic or hashed, every row 0.3."""
+  config = es.TrainingConfig(
+      optimizer="sgd", learning_rate=RATE, lr_scaling="cowclip",
+      batch_scale=4, cowclip_ratio=RATIO, cowclip_min_norm=MIN_NORM)
+  seen = []
+
+  def start(shape, dtype=tf.float32, **unused):
+    del unused  # a constant initializer needs a shape known when built
+    return tf.fill(shape, tf.constant(0.3, dtype))
 
   def loss(features, labels):
     del labels
-    return tf.reduce_sum(es.dynamic_embedding(features["ids"], 2, 16,
-                                              name="ids_table"))
+    if dynamic:
+      rows = es.dynamic_embedding(features["ids"], 2, 16, name="ids_table",
+                                  initializer=start)
+    else:
+      rows = tf.nn.embedding_lookup(tf.compat.v1.get_variable(
+          "ids_table", [4, 2], initializer=start, use_resource=True),
+                                    features["ids"])
+    w = tf.compat.v1.get_variable("w", initializer=DENSE, use_resource=True)
+    seen.append(rows)
+    s = tf.reduce_sum(rows * features["a"], 1)
+    return tf.reduce_mean(tf.square(w * s + 1.0)) / 2
 
   with tf.Graph().as_default():
+    features = {"ids": tf.constant(IDS), "a": tf.constant(WEIGHTS)}
+    built = pipeline.build_train_op(loss, features, None, config)
+    w = [v for v in tf.compat.v1.global_variables() if v.op.name == "w"][0]
+    with tf.compat.v1.Session() as sess:
+      sess.run([tf.compat.v1.global_variables_initializer(),
+                tf.compat.v1.local_variables_initializer()])
+      rows = [sess.run([seen[0], built.train_op])[0] for _ in range(steps)]
+      return np.array(rows), sess.run(w)
+
+
+def test_a_one_process_dynamic_table_is_clipped_as_a_hashed_one():
+  dynamic_rows, dynamic_w = _dynamic_or_hashed(True)
+  hashed_rows, hashed_w = _dynamic_or_hashed(False)
+  np.testing.assert_allclose(dynamic_rows, hashed_rows, rtol=1e-6, atol=1e-7)
+  assert dynamic_w == pytest.approx(hashed_w, rel=1e-6)
+  # Id 0 (one lookup) has a gradient far above r ||w_0|| = 0.5 x 0.3 x sqrt 2
+  # (> MIN_NORM): the first update moves its row by RATE times that.
+  moved = np.linalg.norm(dynamic_rows[1, 0] - dynamic_rows[0, 0])
+  assert moved == pytest.approx(RATE * RATIO * 0.3 * math.sqrt(2), rel=1e-5)
+
+
+def test_a_dynamic_table_over_ranks_is_refused():
+  with tf.Graph().as_default():
+    table = dynamic.Table("ids_table", dynamic.Options(2, 16), shard=(0, 2))
     with pytest.raises(es.errors.ConfigError,
                        match=r"^dynamic table 'ids_table.*': "
                              r"lr_scaling='cowclip' clips hashed"):
-      pipeline.build_train_op(loss, {"ids": tf.constant(IDS)}, None, config)
+      cowclip.check_tables([table.pool])
 
 
 def test_sharded_table_is_refused():

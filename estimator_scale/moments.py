@@ -1,9 +1,6 @@
-"""Where a tool acts at a checkpoint's save, a table merge or a reshard.
-
-These moments are too short for anything outside the process to hit (the
-chaos driver kills hosts in the middle of them), so each process calls
-`begins(moment)` of the module `environment.LISTENER` names as one starts.
-Unset, a moment costs one lookup.
+"""Where a tool acts at a checkpoint's save, a table merge or a reshard:
+moments too short to hit from outside the process (the chaos driver kills
+hosts inside them), so the process calls the listener's `begins(moment)`.
 """
 import importlib
 import os

@@ -152,10 +152,8 @@ def table_names(variables, tables):
 
 
 def check_tables(variables):
-  """Raises ConfigError for a sharded table, or a dynamic one split over
-  ranks or parameter servers: their updates bypass the path that carries
-  the counts to the clipping. A one-process dynamic table's pool takes a
-  sparse gradient like any table's."""
+  """Raises ConfigError for a table split over ranks or ps tasks whose
+  update bypasses the path that carries the counts to the clipping."""
   for variable in variables:
     table = dynamic.table_of(variable)
     kind = ("dynamic" if table is not None and (

@@ -5,7 +5,8 @@
   python -m tools.study.batch --render_only        # the page from runs.jsonl
 
 batch_specs.py says what runs. The runs go through one pool of
-single-threaded processes, the S = 1 baseline first; each result is
+single-threaded processes, the S = 1 baseline first, then the largest S
+(a sweep cut short keeps the cells the page judges); each result is
 appended to runs.jsonl as it comes, `--resume` skips the runs already
 there, and the page (docs/adascale/batch_study.md) always covers every run
 in runs.jsonl.
@@ -70,7 +71,8 @@ def main(argv=None):
                                   args.seeds)
       if _key(s) not in seen]
   started = time.time()
-  results = done + click.run_all(todo, args.processes, log, started)
+  results = done + click.run_all(todo, args.processes, log, started,
+                                 batch_specs.priority)
   study = batch_results.build_study(
       results, None if args.render_only else round(time.time() - started),
       args.processes)

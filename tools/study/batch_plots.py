@@ -86,8 +86,8 @@ def section(study, optimizer):
       f"S = 1: AUC {entry['baseline']['auc']:.4f} after "
       f"{entry['baseline']['updates']:,} updates; "
       f"{entry['compute_ms']:.1f} ms a micro-batch of "
-      f"{study['micro_batch']}; {entry['dense_bytes'] / 1e6:.2f} MB of "
-      "dense variables.",
+      f"{study['micro_batch']} on one process; "
+      f"{entry['dense_bytes'] / 1e3:.0f} kB of dense variables.",
       rows_markdown(entry),
       f"![AUC against examples read, {optimizer}](batch_auc_{optimizer}.png)",
       best_markdown(study, optimizer),

@@ -23,8 +23,18 @@ LINK_GBITS = 10
 ROW_BYTES = 8 * 4
 """One dynamic table row of the study's model (dimension 8, float32)."""
 LOOKUPS = 26
-"""Table rows one example looks up: one id per categorical column."""
+"""Table rows one example looks up in the deep part, and weights in the
+wide part: one id per categorical column."""
 ID_BYTES = 8
+WIDE_BYTES = 4 + ID_BYTES
+"""One wide weight's gradient as a sparse exchange sends it: value and id."""
+
+
+def dense_bytes(run):
+  """The bytes an update allreduces: the trainable variables less the
+  dynamic tables (all-to-all) and the wide part's hashed weights (sparse)."""
+  tables = LOOKUPS * batch_specs.TABLE_ROWS * (ROW_BYTES + 4)
+  return run["trainable_bytes"] - tables
 
 
 def _by_cell(runs):
@@ -89,10 +99,20 @@ def alltoall_seconds(examples, hosts, link):
   return sent / link.bandwidth + 3 * (hosts - 1) * link.latency
 
 
-def projected_seconds(updates, scale, compute_s, dense_bytes, hosts):
+def allgather_seconds(examples, hosts, link):
+  """An update's sparse exchange of the wide part: every host receives the
+  other hosts' weight gradients (`examples` a host, no deduplication)."""
+  if hosts == 1:
+    return 0.0
+  received = (hosts - 1) * examples * LOOKUPS * WIDE_BYTES
+  return received / link.bandwidth + (hosts - 1) * link.latency
+
+
+def projected_seconds(updates, scale, compute_s, nbytes, hosts):
   """Time to `updates` updates of S x 512 examples on `hosts` hosts at 10
   Gbit/s: S/hosts micro-batches a host (a smaller one where hosts > S),
-  each with its all-to-all, then the dense allreduce."""
+  each with its all-to-all, then the allreduce of `nbytes` of dense
+  gradients and the wide part's allgather."""
   link = scaling_model.Link(
       bandwidth=scaling_model.goodput(LINK_GBITS * 1e9),
       latency=scaling_model.DEFAULT_CLUSTER_LATENCY_S)
@@ -101,8 +121,9 @@ def projected_seconds(updates, scale, compute_s, dense_bytes, hosts):
   micro_s = (compute_s * examples / batch_specs.MICRO_BATCH +
              alltoall_seconds(examples, hosts, link))
   recipe = scaling_model.Recipe(accumulation_steps=steps)
-  return updates * scaling_model.update_seconds(micro_s, dense_bytes, hosts,
-                                                link, recipe)
+  return updates * (
+      scaling_model.update_seconds(micro_s, nbytes, hosts, link, recipe) +
+      allgather_seconds(examples * steps, hosts, link))
 
 
 def _projection(rows, runs_by_cell, optimizer, baseline):
@@ -118,7 +139,7 @@ def _projection(rows, runs_by_cell, optimizer, baseline):
         method=row["method"], scale=row["scale"],
         hours=[None if updates is None else
                projected_seconds(updates, row["scale"], compute_s,
-                                 run["trainable_bytes"], h) / 3600
+                                 dense_bytes(run), h) / 3600
                for h in PROJECTED_HOSTS]))
   return out
 
@@ -152,7 +173,7 @@ def build_study(runs, wall_seconds=None, processes=None):
         projection=_projection(list(largest.values()), cells, optimizer,
                                baseline),
         compute_ms=1e3 * compute_per_micro_batch(baseline),
-        dense_bytes=baseline["trainable_bytes"], missing=missing)
+        dense_bytes=dense_bytes(baseline), missing=missing)
   return study
 
 
@@ -167,6 +188,40 @@ def best_at(study, optimizer, scale):
   if reached:
     return min(reached, key=lambda r: r["examples_to_target"])
   return max(rows, key=lambda r: r["auc"])
+
+
+RULE_OF = {"LSW": "linear", "sqrt": "sqrt", "CowClip": "cowclip",
+           "AS": "adascale"}
+"""The `lr_scaling` rule each method of the two click studies runs (the
+identity rule adapts nothing, and warns of nothing)."""
+
+
+def held_up_to(click_study, batch_study):
+  """{rule: the largest S up to which every Adagrad run of it, in the click
+  study (census, MovieLens) and this one, kept its S = 1 AUC less the
+  study's margin}: what `train_ops.scaling.HELD_UP_TO` must say."""
+  held = {}
+  for task in click_study["tasks"]:
+    floor = (task["baselines"]["adagrad"]["auc_mean"] -
+             task["target"]["auc_tolerance"])
+    for row in task["rows"]:
+      if row["optimizer"] == "adagrad" and row["method"] in RULE_OF:
+        held.setdefault(RULE_OF[row["method"]], {}).setdefault(
+            row["S"], []).append(row["auc_mean"] >= floor)
+  entry = batch_study["optimizers"]["adagrad"]
+  floor = entry["baseline"]["auc"] - batch_study["margin"]
+  for row in entry["rows"]:
+    if row["method"] in RULE_OF:
+      held.setdefault(RULE_OF[row["method"]], {}).setdefault(
+          row["scale"], []).append(row["auc"] >= floor)
+  largest = {}
+  for rule in RULE_OF.values():
+    largest[rule] = 1
+    for scale in sorted(held.get(rule, {})):
+      if not all(held[rule][scale]):
+        break
+      largest[rule] = scale
+  return largest
 
 
 def write_outputs(results_dir, out_dir, study):

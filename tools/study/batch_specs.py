@@ -111,6 +111,16 @@ def grid(optimizers=("adagrad",), methods=METHODS, scales=SCALES, seeds=1):
   return specs
 
 
+def priority(spec):
+  """The order runs start in: the S = 1 baseline every row needs, then the
+  largest S first, where the page's judgement lies; AdaScale first at each
+  S, as it runs longest."""
+  method = spec["method"]
+  return (spec["scales"] != (1,), -spec["scales"][0],
+          method not in ADASCALE, METHODS.index(method)
+          if method in METHODS else -1)
+
+
 def examples(spec_or_run):
   """Examples an update of the run reads."""
   return spec_or_run["scales"][0] * MICRO_BATCH

@@ -104,11 +104,11 @@ def parse_args(argv=None):
   return args
 
 
-def run_all(specs, processes, log, started):
-  """Runs `specs` in a pool of `processes`, in `click_specs.priority`
-  order; appends each result to `log` as it comes (the pool is gone once
-  every result is in)."""
-  specs = sorted(specs, key=click_specs.priority)
+def run_all(specs, processes, log, started, priority=click_specs.priority):
+  """Runs `specs` in a pool of `processes`, in `priority` order; appends
+  each result to `log` as it comes (the pool is gone once every result is
+  in)."""
+  specs = sorted(specs, key=priority)
   results = []
   if not specs:  # rendering only: no pool of TensorFlow processes to start
     return results

@@ -4,6 +4,7 @@
 import os
 
 from tools import repo
+from tools.study import batch_specs
 from tools.study import plots as digits_plots
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,9 +20,17 @@ def _fmt(value, spec):
   return "n/a" if value is None else format(value, spec)
 
 
+def _band(row):
+  """Where the AUC lies against the S = 1 run's: within the margin, or
+  above or below it."""
+  if row["within"]:
+    return "within"
+  return "above" if row["auc_delta"] > 0 else "below"
+
+
 def rows_markdown(entry):
   """The sweep's table: one row per cell, the S = 1 baseline first."""
-  lines = ["| S | global batch | method | AUC | vs S = 1 | updates | "
+  lines = ["| S | global batch | method | AUC | vs S = 1 (±0.001) | updates | "
            "examples read (x S = 1) | to S = 1 AUC - 0.001 (x S = 1's) | "
            "tau |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -34,8 +43,8 @@ def rows_markdown(entry):
                f"{row['examples_to_target'] / 1e6:.2f} M ({ratio})")
     lines.append(
         f"| {row['scale']} | {row['global_batch']:,} | {row['method']} | "
-        f"{row['auc']:.4f} | {row['auc_delta']:+.4f}"
-        f"{'' if row['within'] else ' (out)'} | {row['updates']:,} | "
+        f"{row['auc']:.4f} | {row['auc_delta']:+.4f} {_band(row)} | "
+        f"{row['updates']:,} | "
         f"{row['examples'] / 1e6:.2f} M ({row['examples_ratio']:.2f}) | "
         f"{reached} | {tau} |")
   return "\n".join(lines)
@@ -57,6 +66,7 @@ def best_markdown(study, optimizer):
   """One line per S: the method that reached the target on the fewest
   examples, or the closest where none did."""
   entry = study["optimizers"][optimizer]
+  target = entry["baseline"]["auc"] - study["margin"]
   lines = []
   for scale in sorted({r["scale"] for r in entry["rows"]}):
     rows = [r for r in entry["rows"] if r["scale"] == scale]
@@ -65,7 +75,7 @@ def best_markdown(study, optimizer):
       best = min(reached, key=lambda r: r["examples_to_target"])
       lines.append(
           f"- S = {scale} (global {best['global_batch']:,}): "
-          f"**{best['method']}** reached {entry['baseline']['auc'] - study['margin']:.4f} after "
+          f"**{best['method']}** reached {target:.4f} after "
           f"{best['examples_to_target'] / 1e6:.2f} M examples "
           f"({best['to_target_ratio']:.2f}x the S = 1 run's); reached by "
           + ", ".join(r["method"] for r in reached) + ".")
@@ -98,6 +108,16 @@ def section(study, optimizer):
       f"Cells not run: {missing}."])
 
 
+def not_run_markdown(study):
+  """A line per optimizer of the grid with no run at all."""
+  lines = [f"- {optimizer}: no run; `python -m tools.study.batch "
+           f"--optimizers {optimizer} --resume` runs its "
+           f"{len(batch_specs.grid((optimizer,)))} cells."
+           for optimizer in batch_specs.OPTIMIZERS
+           if optimizer not in study["optimizers"]]
+  return "\n".join(lines) or "Every optimizer of the grid has runs."
+
+
 def markdown(study):
   """The page: the template's prose around the tables."""
   return repo.fill_template(TEMPLATE, dict(
@@ -105,6 +125,7 @@ def markdown(study):
       eval_rows=f"{study['eval_rows']:,}", T=f"{study['T']:,}",
       cap=study["cap"], margin=study["margin"],
       sections="\n\n".join(section(study, o) for o in study["optimizers"]),
+      not_run=not_run_markdown(study),
       wall=("" if not study["wall_seconds"] else
             f" The last invocation trained for "
             f"{study['wall_seconds'] / 3600:.1f} h on "
@@ -122,6 +143,7 @@ def plot_curves(study, optimizer, path):
                            figsize=(4.6 * columns, 3.6 * lines))
   base = entry["baseline"]
   target = base["auc"] - study["margin"]
+  top = max(a for row in [base] + entry["rows"] for _, a in row["curve"])
   for axis, method in zip(axes.flat, methods):
     for row in [base] + [r for r in entry["rows"] if r["method"] == method]:
       xs = [x / 1e6 for x, _ in row["curve"]]
@@ -130,7 +152,7 @@ def plot_curves(study, optimizer, path):
                 label=f"S = {row['scale']}")
     axis.axhline(target, color="0.5", ls="--", lw=1,
                  label=f"S = 1 AUC - {study['margin']}")
-    axis.set_ylim(target - 0.02, base["auc"] + 0.004)
+    axis.set_ylim(target - 0.02, top + 0.002)
     axis.set_title(f"{method} ({optimizer})", fontsize=10)
     axis.set_xlabel("examples read (millions)")
     axis.set_ylabel("held-out AUC")

@@ -1,12 +1,34 @@
 """Large-batch learning-rate rules: how the base rate grows with the scale S."""
+import functools
 import math
 
+from absl import logging
 import tensorflow as tf
 
 from estimator_scale import choices
 from estimator_scale import errors
 
 RULES = choices.LR_SCALING_RULES
+
+HELD_UP_TO = {"linear": 2, "sqrt": 1, "adascale": 128, "cowclip": 1}
+"""The largest S at which each rule that adapts the rate kept the S = 1
+AUC in the project's click studies, read off their pages (STUDIES)."""
+STUDIES = "docs/adascale/batch_study.md, docs/adascale/click_study.md"
+
+
+def warn_beyond_studied(rule, batch_scale):
+  """One warning line per process where S is past what the studies showed
+  `rule` to hold at: the user should know they are off the measured map."""
+  if batch_scale > HELD_UP_TO.get(rule, math.inf):
+    _warn_once(rule, batch_scale)
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(rule, batch_scale):
+  logging.warning(
+      "lr_scaling=%r at S = %g: the click studies kept the S = 1 AUC with "
+      "it only up to S = %d (%s)", rule, batch_scale, HELD_UP_TO[rule],
+      STUDIES)
 
 
 def check_rule(rule, batch_scale):

@@ -46,6 +46,8 @@ def reduce_and_scale(reducer, grads, config, topology, schedule=None,
   rule = config.lr_scaling
   global_step = tf.compat.v1.train.get_or_create_global_step()
   batch_scale = config.resolved_scale(topology)
+  if topology is None or topology.is_chief:
+    scaling.warn_beyond_studied(rule, batch_scale)
   skip_nonfinite = rule == "adascale" or precision_lib.needs_loss_scaling(
       config.precision)
   mean, finite, writes, state, table_rate = None, None, [], None, None

@@ -6,15 +6,21 @@ No training (the study is `python -m tools.study.batch`): these pin the
 bookkeeping that docs/adascale/batch_study.md's numbers pass through.
 """
 import math
+import os
 
 import pytest
 
+from estimator_scale.train_ops import scaling
+from tools import repo
 from tools.study import batch
 from tools.study import batch_plots
 from tools.study import batch_results
 from tools.study import batch_specs
+from tools.study import click_plots
 
 T = batch_specs.T
+TABLES = 26 * batch_specs.TABLE_ROWS * (32 + 4)
+"""The bytes of the study model's dynamic tables and wide weights."""
 
 
 def _segment(method, scale, optimizer="adagrad"):
@@ -67,6 +73,11 @@ def test_the_grid_holds_every_cell_once_and_checks_its_choices():
   cells = [(s["method"], s["scales"][0]) for s in specs]
   assert len(cells) == len(set(cells)) == 1 + 6 * 4
   assert cells[0] == ("baseline", 1)
+  ordered = [(s["method"], s["scales"][0])
+             for s in sorted(specs, key=batch_specs.priority)]
+  assert ordered[:4] == [("baseline", 1), ("AS", 128), ("AS-parts", 128),
+                         ("identity", 128)]
+  assert ordered[-1] == ("CowClip", 8)
   adam = batch_specs.grid(("adam",))
   assert {s["scales"][0] for s in adam} == {1, 64, 128}
   with pytest.raises(ValueError, match="method='LARS'"):
@@ -82,7 +93,7 @@ def _run(method, scale, auc, curve, updates, tau=None, seed=0):
               scales=[scale], ranks=[1], seed=seed, timed=True, auc=auc,
               loss=0.5, updates=updates, tau=tau,
               micro_batches=updates * scale, wall_seconds=10.0,
-              curve=curve, trainable_bytes=4_000_000)
+              curve=curve, trainable_bytes=4_000_000 + TABLES)
 
 
 def _runs():
@@ -118,6 +129,7 @@ def test_rows_count_examples_to_the_target_and_where_the_cap_bound():
   assert batch_results.best_at(study, "adagrad", 128)["method"] == "AS"
   # The S = 1 run's compute: 40 s over 7,766 micro-batches.
   assert entry["compute_ms"] == pytest.approx(40e3 / (T - 2000))
+  assert entry["dense_bytes"] == 4_000_000
 
 
 def test_more_hosts_cost_less_compute_and_more_exchange():
@@ -133,13 +145,16 @@ def test_more_hosts_cost_less_compute_and_more_exchange():
   link = batch_results.scaling_model.Link(bandwidth=1e9, latency=0.0)
   assert batch_results.alltoall_seconds(512, 2, link) == pytest.approx(
       512 * 26 * (8 + 64) / 2 / 1e9)
+  assert batch_results.allgather_seconds(512, 3, link) == pytest.approx(
+      2 * 512 * 26 * 12 / 1e9)
 
 
 def test_the_page_renders_every_row_and_the_figure(tmp_path):
   study = batch_results.build_study(_runs(), 3600, 2)
   paths = batch_results.write_outputs(str(tmp_path), str(tmp_path), study)
   page = (tmp_path / batch_plots.PAGE).read_text()
-  assert "| 128 | 65,536 | AS | 0.7795 | -0.0005 |" in page
+  assert "| 128 | 65,536 | AS | 0.7795 | -0.0005 within |" in page
+  assert "| 128 | 65,536 | identity | 0.7000 | -0.0800 below |" in page
   assert "(cap)" in page and "never" in page
   assert "**AS** reached 0.7790" in page
   assert "batch_auc_adagrad.png" in page
@@ -153,3 +168,10 @@ def test_the_command_line_checks_its_numbers():
   with pytest.raises(SystemExit):
     batch.parse_args(["--scales", "16"])
   assert batch.parse_args([]).methods == list(batch_specs.METHODS)
+
+
+def test_the_warning_names_the_largest_s_the_studies_showed():
+  held = batch_results.held_up_to(
+      repo.load_json(os.path.join(click_plots.RESULTS, "study.json")),
+      repo.load_json(os.path.join(batch_plots.RESULTS, "study.json")))
+  assert held == scaling.HELD_UP_TO

@@ -157,6 +157,21 @@ def test_scaling_rules():
   assert ramp == pytest.approx([0.1, 0.25, 0.4, 0.4])
 
 
+def test_a_rule_past_the_studied_s_is_named_once(monkeypatch):
+  lines = []
+  monkeypatch.setattr(scaling.logging, "warning",
+                      lambda fmt, *args: lines.append(fmt % args))
+  scaling._warn_once.cache_clear()  # pylint: disable=protected-access
+  for _ in range(2):
+    scaling.warn_beyond_studied("linear", 64.0)
+  scaling.warn_beyond_studied("linear", scaling.HELD_UP_TO["linear"])
+  scaling.warn_beyond_studied("identity", 1024.0)  # adapts nothing
+  assert lines == [
+      f"lr_scaling='linear' at S = 64: the click studies kept the S = 1 AUC "
+      f"with it only up to S = {scaling.HELD_UP_TO['linear']} "
+      f"({scaling.STUDIES})"]
+
+
 def test_schedules():
   with tf.compat.v1.Session() as sess:
     piecewise = es.TrainingConfig(

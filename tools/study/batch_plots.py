@@ -38,6 +38,8 @@ def rows_markdown(entry):
     tau = "" if row["tau"] is None else f"{row['tau']:,.0f}"
     if row["cap_bound"]:
       tau += " (cap)"
+    if row["tau"] is not None:
+      tau += f", mean gain {row['tau'] / row['updates']:.1f}"
     ratio = _fmt(row["to_target_ratio"], ".2f")
     reached = ("never" if row["examples_to_target"] is None else
                f"{row['examples_to_target'] / 1e6:.2f} M ({ratio})")
@@ -102,8 +104,8 @@ def section(study, optimizer):
       f"![AUC against examples read, {optimizer}](batch_auc_{optimizer}.png)",
       best_markdown(study, optimizer),
       f"Time to the S = 1 AUC - {study['margin']} projected on hosts "
-      f"joined by {study['link_gbits']} Gbit/s links, each method at the "
-      "largest S it ran:",
+      f"joined by {study['link_gbits']} Gbit/s links, for the S = 1 run "
+      "and every cell that reached it:",
       projection_markdown(entry, study["hosts"]),
       f"Cells not run: {missing}."])
 

@@ -126,21 +126,19 @@ def projected_seconds(updates, scale, compute_s, nbytes, hosts):
       allgather_seconds(examples * steps, hosts, link))
 
 
-def _projection(rows, runs_by_cell, optimizer, baseline):
-  """Per method at the largest S it ran: hours to the target on each
-  number of hosts (None where it never reached it)."""
+def _projection(cells, optimizer, baseline):
+  """Hours to the target on each number of hosts, for the S = 1 run and
+  every cell whose run reached the target."""
   compute_s = compute_per_micro_batch(baseline)
   target = baseline["auc"] - batch_specs.AUC_MARGIN
   out = []
-  for row in rows:
-    run = runs_by_cell[(optimizer, row["method"], row["scale"])][0]
-    updates, _ = click_results.time_to(run["curve"], target)
-    out.append(dict(
-        method=row["method"], scale=row["scale"],
-        hours=[None if updates is None else
-               projected_seconds(updates, row["scale"], compute_s,
-                                 dense_bytes(run), h) / 3600
-               for h in PROJECTED_HOSTS]))
+  for (name, method, scale), runs in sorted(
+      cells.items(), key=lambda item: (item[0][2], item[0][1])):
+    updates, _ = click_results.time_to(runs[0]["curve"], target)
+    if name == optimizer and updates is not None:
+      out.append(dict(method=method, scale=scale, hours=[
+          projected_seconds(updates, scale, compute_s, dense_bytes(runs[0]),
+                            h) / 3600 for h in PROJECTED_HOSTS]))
   return out
 
 
@@ -162,16 +160,12 @@ def build_study(runs, wall_seconds=None, processes=None):
     rows = [_row(cells[key], baseline) for key in sorted(
         (k for k in cells if k[0] == optimizer and k[1] != "baseline"),
         key=lambda k: (k[2], batch_specs.METHODS.index(k[1])))]
-    largest = {}
-    for row in rows:
-      largest[row["method"]] = row
     missing = [f"{s['method']} S={s['scales'][0]}"
                for s in batch_specs.grid((optimizer,))
                if (optimizer, s["method"], s["scales"][0]) not in cells]
     study["optimizers"][optimizer] = dict(
         baseline=_row(baseline_runs, baseline), rows=rows,
-        projection=_projection(list(largest.values()), cells, optimizer,
-                               baseline),
+        projection=_projection(cells, optimizer, baseline),
         compute_ms=1e3 * compute_per_micro_batch(baseline),
         dense_bytes=dense_bytes(baseline), missing=missing)
   return study

@@ -135,7 +135,9 @@ def markdown(study):
 
 
 def plot_curves(study, optimizer, path):
-  """AUC against examples read, one panel per method, a line per S."""
+  """AUC against examples read, one panel per method, a line per S; each
+  panel's axis starts below its runs' second checkpoints (the first of a
+  run of many sits far below)."""
   plt = digits_plots._pyplot()  # pylint: disable=protected-access
   entry = study["optimizers"][optimizer]
   methods = list(dict.fromkeys(r["method"] for r in entry["rows"]))
@@ -147,14 +149,17 @@ def plot_curves(study, optimizer, path):
   target = base["auc"] - study["margin"]
   top = max(a for row in [base] + entry["rows"] for _, a in row["curve"])
   for axis, method in zip(axes.flat, methods):
-    for row in [base] + [r for r in entry["rows"] if r["method"] == method]:
+    shown = [base] + [r for r in entry["rows"] if r["method"] == method]
+    lowest = min(a for row in shown
+                 for _, a in row["curve"][1:] or row["curve"])
+    for row in shown:
       xs = [x / 1e6 for x, _ in row["curve"]]
       axis.plot(xs, [a for _, a in row["curve"]], marker=".",
                 color=COLORS.get(row["scale"], "tab:purple"),
                 label=f"S = {row['scale']}")
     axis.axhline(target, color="0.5", ls="--", lw=1,
                  label=f"S = 1 AUC - {study['margin']}")
-    axis.set_ylim(target - 0.02, top + 0.002)
+    axis.set_ylim(min(target - 0.02, lowest - 0.005), top + 0.002)
     axis.set_title(f"{method} ({optimizer})", fontsize=10)
     axis.set_xlabel("examples read (millions)")
     axis.set_ylabel("held-out AUC")

@@ -83,10 +83,17 @@ def best_markdown(study, optimizer):
           + ", ".join(r["method"] for r in reached) + ".")
     else:
       best = max(rows, key=lambda r: r["auc"])
+      gains = [f"{r['method']} {r['tau'] / r['updates']:.1f}"
+               for r in rows if r["tau"] is not None]
+      why = (f" AdaScale's mean gain was {', '.join(gains)} of S = {scale}:"
+             " an update did the work of that many micro-batches of S = 1,"
+             " so reaching the S = 1 AUC takes about S / gain times the S = 1"
+             " run's examples."
+             if gains else "")
       lines.append(
           f"- S = {scale} (global {best['global_batch']:,}): no method "
           f"reached the target; the closest, **{best['method']}**, ended "
-          f"{-best['auc_delta']:.4f} below the S = 1 AUC.")
+          f"{-best['auc_delta']:.4f} below the S = 1 AUC.{why}")
   return "\n".join(lines)
 
 

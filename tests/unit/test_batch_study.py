@@ -126,7 +126,8 @@ def test_rows_count_examples_to_the_target_and_where_the_cap_bound():
   assert entry["baseline"]["examples_to_target"] == 6000 * 512
   assert "LSW S=128" in entry["missing"] and "AS S=128" not in entry[
       "missing"]
-  assert batch_results.best_at(study, "adagrad", 128)["method"] == "AS"
+  assert batch_plots.best_of(
+      [r for r in entry["rows"] if r["scale"] == 128])["method"] == "AS"
   # The S = 1 run's compute: 40 s over 7,766 micro-batches.
   assert entry["compute_ms"] == pytest.approx(40e3 / (T - 2000))
   assert entry["dense_bytes"] == 4_000_000

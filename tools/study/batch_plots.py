@@ -64,6 +64,15 @@ def projection_markdown(entry, hosts):
   return "\n".join(lines)
 
 
+def best_of(rows):
+  """The row that reached the target on the fewest examples, or the one
+  with the highest AUC where none reached it."""
+  reached = [r for r in rows if r["examples_to_target"]]
+  if reached:
+    return min(reached, key=lambda r: r["examples_to_target"])
+  return max(rows, key=lambda r: r["auc"])
+
+
 def best_markdown(study, optimizer):
   """One line per S: the method that reached the target on the fewest
   examples, or the closest where none did."""
@@ -72,9 +81,9 @@ def best_markdown(study, optimizer):
   lines = []
   for scale in sorted({r["scale"] for r in entry["rows"]}):
     rows = [r for r in entry["rows"] if r["scale"] == scale]
+    best = best_of(rows)
     reached = [r for r in rows if r["examples_to_target"]]
     if reached:
-      best = min(reached, key=lambda r: r["examples_to_target"])
       lines.append(
           f"- S = {scale} (global {best['global_batch']:,}): "
           f"**{best['method']}** reached {target:.4f} after "
@@ -82,7 +91,6 @@ def best_markdown(study, optimizer):
           f"({best['to_target_ratio']:.2f}x the S = 1 run's); reached by "
           + ", ".join(r["method"] for r in reached) + ".")
     else:
-      best = max(rows, key=lambda r: r["auc"])
       gains = [f"{r['method']} {r['tau'] / r['updates']:.1f}"
                for r in rows if r["tau"] is not None]
       why = (f" AdaScale's mean gain was {', '.join(gains)} of S = {scale}:"

@@ -81,13 +81,6 @@ def _row(runs, baseline):
              for u, _, a in first["curve"]])
 
 
-def compute_per_micro_batch(baseline):
-  """Seconds of one micro-batch on one process, from the S = 1 run's
-  checkpoints (start-up left out; its saves and evaluations are not in
-  the curve's clock)."""
-  return click_results.compute_per_micro_batch(baseline)
-
-
 def alltoall_seconds(examples, hosts, link):
   """One micro-batch's table traffic on `hosts` hosts: each example's ids
   out, their rows back and the rows' gradients out again, (N-1)/N of them
@@ -126,10 +119,9 @@ def projected_seconds(updates, scale, compute_s, nbytes, hosts):
       allgather_seconds(examples * steps, hosts, link))
 
 
-def _projection(cells, optimizer, baseline):
+def _projection(cells, optimizer, baseline, compute_s):
   """Hours to the target on each number of hosts, for the S = 1 run and
-  every cell whose run reached the target."""
-  compute_s = compute_per_micro_batch(baseline)
+  every cell whose run reached the target, at `compute_s` a micro-batch."""
   target = baseline["auc"] - batch_specs.AUC_MARGIN
   out = []
   for (name, method, scale), runs in sorted(
@@ -163,25 +155,13 @@ def build_study(runs, wall_seconds=None, processes=None):
     missing = [f"{s['method']} S={s['scales'][0]}"
                for s in batch_specs.grid((optimizer,))
                if (optimizer, s["method"], s["scales"][0]) not in cells]
+    compute_s = click_results.compute_per_micro_batch(baseline)
     study["optimizers"][optimizer] = dict(
         baseline=_row(baseline_runs, baseline), rows=rows,
-        projection=_projection(cells, optimizer, baseline),
-        compute_ms=1e3 * compute_per_micro_batch(baseline),
+        projection=_projection(cells, optimizer, baseline, compute_s),
+        compute_ms=1e3 * compute_s,
         dense_bytes=dense_bytes(baseline), missing=missing)
   return study
-
-
-def best_at(study, optimizer, scale):
-  """The row at `scale` that needed the fewest examples to the target, or
-  the highest AUC where none reached it."""
-  rows = [r for r in study["optimizers"][optimizer]["rows"]
-          if r["scale"] == scale]
-  if not rows:
-    return None
-  reached = [r for r in rows if r["examples_to_target"]]
-  if reached:
-    return min(reached, key=lambda r: r["examples_to_target"])
-  return max(rows, key=lambda r: r["auc"])
 
 
 RULE_OF = {"LSW": "linear", "sqrt": "sqrt", "CowClip": "cowclip",

@@ -156,9 +156,11 @@ def check_tables(variables):
   update bypasses the path that carries the counts to the clipping."""
   for variable in variables:
     table = dynamic.table_of(variable)
-    kind = ("dynamic" if table is not None and (
-        table.shard is not None or table.ps_part is not None) else
-            "sharded" if sharded.is_sharded(variable) else None)
+    if table is not None:
+      split = table.shard is not None or table.ps_part is not None
+      kind = "dynamic" if split else None
+    else:
+      kind = "sharded" if sharded.is_sharded(variable) else None
     if kind is not None:
       raise errors.ConfigError(
           f"{kind} table {variable.op.name!r}: lr_scaling='{RULE}' "

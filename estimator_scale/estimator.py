@@ -305,6 +305,7 @@ def _with_placed_variables(tf_estimator, scale_config, training_config):
   @tf.autograph.experimental.do_not_convert
   def build(features, labels, mode, params, config):
     pipeline.declare_estimator(training_config, scale_config.topology)
+    model_fn_lib.seed_layer_initializers(config)
     return placed(features, labels, mode, params, config)
 
   def model_fn(features, labels, mode, params, config):

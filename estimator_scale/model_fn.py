@@ -31,8 +31,6 @@ def make_model_fn(model, training_config=None, topology=None):
   def model_fn(features, labels, mode, params, config):
     training, job = pipeline.estimator_settings(
         training_config, topology, caller="make_model_fn")
-    if config is not None and config.tf_random_seed is not None:
-      _seed_layer_initializers(config.tf_random_seed)
     network = _network(model, params, training.precision)
     if mode == ModeKeys.PREDICT:
       outputs = network(features, False)
@@ -118,9 +116,14 @@ def _export_outputs(model, outputs, params):
                   model.predictions(outputs, params))}
 
 
-def _seed_layer_initializers(seed):
-  """Makes `random_seed` fix the initial weights too (Keras ignores the graph
-  seed); Python's and NumPy's states, which Keras reseeds, are restored."""
+def seed_layer_initializers(config):
+  """Makes `random_seed` fix the initial weights of any model_fn's Keras
+  layers too (Keras draws unseeded initializers' seeds from Python's
+  `random`, not the graph seed); Python's and NumPy's states, which Keras
+  reseeds, are restored."""
+  if config is None or config.tf_random_seed is None:
+    return
+  seed = config.tf_random_seed
   python_state, numpy_state = random.getstate(), np.random.get_state()
   tf.keras.utils.set_random_seed(seed)
   random.setstate(python_state)

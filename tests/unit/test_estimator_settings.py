@@ -1,6 +1,8 @@
 """One TrainingConfig and one Topology per Estimator: a hand-written
 model_fn's `build_train_op` takes the Estimator's where it is given none,
 and refuses, in one line naming both, one that says otherwise."""
+import random
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -121,3 +123,14 @@ def test_outside_an_estimator_of_the_framework_the_defaults_apply():
     assert train.adascale is None
     config, topology = pipeline.estimator_settings()
     assert config == es.TrainingConfig() and topology == es.Topology()
+
+
+def test_random_seed_fixes_a_hand_written_model_fns_keras_weights(tmp_path):
+  # Keras draws an unseeded initializer's seed from Python's `random`, which
+  # the test moves on between the two Estimators.
+  kernels = []
+  for run in ("a", "b"):
+    estimator = _train(_model_fn(), tmp_path / run, steps=1)
+    kernels.append(estimator.get_variable_value("out/kernel"))
+    random.random()
+  np.testing.assert_array_equal(kernels[0], kernels[1])

@@ -117,10 +117,9 @@ def _export_outputs(model, outputs, params):
 
 
 def seed_layer_initializers(config):
-  """Makes `random_seed` fix the initial weights of any model_fn's Keras
-  layers too (Keras draws unseeded initializers' seeds from Python's
-  `random`, not the graph seed); Python's and NumPy's states, which Keras
-  reseeds, are restored."""
+  """Makes `random_seed` fix any model_fn's Keras weights too: Keras seeds
+  them from Python's `random`, not the graph; Python's and NumPy's states,
+  which Keras reseeds, are restored."""
   if config is None or config.tf_random_seed is None:
     return
   seed = config.tf_random_seed

@@ -10,7 +10,7 @@ from estimator_scale import errors
 
 RULES = choices.LR_SCALING_RULES
 
-HELD_UP_TO = {"linear": 2, "sqrt": 1, "adascale": 32, "cowclip": 1}
+HELD_UP_TO = {"linear": 2, "sqrt": 1, "adascale": 16, "cowclip": 1}
 """The largest S at which each rule that adapts the rate kept the S = 1
 AUC in the project's click studies, read off their pages (STUDIES)."""
 STUDIES = "docs/adascale/batch_study.md, docs/adascale/click_study.md"

@@ -135,6 +135,13 @@ def not_run_markdown(study):
   return "\n".join(lines) or "Every optimizer of the grid has runs."
 
 
+def _run_hours(study):
+  """The hours the runs on the page took, each run counted alone."""
+  return sum(entry["baseline"]["wall_seconds"] +
+             sum(row["wall_seconds"] for row in entry["rows"])
+             for entry in study["optimizers"].values()) / 3600
+
+
 def markdown(study):
   """The page: the template's prose around the tables."""
   return repo.fill_template(TEMPLATE, dict(
@@ -143,6 +150,7 @@ def markdown(study):
       cap=study["cap"], margin=study["margin"],
       sections="\n\n".join(section(study, o) for o in study["optimizers"]),
       not_run=not_run_markdown(study),
+      run_hours=f"{_run_hours(study):.1f}",
       wall=("" if not study["wall_seconds"] else
             f" The last invocation trained for "
             f"{study['wall_seconds'] / 3600:.1f} h on "

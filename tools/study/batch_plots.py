@@ -38,8 +38,8 @@ def rows_markdown(entry):
     tau = "" if row["tau"] is None else f"{row['tau']:,.0f}"
     if row["cap_bound"]:
       tau += " (cap)"
-    if row["tau"] is not None:
-      tau += f", mean gain {row['tau'] / row['updates']:.1f}"
+    if row["mean_gain"] is not None:
+      tau += f", mean gain {row['mean_gain']:.1f}"
     ratio = _fmt(row["to_target_ratio"], ".2f")
     reached = ("never" if row["examples_to_target"] is None else
                f"{row['examples_to_target'] / 1e6:.2f} M ({ratio})")
@@ -91,8 +91,8 @@ def best_markdown(study, optimizer):
           f"({best['to_target_ratio']:.2f}x the S = 1 run's); reached by "
           + ", ".join(r["method"] for r in reached) + ".")
     else:
-      gains = [f"{r['method']} {r['tau'] / r['updates']:.1f}"
-               for r in rows if r["tau"] is not None]
+      gains = [f"{r['method']} {r['mean_gain']:.1f}"
+               for r in rows if r["mean_gain"] is not None]
       why = (f" AdaScale's mean gain was {', '.join(gains)} of S = {scale}:"
              " an update did the work of that many micro-batches of S = 1,"
              " so reaching the S = 1 AUC takes about S / gain times the S = 1"

@@ -70,7 +70,10 @@ def _row(runs, baseline):
       global_batch=batch_specs.examples(first), seeds=len(runs), auc=auc,
       auc_delta=auc - baseline["auc"],
       within=abs(auc - baseline["auc"]) <= batch_specs.AUC_MARGIN,
-      updates=first["updates"], tau=first["tau"], examples=examples,
+      updates=first["updates"], tau=first["tau"],
+      mean_gain=(None if first["tau"] is None else
+                 first["tau"] / first["updates"]),
+      examples=examples,
       examples_ratio=examples / (baseline["micro_batches"] *
                                  batch_specs.MICRO_BATCH),
       examples_to_target=reached[0],
@@ -124,10 +127,11 @@ def _projection(cells, optimizer, baseline, compute_s):
   every cell whose run reached the target, at `compute_s` a micro-batch."""
   target = baseline["auc"] - batch_specs.AUC_MARGIN
   out = []
-  for (name, method, scale), runs in sorted(
-      cells.items(), key=lambda item: (item[0][2], item[0][1])):
+  mine = [(key[1:], runs) for key, runs in cells.items()
+          if key[0] == optimizer]
+  for (method, scale), runs in sorted(mine, key=lambda item: item[0][::-1]):
     updates, _ = click_results.time_to(runs[0]["curve"], target)
-    if name == optimizer and updates is not None:
+    if updates is not None:
       out.append(dict(method=method, scale=scale, hours=[
           projected_seconds(updates, scale, compute_s, dense_bytes(runs[0]),
                             h) / 3600 for h in PROJECTED_HOSTS]))

@@ -21,8 +21,12 @@ from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
 from estimator_scale.train_ops import cowclip
 from estimator_scale import gradients
+from estimator_scale.train_ops import parts
 from estimator_scale.train_ops import pipeline
 from estimator_scale.train_ops import update
+
+_CANNED_LINEAR_SCOPE = "linear/linear_model/"
+"""Where TF's canned estimators make their linear model's weights."""
 
 CANNED_NAMES = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
 """The optimizer names TF 2.15's canned estimators take, each meaning its
@@ -110,7 +114,7 @@ class CannedOptimizer:
     rate = _Rate()
     optimizer = _reducing_class(self._class).from_config(
         dict(self._config, learning_rate=rate))
-    optimizer.attach(self.plan, rate)
+    optimizer.attach(self.plan, rate, self._config)
     return optimizer
 
   def __repr__(self):
@@ -139,7 +143,8 @@ class _Rate:
 def canned_optimizer(optimizer, topology, accumulation_steps=1,
                      lr_scaling="identity", batch_scale=None,
                      scaling_warmup_updates=0, adascale_smoothing=None,
-                     allreduce_compression="none"):
+                     allreduce_compression="none", cowclip_ratio=None,
+                     cowclip_min_norm=None):
   """An optimizer for a canned estimator that trains with the job's backend.
 
   Build the estimator with `config=scale_config.run_config`; train it
@@ -150,12 +155,13 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
       one), or a name in `CANNED_NAMES`.
     topology: this process's `Topology` (or the `ScaleConfig` holding it).
     accumulation_steps: k; the same for every optimizer of one estimator.
-    lr_scaling: `identity`, `linear`, `sqrt` or `adascale` (no per-id counts
-      here for `cowclip`).
+    lr_scaling: one of `choices.LR_SCALING_RULES`; under `cowclip` the
+      linear model's weights (`linear/linear_model/`) are not clipped.
     batch_scale: S; None means replicas x accumulation_steps.
     scaling_warmup_updates: `linear` rule's warm-up length in updates.
     adascale_smoothing: AdaScale's theta (None: its default).
     allreduce_compression: where the backend offers it (Horovod: fp16).
+    cowclip_ratio, cowclip_min_norm: CowClip's r > 0 and zeta >= 0.
 
   Returns:
     A `CannedOptimizer`: a zero-argument callable returning the optimizer.
@@ -168,17 +174,13 @@ def canned_optimizer(optimizer, topology, accumulation_steps=1,
   optimizer_class, config = _class_and_config(optimizer)
   _check_accumulation_steps(accumulation_steps, config)
   samples = topology.replicas_per_update * accumulation_steps
-  if lr_scaling == cowclip.RULE:
-    raise errors.ConfigError(
-        f"lr_scaling={lr_scaling!r} is not offered to canned estimators; "
-        "train a model_fn through build_train_op (BaseModel) for it, or use "
-        "another rule")
   topology.backend.check_offers(allreduce_compression)
   training_config = pipeline.TrainingConfig(
       accumulation_steps=accumulation_steps, lr_scaling=lr_scaling,
       batch_scale=batch_scale, scaling_warmup_updates=scaling_warmup_updates,
       adascale_smoothing=adascale_smoothing,
-      allreduce_compression=allreduce_compression)
+      allreduce_compression=allreduce_compression,
+      cowclip_ratio=cowclip_ratio, cowclip_min_norm=cowclip_min_norm)
   if lr_scaling == "adascale":
     adascale.check_samples(training_config.resolved_scale(topology), samples)
   plan = _Plan(topology=topology, config=training_config,
@@ -223,9 +225,10 @@ class _Reducing:
   """Mixed in before a legacy optimizer's class: `get_updates` reduces, scales
   and applies, in one op."""
 
-  def attach(self, plan, rate):
+  def attach(self, plan, rate, config):
     self._es_plan = plan
     self._es_rate = rate
+    self._es_config = config
 
   def get_updates(self, loss, params):
     """See base class."""
@@ -241,7 +244,10 @@ class _Reducing:
           "accumulates only in an Estimator made by es.make_estimator, which "
           "runs the network over the micro-batches; give the canned "
           "estimator to es.make_estimator(estimator, scale_config=...)")
-    samples = self._samples(self.get_gradients(loss, params))
+    grads = self.get_gradients(loss, params)
+    if plan.config.lr_scaling == cowclip.RULE:
+      grads = [cowclip.with_counts(g, v) for g, v in zip(grads, params)]
+    samples = self._samples(grads)
     sum_squared = (gradients.total_squared_norm(samples)
                    if plan.config.lr_scaling == "adascale" else None)
     return [self._reduce_and_apply(samples, params, sum_squared, loss)]
@@ -258,13 +264,19 @@ class _Reducing:
   def _samples(self, grads):
     """This replica's gradients times N: the canned head divided each replica's
     loss by N, and AdaScale's per-replica norms need g_i."""
-    in_sync = pipeline.replicas_in_sync(self._es_plan.topology)
-    return [gradients.scale(g, float(in_sync)) for g in grads]
+    in_sync = float(pipeline.replicas_in_sync(self._es_plan.topology))
+    if self._es_plan.config.lr_scaling == cowclip.RULE:
+      return [cowclip.scale_values(g, in_sync) for g in grads]
+    return [gradients.scale(g, in_sync) for g in grads]
 
   def _reduce_and_apply(self, samples, params, sum_squared, loss):
     """The train op of this optimizer in one replica's graph."""
     plan = self._es_plan
     _check_tables(params, plan)
+    if plan.config.lr_scaling == cowclip.RULE:
+      cowclip.check_tables(params)
+      parts.mark_linear(v for v in params
+                        if v.op.name.startswith(_CANNED_LINEAR_SCOPE))
     global_step = tf.compat.v1.train.get_or_create_global_step()
     reducer = plan.topology.backend.make_reducer(
         plan.config.allreduce_compression)
@@ -282,11 +294,32 @@ class _Reducing:
     # (nor could it, in TF 2.15's graph mode, for sparse gradients of
     # different lengths; the backend's reducer pads them).
     dynamic.check_trainers(plan.topology)
-    dynamic.reset_slots_on_admission(self)
-    applied = reducer.applied(self.apply_gradients(
-        list(zip(scaled.mean, params)), experimental_aggregate_gradients=False))
+    pairs = list(zip(scaled.mean, params))
+    if scaled.table_rate is not None:
+      applied = self._apply_tables_apart(pairs, scaled)
+    else:
+      dynamic.reset_slots_on_admission(self)
+      applied = self.apply_gradients(pairs,
+                                     experimental_aggregate_gradients=False)
+    applied = reducer.applied(applied)
     _keep_slots_per_rank(self, params)
     return tf.group(applied, *scaled.writes)
+
+  def _apply_tables_apart(self, pairs, scaled):
+    """Tables through a second optimizer of this class at the tables' rate."""
+    tables = _Rate()
+    tables.value = scaled.table_rate
+    name = self._es_config.get("name") or type(self).__name__
+    sibling = type(self).from_config(
+        dict(self._es_config, learning_rate=tables, name=f"{name}Tables"))
+    dynamic.reset_slots_on_admission(self)
+    dynamic.reset_slots_on_admission(sibling)
+    sparse = [isinstance(g, tf.IndexedSlices) for g, _ in pairs]
+    return tf.group(
+        self.apply_gradients([p for p, s in zip(pairs, sparse) if not s],
+                             experimental_aggregate_gradients=False),
+        sibling.apply_gradients([p for p, s in zip(pairs, sparse) if s],
+                                experimental_aggregate_gradients=False))
 
   def _state_scope(self, global_step):
     """`adascale` for the optimizer that counts global_step, else its own."""

@@ -7,6 +7,7 @@ import tensorflow as tf
 from estimator_scale import canned
 from estimator_scale import errors
 from estimator_scale.train_ops import accumulation
+from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import pipeline
 
 
@@ -30,6 +31,14 @@ def with_accumulation(tf_estimator):
         "one estimator the same accumulation_steps")
   k = steps[0]
   with_norms = any(o.plan.config.lr_scaling == "adascale" for o in found)
+  clipped = {o.plan.config.lr_scaling == cowclip.RULE for o in found}
+  if len(clipped) > 1:
+    raise errors.ConfigError(
+        f"the estimator's canned optimizers mix lr_scaling='{cowclip.RULE}' "
+        "and other rules at accumulation_steps > 1; give every "
+        f"canned_optimizer of one estimator lr_scaling='{cowclip.RULE}' or "
+        "none of them")
+  with_counts = clipped == {True}
 
   def model_fn_k(features, labels, mode, config):
     if mode != tf.estimator.ModeKeys.TRAIN:
@@ -39,7 +48,7 @@ def with_accumulation(tf_estimator):
       return spec._replace(train_op=tf.group(
           spec.train_op, pipeline.count_micro_batches(1)))
     return _accumulated_spec(model_fn, features, labels, config, k,
-                             with_norms)
+                             with_norms, with_counts)
   return model_fn_k
 
 
@@ -93,12 +102,13 @@ class _Recorder:
     return self.loss
 
 
-def _accumulated_spec(model_fn, features, labels, config, k, with_norms):
+def _accumulated_spec(model_fn, features, labels, config, k, with_norms,
+                      with_counts):
   """TRAIN mode's EstimatorSpec of k micro-batches per update."""
   recorder = _Recorder()
   grads = accumulation.accumulate(
       lambda f, l: recorder.trace(model_fn, f, l, config), features, labels,
-      k, with_norms=with_norms,
+      k, with_norms=with_norms, with_counts=with_counts,
       norm_groups=recorder.groups if with_norms else None)
   by_variable = {v.ref(): g for g, v in zip(grads.grads, grads.variables)}
   updates = [pipeline.count_micro_batches(k)]

@@ -66,16 +66,9 @@ class Topology:
     `global_batch_size` sums over the whole job on every backend; with async
     ps, `global_step` advances workers times per global batch.
 
-    Args:
-      global_batch_size: examples per step, summed over the whole job.
-      accumulation_steps: micro-batches per update.
-      flag: the name to use in error messages.
-
-    Returns:
-      global_batch_size / num_replicas; a multiple of accumulation_steps.
-
-    Raises:
-      ConfigError: naming the nearest valid global batch sizes.
+    Returns global_batch_size / num_replicas, a multiple of
+    `accumulation_steps`; raises ConfigError naming the nearest valid sizes
+    (`flag`: the name the message gives).
     """
     if global_batch_size is None or int(global_batch_size) < 1:
       raise errors.ConfigError(f"{flag} must be a positive integer, got "

@@ -130,20 +130,10 @@ def _check(initializer):
 
 
 def part_initializer(initializer, full_shape, offset):
-  """`initializer` drawing the part at row `offset` of a table.
-
-  Args:
-    initializer: a v1, TF 2 or Keras initializer, or a function of
-      (shape, dtype[, partition_info]).
-    full_shape: the whole table's shape.
-    offset: the part's first row.
-
-  Returns:
-    A v1 initializer of the part (its `partition_info` is ignored).
-
-  Raises:
-    ConfigError: not an initializer, or a constant not filling the table.
-  """
+  """A v1 initializer of the part at row `offset` of a `full_shape` table
+  (its `partition_info` ignored); `initializer`: a v1, TF 2 or Keras one, or
+  a function of (shape, dtype[, partition_info]). Raises ConfigError for
+  what is not an initializer, or a constant not filling the table."""
   _check(initializer)
   known = _known(initializer, full_shape, offset)
   if known is not None:

@@ -5,14 +5,15 @@ embedding row's gradient as it does a dense layer's, so tables keep the
 S = 1 rate, dense variables take sqrt(S), and each id's gradient is
 clipped to cnt_j * max(r ||w_j||, zeta) (`cowclip_ratio`,
 `cowclip_min_norm`). The counts must be the whole update's, so they ride
-in the gradient as a last column of ones (`with_counts`) that every sum
-adds; `clip_update` takes it off. `linear_part()` tables stay unclipped.
+in the gradient as a last column (`with_counts`) that every sum adds;
+`clip_update` takes it off. `linear_part()` tables stay unclipped.
 """
 import math
 
 import tensorflow as tf
 
 from estimator_scale import errors
+from estimator_scale import gradients
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import parts
@@ -50,7 +51,7 @@ def resolved(ratio, min_norm):
 
 
 def with_counts(grad, variable):
-  """An embedding's gradient with a column of ones after its values.
+  """An embedding's gradient with its rows' counts after its values.
 
   Call per micro-batch before accumulation; dense (or None) passes as is.
 
@@ -63,9 +64,66 @@ def with_counts(grad, variable):
     raise errors.ConfigError(
         f"lr_scaling='{RULE}' clips each row of a table of vectors; "
         f"{variable.name} has rows of shape {grad.values.shape[1:]}")
-  values = tf.concat([grad.values, tf.ones_like(grad.values[:, :1])], 1)
+  counts = _occurrences(grad.indices)
+  if counts is None:
+    counts = tf.ones_like(grad.values[:, 0])
+  values = tf.concat([grad.values, tf.cast(counts, grad.values.dtype)[:, None]],
+                     1)
   return tf.IndexedSlices(values, grad.indices,
                           _columns(grad.dense_shape, 1))
+
+
+_SAME_ROWS = ("Identity", "Reshape", "Cast")
+_UNIQUE = ("Unique", "UniqueV2")
+
+
+def _occurrences(indices):
+  """Per gradient row, the lookups it sums (None: one each); feature columns
+  look up distinct ids, whose Unique op's positions count them."""
+  source = _through(indices)
+  if source.op.type in _UNIQUE and source.value_index == 0:
+    return _counts(source.op)
+  if source.op.type == "DynamicPartition":  # a partitioned table's part
+    unique = _unique_above(source.op.inputs[0])
+    if unique is not None:
+      return tf.dynamic_partition(
+          _counts(unique), source.op.inputs[1],
+          source.op.get_attr("num_partitions"))[source.value_index]
+  return None
+
+
+def _through(tensor):
+  """The tensor `tensor` copies or reshapes, row for row."""
+  while tensor.op.type in _SAME_ROWS:
+    tensor = tensor.op.inputs[0]
+  return tensor
+
+
+def _unique_above(tensor, depth=12):
+  """The Unique op `depth` ops above `tensor` (a partition's rows), or None."""
+  ops = {tensor.op.name: tensor.op}
+  for _ in range(depth):
+    for op in ops.values():
+      if op.type in _UNIQUE:
+        return op
+    ops = {x.op.name: x.op for op in ops.values() for x in op.inputs}
+  return None
+
+
+def _counts(unique):
+  """How many times each distinct id of a Unique op was looked up."""
+  ids, positions = unique.outputs
+  return tf.math.unsorted_segment_sum(
+      tf.ones_like(positions, tf.float32), positions, tf.size(ids))
+
+
+def scale_values(grad, factor):
+  """`grad` x `factor`, a table's counts column left as it is."""
+  if not isinstance(grad, tf.IndexedSlices):
+    return gradients.scale(grad, factor)
+  values, counts = _strip(grad.values)
+  return tf.IndexedSlices(tf.concat([values * factor, counts[:, None]], 1),
+                          grad.indices, grad.dense_shape)
 
 
 def _strip(values):

@@ -48,6 +48,11 @@ def linear_part():
     yield
 
 
+def mark_linear(variables):
+  """Counts `variables` in the linear part (canned ones: out of its reach)."""
+  _linear_names().update(v.name for v in variables)
+
+
 def is_linear(variable):
   """Whether `variable` was made inside `linear_part()` in this graph."""
   return variable.name in _linear_names()

@@ -28,10 +28,12 @@ def _table_rows(shape, dtype=None, partition_info=None):
   return tf.constant(TABLE[start:start + shape[0]], dtype)
 
 
-def _loss(features, labels, parts=1):
+def _loss(features, labels, parts=1, lookup="embedding_lookup"):
   """mean_i (w s_i + 1)^2 / 2 with s_i = table[id_i] . a_i: each gradient
   reads both variables, so neither update may run before both are read.
-  The table is in `parts` partitions, as over parameter servers."""
+  The table is in `parts` partitions, as over parameter servers; `lookup`
+  "embedding_lookup_sparse" reads it as feature columns do, one gradient
+  row per distinct id."""
   del labels
   table = tf.compat.v1.get_variable(
       "table", TABLE.shape, initializer=_table_rows,
@@ -39,8 +41,17 @@ def _loss(features, labels, parts=1):
       use_resource=True)
   w = tf.compat.v1.get_variable(
       "w", initializer=DENSE, use_resource=True)
-  s = tf.reduce_sum(tf.nn.embedding_lookup(table, features["ids"]) *
-                    features["a"], 1)
+  if lookup == "embedding_lookup":
+    rows = tf.nn.embedding_lookup(table, features["ids"])
+  else:
+    ids = features["ids"]
+    n = tf.shape(ids, out_type=tf.int64)[0]
+    one_per_row = tf.SparseTensor(
+        tf.stack([tf.range(n), tf.zeros([n], tf.int64)], 1), ids,
+        tf.stack([n, 1]))
+    rows = tf.nn.embedding_lookup_sparse(table, one_per_row, None,
+                                         combiner="sum")
+  s = tf.reduce_sum(rows * features["a"], 1)
   return tf.reduce_mean(tf.square(w * s + 1.0)) / 2
 
 
@@ -60,9 +71,11 @@ def _hand_update(batch_scale):
           DENSE - RATE * math.sqrt(batch_scale) * np.mean(error * s), factor)
 
 
-@pytest.mark.parametrize("accumulation_steps,parts", [(1, 1), (2, 1), (3, 1),
-                                                      (2, 2)])
-def test_update_matches_hand_computation(accumulation_steps, parts):
+@pytest.mark.parametrize("accumulation_steps,parts,lookup", [
+    (1, 1, "embedding_lookup"), (2, 1, "embedding_lookup"),
+    (3, 1, "embedding_lookup"), (2, 2, "embedding_lookup"),
+    (1, 1, "embedding_lookup_sparse"), (2, 2, "embedding_lookup_sparse")])
+def test_update_matches_hand_computation(accumulation_steps, parts, lookup):
   config = es.TrainingConfig(
       optimizer="sgd", learning_rate=RATE,
       accumulation_steps=accumulation_steps, lr_scaling="cowclip",
@@ -70,7 +83,7 @@ def test_update_matches_hand_computation(accumulation_steps, parts):
   with tf.Graph().as_default():
     features = {"ids": tf.constant(IDS), "a": tf.constant(WEIGHTS)}
     built = pipeline.build_train_op(
-        lambda x, y: _loss(x, y, parts), features, None, config)
+        lambda x, y: _loss(x, y, parts, lookup), features, None, config)
     *table, w = tf.compat.v1.trainable_variables()
     assert len(table) == parts
     with tf.compat.v1.Session() as sess:
@@ -226,7 +239,39 @@ def test_sharded_table_is_refused():
       cowclip.check_tables([shard])
 
 
-def test_canned_estimators_refuse_the_rule():
-  with pytest.raises(es.errors.ConfigError,
-                     match=r"^lr_scaling='cowclip' is not offered to canned"):
-    es.canned_optimizer("Adagrad", es.Topology(), lr_scaling="cowclip")
+CANNED_IDS = np.array([0, 1, 1, 2, 3, 3, 3, 5], np.int64)
+
+
+@pytest.mark.parametrize("accumulation_steps", [1, 2])
+def test_a_canned_estimators_table_moves_by_its_clip(accumulation_steps,
+                                                     tmp_path):
+  # r tiny, zeta small: every row the update touches is clipped to
+  # cnt * zeta and moves by rate * cnt * zeta (SGD, tables at the S = 1
+  # rate), cnt its occurrences in the update, though feature columns
+  # give one gradient row per distinct id.
+  min_norm, rate = 1e-4, 1.0
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path),
+                                     random_seed=0)
+  estimator = es.make_estimator(tf.estimator.DNNClassifier(
+      hidden_units=[16], feature_columns=[tf.feature_column.embedding_column(
+          tf.feature_column.categorical_column_with_identity("id", 6), 3)],
+      optimizer=es.canned_optimizer(
+          tf.keras.optimizers.legacy.SGD(rate), scale_config,
+          accumulation_steps=accumulation_steps, lr_scaling="cowclip",
+          batch_scale=4, cowclip_ratio=1e-9, cowclip_min_norm=min_norm),
+      config=scale_config.run_config), scale_config=scale_config)
+
+  def input_fn():
+    labels = (CANNED_IDS % 2).astype(np.int64)
+    return tf.data.Dataset.from_tensors(
+        ({"id": CANNED_IDS[:, None]}, labels[:, None])).repeat()
+
+  estimator.train(input_fn, max_steps=1)
+  name = next(n for n in estimator.get_variable_names()
+              if n.endswith("embedding_weights"))
+  before = tf.train.load_variable(str(tmp_path / "model.ckpt-0"), name)
+  after = estimator.get_variable_value(name)
+  moved = np.linalg.norm(after - before, axis=1)
+  counts = np.bincount(CANNED_IDS, minlength=6)
+  np.testing.assert_allclose(moved, rate * counts * min_norm, rtol=1e-2,
+                             atol=1e-9)

@@ -87,6 +87,29 @@ MICRO_BATCH_FLAGS = dict(examples=64, global_batch_size=16, steps=10,
                          lr_scaling="adascale", batch_scale=1.0)
 MICRO_BATCH_K = 4
 
+COWCLIP = dict(case="embedding", examples=128, global_batch_size=32,
+               steps=20, optimizer="momentum", learning_rate=0.05,
+               lr_scaling="cowclip", batch_scale=8, cowclip_min_norm=1e-5)
+"""CowClip's runs: S fixed, as one process's update averages fewer samples."""
+
+PARTS = dict(case="embedding", examples=128, global_batch_size=32, steps=20,
+             optimizer="momentum", learning_rate=0.05, lr_scaling="adascale",
+             adascale_smoothing=0.5)
+"""AdaScale per part's runs."""
+
+ON_TWO = {"cowclip": dict(COWCLIP, cowclip_ratio=1e-4, accumulation_steps=4),
+          "parts": dict(PARTS, adascale_parts="embeddings,dense",
+                        accumulation_steps=4)}
+"""Runs on 2 Horovod ranks and on 2 mirrored replicas, k = 4, each against
+one process (ON_ONE)."""
+
+ON_ONE = {("cowclip", "one"): dict(COWCLIP, cowclip_ratio=1e-4),
+          ("cowclip", "unclipped"): dict(COWCLIP, cowclip_ratio=1e6),
+          ("parts", "one"): dict(PARTS, accumulation_steps=8,
+                                 adascale_parts="embeddings,dense"),
+          ("parts", "whole"): dict(PARTS, accumulation_steps=8,
+                                   adascale_parts="all")}
+
 
 def _reference_runs():
   """({job: [run flags]}, {(mode, name): (job, index)}) of every reference
@@ -114,6 +137,10 @@ def _reference_runs():
     add("mirrored", ("micro", case), dict(MICRO_BATCH_FLAGS, case=case, **k))
   for i, flags in enumerate(GAINS_RUNS[:len(golden.GAINS)]):
     add("mirrored", ("gains", i), flags)
+  for name, flags in ON_TWO.items():
+    add("mirrored", name, flags)
+  for name, flags in ON_ONE.items():
+    add("none", name, flags)
   add("none", "backends", BACKEND_RUNS["backends"])
   for case in MICRO_BATCH_CASES:
     add("large", ("micro", case), dict(MICRO_BATCH_FLAGS, case=case))
@@ -132,6 +159,8 @@ def _reference_runs():
     add("horovod", ("accumulation", optimizer, case),
         dict(ACCUMULATION_FLAGS, optimizer=optimizer, case=case,
              accumulation_steps=4))
+  for name, flags in ON_TWO.items():
+    add("horovod", name, flags)
   return jobs, index
 
 
@@ -223,64 +252,38 @@ def test_accumulation_on_two_horovod_ranks(optimizer, case, accumulation):
   assert max_difference(reference, trained_variables(workers[0])) <= TOLERANCE
 
 
-COWCLIP = dict(case="embedding", examples=128, global_batch_size=32,
-               steps=20, optimizer="momentum", learning_rate=0.05,
-               lr_scaling="cowclip", batch_scale=8, cowclip_min_norm=1e-5)
-"""CowClip's runs: S fixed, as one process's update averages fewer samples."""
-
-
-def _run_on_two(tmp_path, **flags):
-  """The flags on 2 Horovod ranks and on 2 mirrored replicas, k = 4."""
-  horovod(2, dump_args(tmp_path / "horovod", tmp_path / "horovod-m",
-                       distribution="horovod", accumulation_steps=4, **flags))
-  run([PYTHON] + dump_args(tmp_path / "mirrored", tmp_path / "mirrored-m",
-                           distribution="mirrored", accumulation_steps=4,
-                           **flags))
-
-
-def _assert_two_equal(tmp_path, reference):
-  """`_run_on_two`'s runs end with the one process's `reference`."""
+def _assert_two_equal(references, name, reference):
+  """ON_TWO[name]'s runs end with the one process's `reference`."""
   for mode in ("horovod", "mirrored"):
-    workers = load_workers(tmp_path / mode)
+    workers = load_workers(references(mode, name))
     assert len(workers) == (2 if mode == "horovod" else 1), mode
     _assert_workers_identical(workers)
     assert max_difference(reference,
                           trained_variables(workers[0])) <= TOLERANCE, mode
 
 
-def test_cowclip_on_horovod_and_mirrored_equals_one_process(tmp_path):
+def test_cowclip_on_horovod_and_mirrored_equals_one_process(references):
   # 2 ranks (or 2 replicas) x k = 4 against one process at k = 1: each
   # id's count and gradient are the whole update's, whichever way the rows
   # travelled.
-  _run_on_two(tmp_path, cowclip_ratio=1e-4, **COWCLIP)
-  for label, ratio in (("one", 1e-4), ("unclipped", 1e6)):
-    run([PYTHON] + dump_args(tmp_path / label, tmp_path / f"{label}-m",
-                             cowclip_ratio=ratio, **COWCLIP))
-  (one,), (unclipped,) = (load_workers(tmp_path / label)
-                          for label in ("one", "unclipped"))
+  (one,), (unclipped,) = (load_workers(references("none", ("cowclip", run)))
+                          for run in ("one", "unclipped"))
   reference = trained_variables(one)
   assert max_difference(reference, trained_variables(unclipped)) > 1e-3
-  _assert_two_equal(tmp_path, reference)
+  _assert_two_equal(references, "cowclip", reference)
 
 
-def test_adascale_parts_on_horovod_and_mirrored_equals_one_process(tmp_path):
+def test_adascale_parts_on_horovod_and_mirrored_equals_one_process(
+    references):
   # 2 ranks (or 2 replicas) x k = 4 against one process at k = 8, the same
   # 8 micro-batches per update: each part's norms are the whole update's.
-  flags = dict(case="embedding", examples=128, global_batch_size=32,
-               steps=20, optimizer="momentum", learning_rate=0.05,
-               lr_scaling="adascale", adascale_smoothing=0.5)
-  _run_on_two(tmp_path, adascale_parts="embeddings,dense", **flags)
-  for parts in ("embeddings,dense", "all"):
-    run([PYTHON] + dump_args(tmp_path / parts, tmp_path / f"{parts}-m",
-                             accumulation_steps=8, adascale_parts=parts,
-                             **flags))
-  (one,), (whole,) = (load_workers(tmp_path / parts)
-                      for parts in ("embeddings,dense", "all"))
+  (one,), (whole,) = (load_workers(references("none", ("parts", run)))
+                      for run in ("one", "whole"))
   reference = trained_variables(one)
   assert max_difference(reference, trained_variables(whole)) > 1e-3
   assert float(one["adascale/embeddings/gain@0"]) != pytest.approx(
       float(one["adascale/gain@0"]), rel=1e-2)
-  _assert_two_equal(tmp_path, reference)
+  _assert_two_equal(references, "parts", reference)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 through `es.make_estimator` on any backend.
 
 Cases: `wide_deep`, TF's DNNLinearCombinedClassifier on the generated click
-logs (model_zoo.wide_deep); `linear`, a LinearClassifier with plain SGD on
+logs (model_zoo.wide_deep over `click_columns.INFORMATIVE`); `linear`, a LinearClassifier with plain SGD on
 a few examples in a fixed order, whose variables one process must match.
 
 Every worker writes `<out_dir>/worker<index>.npz` with the values of all
@@ -26,6 +26,7 @@ import tensorflow as tf
 import estimator_scale as es
 from model_zoo import click_data
 from model_zoo import wide_deep
+from tests.helpers import click_columns
 
 flags.DEFINE_string("case", "wide_deep", "wide_deep | linear")
 flags.DEFINE_string("distribution", "none", "backend")
@@ -111,13 +112,16 @@ def _estimator(scale_config):
             accumulation_steps=FLAGS.accumulation_steps,
             lr_scaling=FLAGS.lr_scaling),
         config=scale_config.run_config)
-  if not FLAGS.plain_optimizers:
-    return wide_deep.canned_estimator(scale_config, lr_scaling=FLAGS.lr_scaling)
   params = wide_deep.DEFAULT_HPARAMS
+  wide = click_columns.reading(wide_deep.wide_columns(params))
+  deep = click_columns.reading(wide_deep.deep_columns(params))
+  if not FLAGS.plain_optimizers:
+    return wide_deep.canned(scale_config, wide, deep, params["hidden_units"],
+                            0.5, 0.5, FLAGS.lr_scaling)
   return tf.estimator.DNNLinearCombinedClassifier(
-      linear_feature_columns=wide_deep.wide_columns(params),
-      dnn_feature_columns=wide_deep.deep_columns(params),
+      linear_feature_columns=wide, dnn_feature_columns=deep,
       dnn_hidden_units=params["hidden_units"], config=scale_config.run_config)
+
 
 
 def _linear_data(topology, global_batch_size):

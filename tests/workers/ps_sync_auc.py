@@ -1,6 +1,7 @@
 """A worker for the synchronous parameter-server tests: wide & deep's AUC.
 
-Trains the zoo's wide & deep (the framework's pipeline, Adagrad) on the
+Trains the zoo's wide & deep over the informative columns
+(tests/helpers/click_columns.py; the framework's pipeline, Adagrad) on the
 generated click logs held as arrays, so training reads them in the input
 position's order: update u trains examples [uB, (u + 1)B) on one process
 and on synchronous workers alike (TFRecord files would be shared out by
@@ -20,6 +21,7 @@ import tensorflow as tf
 import estimator_scale as es
 from model_zoo import click_data
 from model_zoo import wide_deep
+from tests.helpers import click_columns
 
 flags.DEFINE_string("distribution", "none", "backend")
 flags.DEFINE_bool("ps_sync", False, "synchronous parameter servers")
@@ -67,12 +69,24 @@ def _wait_for_the_others_to_exit(workers, timeout=300):
   raise TimeoutError("the other workers never exited")
 
 
+class InformativeWideDeep(wide_deep.WideDeep):
+  """The zoo's wide & deep over `click_columns.INFORMATIVE`."""
+
+  name = None
+
+  def logits(self, features, training, params):
+    return wide_deep.logits(
+        features, click_columns.reading(wide_deep.wide_columns(params)),
+        click_columns.reading(wide_deep.deep_columns(params)),
+        params["hidden_units"])
+
+
 def main(argv):
   del argv
   config = es.TrainingConfig(optimizer="adagrad",
                              learning_rate=0.1)
   estimator = es.make_estimator(
-      wide_deep.WideDeep(), model_dir=FLAGS.model_dir,
+      InformativeWideDeep(), model_dir=FLAGS.model_dir,
       distribution=FLAGS.distribution, training_config=config,
       ps_sync=FLAGS.ps_sync, random_seed=0, save_checkpoints_steps=1000)
   topology = estimator.topology

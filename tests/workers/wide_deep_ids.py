@@ -4,16 +4,16 @@
 The days `tools.click_logs --days` writes carry an `id` per row, which
 wide_deep does not read; this model reads it too and hands it to
 `trained_ids.day_hooks`, so a test counts each example's updates across
-kills with the zoo's own network and parse spec. The network reads a few
-of the columns (`COLUMNS`): the days' bookkeeping is what its tests check,
-and every day builds its graphs anew (train, evaluate, export), each a
-fraction of the time over a few columns than over all 40.
+kills with the zoo's own network and parse spec, over a few of the
+columns (`COLUMNS`, tests/helpers/click_columns.py): every day builds its
+graphs anew (train, evaluate, export).
 """
 import tensorflow as tf
 
 import estimator_scale as es
 from model_zoo import click_data
 from model_zoo import wide_deep
+from tests.helpers import click_columns
 from tests.helpers import trained_ids
 from tools import click_days
 
@@ -21,12 +21,6 @@ from tools import click_days
 COLUMNS = click_data.INFORMATIVE_NUMERIC[:2] + (
     click_data.INFORMATIVE_CATEGORICAL[:2])
 """The columns the network reads: informative ones, numeric and ids."""
-
-
-def _read(columns):
-  """The feature columns of `columns` that read a column of `COLUMNS`."""
-  return [c for c in columns
-          if c.name.partition("_")[0] in COLUMNS]
 
 
 @es.register
@@ -37,9 +31,10 @@ class WideDeepIds(wide_deep.WideDeep):
 
   def logits(self, features, training, params):
     """See base class: wide_deep's network over `COLUMNS` only."""
-    return wide_deep.logits(features, _read(wide_deep.wide_columns(params)),
-                            _read(wide_deep.deep_columns(params)),
-                            params["hidden_units"])
+    return wide_deep.logits(
+        features, click_columns.reading(wide_deep.wide_columns(params), COLUMNS),
+        click_columns.reading(wide_deep.deep_columns(params), COLUMNS),
+        params["hidden_units"])
 
   def feature_spec(self):
     spec = super().feature_spec()

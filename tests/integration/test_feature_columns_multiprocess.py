@@ -102,31 +102,42 @@ def test_feature_columns_reach_the_planted_auc_on_one_and_two_ranks(tmp_path):
     assert 1.0 < result["gain"] <= samples, result
 
 
-def _exchange(tmp_path, name, ranks, **flags):
-  """(per-rank JSON results, rank 0's variables) of a sparse_exchange run."""
-  out = tmp_path / name
-  args = ["-m", "tests.workers.sparse_exchange", f"--out_dir={out}",
-          f"--model_dir={tmp_path / (name + '-m')}"] + [
-              f"--{k}={v}" for k, v in flags.items()]
+EXCHANGES = {"rows1000-auto": (1000, "auto"), "rows8-auto": (8, "auto"),
+             "rows8-sparse": (8, "sparse"), "rows8-dense": (8, "dense")}
+"""Each run on 2 Horovod ranks: (table rows, sparse_exchange)."""
+
+
+def _exchanges(root, ranks, runs):
+  """Trains tests.workers.sparse_exchange's `runs` ({name: (rows, exchange)})
+  in one job of `ranks` processes under `root`."""
+  args = ["-m", "tests.workers.sparse_exchange", f"--out_dir={root / 'out'}",
+          f"--model_dir={root / 'model'}", "--runs=" + ",".join(
+              f"{name}:{rows}:{exchange}"
+              for name, (rows, exchange) in runs.items())]
   if ranks > 1:
     horovod(ranks, args + ["--distribution=horovod"])
   else:
     run([PYTHON] + args)
-  results = [json.loads((out / f"rank{r}.json").read_text())
-             for r in range(ranks)]
-  return results, dict(np.load(out / "rank0.npz"))
 
 
 @pytest.fixture(scope="module")
-def one_process(tmp_path_factory):
-  """table_rows -> the variables one process trains (each computed once per
-  session, whichever pytest workers run these tests)."""
-  def reference(table_rows):
-    root = shared.once(
-        tmp_path_factory, f"sparse-exchange-{table_rows}",
-        lambda root: _exchange(root, "one", 1, table_rows=table_rows))
-    return dict(np.load(root / "one" / "rank0.npz"))
-  return reference
+def exchanges(tmp_path_factory):
+  """name -> (per-rank JSON results, rank 0's variables) of EXCHANGES[name]
+  on 2 ranks, or of `reference-<rows>` on one process; each job once per
+  session."""
+  references = {f"reference-{rows}": (rows, "auto") for rows in (1000, 8)}
+  jobs = {"sparse-exchanges": lambda root: _exchanges(root, 2, EXCHANGES),
+          "sparse-exchange-references":
+              lambda root: _exchanges(root, 1, references)}
+
+  def results(name):
+    roots = shared.once_all(tmp_path_factory, jobs)
+    ranks = 2 if name in EXCHANGES else 1
+    job = "sparse-exchanges" if ranks == 2 else "sparse-exchange-references"
+    out = roots[job] / "out" / name
+    return ([json.loads((out / f"rank{r}.json").read_text())
+             for r in range(ranks)], dict(np.load(out / "rank0.npz")))
+  return results
 
 
 def _unique_rows_per_update(results):
@@ -137,28 +148,26 @@ def _unique_rows_per_update(results):
   return [sum(counts) for counts in zip(*per_rank)]
 
 
-def test_horovod_sends_each_touched_row_once_per_rank(one_process, tmp_path):
+def test_horovod_sends_each_touched_row_once_per_rank(exchanges):
   # Every example looks up ids 0..4 sixteen times in all, so a rank's update
   # (4 micro-batches of 8 examples: 512 lookups) touches 5 or 6 rows;
   # Horovod's own allreduce of IndexedSlices would gather all 1024 lookups.
-  results, weights = _exchange(tmp_path, "auto", 2, table_rows=1000)
+  results, weights = exchanges("rows1000-auto")
   expected = _unique_rows_per_update(results)
   assert all(10 <= rows <= 12 for rows in expected), expected
   for result in results:
     assert result["rows"] == [[rows] for rows in expected]
-  assert max_difference(one_process(1000), weights) <= TOLERANCE
+  assert max_difference(exchanges("reference-1000")[1], weights) <= TOLERANCE
 
 
 @pytest.mark.parametrize("sparse_exchange_flag", ["auto", "sparse", "dense"])
 def test_dense_or_sparse_exchange_trains_as_one_process(sparse_exchange_flag,
-                                                        one_process, tmp_path):
+                                                        exchanges):
   # An 8-row table: the 10 or so rows the ranks gather exceed it, so "auto"
   # goes dense from the second update (from the first update's count).
   # Momentum: the rare id 6 is looked up in some updates only, and a dense
   # gradient applied as such would keep moving its row in the others.
-  results, weights = _exchange(tmp_path, sparse_exchange_flag, 2,
-                               table_rows=8,
-                               sparse_exchange=sparse_exchange_flag)
+  results, weights = exchanges(f"rows8-{sparse_exchange_flag}")
   gathered = results[0]["rows"]
   expected = _unique_rows_per_update(results)
   if sparse_exchange_flag == "dense":
@@ -167,4 +176,4 @@ def test_dense_or_sparse_exchange_trains_as_one_process(sparse_exchange_flag,
     assert gathered == [[rows] for rows in expected]
   else:
     assert gathered == [[expected[0]]] + [[0]] * (len(expected) - 1)
-  assert max_difference(one_process(8), weights) <= TOLERANCE
+  assert max_difference(exchanges("reference-8")[1], weights) <= TOLERANCE

@@ -3,8 +3,9 @@
 Trains an embedding over ids that repeat many times in every batch, with
 accumulation, and records per update how many rows each allgather carried
 (the length of every HorovodAllgather's output: rows from all ranks) and the
-example ids this rank read, then writes `<out_dir>/rank<r>.json` and its
-variables to `<out_dir>/rank<r>.npz`.
+example ids this rank read, then writes `<out_dir>/<run>/rank<r>.json` and
+its variables to `<out_dir>/<run>/rank<r>.npz` for each of `--runs`, trained
+in turn in one process (one job start for every table and exchange).
 """
 import json
 import os
@@ -25,11 +26,11 @@ def _define_flags():
   flags.DEFINE_string("distribution", "none", "backend")
   flags.DEFINE_string("model_dir", None, "")
   flags.DEFINE_string("out_dir", None, "")
-  flags.DEFINE_integer("table_rows", 1000, "embedding rows")
+  flags.DEFINE_list("runs", None,
+                    "NAME:TABLE_ROWS:SPARSE_EXCHANGE of each model to train")
   flags.DEFINE_integer("steps", 8, "updates")
   flags.DEFINE_integer("accumulation_steps", 4, "")
   flags.DEFINE_integer("global_batch_size", 64, "")
-  flags.DEFINE_string("sparse_exchange", "auto", "")
 
 
 EXAMPLES = 256
@@ -106,13 +107,21 @@ class CountHook(tf.compat.v1.train.SessionRunHook):
 
 def main(argv):
   del argv
+  for run in FLAGS.runs:
+    name, table_rows, sparse_exchange = run.split(":")
+    _train(os.path.join(FLAGS.out_dir, name),
+           os.path.join(FLAGS.model_dir, name), int(table_rows),
+           sparse_exchange)
+
+
+def _train(out_dir, model_dir, table_rows, sparse_exchange):
   features, labels = token_data()
   config = es.TrainingConfig(
       optimizer="momentum", learning_rate=0.1,
       accumulation_steps=FLAGS.accumulation_steps,
-      sparse_exchange=FLAGS.sparse_exchange)
+      sparse_exchange=sparse_exchange)
   estimator = es.make_estimator(
-      RepeatedIds(FLAGS.table_rows), model_dir=FLAGS.model_dir,
+      RepeatedIds(table_rows), model_dir=model_dir,
       distribution=FLAGS.distribution, training_config=config, random_seed=0)
   topology = estimator.topology
   hook = CountHook()
@@ -120,8 +129,8 @@ def main(argv):
       features, labels, FLAGS.global_batch_size, topology=topology,
       accumulation_steps=FLAGS.accumulation_steps, seed=None),
                   hooks=[hook], max_steps=FLAGS.steps)
-  os.makedirs(FLAGS.out_dir, exist_ok=True)
-  name = os.path.join(FLAGS.out_dir, f"rank{topology.worker_index}")
+  os.makedirs(out_dir, exist_ok=True)
+  name = os.path.join(out_dir, f"rank{topology.worker_index}")
   np.savez(name + ".npz", **hook.values)
   with open(name + ".json", "w", encoding="utf-8") as f:
     json.dump({"rows": hook.rows, "ids": hook.ids}, f)

@@ -57,10 +57,49 @@ def test_gain_for_scale_other_than_samples_on_two_ranks(case, two_ranks):
         pytest.approx(sqr, abs=1e-6))
 
 
-@pytest.mark.parametrize("optimizer,learning_rate", [("lars", 10.0),
-                                                     ("lamb", 0.02)])
-def test_lars_and_lamb_match_across_backends(optimizer, learning_rate,
-                                             tmp_path):
+LARGE_BATCH = {"lars": 10.0, "lamb": 0.02}
+"""Each large-batch optimizer's rate in its runs."""
+
+_ONE = [("mirrored", 1), ("none", 4), ("none", 1)]
+"""The one-process runs of each optimizer: (distribution, k)."""
+
+
+@pytest.fixture(scope="module")
+def large_batch_runs(tmp_path_factory):
+  """optimizer -> {"hvd", "mirrored1", "none4", "none1"} -> its out
+  directory: 2 ranks x 2 micro-batches, and the one-process runs, of every
+  optimizer in one Horovod job and one process, once per session."""
+  flags = dict(case="mlp", examples=64, global_batch_size=16, steps=10)
+  names = list(LARGE_BATCH)
+
+  def on_ranks(root):
+    runs = [dict(optimizer=o, learning_rate=LARGE_BATCH[o],
+                 distribution="horovod", accumulation_steps=2)
+            for o in names]
+    horovod(2, dump_args(root / "out", root / "model",
+                         runs=json.dumps(runs), **flags))
+
+  def on_one(root):
+    runs = [dict(optimizer=o, learning_rate=LARGE_BATCH[o],
+                 distribution=mode, accumulation_steps=k)
+            for mode, k in _ONE for o in names]  # mirrored first
+    run([PYTHON] + dump_args(root / "out", root / "model",
+                             runs=json.dumps(runs), **flags))
+
+  def outs(optimizer):
+    roots = shared.once_all(tmp_path_factory, {"large-batch-hvd": on_ranks,
+                                               "large-batch-one": on_one})
+    index = names.index(optimizer)
+    found = {"hvd": roots["large-batch-hvd"] / "out" / str(index)}
+    found.update({f"{mode}{k}": roots["large-batch-one"] / "out" /
+                  str(i * len(names) + index)
+                  for i, (mode, k) in enumerate(_ONE)})
+    return found
+  return outs
+
+
+@pytest.mark.parametrize("optimizer", list(LARGE_BATCH))
+def test_lars_and_lamb_match_across_backends(optimizer, large_batch_runs):
   """2 ranks x 2 micro-batches apply what 4 micro-batches in one process do,
   and MirroredStrategy's replicas what one process does.
 
@@ -73,18 +112,7 @@ def test_lars_and_lamb_match_across_backends(optimizer, learning_rate,
   examples into other samples than one process does, so AdaScale's gain
   would differ: identity scaling here.)
   """
-  flags = dict(case="mlp", examples=64, global_batch_size=16, steps=10,
-               optimizer=optimizer, learning_rate=learning_rate)
-  horovod(2, dump_args(tmp_path / "hvd", tmp_path / "hvd-model",
-                       distribution="horovod", accumulation_steps=2, **flags))
-  # The three one-process jobs as runs of one process (dump_run's --runs).
-  one = [("mirrored", 1), ("none", 4), ("none", 1)]
-  runs = [{"distribution": mode, "accumulation_steps": k} for mode, k in one]
-  run([PYTHON] + dump_args(tmp_path / "one", tmp_path / "one-m",
-                           runs=json.dumps(runs), **flags))
-  outs = {"hvd": tmp_path / "hvd"}
-  outs.update({f"{mode}{k}": tmp_path / "one" / str(i)
-               for i, (mode, k) in enumerate(one)})
+  outs = large_batch_runs(optimizer)
   for out, reference, tolerance in (("hvd", "none4", 1e-5),
                                     ("mirrored1", "none1", 1e-4)):
     expected = trained_variables(load_workers(outs[reference])[0])

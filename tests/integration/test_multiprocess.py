@@ -467,7 +467,12 @@ def test_train_evaluate_train_loop(mode, workers, backend_runs, tmp_path):
     out = backend_runs(mode, "train_evaluate")
   results = load_results(out)
   assert len(results) == workers
-  assert all(r["last_step"] == 20 for r in results)
+  # Asynchronous trainers stop once they see step 20 after a step of their
+  # own (Estimator's StopAtStepHook checks after each step, not before the
+  # first): a trainer whose round began at step 20, the others done, adds
+  # one step, so the last may end workers - 1 steps past it.
+  late = workers - 1 if mode == "parameter_server" else 0
+  assert all(20 <= r["last_step"] <= 20 + late for r in results), results
   assert all(r["eval"] == results[0]["eval"] for r in results)
   assert results[0]["eval"]["global_step"] == 20
 

@@ -41,7 +41,7 @@ def linear_part():
       # Each replica's own, which its update gets; the first is the
       # variable's name.
       made = list(variable.values)
-    _linear_names().update(v.name for v in made)
+    mark_linear(made)
     return variable
 
   with tf.compat.v1.variable_creator_scope(creator):

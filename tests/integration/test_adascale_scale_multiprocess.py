@@ -69,30 +69,26 @@ def large_batch_runs(tmp_path_factory):
   """optimizer -> {"hvd", "mirrored1", "none4", "none1"} -> its out
   directory: 2 ranks x 2 micro-batches, and the one-process runs, of every
   optimizer in one Horovod job and one process, once per session."""
-  flags = dict(case="mlp", examples=64, global_batch_size=16, steps=10)
   names = list(LARGE_BATCH)
+  rates = [dict(optimizer=o, learning_rate=LARGE_BATCH[o]) for o in names]
 
-  def on_ranks(root):
-    runs = [dict(optimizer=o, learning_rate=LARGE_BATCH[o],
-                 distribution="horovod", accumulation_steps=2)
-            for o in names]
-    horovod(2, dump_args(root / "out", root / "model",
-                         runs=json.dumps(runs), **flags))
+  def start(mode, out, model_dir, **flags):
+    if mode == "horovod":
+      return horovod(2, dump_args(out, model_dir, **flags))
+    return run([PYTHON] + dump_args(out, model_dir, **flags))
 
-  def on_one(root):
-    runs = [dict(optimizer=o, learning_rate=LARGE_BATCH[o],
-                 distribution=mode, accumulation_steps=k)
-            for mode, k in _ONE for o in names]  # mirrored first
-    run([PYTHON] + dump_args(root / "out", root / "model",
-                             runs=json.dumps(runs), **flags))
+  out = shared.runs_once(
+      tmp_path_factory, "large-batch", start,
+      {"horovod": ([dict(r, distribution="horovod", accumulation_steps=2)
+                    for r in rates], {}),
+       "none": ([dict(r, distribution=mode, accumulation_steps=k)
+                 for mode, k in _ONE for r in rates], {})},  # mirrored first
+      case="mlp", examples=64, global_batch_size=16, steps=10)
 
   def outs(optimizer):
-    roots = shared.once_all(tmp_path_factory, {"large-batch-hvd": on_ranks,
-                                               "large-batch-one": on_one})
     index = names.index(optimizer)
-    found = {"hvd": roots["large-batch-hvd"] / "out" / str(index)}
-    found.update({f"{mode}{k}": roots["large-batch-one"] / "out" /
-                  str(i * len(names) + index)
+    found = {"hvd": out("horovod", index)}
+    found.update({f"{mode}{k}": out("none", i * len(names) + index)
                   for i, (mode, k) in enumerate(_ONE)})
     return found
   return outs

@@ -6,8 +6,8 @@ or the one variables live in). Records are made in this order, each read
 after those before it: 1. `declared`, the Estimator building the graph,
 before the model_fn runs; 2. the dynamic tables (`tables`, `named_tables`)
 and the step their lookups stamp (`update_number`), as the network makes
-them; 3. sharded `lookups` and `linear_variables`, as the network runs,
-read by the update; 4. a Keras optimizer's `recorded_slots`, as the update
+them; 3. sharded `lookups`, `row_counts` and `linear_variables`, as the
+network runs, read by the update; 4. a Keras optimizer's `recorded_slots`, as the update
 makes them, read by the checkpoint hooks.
 """
 import dataclasses
@@ -25,6 +25,7 @@ class GraphState:
   named_tables: dict = dataclasses.field(default_factory=dict)
   update_number: Any = None
   lookups: list = dataclasses.field(default_factory=list)
+  row_counts: dict = dataclasses.field(default_factory=dict)
   linear_variables: set = dataclasses.field(default_factory=set)
   recorded_slots: dict = dataclasses.field(default_factory=dict)
 

@@ -391,8 +391,12 @@ class Table:
     totals = tf.math.unsorted_segment_sum(asked_counts, where,
                                           tf.shape(mine)[0])
     rows = self.train_rows(mine, totals, _update_number())
+    read = self._read(rows)
+    found = read.op  # its gradient's rows: `found.outputs[2]`
+    sharded.record_counts(found.outputs[2], lambda: tf.gather(
+        tf.cast(totals, tf.float32), found.outputs[1]) / hvd.size())
     answered = sharded._send_rows(  # pylint: disable=protected-access
-        hvd, tf.gather(self._read(rows), where), asked_splits, "none")
+        hvd, tf.gather(read, where), asked_splits, "none")
     vectors = tf.gather(sharded._mean_over_ranks(answered, hvd.size()),  # pylint: disable=protected-access
                         tf.math.invert_permutation(order))
     sharded.lookups().append(sharded.Lookup(self.pool, unique, vectors))

@@ -168,11 +168,34 @@ def _exchange(hvd, shard, ids, compression):
   splits = tf.math.bincount(owner, minlength=hvd.size(), maxlength=hvd.size(),
                             dtype=tf.int32)
   asked, asked_splits = hvd.alltoall(tf.gather(unique, order), splits=splits)
-  rows = tf.gather(shard, asked - first_row)
+  local = asked - first_row
+  rows = tf.gather(shard, local)
+  record_counts(local, lambda: hvd.alltoall(
+      tf.gather(_counts(positions, tf.size(unique)), order),
+      splits=splits)[0] / hvd.size())
   answered = _send_rows(hvd, rows, asked_splits, compression)
   vectors = tf.gather(_mean_over_ranks(answered, hvd.size()),
                       tf.math.invert_permutation(order))
   return unique, vectors, tf.gather(vectors, positions)
+
+
+def _counts(positions, size):
+  """How many of the looked-up ids each unique id stands for (float32)."""
+  return tf.math.unsorted_segment_sum(tf.ones_like(positions, tf.float32),
+                                      positions, size)
+
+
+def record_counts(rows, counts):
+  """Notes that a table's gradient rows whose indices follow `rows` sum
+  `counts()` lookups each, as a share of the ranks' mean (CowClip's cnt):
+  built only when asked for, so other rules exchange nothing more."""
+  graph_state.of(rows.graph).row_counts[rows.name] = counts
+
+
+def counts_of(rows):
+  """`record_counts`' counts of `rows` (built now), or None."""
+  counts = graph_state.of(rows.graph).row_counts.get(rows.name)
+  return None if counts is None else counts()
 
 
 def check_sizes(vocabulary_size, dimension, name):

@@ -5,8 +5,9 @@ embedding row's gradient as it does a dense layer's, so tables keep the
 S = 1 rate, dense variables take sqrt(S), and each id's gradient is
 clipped to cnt_j * max(r ||w_j||, zeta) (`cowclip_ratio`,
 `cowclip_min_norm`). The counts must be the whole update's, so they ride
-in the gradient as a last column (`with_counts`) that every sum adds;
-`clip_update` takes it off. `linear_part()` tables stay unclipped.
+in the gradient as a last column (`with_counts`) that every sum adds
+(a sharded table's owner takes them from the all-to-all:
+`sharded.record_counts`); `clip_update` takes it off. `linear_part()` tables stay unclipped.
 """
 import math
 
@@ -81,6 +82,9 @@ def _occurrences(indices):
   """Per gradient row, the lookups it sums (None: one each); feature columns
   look up distinct ids, whose Unique op's positions count them."""
   source = _through(indices)
+  exchanged = sharded.counts_of(source)  # all ranks' lookups, at the owner
+  if exchanged is not None:
+    return exchanged
   if source.op.type in _UNIQUE and source.value_index == 0:
     return _counts(source.op)
   if source.op.type == "DynamicPartition":  # a partitioned table's part
@@ -210,17 +214,13 @@ def table_names(variables, tables):
 
 
 def check_tables(variables):
-  """Raises ConfigError for a table split over ranks or ps tasks whose
+  """Raises ConfigError for a dynamic table split over ps tasks, whose
   update bypasses the path that carries the counts to the clipping."""
   for variable in variables:
     table = dynamic.table_of(variable)
-    if table is not None:
-      split = table.shard is not None or table.ps_part is not None
-      kind = "dynamic" if split else None
-    else:
-      kind = "sharded" if sharded.is_sharded(variable) else None
-    if kind is not None:
+    if table is not None and table.ps_part is not None:
       raise errors.ConfigError(
-          f"{kind} table {variable.op.name!r}: lr_scaling='{RULE}' "
-          "clips hashed, partitioned and one-process dynamic tables only; "
-          "use one of those or another lr_scaling")
+          f"dynamic table {variable.op.name!r} split over ps tasks: "
+          f"lr_scaling='{RULE}' clips hashed, partitioned, sharded and "
+          "dynamic tables on Horovod ranks or one process; use one of "
+          "those or another lr_scaling")

@@ -93,19 +93,20 @@ class RawIds(es.BinaryClassifierModel):
 COMPACT = es.CompactExport(min_count=3, dtype="int8")
 """The compact export of --compact_export_dir."""
 
-CONFIGS = {"adagrad": ("adagrad", "identity"), "adam": ("adam", "identity")}
-"""name: (optimizer, lr scaling) of each configuration a run trains. Not
-AdaScale: its gain depends on S, 1 on one process and 2 on two ranks."""
+CONFIGS = {"adagrad": dict(optimizer="adagrad"), "adam": dict(optimizer="adam"),
+           "cowclip": dict(optimizer="adagrad", lr_scaling="cowclip",
+                           batch_scale=2, cowclip_ratio=1e-3)}
+"""name: the TrainingConfig of each configuration a run trains. Not
+AdaScale: its gain depends on S, 1 on one process and 2 on two ranks.
+CowClip's r is small enough to clip every row, so each row moves by its
+id's count in the update, whichever rank looked it up."""
 
 
 def main(argv):
   del argv
   features, labels = id_data()
   for name in FLAGS.configs:
-    optimizer, lr_scaling = CONFIGS[name]
-    config = es.TrainingConfig(
-        optimizer=optimizer, learning_rate=0.1,
-        lr_scaling=lr_scaling)
+    config = es.TrainingConfig(learning_rate=0.1, **CONFIGS[name])
     estimator = es.make_estimator(
         RawIds(), model_dir=os.path.join(FLAGS.model_dir, name),
         distribution=FLAGS.distribution, training_config=config,

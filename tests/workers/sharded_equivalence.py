@@ -43,7 +43,11 @@ CONFIGS = {  # name: (optimizer, accumulation steps, lr scaling)
     "adagrad-k1-adascale": ("adagrad", 1, "adascale"),
     "sgd-k4-adascale": ("sgd", 4, "adascale"),
     "adagrad-k4": ("adagrad", 4, "identity"),
+    "momentum-k2-cowclip": ("momentum", 2, "cowclip"),
 }
+COWCLIP_RATIO = 1e-3
+"""r of the cowclip configuration: every row clipped, so each moves by its
+id's count in the update, whichever ranks looked it up."""
 
 
 def _define_flags():
@@ -166,7 +170,9 @@ def train(name, kind, out_dir, model_dir):
   optimizer, k, lr_scaling = CONFIGS[name]
   config = es.TrainingConfig(
       optimizer=optimizer, learning_rate=0.5,
-      accumulation_steps=k, lr_scaling=lr_scaling)
+      accumulation_steps=k, lr_scaling=lr_scaling,
+      **(dict(cowclip_ratio=COWCLIP_RATIO, batch_scale=2)
+         if lr_scaling == "cowclip" else {}))
   estimator = es.make_estimator(
       Tokens(kind), model_dir=os.path.join(model_dir, f"{name}-{kind}"),
       distribution="horovod", training_config=config, random_seed=0,

@@ -11,12 +11,14 @@ import os
 import pytest
 
 from estimator_scale.train_ops import scaling
+from tests.helpers import docs
 from tools import repo
 from tools.study import batch
 from tools.study import batch_plots
 from tools.study import batch_results
 from tools.study import batch_specs
 from tools.study import click_plots
+from tools.study import click_results
 
 T = batch_specs.T
 TABLES = 26 * batch_specs.TABLE_ROWS * (32 + 4)
@@ -161,6 +163,15 @@ def test_the_page_renders_every_row_and_the_figure(tmp_path):
   assert "batch_auc_adagrad.png" in page
   assert any(p.endswith("batch_auc_adagrad.png") for p in paths)
   assert (tmp_path / "batch_auc_adagrad.png").stat().st_size > 0
+
+
+def test_the_committed_page_renders_from_the_committed_runs():
+  # A study run without --resume starts runs.jsonl anew: committed so, it
+  # would leave the page showing runs no longer on record.
+  runs = click_results.read_runs(os.path.join(
+      docs.ROOT, "tools", "study", "results", "batch", "runs.jsonl"))
+  with open(os.path.join(docs.DOCS, "adascale", batch_plots.PAGE)) as f:
+    assert f.read() == batch_plots.markdown(batch_results.build_study(runs))
 
 
 def test_the_command_line_checks_its_numbers():

@@ -16,6 +16,9 @@ from tests.helpers.processes import ROOT
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")
 PYTHON = os.path.join(VENV_BIN, "python")
 HOROVODRUN = os.path.join(VENV_BIN, "horovodrun")
+HOROVODRUN_GLOO = [HOROVODRUN, "--gloo", "--start-timeout", "120"]
+"""horovodrun over the rig's hosts: each host's first check can take longer
+than horovodrun's default 30 s while other tests load the two cores."""
 
 ENV = {"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"}
 """What a job starts with: horovodrun forwards its environment to every rank,
@@ -36,7 +39,7 @@ def horovodrun_argv(hosts, *command, hostfile=None, options=()):
   """horovodrun with Gloo, one rank per host: `-H` or, given, `--hostfile`."""
   placement = (["--hostfile", str(hostfile)] if hostfile else
                ["-H", ",".join(f"{h}:1" for h in hosts)])
-  return [HOROVODRUN, "--gloo", *options, "-np", str(len(hosts)), *placement,
+  return [*HOROVODRUN_GLOO, *options, "-np", str(len(hosts)), *placement,
           *command]
 
 

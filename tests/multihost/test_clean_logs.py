@@ -17,7 +17,7 @@ import time
 from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (HOROVODRUN, assert_no_job_processes_within,
+from tests.helpers.rig import (HOROVODRUN_GLOO, assert_no_job_processes_within,
                                discovery, finish, launch_argv,
                                horovodrun_argv, train_argv)
 
@@ -57,10 +57,7 @@ def _elastic_job(host1, tmp_path):
   """Elastic Horovod on host1 and host2; host2 leaves after a commit."""
   hosts, discover = discovery(tmp_path, "host1", "host2")
   model_dir = tmp_path / "elastic"
-  # horovodrun's first check of the hosts waits 30 s by default for a task
-  # on each, which a loaded machine can miss.
-  argv = [HOROVODRUN, "--gloo", "--start-timeout", "120", "-np", "2",
-          "--min-np", "1", "--max-np", "2",
+  argv = [*HOROVODRUN_GLOO, "-np", "2", "--min-np", "1", "--max-np", "2",
           "--host-discovery-script", str(discover),
           *train_argv(model_dir, "--train_steps=1000",
                       f"--commit_every_n_steps={COMMIT}",

@@ -20,7 +20,7 @@ import time
 from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (ENV, HOROVODRUN,
+from tests.helpers.rig import (ENV, HOROVODRUN_GLOO,
                                assert_no_job_processes_within, discovery,
                                finish, train_argv)
 
@@ -90,7 +90,7 @@ def _start(host1, tmp_path, *flags):
   hosts, discover = discovery(tmp_path, "host1", "host2")
   log = tmp_path / "log"
   (tmp_path / "pace").touch()
-  argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
+  argv = [*HOROVODRUN_GLOO, "-np", "2", "--min-np", "2", "--max-np", "3",
           "--host-discovery-script", str(discover),
           *train_argv(tmp_path / "model", "--global_batch_size=128",
                       f"--accumulation_steps={ACCUMULATION}",

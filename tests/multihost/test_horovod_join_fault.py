@@ -25,7 +25,7 @@ from tests.helpers import trained_ids
 from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, HOROVODRUN, PYTHON, discovery, finish
+from tests.helpers.rig import ENV, HOROVODRUN_GLOO, PYTHON, discovery, finish
 
 EXAMPLES = 480
 COMMIT = 10
@@ -56,7 +56,7 @@ def test_a_rank_lost_while_it_joins_leaves_the_job_training(cluster, tmp_path,
   host1, _, host3 = cluster(3, loopback_hostname=True).hosts
   out, model_dir, log = tmp_path / "ids", tmp_path / "model", tmp_path / "log"
   hosts, discover = discovery(tmp_path, "host1", "host2")
-  argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
+  argv = [*HOROVODRUN_GLOO, "-np", "2", "--min-np", "2", "--max-np", "3",
           "--host-discovery-script", str(discover), *WORKER,
           f"--examples={EXAMPLES}", "--global_batch_size=8",
           f"--max_steps={EXAMPLES // 8}", "--seconds_per_update=0.1",

@@ -18,8 +18,8 @@ from tests.helpers import trained_ids
 from tests.helpers import waiting
 from tests.helpers.checkpoints import checkpoint_step
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, discovery,
-                               finish)
+from tests.helpers.rig import (ENV, HOROVODRUN_GLOO, LAUNCH_ENV, PYTHON,
+                               discovery, finish)
 
 EXAMPLES = 640
 COMMIT = 10
@@ -37,7 +37,7 @@ def test_elastic_horovod_2_3_2_trains_each_example_once(cluster, tmp_path):
   host1, host2, _ = cluster(3, loopback_hostname=True).hosts
   out, model_dir, log = tmp_path / "ids", tmp_path / "model", tmp_path / "log"
   hosts, discover = discovery(tmp_path, "host1", "host2")
-  argv = [HOROVODRUN, "--gloo", "-np", "2", "--min-np", "2", "--max-np", "3",
+  argv = [*HOROVODRUN_GLOO, "-np", "2", "--min-np", "2", "--max-np", "3",
           "--host-discovery-script", str(discover), *WORKER,
           "--distribution=horovod", "--elastic",
           f"--commit_every_n_steps={COMMIT}", f"--model_dir={model_dir}",

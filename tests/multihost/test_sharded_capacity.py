@@ -9,7 +9,7 @@ two slots) / 4.
 import json
 
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, HOROVODRUN, PYTHON
+from tests.helpers.rig import ENV, HOROVODRUN_GLOO, PYTHON
 
 ROWS = 1 << 22
 DIMENSION = 32
@@ -21,7 +21,7 @@ def _peaks(host1, tmp_path, rows):
   2 ranks on each host with a table of `rows`."""
   out = tmp_path / f"rows{rows}"
   proc = host1.run(
-      [HOROVODRUN, "--gloo", "-np", str(RANKS), "-H", "host1:2,host2:2",
+      [*HOROVODRUN_GLOO, "-np", str(RANKS), "-H", "host1:2,host2:2",
        PYTHON, "-m", "tests.workers.sharded_capacity", f"--out_dir={out}",
        f"--model_dir={tmp_path / f'model{rows}'}", f"--rows={rows}",
        f"--dimension={DIMENSION}"], cwd=ROOT, env=ENV, timeout=400)

@@ -19,7 +19,7 @@ from tests.helpers import waiting
 from tests.helpers.results import (load_results, load_workers, max_difference,
                                    trained_variables)
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import (ENV, HOROVODRUN, PYTHON,
+from tests.helpers.rig import (ENV, HOROVODRUN_GLOO, PYTHON,
                                assert_no_job_processes_within, launch_argv)
 
 LOCAL = "/mnt/local"
@@ -38,11 +38,8 @@ def _listing(host, path):
 def _horovod_run(host1, out, steps):
   """A 2-host Horovod job of tests/workers/dump_run from host1, each rank's
   model_dir and export on its own host's disk; its per-rank results."""
-  # horovodrun's first check of the hosts waits 30 s by default for a task
-  # on each, which a loaded machine can miss.
   proc = host1.run(
-      [HOROVODRUN, "--gloo", "--start-timeout", "120", "-np", "2", "-H",
-       "host1:1,host2:1", PYTHON,
+      [*HOROVODRUN_GLOO, "-np", "2", "-H", "host1:1,host2:1", PYTHON,
        "-m", "tests.workers.dump_run", f"--out_dir={out}",
        f"--model_dir={LOCAL}/run", f"--export_dir={LOCAL}/export",
        "--distribution=horovod", "--case=mlp", "--global_batch_size=8",

@@ -13,8 +13,9 @@ as on a cluster:
   evaluated on the ranks and exported (whole, and compact: the dynamic
   table's rows as int8), each host capped at 1,056 MiB (the tables are
   1.5x a host); the full save and a delta restore into 5 ranks on 5
-  capped hosts, which re-shard, train on and evaluate; the same job with tables 1.2x the 4 hosts' caps together is refused before
-  training, in one line per rank;
+  capped hosts, which re-shard, train on and evaluate; the same job with
+  tables 1.2x the 4 hosts' caps together is refused before training, in
+  one line per rank;
 - parameter servers, a chief, a worker and 3 ps tasks on 5 hosts: a table
   of 2^23 x 32 with Adagrad (2 GiB) trains, is evaluated on the ps tasks
   and exported, each host capped at 1,400 MiB (the table is 1.46x a host,
@@ -31,7 +32,7 @@ import time
 import pytest
 
 from tests.helpers.processes import ROOT
-from tests.helpers.rig import ENV, HOROVODRUN, LAUNCH_ENV, PYTHON, finish
+from tests.helpers.rig import ENV, HOROVODRUN_GLOO, LAUNCH_ENV, PYTHON, finish
 from tools.rig import cluster as cluster_lib
 
 MiB = cluster_lib.MiB
@@ -65,7 +66,7 @@ def _ranks_job(hosts, scratch, vocabulary, capacity, *more):
   `vocabulary` rows and a dynamic one of `capacity`, dimension 32, Adagrad,
   with the worker's flags `more` after the others."""
   return [
-      HOROVODRUN, "--gloo", "-np", str(len(hosts)), "-H",
+      *HOROVODRUN_GLOO, "-np", str(len(hosts)), "-H",
       ",".join(f"{h.name}:1" for h in hosts), PYTHON, "-m",
       "tests.workers.evaluation_on_ranks",
       f"--model_dir={scratch / 'model'}", f"--out_dir={scratch / 'out'}",

@@ -165,6 +165,14 @@ def test_the_page_renders_every_row_and_the_figure(tmp_path):
   assert (tmp_path / "batch_auc_adagrad.png").stat().st_size > 0
 
 
+def test_a_sweep_of_some_cells_keeps_the_other_cells_runs():
+  held = _runs()
+  grid = batch_specs.grid(methods=("AS",), scales=(128,))
+  kept = batch.kept_runs(held, grid, resume=False)
+  assert [(r["method"], r["scales"]) for r in kept] == [("identity", [128])]
+  assert batch.kept_runs(held, grid, resume=True) == held
+
+
 def test_the_committed_page_renders_from_the_committed_runs():
   # A study run without --resume starts runs.jsonl anew: committed so, it
   # would leave the page showing runs no longer on record.

@@ -8,13 +8,16 @@ batch_specs.py says what runs. The runs go through one pool of
 single-threaded processes, the S = 1 baseline first, then the largest S
 (a sweep cut short keeps the cells the page judges); each result is
 appended to runs.jsonl as it comes, `--resume` skips the runs already
-there, and the page (docs/adascale/batch_study.md) always covers every run
+there (without it, the cells asked for train anew and the others' runs
+stay), and the page (docs/adascale/batch_study.md) always covers every run
 in runs.jsonl.
 """
 import argparse
+import json
 import os
 import time
 
+from tools import repo
 from tools.study import batch_plots
 from tools.study import batch_results
 from tools.study import batch_specs
@@ -25,6 +28,16 @@ from tools.study import click_results
 def _key(spec_or_run):
   r = spec_or_run
   return (r["optimizer"], r["method"], tuple(r["scales"]), r["seed"])
+
+
+def kept_runs(held, grid, resume):
+  """The runs of runs.jsonl (`held`) an invocation keeps: all with
+  --resume, else those outside its `grid`, which it trains anew (a sweep
+  of some cells leaves the others' runs on the page)."""
+  if resume:
+    return list(held)
+  redo = {_key(s) for s in grid}
+  return [r for r in held if _key(r) not in redo]
 
 
 def parse_args(argv=None):
@@ -60,16 +73,15 @@ def main(argv=None):
   args = parse_args(argv)
   os.makedirs(args.results_dir, exist_ok=True)
   log = os.path.join(args.results_dir, "runs.jsonl")
-  keep = args.resume or args.render_only
-  done = click_results.read_runs(log) if keep else []
-  if not keep and os.path.exists(log):
-    os.remove(log)
+  grid = [] if args.render_only else batch_specs.grid(
+      tuple(args.optimizers), tuple(args.methods), tuple(args.scales),
+      args.seeds)
+  held = click_results.read_runs(log)
+  done = kept_runs(held, grid, args.resume)
+  if len(done) < len(held):
+    repo.write(log, "".join(json.dumps(r) + "\n" for r in done))
   seen = {_key(r) for r in done}
-  todo = [] if args.render_only else [
-      s for s in batch_specs.grid(tuple(args.optimizers),
-                                  tuple(args.methods), tuple(args.scales),
-                                  args.seeds)
-      if _key(s) not in seen]
+  todo = [s for s in grid if _key(s) not in seen]
   started = time.time()
   results = done + click.run_all(todo, args.processes, log, started,
                                  batch_specs.priority)

@@ -5,7 +5,9 @@ cannot be written (a shared read-only copy, or Bazel's sandbox, which mounts
 the user's cache read-only) is no reason to fail: the data is written under
 the temp dir instead (under Bazel, the test's own).
 """
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import tempfile
@@ -29,9 +31,9 @@ def _temp_data_dir():
 def folder(name, write, data_dir=None):
   """The folder `name` of the data directory, written by `write` if missing.
 
-  Several processes may ask at once (Horovod ranks, TF_CONFIG workers):
-  each writes into a private folder and renames it into place, so no reader
-  sees a half-written one.
+  Several processes may ask at once (Horovod ranks, TF_CONFIG workers): one
+  writes into a private folder and renames it into place, so no reader
+  sees a half-written one, while the others wait on a lock file.
 
   Args:
     name: the folder's name, with the data's version.
@@ -57,8 +59,24 @@ def folder(name, write, data_dir=None):
 def _write_once(path, write):
   if os.path.isdir(path):
     return path
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  # The others wait for the first writer rather than write it too (minutes
+  # of a core each for the large click logs); the rename below still keeps
+  # readers safe where a file system ignores the lock.
+  lock_path = path + ".lock"
+  with open(lock_path, "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+      return _write_unlocked(path, write)
+    finally:  # a late comer finds the folder, or makes a lock of its own
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(lock_path)
+
+
+def _write_unlocked(path, write):
+  if os.path.isdir(path):
+    return path
   parent = os.path.dirname(path)
-  os.makedirs(parent, exist_ok=True)
   scratch = tempfile.mkdtemp(prefix=os.path.basename(path) + "-", dir=parent)
   try:
     write(scratch)

@@ -7,8 +7,10 @@ real thing, which is why CI runs this target under Bazel.
 """
 import errno
 import glob
+import multiprocessing
 import os
 import tempfile
+import time
 
 import pytest
 
@@ -78,6 +80,38 @@ def test_data_already_in_a_read_only_directory_is_read_there(read_only):
   assert generated_data.folder("rows-v1", _writer(calls)) == str(
       read_only / "rows-v1")
   assert calls == []
+
+
+def test_processes_asking_at_once_write_the_data_once(tmp_path):
+  # Spawned, as the studies' pools and launched workers are, and let go
+  # together.
+  context = multiprocessing.get_context("spawn")
+  ready = context.Barrier(3)
+  workers = [context.Process(target=_slow_folder, args=(str(tmp_path), ready))
+             for _ in range(3)]
+  for worker in workers:
+    worker.start()
+  for worker in workers:
+    worker.join(60)
+  assert [w.exitcode for w in workers] == [0, 0, 0]
+  assert sorted(os.listdir(tmp_path)) == ["rows-v1", "writes"]
+  assert len(os.listdir(tmp_path / "writes")) == 1
+
+
+def _slow_folder(root, ready):
+  """generated_data.folder, once every process is ready, whose write takes
+  a second and leaves a mark."""
+
+  def write(folder):
+    os.makedirs(os.path.join(root, "writes"), exist_ok=True)
+    with open(os.path.join(root, "writes", str(os.getpid())), "w"):
+      pass
+    time.sleep(1.0)
+    with open(os.path.join(folder, "part-0"), "w") as f:
+      f.write("rows")
+  ready.wait(30)
+  assert generated_data.folder("rows-v1", write, root) == os.path.join(
+      root, "rows-v1")
 
 
 def test_other_failures_are_not_hidden(tmp_path):

@@ -62,10 +62,11 @@ def _write_once(path, write):
   os.makedirs(os.path.dirname(path), exist_ok=True)
   # The others wait for the first writer rather than write it too (minutes
   # of a core each for the large click logs); the rename below still keeps
-  # readers safe where a file system ignores the lock.
+  # readers safe where a file system has no locks.
   lock_path = path + ".lock"
   with open(lock_path, "a") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    with contextlib.suppress(OSError):  # no locks there: the rename alone
+      fcntl.flock(lock, fcntl.LOCK_EX)
     try:
       return _write_unlocked(path, write)
     finally:  # a late comer finds the folder, or makes a lock of its own

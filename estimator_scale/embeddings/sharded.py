@@ -171,7 +171,7 @@ def _exchange(hvd, shard, ids, compression):
   local = asked - first_row
   rows = tf.gather(shard, local)
   record_counts(local, lambda: hvd.alltoall(
-      tf.gather(_counts(positions, tf.size(unique)), order),
+      tf.gather(occurrences(positions, tf.size(unique)), order),
       splits=splits)[0] / hvd.size())
   answered = _send_rows(hvd, rows, asked_splits, compression)
   vectors = tf.gather(_mean_over_ranks(answered, hvd.size()),
@@ -179,8 +179,8 @@ def _exchange(hvd, shard, ids, compression):
   return unique, vectors, tf.gather(vectors, positions)
 
 
-def _counts(positions, size):
-  """How many of the looked-up ids each unique id stands for (float32)."""
+def occurrences(positions, size):
+  """Lookups per unique id (float32), from `tf.unique`'s positions."""
   return tf.math.unsorted_segment_sum(tf.ones_like(positions, tf.float32),
                                       positions, size)
 

@@ -5,9 +5,10 @@ embedding row's gradient as it does a dense layer's, so tables keep the
 S = 1 rate, dense variables take sqrt(S), and each id's gradient is
 clipped to cnt_j * max(r ||w_j||, zeta) (`cowclip_ratio`,
 `cowclip_min_norm`). The counts must be the whole update's, so they ride
-in the gradient as a last column (`with_counts`) that every sum adds
-(a sharded table's owner takes them from the all-to-all:
-`sharded.record_counts`); `clip_update` takes it off. `linear_part()` tables stay unclipped.
+in the gradient as a last column (`with_counts`) that every sum adds (a
+sharded table's owner takes them from the all-to-all:
+`sharded.record_counts`); `clip_update` takes it off. `linear_part()`
+tables stay unclipped.
 """
 import math
 
@@ -117,8 +118,7 @@ def _unique_above(tensor, depth=12):
 def _counts(unique):
   """How many times each distinct id of a Unique op was looked up."""
   ids, positions = unique.outputs
-  return tf.math.unsorted_segment_sum(
-      tf.ones_like(positions, tf.float32), positions, tf.size(ids))
+  return sharded.occurrences(positions, tf.size(ids))
 
 
 def scale_values(grad, factor):

@@ -37,7 +37,7 @@ def number_of_parts(shape, dtype, num_ps, min_slice_bytes=MIN_SLICE_BYTES,
     return 1
   size = _size(shape, dtype)
   parts = min(num_ps, math.ceil(size / min_slice_bytes))
-  if size > parts * max_part_bytes:
+  if parts > 1 and size > parts * max_part_bytes:
     parts = num_ps * math.ceil(size / (num_ps * max_part_bytes))
   return max(1, min(parts, shape[0]))
 

@@ -37,6 +37,12 @@ def test_parts_are_no_larger_than_max_part_bytes(num_ps, max_part, parts):
                                       max_part) == parts
 
 
+def test_a_variable_within_a_slice_stays_whole_above_max_part_bytes():
+  # 32,000 bytes, a slice of 32,000: whole, though a part may be 8,000.
+  assert partitioning.number_of_parts([1000, 8], tf.float32, 4, 32000,
+                                      8000) == 1
+
+
 def test_part_rows_cover_the_rows():
   assert partitioning.part_rows(10, 4) == [3, 3, 2, 2]
 

@@ -266,3 +266,29 @@ def test_a_canned_estimators_table_moves_by_its_clip(accumulation_steps,
   counts = np.bincount(CANNED_IDS, minlength=6)
   np.testing.assert_allclose(moved, rate * counts * min_norm, rtol=1e-2,
                              atol=1e-9)
+
+
+@pytest.mark.parametrize("accumulation_steps", [1, 2])
+def test_canned_optimizers_mix_cowclip_and_other_rules_at_k_1_only(
+    accumulation_steps, tmp_path):
+  scale_config = es.build_run_config("none", model_dir=str(tmp_path))
+  ids = tf.feature_column.categorical_column_with_identity("id", 6)
+
+  def optimizer(name, rule):
+    return es.canned_optimizer(name, scale_config,
+                               accumulation_steps=accumulation_steps,
+                               lr_scaling=rule)
+
+  canned = tf.estimator.DNNLinearCombinedClassifier(
+      linear_feature_columns=[ids], linear_optimizer=optimizer(
+          "Ftrl", "identity"),
+      dnn_feature_columns=[tf.feature_column.embedding_column(ids, 3)],
+      dnn_optimizer=optimizer("Adagrad", "cowclip"), dnn_hidden_units=[4],
+      config=scale_config.run_config)
+  if accumulation_steps == 1:
+    es.make_estimator(canned, scale_config=scale_config)
+    return
+  with pytest.raises(es.errors.ConfigError,
+                     match="mix lr_scaling='cowclip' and other rules at "
+                           "accumulation_steps > 1"):
+    es.make_estimator(canned, scale_config=scale_config)

@@ -9,8 +9,8 @@ def require(argument, value, valid):
                              f"{', '.join(valid)}")
 
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lars", "lamb", "adagrad",
-              "ftrl")
+OPTIMIZERS = ("sgd", "momentum", "adam", "lazy_adam", "adamw", "lars", "lamb",
+              "adagrad", "ftrl")
 """Valid `optimizer` values, the keys of `optimizers.OPTIMIZERS` (each
 optimizer's factory lives with its TensorFlow code; a test keeps the two
 equal)."""

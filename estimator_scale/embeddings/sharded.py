@@ -186,9 +186,8 @@ def occurrences(positions, size):
 
 
 def record_counts(rows, counts):
-  """Notes that a table's gradient rows whose indices follow `rows` sum
-  `counts()` lookups each, as a share of the ranks' mean (CowClip's cnt):
-  built only when asked for, so other rules exchange nothing more."""
+  """Notes that the gradient rows at `rows` sum `counts()` lookups each (a
+  share of the ranks' mean), built only when CowClip asks for them."""
   graph_state.of(rows.graph).row_counts[rows.name] = counts
 
 

@@ -5,10 +5,9 @@ embedding row's gradient as it does a dense layer's, so tables keep the
 S = 1 rate, dense variables take sqrt(S), and each id's gradient is
 clipped to cnt_j * max(r ||w_j||, zeta) (`cowclip_ratio`,
 `cowclip_min_norm`). The counts must be the whole update's, so they ride
-in the gradient as a last column (`with_counts`) that every sum adds (a
-sharded table's owner takes them from the all-to-all:
-`sharded.record_counts`); `clip_update` takes it off. `linear_part()`
-tables stay unclipped.
+in the gradient as a last column (`with_counts`, from the all-to-all for
+sharded rows) that every sum adds; `clip_update` takes it off.
+`linear_part()` tables stay unclipped.
 """
 import math
 
@@ -214,8 +213,7 @@ def table_names(variables, tables):
 
 
 def check_tables(variables):
-  """Raises ConfigError for a dynamic table split over ps tasks, whose
-  update bypasses the path that carries the counts to the clipping."""
+  """Raises ConfigError for a dynamic table split over ps tasks (no counts)."""
   for variable in variables:
     table = dynamic.table_of(variable)
     if table is not None and table.ps_part is not None:

@@ -46,6 +46,43 @@ class AdamWOptimizer(_V1.AdamOptimizer):
       return super()._apply_dense(grad, var)
 
 
+class LazyAdamOptimizer(_V1.AdamOptimizer):
+  """Adam moving only the looked-up rows and their moments: v1 Adam moves
+  every row and both slots of a table each update, costing the table."""
+
+  def __init__(self, learning_rate, **kwargs):
+    super().__init__(learning_rate, name=kwargs.pop("name", "LazyAdam"),
+                     **kwargs)
+
+  def _resource_apply_sparse(self, grad, var, indices):
+    """See base class; `indices` are distinct (duplicates summed first)."""
+    return self._lazy_update(grad, var, indices)
+
+  def _apply_sparse(self, grad, var):
+    """See base class."""
+    return self._lazy_update(grad.values, var, grad.indices)
+
+  def _lazy_update(self, grad, var, indices):
+    dtype = var.dtype.base_dtype
+    beta1_power, beta2_power = (tf.cast(p, dtype)
+                                for p in self._get_beta_accumulators())
+    beta1, beta2, epsilon = (tf.cast(t, dtype) for t in (
+        self._beta1_t, self._beta2_t, self._epsilon_t))
+    rate = (tf.cast(self._lr_t, dtype) * tf.sqrt(1 - beta2_power) /
+            (1 - beta1_power))
+    m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+    m_rows = beta1 * tf.gather(m, indices) + (1 - beta1) * grad
+    v_rows = beta2 * tf.gather(v, indices) + (1 - beta2) * tf.square(grad)
+    step = rate * m_rows / (tf.sqrt(v_rows) + epsilon)
+    return tf.group(
+        tf.compat.v1.scatter_update(m, indices, m_rows,
+                                    use_locking=self._use_locking),
+        tf.compat.v1.scatter_update(v, indices, v_rows,
+                                    use_locking=self._use_locking),
+        tf.compat.v1.scatter_sub(var, indices, step,
+                                 use_locking=self._use_locking))
+
+
 # Biases and normalisation parameters (v1/Keras batch_normalization, BERT's
 # LayerNorm, ResNet's gamma/beta) have no scale worth matching, and decaying
 # them only hurts (You et al. 2017; 2019), so layer-wise adaptation and weight
@@ -240,6 +277,10 @@ def _adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
   return optimizer
 
 
+def _lazy_adam(lr, beta1=0.9, beta2=0.999, epsilon=1e-8):
+  return LazyAdamOptimizer(lr, beta1=beta1, beta2=beta2, epsilon=epsilon)
+
+
 def _adamw(lr, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.01):
   return AdamWOptimizer(lr, weight_decay=weight_decay, beta1=beta1,
                         beta2=beta2, epsilon=epsilon)
@@ -295,8 +336,8 @@ def _ftrl(lr, learning_rate_power=-0.5, initial_accumulator_value=0.1,
 
 
 OPTIMIZERS = {"sgd": _sgd, "momentum": _momentum, "adam": _adam,
-              "adamw": _adamw, "lars": _lars, "lamb": _lamb,
-              "adagrad": _adagrad, "ftrl": _ftrl}
+              "lazy_adam": _lazy_adam, "adamw": _adamw, "lars": _lars,
+              "lamb": _lamb, "adagrad": _adagrad, "ftrl": _ftrl}
 """Each optimizer's factory; its keyword arguments are the options it takes."""
 
 

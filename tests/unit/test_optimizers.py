@@ -241,3 +241,44 @@ def test_training_config_refuses_an_unknown_option_when_made():
   config = es.TrainingConfig(optimizer="lars", optimizer_options=(
       ("momentum", 0.8), ("trust_coefficient", 0.01)))
   assert dict(config.optimizer_options)["trust_coefficient"] == 0.01
+
+
+def _sparse_steps(name, steps):
+  """A 5 x 2 table after each step of sparse gradients (ids, rows)."""
+  with tf.Graph().as_default():
+    table = tf.compat.v1.get_variable(
+        "table", initializer=np.arange(10.0, dtype=np.float32).reshape(5, 2))
+    ids = tf.compat.v1.placeholder(tf.int64, [None])
+    rows = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    grad = tf.IndexedSlices(rows, ids, tf.constant([5, 2], tf.int64))
+    update = optimizers.make_optimizer(name, 0.1).apply_gradients(
+        [(grad, table)])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      seen = []
+      for step_ids, step_rows in steps:
+        sess.run(update, {ids: step_ids, rows: step_rows})
+        seen.append(sess.run(table))
+      return seen
+
+
+def test_lazy_adam_moves_only_the_rows_looked_up_by_adams_rule():
+  # Id 3 twice in the first update: its rows are summed, as Adam's.
+  steps = [([1, 3, 3], [[1.0, -2.0], [0.5, 0.5], [0.5, 1.5]]),
+           ([3, 4], [[-1.0, 3.0], [2.0, 0.25]])]
+  lazy = _sparse_steps("lazy_adam", steps)
+  expected = np.arange(10.0).reshape(5, 2)
+  m, v = np.zeros((5, 2)), np.zeros((5, 2))
+  for t, (step_ids, step_rows) in enumerate(steps, 1):
+    grad = np.zeros((5, 2))
+    np.add.at(grad, step_ids, step_rows)
+    for i in sorted(set(step_ids)):
+      m[i] = 0.9 * m[i] + 0.1 * grad[i]
+      v[i] = 0.999 * v[i] + 0.001 * grad[i] ** 2
+      rate = 0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+      expected[i] -= rate * m[i] / (np.sqrt(v[i]) + 1e-8)
+    np.testing.assert_allclose(lazy[t - 1], expected, rtol=1e-5)
+  # Row 1, not looked up in the second update, stays; Adam's moves on.
+  np.testing.assert_array_equal(lazy[1][1], lazy[0][1])
+  adam = _sparse_steps("adam", steps)
+  assert np.abs(adam[1][1] - adam[0][1]).max() > 1e-3

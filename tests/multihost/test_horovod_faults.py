@@ -137,9 +137,10 @@ def test_horovodruns_first_check_of_a_host_without_the_python(cluster):
   # every host and fails first: no rank starts. horovodrun prints why only
   # when unbuffered (it leaves with os._exit), and names neither rank nor
   # host; its check server on host1 (started over ssh) waits out its start
-  # timeout.
+  # timeout, here horovodrun's default 30 s, within LIMIT.
   proc = host1.run(horovodrun_argv([host1.name, host2.name], "true",
-                                   options=["--disable-cache"]),
+                                   options=["--disable-cache",
+                                            "--start-timeout", "30"]),
                    env={**ENV, "PYTHONUNBUFFERED": "1"}, timeout=LIMIT + 60)
   log = proc.stdout + proc.stderr
   assert proc.returncode == 127, log[-3000:]

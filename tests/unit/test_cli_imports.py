@@ -31,8 +31,8 @@ def test_help_imports_no_tensorflow(program):
   proc = run([PYTHON, "-X", "importtime", *program, "--help"],
              check=False)  # absl's --help exits 1
   assert "estimator-scale [COMMAND]" in proc.stdout, proc.stdout
-  assert ("--optimizer: <sgd|momentum|adam|adamw|lars|lamb|adagrad|ftrl>"
-          in proc.stdout)
+  assert ("--optimizer: <sgd|momentum|adam|lazy_adam|adamw|lars|lamb|adagrad|"
+          "ftrl>" in proc.stdout)
   assert "--train_data" in proc.stdout  # every group's flags, one module
   imported = _imported(proc.stderr)
   assert "estimator_scale.cli.flags" in imported  # the report was read

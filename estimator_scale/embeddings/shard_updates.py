@@ -82,18 +82,22 @@ def _scaled(variable, factor):
       variable.handle, ids, tf.gather(variable, ids) * factor)]
 
 
+def adam_terms(optimizer, dtype):
+  """(bias-corrected rate, beta1, beta2, epsilon) of v1 Adam, in `dtype`."""
+  beta1_power, beta2_power = (
+      tf.cast(p, dtype) for p in optimizer._get_beta_accumulators())  # pylint: disable=protected-access
+  beta1, beta2, epsilon = (tf.cast(t, dtype) for t in (
+      optimizer._beta1_t, optimizer._beta2_t, optimizer._epsilon_t))  # pylint: disable=protected-access
+  rate = (tf.cast(optimizer._lr_t, dtype) * tf.sqrt(1 - beta2_power) /  # pylint: disable=protected-access
+          (1 - beta1_power))
+  return rate, beta1, beta2, epsilon
+
+
 def _adam_in_blocks(optimizer, grad, variable, indices, after=None):
   """v1 Adam's sparse update of `variable` over every row, by blocks, after
   op `after` (if any); `indices` appear once each."""
-  dtype = variable.dtype.base_dtype
-  beta1_power, beta2_power = optimizer._get_beta_accumulators()  # pylint: disable=protected-access
-  beta1_power = tf.cast(beta1_power, dtype)
-  beta2_power = tf.cast(beta2_power, dtype)
-  beta1 = tf.cast(optimizer._beta1_t, dtype)  # pylint: disable=protected-access
-  beta2 = tf.cast(optimizer._beta2_t, dtype)  # pylint: disable=protected-access
-  epsilon = tf.cast(optimizer._epsilon_t, dtype)  # pylint: disable=protected-access
-  lr = (tf.cast(optimizer._lr_t, dtype) * tf.sqrt(1 - beta2_power) /  # pylint: disable=protected-access
-        (1 - beta1_power))
+  lr, beta1, beta2, epsilon = adam_terms(optimizer,
+                                         variable.dtype.base_dtype)
   m = optimizer.get_slot(variable, "m")
   v = optimizer.get_slot(variable, "v")
   rows = tf.shape(variable, out_type=tf.int32)[0]

@@ -47,8 +47,7 @@ class AdamWOptimizer(_V1.AdamOptimizer):
 
 
 class LazyAdamOptimizer(_V1.AdamOptimizer):
-  """Adam moving only the looked-up rows and their moments: v1 Adam moves
-  every row and both slots of a table each update, costing the table."""
+  """Adam moving only looked-up rows and moments (v1 Adam moves every row)."""
 
   def __init__(self, learning_rate, **kwargs):
     super().__init__(learning_rate, name=kwargs.pop("name", "LazyAdam"),
@@ -63,13 +62,8 @@ class LazyAdamOptimizer(_V1.AdamOptimizer):
     return self._lazy_update(grad.values, var, grad.indices)
 
   def _lazy_update(self, grad, var, indices):
-    dtype = var.dtype.base_dtype
-    beta1_power, beta2_power = (tf.cast(p, dtype)
-                                for p in self._get_beta_accumulators())
-    beta1, beta2, epsilon = (tf.cast(t, dtype) for t in (
-        self._beta1_t, self._beta2_t, self._epsilon_t))
-    rate = (tf.cast(self._lr_t, dtype) * tf.sqrt(1 - beta2_power) /
-            (1 - beta1_power))
+    rate, beta1, beta2, epsilon = shard_updates.adam_terms(
+        self, var.dtype.base_dtype)
     m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
     m_rows = beta1 * tf.gather(m, indices) + (1 - beta1) * grad
     v_rows = beta2 * tf.gather(v, indices) + (1 - beta2) * tf.square(grad)

@@ -22,6 +22,7 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
+from estimator_scale import errors
 from estimator_scale.embeddings import saving
 
 DIRECTORY = "deltas"
@@ -37,8 +38,7 @@ _TRACKING = contextvars.ContextVar("estimator_scale_tracking_changes",
 
 @contextlib.contextmanager
 def tracking(full_every):
-  """Within it, training lookups mark the rows they return (`Changes`), for
-  saves of which one in `full_every` is full."""
+  """Lookups mark their rows (`Changes`); 1 in `full_every` saves is full."""
   token = _TRACKING.set(full_every)
   try:
     yield
@@ -49,6 +49,30 @@ def tracking(full_every):
 def tracking_on():
   """Whether the graph being built tracks its tables' changed rows."""
   return bool(_TRACKING.get())
+
+
+# An optimizer class's attribute: whether its sparse update moves only the
+# rows of the gradient; unset, the classes in `_ROW_BY_ROW` do.
+ROWS_ONLY = "updates_looked_up_rows_only"
+_ROW_BY_ROW = (tf.compat.v1.train.GradientDescentOptimizer,
+               tf.compat.v1.train.MomentumOptimizer,
+               tf.compat.v1.train.AdagradOptimizer,
+               tf.compat.v1.train.FtrlOptimizer,
+               tf.keras.optimizers.legacy.SGD,
+               tf.keras.optimizers.legacy.Adagrad,
+               tf.keras.optimizers.legacy.Ftrl)
+
+
+def check_optimizer(optimizer, table):
+  """Raises ConfigError where `optimizer` moves rows no delta would hold."""
+  if getattr(optimizer, ROWS_ONLY, isinstance(optimizer, _ROW_BY_ROW)):
+    return
+  raise errors.ConfigError(
+      f"table {table!r}: full_checkpoint_every > 1 saves the rows looked up "
+      f"since the save before, but optimizer {type(optimizer).__name__} "
+      "moves every row of the table at each update; train the table with "
+      "sgd, momentum, adagrad, ftrl or lazy_adam, or use "
+      "full_checkpoint_every=1")
 
 
 class Changes:

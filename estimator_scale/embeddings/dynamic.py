@@ -474,6 +474,8 @@ def reset_slots_on_admission(optimizer):
     table = table_of(variable)
     if table is None:
       return apply(grad, variable, indices, *args, **kwargs)
+    if table.changes is not None:
+      deltas.check_optimizer(optimizer, table.name)
     named = [(optimizer.get_slot(variable, name), name)
              for name in optimizer.get_slot_names()]
     named = [(slot, name) for slot, name in named if slot is not None]

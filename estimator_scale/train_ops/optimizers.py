@@ -49,6 +49,8 @@ class AdamWOptimizer(_V1.AdamOptimizer):
 class LazyAdamOptimizer(_V1.AdamOptimizer):
   """Adam moving only looked-up rows and moments (v1 Adam moves every row)."""
 
+  updates_looked_up_rows_only = True  # see deltas.ROWS_ONLY
+
   def __init__(self, learning_rate, **kwargs):
     super().__init__(learning_rate, name=kwargs.pop("name", "LazyAdam"),
                      **kwargs)
@@ -124,6 +126,8 @@ def _trust_ratio(w_norm, other_norm, ratio):
 class _LayerwiseMixin:
   """What LARS and LAMB share: exclusions, and `_update(grad, var)` for any
   gradient; sparse ones are made dense (the trust ratio needs the norm)."""
+
+  updates_looked_up_rows_only = False  # see deltas.ROWS_ONLY
 
   def _init_exclusions(self, optimizer, exclude):
     self._exclude = _compile_exclusions(

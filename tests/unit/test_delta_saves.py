@@ -39,13 +39,13 @@ def _data(steps, batch=16, seed=0):
   return {"id": ids}, (ids % 3 == 0).astype(np.int64)
 
 
-def _estimator(model_dir, full_every, keep=5):
+def _estimator(model_dir, full_every, keep=5, optimizer="adagrad"):
   return es.make_estimator(
       _Clicks(), model_dir=str(model_dir), random_seed=0,
       save_checkpoints_steps=2, keep_checkpoint_max=keep,
       full_checkpoint_every=full_every,
       training_config=es.TrainingConfig(
-          optimizer="adagrad", learning_rate=0.1))
+          optimizer=optimizer, learning_rate=0.1))
 
 
 def _train(estimator, steps):
@@ -83,22 +83,24 @@ class _Restored(tf.compat.v1.train.SessionRunHook):
                            session.run(variables)))
 
 
-def _resume_from(model_dir, base, steps, full_every=4):
+def _resume_from(model_dir, base, steps, full_every=4, optimizer="adagrad"):
   """Restores the full checkpoint of `base` and the deltas after it in a
   job that trains on to `steps`; returns the restored values."""
   tf.compat.v1.train.update_checkpoint_state(
       str(model_dir), _checkpoint(model_dir, base))
   restored = _Restored()
   features, labels = _data(steps)
-  _estimator(model_dir, full_every).train(
+  _estimator(model_dir, full_every, optimizer=optimizer).train(
       es.inputs.from_arrays(features, labels, 16), hooks=[restored],
       max_steps=steps)
   return restored.values
 
 
-def test_full_and_deltas_restore_as_the_full_save_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("optimizer", ["adagrad", "lazy_adam"])
+def test_full_and_deltas_restore_as_the_full_save_bit_for_bit(tmp_path,
+                                                              optimizer):
   model_dir = tmp_path / "model"
-  _train(_estimator(model_dir, 4), 14)
+  _train(_estimator(model_dir, 4, optimizer=optimizer), 14)
   # Saves at 0 (full), 2, 4, 6 (deltas), 8 (full), 10, 12, 14 (deltas),
   # then 14 again as the session ends, full.
   assert _deltas(model_dir, 8) == [10, 12, 14]
@@ -112,7 +114,7 @@ def test_full_and_deltas_restore_as_the_full_save_bit_for_bit(tmp_path):
   assert int(full["global_step"]) == 14
   os.remove(_checkpoint(model_dir, 14) + ".index")
 
-  restored = _resume_from(model_dir, 8, 15)
+  restored = _resume_from(model_dir, 8, 15, optimizer=optimizer)
   assert set(full) <= set(restored)
   for name, value in full.items():
     np.testing.assert_array_equal(restored[name], value, err_msg=name)
@@ -159,6 +161,17 @@ def test_a_torn_delta_is_never_applied_nor_what_follows_it(tmp_path):
                "model/ids/last_seen"):
     np.testing.assert_array_equal(restored[name][positions],
                                   reference[name], err_msg=name)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "lamb"])
+def test_optimizers_moving_rows_not_looked_up_are_refused(tmp_path,
+                                                          optimizer):
+  # Adam decays every row's moments, LAMB makes the gradient dense: rows
+  # no lookup marked would change unsaved.
+  with pytest.raises(errors.ConfigError, match=(
+      r"table 'ids': full_checkpoint_every > 1 saves the rows looked up "
+      r"since the save before, but optimizer \w+ moves every row")):
+    _train(_estimator(tmp_path / "model", 4, optimizer=optimizer), 2)
 
 
 def test_deltas_go_with_the_full_checkpoint_they_follow(tmp_path):

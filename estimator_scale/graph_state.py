@@ -7,8 +7,8 @@ after those before it: 1. `declared`, the Estimator building the graph,
 before the model_fn runs; 2. the dynamic tables (`tables`, `named_tables`)
 and the step their lookups stamp (`update_number`), as the network makes
 them; 3. sharded `lookups`, `row_counts` and `linear_variables`, as the
-network runs, read by the update; 4. a Keras optimizer's `recorded_slots`,
-as the update makes them, read by the checkpoint hooks.
+network runs, read by the update; 4. a Keras optimizer's `recorded_slots`
+and deltas' `static_tables`, as the update makes them, read by savers.
 """
 import dataclasses
 from typing import Any
@@ -28,6 +28,7 @@ class GraphState:
   row_counts: dict = dataclasses.field(default_factory=dict)
   linear_variables: set = dataclasses.field(default_factory=set)
   recorded_slots: dict = dataclasses.field(default_factory=dict)
+  static_tables: dict = dataclasses.field(default_factory=dict)
 
 
 def of(graph):

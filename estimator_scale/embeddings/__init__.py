@@ -60,7 +60,9 @@ def _saving_deltas(spec, config, full_every):
   tables are tracked: one process's, or a synchronous ps chief's parts."""
   from estimator_scale.embeddings import dynamic  # pylint: disable=g-import-not-at-top
   tracked = [(t, t.changes) for t in dynamic.tables()
-             if t.changes and t.shard is None]
+             if t.changes and t.shard is None] + [
+                 (t, t.changes) for t in deltas.static_tables()
+                 if not sharded.is_sharded(t.pool)]
   if not tracked:
     return spec
   grouped = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)

@@ -13,9 +13,11 @@ timeline would continue their chain). Horovod ranks: `shard_deltas`.
 """
 import contextlib
 import contextvars
+import dataclasses
 import numbers
 import os
 import re
+from typing import Any
 
 from absl import logging
 import tensorflow as tf
@@ -23,6 +25,7 @@ from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-dir
 from tensorflow.python.training.saving import saveable_object_util  # pylint: disable=g-direct-tensorflow-import
 
 from estimator_scale import errors
+from estimator_scale import graph_state
 from estimator_scale.embeddings import saving
 
 DIRECTORY = "deltas"
@@ -76,20 +79,22 @@ def check_optimizer(optimizer, table):
 
 
 class Changes:
-  """Which rows of a table changed since the last save (`ids`: the table's
-  `ids` variable, -1 where a row is free)."""
+  """The rows of `table` changed since the last save (with a dynamic table's
+  `ids`, -1 where a row is free: also those freed)."""
 
-  def __init__(self, ids):
+  def __init__(self, table, ids=None):
     self._ids = ids
     self.full_every = _TRACKING.get()
-    rows = ids.shape[0]
+    rows = table.shape[0]
     local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
-    name = ids.op.name
+    name = table.op.name
     # Beside the table's rows: a parameter server's part marks its own.
-    with tf.init_scope(), tf.compat.v1.device(ids.device):
+    with tf.init_scope(), tf.compat.v1.device(table.device):
       self.touched = tf.compat.v1.Variable(
           tf.zeros([rows], tf.bool), trainable=False, collections=local,
           name=f"{name}_touched")
+      if ids is None:
+        return
       # Initialised after the restore, as local variables are; a Horovod
       # rank's ids are local too, initialised beside it and restored after
       # (`reset` then).
@@ -106,13 +111,53 @@ class Changes:
 
   def changed(self):
     """The positions of the rows changed since the last save."""
+    if self._ids is None:
+      return tf.where(self.touched)[:, 0]
     freed = tf.logical_and(self.held, self._ids < 0)
     return tf.where(tf.logical_or(self.touched, freed))[:, 0]
 
   def reset(self):
     """The op that makes the current state the saved one."""
-    return tf.group(self.touched.assign(tf.zeros_like(self.touched)),
-                    self.held.assign(self._ids >= 0))
+    cleared = self.touched.assign(tf.zeros_like(self.touched))
+    if self._ids is None:
+      return cleared
+    return tf.group(cleared, self.held.assign(self._ids >= 0))
+
+
+@dataclasses.dataclass
+class StaticTable:
+  """A variable of sparse updates (or its ps part), as `DeltaSaver` takes."""
+  pool: Any
+  first_row: int
+  rows: int
+  changes: Changes
+  sketch: Any = None
+
+
+def static_table(variable):
+  """`variable` as a `StaticTable`, tracked where `mark_static` marks it."""
+  tracked = graph_state.of(variable.graph).static_tables.get(variable.ref())
+  info = variable._save_slice_info  # pylint: disable=protected-access
+  return tracked or StaticTable(variable, info.var_offset[0] if info else 0,
+                                variable.shape[0], None)
+
+
+def mark_static(optimizer, variable, indices):
+  """Ops marking rows `indices` of `variable` changed; [] if untracked."""
+  if not tracking_on():
+    return []
+  tracked = graph_state.of(variable.graph).static_tables
+  if variable.ref() not in tracked:
+    check_optimizer(optimizer, whole_name(variable))
+    tracked[variable.ref()] = dataclasses.replace(
+        static_table(variable), changes=Changes(variable))
+  return [tracked[variable.ref()].changes.mark(tf.reshape(indices, [-1]))]
+
+
+def static_tables(graph=None):
+  """The static tables whose changed rows the graph's deltas save."""
+  return list(graph_state.of(
+      graph or tf.compat.v1.get_default_graph()).static_tables.values())
 
 
 def _is_local(variable):
@@ -120,8 +165,7 @@ def _is_local(variable):
 
 
 def _per_row(table, variables):
-  """Variables with one row per row of `table`: pool, bookkeeping and the
-  pool's slots (all named under the pool)."""
+  """The pool and each variable named under it with a row per row of it."""
   prefix = table.pool.op.name + "/"
   rows = table.pool.shape[0]
   return [table.pool] + [
@@ -293,8 +337,7 @@ def _directory(checkpoint):
 
 
 def chain(checkpoint):
-  """(step, prefix) of the deltas following full `checkpoint`, in order, up
-  to the first that does not follow the one before."""
+  """(step, prefix) of the unbroken chain of deltas after full `checkpoint`."""
   at, found = step_of(checkpoint), []
   for step, delta in _deltas(_directory(checkpoint)):
     if step <= at:
@@ -333,8 +376,7 @@ def _drop_orphans(model_dir):
 
 
 class FullSaveAtEnd(tf.compat.v1.train.SessionRunHook):
-  """Makes a session's last save full, so evaluation and export after training
-  read a whole latest checkpoint."""
+  """Makes a session's last save full: readers after training find it whole."""
 
   def __init__(self, saver, model_dir):
     self._saver, self._model_dir = saver, model_dir

@@ -341,7 +341,7 @@ class Table:
     done = []
     if deltas.tracking_on():
       if self.changes is None:
-        self.changes = deltas.Changes(self.ids)
+        self.changes = deltas.Changes(self.ids, self.ids)
       done.append(self.changes.mark(rows))
     if options.initializer is not None:
       done.append(tf.compat.v1.scatter_update(
@@ -473,7 +473,9 @@ def reset_slots_on_admission(optimizer):
   def reset_then_apply(grad, variable, indices, *args, **kwargs):
     table = table_of(variable)
     if table is None:
-      return apply(grad, variable, indices, *args, **kwargs)
+      with tf.control_dependencies(deltas.mark_static(optimizer, variable,
+                                                      indices)):
+        return apply(grad, variable, indices, *args, **kwargs)
     if table.changes is not None:
       deltas.check_optimizer(optimizer, table.name)
     named = [(optimizer.get_slot(variable, name), name)

@@ -50,8 +50,7 @@ def _slots(table, sliced):
   """`table`'s pool slots among `sliced`: shaped as the whole pool, and
   named under it (v1) or recorded by `add_slots` (Keras)."""
   info = table.pool._save_slice_info  # pylint: disable=protected-access
-  own = {table.pool.ref()} | {getattr(table, name).ref()
-                              for name, _ in _FREE_VALUES}
+  own = {v.ref() for v in [table.pool] + _bookkeeping(table)}
   graph = dynamic._outer_graph()  # pylint: disable=protected-access
   recorded = {slot.ref() for slot in graph_state.of(
       graph).recorded_slots.get(table.pool.ref(), ())}
@@ -65,8 +64,13 @@ def _slots(table, sliced):
 
 def per_row(table, sliced):
   """`table`'s variables with a row per shard row: pool, slots, bookkeeping."""
-  return ([table.pool] + _slots(table, sliced) +
-          [getattr(table, name) for name, _ in _FREE_VALUES])
+  return [table.pool] + _slots(table, sliced) + _bookkeeping(table)
+
+
+def _bookkeeping(table):
+  """A dynamic table's per-row bookkeeping ([] for a `deltas.StaticTable`)."""
+  return [getattr(table, name) for name, _ in _FREE_VALUES
+          if hasattr(table, name)]
 
 
 def _keep(table, received_ids, scores):

@@ -1,4 +1,4 @@
-"""Delta saves of dynamic tables sharded over Horovod ranks.
+"""Delta saves of tables sharded over Horovod ranks, dynamic or static.
 
 Between full saves each rank writes its changed rows (`deltas.Changes`)
 under keys of its own and its other slices whole; rank 0 merges them into
@@ -12,6 +12,7 @@ from tensorflow.python.ops import resource_variable_ops  # pylint: disable=g-dir
 from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_reshard
+from estimator_scale.embeddings import sharded
 
 def _positions(table):
   """The name of a table's changed rows' positions in a delta."""
@@ -24,11 +25,13 @@ def _key(name, rank):
 
 
 class RankDeltas:
-  """This rank's (`hvd`) ops to save its changed rows and apply a delta's
-  (`sliced`: its variables saved as slices)."""
+  """Rank `hvd`'s ops saving its changed rows, applying a delta's (`sliced`)."""
 
   def __init__(self, hvd, sliced):
-    tables = [t for t in dynamic.tables() if t.shard is not None]
+    tables = [t for t in dynamic.tables() if t.shard is not None] + [
+        deltas.static_table(v)
+        for v in tf.compat.v1.get_collection(sharded.COLLECTION)
+        if dynamic.table_of(v) is None]
     self.per_row = {t.pool.ref(): dynamic_reshard.per_row(t, sliced)
                     for t in tables}
     rowed = {v.ref() for rows in self.per_row.values() for v in rows}
@@ -87,8 +90,7 @@ class RankDeltas:
 
 
 def chain_to(directory, step):
-  """(merged full checkpoint, deltas after it) holding the tables at `step`
-  in `directory`, or None."""
+  """(merged full save, its deltas) of the tables at `step`, or None."""
   root = tf.io.gfile.join(directory, deltas.DIRECTORY)
   if not tf.io.gfile.isdir(root):
     return None

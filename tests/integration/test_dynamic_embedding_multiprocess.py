@@ -253,12 +253,16 @@ def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(
   # Synchronous ps tasks save a full checkpoint in 3 and deltas of their
   # parts' changed rows in between, named as one process's table has them:
   # one process restores the full save and the delta after it as the full
-  # save of the same step.
+  # save of the same step. A static table beside the dynamic one, split
+  # over the ps tasks too, saves its changed rows as well.
   model_dir = tmp_path / "sync" / "adagrad"
-  launch(1, ARGS + [f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
-                    "--distribution=parameter_server", "--configs=adagrad",
-                    "--full_checkpoint_every=3", "--save_checkpoints_steps=2",
-                    "--steps=8"], ps=2, timeout=400)
+  hashed = ["--hashed_rows=64"]
+  split = dict(worker_env(), ESTIMATOR_SCALE_MIN_SLICE_BYTES="256")
+  launch(1, ARGS + hashed + [
+      f"--model_dir={tmp_path / 'sync'}", "--ps_sync",
+      "--distribution=parameter_server", "--configs=adagrad",
+      "--full_checkpoint_every=3", "--save_checkpoints_steps=2",
+      "--steps=8"], ps=2, timeout=400, env=split)
   # Full at 0 and 6; deltas in between, 8 too; then 8 full at the end.
   deltas = sorted(p.name for p in (model_dir / "deltas" / "6").iterdir()
                   if p.name.endswith(".index"))
@@ -267,19 +271,23 @@ def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(
                                        "delta-8"))
   changed = delta.get_tensor(worker.TABLE + "/_delta_positions")
   assert 0 < len(changed) < 120  # of the 120 rows (the worker's --capacity)
+  # Rows of both ps tasks' parts, not all 64.
+  changed = delta.get_tensor(worker.HASHED + "/_delta_positions")
+  assert 0 < len(changed) < 64 and min(changed) < 32 <= max(changed)
+  assert delta.get_tensor(worker.HASHED).shape == (len(changed), 4)
   full = tf.train.load_checkpoint(str(model_dir / "model.ckpt-8"))
   expected = {name: full.get_tensor(name)
               for name in full.get_variable_to_shape_map()
-              if name.startswith(worker.TABLE)}
+              if name.startswith((worker.TABLE, worker.HASHED))}
   shutil.copytree(tmp_path / "sync", tmp_path / "full")
   os.remove(model_dir / "model.ckpt-8.index")
   tf.compat.v1.train.update_checkpoint_state(
       str(model_dir), str(model_dir / "model.ckpt-6"))
   shutil.copytree(tmp_path / "sync", tmp_path / "chain")
   dumps = tmp_path / "dumps"
-  log = run([PYTHON] + ARGS + [f"--model_dir={tmp_path / 'sync'}",
-                               "--configs=adagrad", "--steps=9",
-                               f"--dump_dir={dumps}"], timeout=300)
+  log = run([PYTHON] + ARGS + hashed + [
+      f"--model_dir={tmp_path / 'sync'}", "--configs=adagrad", "--steps=9",
+      f"--dump_dir={dumps}"], timeout=300)
   assert "and 1 delta(s) after it, to step 8" in log.stdout + log.stderr
   with np.load(dumps / "start-8-of1-rank0.npz") as restored:
     for name, value in expected.items():
@@ -289,16 +297,18 @@ def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(
   # update as the full save of step 8 does.
   after = {}
   for start in ("full", "chain"):
-    log = launch(1, ARGS + [f"--model_dir={tmp_path / start}", "--ps_sync",
-                            "--distribution=parameter_server",
-                            "--configs=adagrad", "--steps=9"],
-                 ps=3, timeout=400)
-    after[start] = _by_id(str(tmp_path / start / "adagrad" /
-                              "model.ckpt-9"))
+    log = launch(1, ARGS + hashed + [
+        f"--model_dir={tmp_path / start}", "--ps_sync",
+        "--distribution=parameter_server", "--configs=adagrad", "--steps=9"],
+                 ps=3, timeout=400, env=split)
+    checkpoint = str(tmp_path / start / "adagrad" / "model.ckpt-9")
+    after[start] = (_by_id(checkpoint),
+                    tf.train.load_variable(checkpoint, worker.HASHED))
   assert "and 1 delta(s) after it, to step 8" in log.stdout + log.stderr
   assert ("Dynamic table model/table moved onto 3 ps tasks"
           in log.stdout + log.stderr)
-  dynamic_rows.assert_same(after["chain"], after["full"], atol=0)
+  dynamic_rows.assert_same(after["chain"][0], after["full"][0], atol=0)
+  np.testing.assert_array_equal(after["chain"][1], after["full"][1])
 
 
 

@@ -1,14 +1,15 @@
-"""An elastic Horovod job grows from 2 to 3 ranks with a sharded table.
+"""Elastic Horovod jobs grow from 2 to 3 ranks and shrink back to 2.
 
 horovodrun's elastic driver runs `tests.workers.sharded_elastic` on this
 host's slots, which its discovery script lists: 2, until rank 0 grows the
-list to 3 after the first update. The ranks leave at the first commit
-that sees the change; 3 ranks start from that commit and train to the
-end. Each rank's dumps (its shard and Adagrad slots, the dense layer) show:
-the 3 ranks' rows right after the resume are, exactly, the rows the 2 ranks
-held at that commit, re-cut into 3 ranges; the dense variables likewise;
-and the 3 ranks train on to the last step, which they save as one table.
-A job with a dynamic table grows to 3 ranks and shrinks back to 2: after
+list to 3 after the first update, and 2 again from update 12. The ranks
+leave at the first commit that sees a change and the new ones start from
+it. With a sharded table, each rank's dumps (its shard and Adagrad slots,
+the dense layer) show: the rows right after each resume are, exactly, the
+rows held at that commit, re-cut into the new ranges (the shrink's from a
+full save and the deltas of the rows 3 ranks changed); the dense
+variables likewise; and the 2 ranks train on to the last step, which they
+save as one table. With a dynamic table, after
 each resume each rank holds exactly the ids it owns at the new size, each
 with the row, slot, count and last update it had at the commit, and every
 example is trained once an epoch; its commits after a session's first are
@@ -26,13 +27,10 @@ from tests.helpers.processes import PYTHON, horovodrun, run, worker_env
 from tests.helpers.rig import discovery
 from tests.workers import sharded_equivalence
 
-STEPS = 16
+STEPS = 24
 COMMIT = 4
 TABLE = "model/table"
 SHARDED = (TABLE, TABLE + "/Adagrad")
-RANGES = [sharded.shard_range(sharded_equivalence.VOCABULARY, 3, rank)[1]
-          for rank in range(3)]
-"""Rows each of the 3 ranks holds."""
 
 
 def _dumps(out, event, step, size):
@@ -81,32 +79,48 @@ def _resumes(log, model_dir):
   return resumes
 
 
-def _grow(tmp_path, kind):
-  """(the job's output, the dumps' and the model's directories, the step
-  it resumed at on 3 ranks) of an elastic job growing from 2 to 3."""
-  log, out, model_dir = _elastic(tmp_path, kind, f"--steps={STEPS}")
-  [(before, after, resumed)] = _resumes(log, model_dir)
-  assert (before, after) == (2, 3) and resumed < STEPS
-  # The 2 ranks left at that commit: none of them saw a later one.
-  assert not list(out.glob(f"commit-{resumed + COMMIT}-of2-*"))
-  return log, out, model_dir, resumed
+def _grow_and_shrink(tmp_path, kind):
+  """(the job's output, the dumps' directory, the model_dir, `_resumes`) of
+  a job growing to 3 ranks, then shrinking to 2 from update 12 with one
+  save in 100 full: from the deltas the 3 ranks wrote."""
+  log, out, model_dir = _elastic(
+      tmp_path, kind, f"--steps={STEPS}", "--shrink_at_step=12",
+      "--full_checkpoint_every=100", timeout=420)
+  resumes = _resumes(log, model_dir)
+  assert [(before, after) for before, after, _ in resumes] == [(2, 3),
+                                                                (3, 2)]
+  assert re.search(r"Sharded tables restored from \S+ and \d+ delta\(s\) "
+                   rf"after it, to step {resumes[1][2]} on 2 ranks", log), (
+                       log[-3000:])
+  return log, out, model_dir, resumes
 
 
-def test_a_sharded_table_reshards_from_the_commit_when_a_rank_joins(tmp_path):
-  _, out, model_dir, resumed = _grow(tmp_path, "sharded")
-  committed = _dumps(out, "commit", resumed, 2)
-  started = _dumps(out, "start", resumed, 3)
-  for name in SHARDED:
-    assert [len(dump[name]) for dump in started] == RANGES, name
-    np.testing.assert_array_equal(_whole(started, name),
-                                  _whole(committed, name), err_msg=name)
-  for name, value in committed[0].items():
-    if name not in SHARDED:
-      for dump in started:
-        np.testing.assert_array_equal(dump[name], value, err_msg=name)
+def _ranges(size):
+  """Rows each of `size` ranks holds."""
+  return [sharded.shard_range(sharded_equivalence.VOCABULARY, size, rank)[1]
+          for rank in range(size)]
 
-  ended = _dumps(out, "end", STEPS, 3)
-  assert [len(dump[TABLE]) for dump in ended] == RANGES
+
+def test_a_sharded_table_follows_2_3_2_ranks_from_commits_and_deltas(tmp_path):
+  """Grown to 3 ranks, shrunk back to 2 from update 12; one save in 100 is
+  full, so the 3 ranks' commits after their first are deltas of the rows
+  they changed, and the shrink resumes from them."""
+  _, out, model_dir, resumes = _grow_and_shrink(tmp_path, "sharded")
+  for before, after, step in resumes:
+    # None of the ranks before saw a later commit.
+    assert not list(out.glob(f"commit-{step + COMMIT}-of{before}-*"))
+    committed = _dumps(out, "commit", step, before)
+    started = _dumps(out, "start", step, after)
+    for name in SHARDED:
+      assert [len(dump[name]) for dump in started] == _ranges(after), name
+      np.testing.assert_array_equal(_whole(started, name),
+                                    _whole(committed, name), err_msg=name)
+    for name, value in committed[0].items():
+      if name not in SHARDED:
+        for dump in started:
+          np.testing.assert_array_equal(dump[name], value, err_msg=name)
+
+  ended = _dumps(out, "end", STEPS, 2)
   assert np.max(np.abs(_whole(ended, TABLE) - _whole(started, TABLE))) > 1e-3
   merged = tf.train.load_checkpoint(
       str(model_dir / "sharded_tables" / f"ckpt-{STEPS}"))
@@ -124,16 +138,7 @@ def test_a_dynamic_table_follows_2_3_2_ranks_training_each_example_once(
   last saves are full (one in 100): the 3 ranks' commits after their first
   are deltas, so the shrink, at whichever commit sees it, resumes from a
   full checkpoint and the deltas that 3 ranks wrote."""
-  steps = 24
-  log, out, model_dir = _elastic(
-      tmp_path, "dynamic", f"--steps={steps}", "--shrink_at_step=12",
-      "--full_checkpoint_every=100", timeout=420)
-  resumes = _resumes(log, model_dir)
-  assert [(before, after) for before, after, _ in resumes] == [(2, 3),
-                                                                (3, 2)]
-  assert re.search(r"Sharded tables restored from \S+ and \d+ delta\(s\) "
-                   rf"after it, to step {resumes[1][2]} on 2 ranks", log), (
-                       log[-3000:])
+  log, out, model_dir, resumes = _grow_and_shrink(tmp_path, "dynamic")
   for before, after, step in resumes:
     assert f"Dynamic tables re-sharded from {before} to {after} ranks" in log
     dynamic_rows.assert_same(
@@ -143,4 +148,4 @@ def test_a_dynamic_table_follows_2_3_2_ranks_training_each_example_once(
   trained_ids.check_each_once(trained_ids.read(out),
                               len(sharded_equivalence.token_data()[1]))
   # The 2 ranks trained on to the end and saved the table there.
-  assert (model_dir / "sharded_tables" / f"ckpt-{steps}.index").exists()
+  assert (model_dir / "sharded_tables" / f"ckpt-{STEPS}.index").exists()

@@ -31,6 +31,23 @@ class _Clicks(es.BinaryClassifierModel):
     return {"id": tf.TensorSpec([], tf.int64)}
 
 
+class _Hashed(es.BinaryClassifierModel):
+  """A static table beside the dynamic one: Keras' Embedding of hashed ids."""
+
+  name = None
+
+  def logits(self, features, training, params):
+    hashed = tf.keras.layers.Embedding(HASHED, 4, name="hashed")(
+        features["id"] % HASHED)
+    return tf.keras.layers.Dense(1, name="logit")(tf.concat(
+        [hashed, _Clicks().logits(features, training, params)], 1))
+
+  serving_features = _Clicks.serving_features
+
+
+HASHED = 500
+
+
 def _data(steps, batch=16, seed=0):
   """Ids drawn from 160, skewed, so some repeat (admitted at the second
   sighting) and some are seen once."""
@@ -39,9 +56,10 @@ def _data(steps, batch=16, seed=0):
   return {"id": ids}, (ids % 3 == 0).astype(np.int64)
 
 
-def _estimator(model_dir, full_every, keep=5, optimizer="adagrad"):
+def _estimator(model_dir, full_every, keep=5, optimizer="adagrad",
+               model=_Clicks):
   return es.make_estimator(
-      _Clicks(), model_dir=str(model_dir), random_seed=0,
+      model(), model_dir=str(model_dir), random_seed=0,
       save_checkpoints_steps=2, keep_checkpoint_max=keep,
       full_checkpoint_every=full_every,
       training_config=es.TrainingConfig(
@@ -83,14 +101,14 @@ class _Restored(tf.compat.v1.train.SessionRunHook):
                            session.run(variables)))
 
 
-def _resume_from(model_dir, base, steps, full_every=4, optimizer="adagrad"):
+def _resume_from(model_dir, base, steps, full_every=4, **kwargs):
   """Restores the full checkpoint of `base` and the deltas after it in a
   job that trains on to `steps`; returns the restored values."""
   tf.compat.v1.train.update_checkpoint_state(
       str(model_dir), _checkpoint(model_dir, base))
   restored = _Restored()
   features, labels = _data(steps)
-  _estimator(model_dir, full_every, optimizer=optimizer).train(
+  _estimator(model_dir, full_every, **kwargs).train(
       es.inputs.from_arrays(features, labels, 16), hooks=[restored],
       max_steps=steps)
   return restored.values
@@ -116,6 +134,23 @@ def test_full_and_deltas_restore_as_the_full_save_bit_for_bit(tmp_path,
 
   restored = _resume_from(model_dir, 8, 15, optimizer=optimizer)
   assert set(full) <= set(restored)
+  for name, value in full.items():
+    np.testing.assert_array_equal(restored[name], value, err_msg=name)
+
+
+def test_a_static_table_saves_its_changed_rows_and_restores_bit_for_bit(
+    tmp_path):
+  model_dir = tmp_path / "model"
+  _train(_estimator(model_dir, 4, model=_Hashed), 14)
+  delta = _tensors(str(model_dir / "deltas" / "8" / "delta-10"))
+  positions = delta["model/hashed/embeddings/_delta_positions"]
+  assert 0 < len(positions) < HASHED / 2
+  assert delta["model/hashed/embeddings"].shape == (len(positions), 4)
+  assert delta["model/hashed/embeddings/Adagrad"].shape == (
+      len(positions), 4)
+  full = _tensors(_checkpoint(model_dir, 14))
+  os.remove(_checkpoint(model_dir, 14) + ".index")
+  restored = _resume_from(model_dir, 8, 15, model=_Hashed)
   for name, value in full.items():
     np.testing.assert_array_equal(restored[name], value, err_msg=name)
 

@@ -6,7 +6,8 @@ slice of each), with ids that come and go: a few frequent ids, bursts of
 rare ones seen once or twice (min_count=2 admits the second sighting) and
 ids that stop coming (steps_to_live frees them, and some come back). The
 test compares the tables each run leaves in its checkpoint (Horovod's:
-the ranks' slices merged), id by id. With --dump_dir each rank writes the
+the ranks' slices merged), id by id; --hashed_rows adds a static table
+beside it. With --dump_dir each rank writes the
 table's variables as it holds them (its rows and their slots) to
 `<dump_dir>/<event>-<step>-of<size>-rank<r>.npz`: `start` before the
 session's first update (after any restore), `end` as training ends. With
@@ -31,6 +32,7 @@ DIMENSION = 4
 LOOKUPS = 3
 EXAMPLES = 320
 TABLE = "model/table"
+HASHED = "model/hashed/embeddings"
 
 
 def _define_flags():
@@ -44,6 +46,8 @@ def _define_flags():
   flags.DEFINE_list("configs", list(CONFIGS), "the CONFIGS to train")
   flags.DEFINE_string("dump_dir", None, "where each rank writes its rows")
   flags.DEFINE_integer("capacity", 120, "the table's rows")
+  flags.DEFINE_integer("hashed_rows", 0, "rows of a static table of the "
+                       "ids modulo them beside the dynamic one (0: none)")
   flags.DEFINE_integer("full_checkpoint_every", 1,
                        "saves per full checkpoint; deltas in between")
   flags.DEFINE_integer("save_checkpoints_steps", 100, "")
@@ -82,6 +86,10 @@ class RawIds(es.BinaryClassifierModel):
                                    capacity=FLAGS.capacity,
                                    name="table", min_count=2,
                                    steps_to_live=4)
+    if FLAGS.hashed_rows:
+      vectors += tf.keras.layers.Embedding(
+          FLAGS.hashed_rows, DIMENSION, name="hashed")(
+              features["ids"] % FLAGS.hashed_rows)
     return tf.compat.v1.layers.dense(
         tf.reduce_mean(vectors, 1), 1, name="out",
         kernel_initializer=tf.compat.v1.constant_initializer(0.5))
@@ -117,7 +125,7 @@ def main(argv):
     if FLAGS.dump_dir:
       os.makedirs(FLAGS.dump_dir, exist_ok=True)
       hooks.append(dumps.DumpHook(estimator.topology, FLAGS.dump_dir,
-                                  TABLE))
+                                  (TABLE, HASHED)))
     estimator.train(es.inputs.from_arrays(features, labels,
                                           FLAGS.global_batch_size, seed=None),
                     hooks=hooks, max_steps=FLAGS.steps)

@@ -1,16 +1,19 @@
-"""Delta saves against full ones, of a dynamic table in one job, as the
-table grows and as the rows touched between saves do.
+"""Delta saves against full ones, of a table in one job, as the table grows
+and as the rows touched between saves do.
 
   python -m tools.bench.delta_saves --out=docs/delta_saves.json  # the sweep
   python -m tools.bench.delta_saves --log2_rows=18 --touched=0.01  # seconds
   python -m tools.bench.delta_saves --ranks=2,4 --out=...  # Horovod ranks
+  python -m tools.bench.delta_saves --table=static ...  # es.sharded_embedding
 
-For each size and fraction touched, one process trains a dynamic table of
-2^log2_rows x 16 with Adagrad, saving every `--steps_per_save` updates,
+For each size and fraction touched, one process trains a table of
+2^log2_rows x 16 with Adagrad (dynamic, or with --table=static the
+table `es.sharded_embedding` makes: whole in one process, sharded on
+ranks), saving every `--steps_per_save` updates,
 one save in `--full_every` full (`full_checkpoint_every`); every update
 looks up ids never seen before, as many as make the rows touched between
 two saves `--touched` of the table, which never fills (so none is
-evicted). Each save's time is read from Estimator's own
+evicted; a static table's ids are its rows). Each save's time is read from Estimator's own
 log lines around it (the save proper, what a training step waits for;
 on Horovod ranks, rank 0's line for the tables' save, its write, the wait
 for the other ranks and the merge), and its bytes from its files; a size's full and delta saves are measured
@@ -75,12 +78,16 @@ class _SaveTimes(logging.Handler):
 class _Table(es.BinaryClassifierModel):
   name = None
 
-  def __init__(self, rows):
-    self.rows = rows
+  def __init__(self, rows, table="dynamic"):
+    self.rows, self.table = rows, table
 
   def logits(self, features, training, params):
-    vectors = es.dynamic_embedding(features["id"], DIMENSION,
-                                   capacity=self.rows, name="ids")
+    if self.table == "static":
+      vectors = es.sharded_embedding(features["id"] % self.rows, self.rows,
+                                     DIMENSION, name="ids")
+    else:
+      vectors = es.dynamic_embedding(features["id"], DIMENSION,
+                                     capacity=self.rows, name="ids")
     return tf.keras.layers.Dense(1, name="logit")(vectors)
 
   def serving_features(self):
@@ -99,14 +106,14 @@ def _bytes(prefix):
 
 
 def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir,
-            distribution="none"):
+            distribution="none", table="dynamic"):
   """{"full": [(step, seconds, bytes)], "delta": [...]}."""
   rows = 1 << log2_rows
   ranks = int(os.environ.get("HOROVOD_SIZE", "1"))  # a batch for each
   batch = max(ranks, int(rows * touched) // steps_per_save // ranks * ranks)
   steps = steps_per_save * saves
   estimator = es.make_estimator(
-      _Table(rows), model_dir=model_dir, random_seed=0,
+      _Table(rows, table), model_dir=model_dir, random_seed=0,
       distribution=distribution,
       save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
       keep_checkpoint_max=saves,
@@ -164,7 +171,7 @@ def _on_horovod(args, ranks, log2_rows, touched, model_dir):
       f"--log2_rows={log2_rows}", f"--touched={touched}",
       f"--steps_per_save={args.steps_per_save}",
       f"--full_every={args.full_every}", f"--saves={args.saves}",
-      f"--rank_of_job={model_dir}"])
+      f"--table={args.table}", f"--rank_of_job={model_dir}"])
   subprocess.run(argv, check=True, timeout=3600,
                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   with open(out, encoding="utf-8") as f:
@@ -175,7 +182,8 @@ def _rank_of_job(args):
   """One rank of `_on_horovod`'s job."""
   model_dir = args.rank_of_job
   found = measure(args.log2_rows[0], args.touched[0], args.steps_per_save,
-                  args.full_every, args.saves, model_dir, "horovod")
+                  args.full_every, args.saves, model_dir, "horovod",
+                  args.table)
   if os.environ.get("HOROVOD_RANK") == "0":
     with open(os.path.join(model_dir, "found.json"), "w",
               encoding="utf-8") as f:
@@ -201,7 +209,7 @@ class _Restored(tf.compat.v1.train.SessionRunHook):
 
 
 def check_restore(log2_rows, touched, steps_per_save, full_every, found,
-                  model_dir):
+                  model_dir, table="dynamic"):
   """Whether the last full checkpoint before the end, restored with its
   deltas, equals the full save the session's end wrote at the last step
   (which also has a delta): {"base", "step", "variables", "equal"}."""
@@ -217,7 +225,7 @@ def check_restore(log2_rows, touched, steps_per_save, full_every, found,
   rows = 1 << log2_rows
   batch = max(1, int(rows * touched) // steps_per_save)
   es.make_estimator(
-      _Table(rows), model_dir=model_dir, random_seed=0,
+      _Table(rows, table), model_dir=model_dir, random_seed=0,
       save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
       training_config=es.TrainingConfig(
           optimizer="adagrad", learning_rate=0.1)
@@ -263,6 +271,8 @@ def main():
   parser.add_argument("--ranks", type=_ints, default=[1],
                       help="Horovod ranks on this host of each run (1: one "
                       "process)")
+  parser.add_argument("--table", choices=("dynamic", "static"),
+                      default="dynamic")
   parser.add_argument("--rank_of_job", default=None,
                       help="(set by the bench for the ranks it starts: "
                       "their model_dir)")
@@ -273,7 +283,8 @@ def main():
     return
   if max(args.touched) * args.saves > 1:  # every id is new: none evicted
     parser.error("--touched x --saves must not pass the whole table")
-  result = {"dimension": DIMENSION, "optimizer": "adagrad",
+  result = {"table": args.table, "dimension": DIMENSION,
+            "optimizer": "adagrad",
             "steps_per_save": args.steps_per_save,
             "full_every": args.full_every, "saves_per_run": args.saves,
             "runs": [], "restore_check": None}
@@ -291,12 +302,13 @@ def _run(args, result, ranks, log2_rows, touched):
       found = _on_horovod(args, ranks, log2_rows, touched, model_dir)
     else:
       found = measure(log2_rows, touched, args.steps_per_save,
-                      args.full_every, args.saves, model_dir)
+                      args.full_every, args.saves, model_dir,
+                      table=args.table)
     if (ranks == 1 and log2_rows == args.check_log2_rows and
         not result["restore_check"]):
       result["restore_check"] = check_restore(
           log2_rows, touched, args.steps_per_save, args.full_every, found,
-          model_dir)
+          model_dir, args.table)
       print("restore check:", result["restore_check"], flush=True)
   finally:  # gigabytes of checkpoints
     shutil.rmtree(model_dir, ignore_errors=True)

@@ -14,8 +14,8 @@ from tensorflow.python.ops import variables as tf_variables  # pylint: disable=g
 
 from estimator_scale import errors
 from estimator_scale.backends import base
+from estimator_scale.embeddings import deltas
 from estimator_scale.embeddings import dynamic
-from estimator_scale.embeddings import dynamic_reshard
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import accumulation
 from estimator_scale.train_ops import adascale
@@ -371,7 +371,7 @@ def _dynamic_refusal(name, plan):
 
 def _keep_slots_per_rank(optimizer, params):
   """Makes a dynamic table's Keras slots rank-own like its rows: out of the
-  broadcast, saved as this rank's slice (`dynamic_reshard` is told)."""
+  broadcast, saved as this rank's slice (`deltas.record_slots`)."""
   sharded.keep_slots_local(optimizer, params)
   for variable in params:
     if not sharded.is_sharded(variable):
@@ -382,7 +382,7 @@ def _keep_slots_per_rank(optimizer, params):
     for slot in slots:
       slot._set_save_slice_info(tf_variables.Variable.SaveSliceInfo(  # pylint: disable=protected-access
           slot.op.name, info.full_shape, info.var_offset, info.var_shape))
-    dynamic_reshard.add_slots(variable, slots)
+    deltas.record_slots(variable, slots)
 
 
 @functools.lru_cache(maxsize=None)

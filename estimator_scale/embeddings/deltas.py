@@ -1,15 +1,15 @@
 """Saves that cost what changed: between two full checkpoints, a save writes
-only the rows of the dynamic tables changed since the save before.
+only the rows of the tables changed since the save before.
 
 With `full_checkpoint_every` K > 1, one save in K is Estimator's full
 checkpoint; the others are deltas `deltas/<full step>/delta-<step>`: each
-table's changed rows (looked up, or freed: `Changes`), named as one
-process's table has them, and every other variable whole. Invariants: the
-latest full checkpoint stays Estimator's latest and a session's last save
-is full, so readers see whole checkpoints; a delta names the save it
-follows and is renamed into place index last; a restore stops at the
-first delta that does not follow, and deletes those past it (another
-timeline would continue their chain). Horovod ranks: `shard_deltas`.
+table's changed rows (a dynamic table's looked up or freed, a static one's
+given sparse gradients: `Changes`), named as one process's table has them,
+and every other variable whole. Invariants: a session's last save is
+full, so readers of the latest checkpoint see a whole one; a delta names
+the save it follows and is renamed into place index last; a restore stops
+at the first delta that does not follow, and deletes those past it
+(another timeline would continue their chain). Ranks: `shard_deltas`.
 """
 import contextlib
 import contextvars
@@ -149,6 +149,8 @@ def mark_static(optimizer, variable, indices):
   tracked = graph_state.of(variable.graph).static_tables
   if variable.ref() not in tracked:
     check_optimizer(optimizer, whole_name(variable))
+    record_slots(variable, [optimizer.get_slot(variable, name)
+                            for name in optimizer.get_slot_names()])
     tracked[variable.ref()] = dataclasses.replace(
         static_table(variable), changes=Changes(variable))
   return [tracked[variable.ref()].changes.mark(tf.reshape(indices, [-1]))]
@@ -164,14 +166,26 @@ def _is_local(variable):
   return any(variable is v for v in tf.compat.v1.local_variables())
 
 
+def record_slots(table, slots):
+  """Records `slots` as the optimizer's of `table` (a variable): a Keras
+  optimizer names them under its own scope, where `_per_row` can't see."""
+  recorded = graph_state.of(table.graph).recorded_slots.setdefault(
+      table.ref(), [])
+  recorded += [s for s in slots
+               if s is not None and not any(s is r for r in recorded)]
+
+
 def _per_row(table, variables):
-  """The pool and each variable named under it with a row per row of it."""
+  """The pool, its recorded slots and variables under it, a row per row."""
   prefix = table.pool.op.name + "/"
   rows = table.pool.shape[0]
-  return [table.pool] + [
+  recorded = graph_state.of(table.pool.graph).recorded_slots.get(
+      table.pool.ref(), [])
+  return [table.pool] + recorded + [
       v for v in variables
       if v.op.name.startswith(prefix) and v is not table.sketch
-      and v.shape.rank and v.shape[0] == rows]
+      and v.shape.rank and v.shape[0] == rows
+      and not any(v is r for r in recorded)]
 
 
 def whole_name(variable):

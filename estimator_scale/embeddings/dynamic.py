@@ -476,11 +476,12 @@ def reset_slots_on_admission(optimizer):
       with tf.control_dependencies(deltas.mark_static(optimizer, variable,
                                                       indices)):
         return apply(grad, variable, indices, *args, **kwargs)
-    if table.changes is not None:
-      deltas.check_optimizer(optimizer, table.name)
     named = [(optimizer.get_slot(variable, name), name)
              for name in optimizer.get_slot_names()]
     named = [(slot, name) for slot, name in named if slot is not None]
+    if table.changes is not None:
+      deltas.check_optimizer(optimizer, table.name)
+      deltas.record_slots(variable, [slot for slot, _ in named])
     # A synchronous accumulator's take has indices of unknown rank.
     reset = native.ops().es_dynamic_table_reset_fresh(
         table.fresh.handle, [slot.handle for slot, _ in named],

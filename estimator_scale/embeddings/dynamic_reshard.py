@@ -38,17 +38,9 @@ def ranks_tensor(hvd):
   return {RANKS: tf.constant(hvd.size(), tf.int64)}
 
 
-def add_slots(pool, slots):
-  """Records `slots` as slots of the dynamic table with shard `pool`: a Keras
-  optimizer names its slots under its own scope, where `_slots` can't see."""
-  graph = dynamic._outer_graph()  # pylint: disable=protected-access
-  graph_state.of(graph).recorded_slots.setdefault(pool.ref(), []).extend(
-      slots)
-
-
 def _slots(table, sliced):
   """`table`'s pool slots among `sliced`: shaped as the whole pool, and
-  named under it (v1) or recorded by `add_slots` (Keras)."""
+  named under it (v1) or recorded by `deltas.record_slots` (Keras)."""
   info = table.pool._save_slice_info  # pylint: disable=protected-access
   own = {v.ref() for v in [table.pool] + _bookkeeping(table)}
   graph = dynamic._outer_graph()  # pylint: disable=protected-access

@@ -46,6 +46,7 @@ class _Hashed(es.BinaryClassifierModel):
 
 
 HASHED = 500
+POSITIONS = "/_delta_positions"
 
 
 def _data(steps, batch=16, seed=0):
@@ -153,6 +154,55 @@ def test_a_static_table_saves_its_changed_rows_and_restores_bit_for_bit(
   restored = _resume_from(model_dir, 8, 15, model=_Hashed)
   for name, value in full.items():
     np.testing.assert_array_equal(restored[name], value, err_msg=name)
+
+
+def _canned(model_dir, full_every=4):
+  """Wide & deep over hashed ids: FTRL's linear weights and Adagrad's
+  embedding, both updated by sparse gradients (Keras optimizers)."""
+  scale_config = es.build_run_config(
+      "none", model_dir=str(model_dir), random_seed=0,
+      save_checkpoints_steps=2, keep_checkpoint_max=5,
+      full_checkpoint_every=full_every)
+  ids = tf.feature_column.categorical_column_with_hash_bucket(
+      "id", HASHED, dtype=tf.int64)
+  return es.make_estimator(tf.estimator.DNNLinearCombinedClassifier(
+      linear_feature_columns=[ids],
+      linear_optimizer=es.canned_optimizer(
+          tf.keras.optimizers.legacy.Ftrl(0.5), scale_config),
+      dnn_feature_columns=[tf.feature_column.embedding_column(ids, 4)],
+      dnn_optimizer=es.canned_optimizer(
+          tf.keras.optimizers.legacy.Adagrad(0.1), scale_config),
+      dnn_hidden_units=[4], config=scale_config.run_config),
+                           scale_config=scale_config)
+
+
+def test_a_canned_estimators_tables_save_deltas(tmp_path):
+  model_dir = tmp_path / "model"
+  features, labels = _data(15)
+  _canned(model_dir).train(es.inputs.from_arrays(features, labels, 16),
+                           max_steps=14)
+  delta = _tensors(str(model_dir / "deltas" / "8" / "delta-10"))
+  tables = [name[:-len(POSITIONS)] for name in delta
+            if name.endswith(POSITIONS)]
+  assert len(tables) == 2, sorted(delta)  # the embedding and the weights
+  for table in tables:
+    assert 0 < len(delta[table + POSITIONS]) < HASHED / 2, table
+  # Keras names the slots under the optimizer: only their changed rows too.
+  slots = [name for name in delta if name.startswith("training/") and
+           any(table in name for table in tables)]
+  assert len(slots) == 3, slots  # Adagrad's accumulator, FTRL's two
+  for name in slots:
+    assert len(delta[name]) < HASHED / 2, name
+  full = _tensors(_checkpoint(model_dir, 14))
+  os.remove(_checkpoint(model_dir, 14) + ".index")
+  tf.compat.v1.train.update_checkpoint_state(
+      str(model_dir), _checkpoint(model_dir, 8))
+  restored = _Restored()
+  _canned(model_dir).train(es.inputs.from_arrays(features, labels, 16),
+                           hooks=[restored], max_steps=15)
+  for name, value in full.items():
+    np.testing.assert_array_equal(restored.values[name], value,
+                                  err_msg=name)
 
 
 def test_a_run_without_deltas_still_applies_an_earlier_runs(tmp_path):

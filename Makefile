@@ -77,10 +77,12 @@ bench-dynamic: setup
 # Delta saves against full ones of a dynamic table of 2^18 to 2^23 rows, 1 %
 # and 10 % of them changed between saves, in one process (about 3 minutes)
 # and on 2 and 4 Horovod ranks (about 30): docs/delta_saves.json and
-# docs/delta_saves_ranks.json, which TABLE_COSTS.md renders.
+# docs/delta_saves_ranks.json, for performance.md; then TABLE_COSTS.md's
+# sharded table at 2^19, 2^21 and 2^23 rows: docs/delta_saves_static.json.
 bench-delta-saves: setup
 	$(PY) -m tools.bench.delta_saves --out=docs/delta_saves.json
 	$(PY) -m tools.bench.delta_saves --ranks=2,4 --out=docs/delta_saves_ranks.json
+	$(PY) -m tools.bench.delta_saves --table=static --ranks=1,2,4 --log2_rows=19,21,23 --saves=17 --check_log2_rows=19 --out=docs/delta_saves_static.json
 
 # The zoo's wide & deep with dynamic tables, exported whole and compact
 # (float16, int8, min_count, last_updates), each export's AUC on held-out

@@ -94,9 +94,12 @@ class _Table(es.BinaryClassifierModel):
     return {"id": tf.TensorSpec([], tf.int64)}
 
 
-def _input_fn(batch, steps):
-  """`batch` ids never seen before at every update."""
-  ids = np.arange(1, 1 + batch * steps, dtype=np.int64)
+def _input_fn(batch, steps, table="dynamic", rows=None):
+  """`batch` ids never seen before at every update; a static table's go
+  round its `rows`, bounding the arrays (constants copied into each rank's
+  graph and saved with it)."""
+  count = batch * steps if table == "dynamic" else min(batch * steps, rows)
+  ids = np.arange(1, 1 + count, dtype=np.int64)
   return es.inputs.from_arrays({"id": ids}, (ids % 3 == 0).astype(np.int64),
                                batch)
 
@@ -128,7 +131,7 @@ def measure(log2_rows, touched, steps_per_save, full_every, saves, model_dir,
     logger.setLevel(logging.INFO)
     logger.addHandler(times)
   try:
-    estimator.train(_input_fn(batch, steps), max_steps=steps)
+    estimator.train(_input_fn(batch, steps, table, rows), max_steps=steps)
   finally:
     for logger, level in zip(loggers, levels):
       logger.removeHandler(times)
@@ -229,7 +232,8 @@ def check_restore(log2_rows, touched, steps_per_save, full_every, found,
       save_checkpoints_steps=steps_per_save, full_checkpoint_every=full_every,
       training_config=es.TrainingConfig(
           optimizer="adagrad", learning_rate=0.1)
-  ).train(_input_fn(batch, step + 1), hooks=[restored], max_steps=step + 1)
+  ).train(_input_fn(batch, step + 1, table, rows), hooks=[restored],
+          max_steps=step + 1)
   equal = set(full) <= set(restored.values) and all(
       np.array_equal(restored.values[name], value)
       for name, value in full.items())
@@ -266,7 +270,8 @@ def main():
   parser.add_argument("--full_every", type=int, default=2)
   parser.add_argument("--saves", type=int, default=9,
                       help="odd with --full_every=2, so the last step has "
-                      "a delta and the end's full save to compare it to")
+                      "a delta and the end's full save to compare it to; "
+                      "a dynamic table's, at most 1 / --touched")
   parser.add_argument("--check_log2_rows", type=int, default=18)
   parser.add_argument("--ranks", type=_ints, default=[1],
                       help="Horovod ranks on this host of each run (1: one "
@@ -281,7 +286,9 @@ def main():
   if args.rank_of_job:
     _rank_of_job(args)
     return
-  if max(args.touched) * args.saves > 1:  # every id is new: none evicted
+  # Every id is new, so a dynamic table evicts none; a static table's ids
+  # go round its rows.
+  if args.table == "dynamic" and max(args.touched) * args.saves > 1:
     parser.error("--touched x --saves must not pass the whole table")
   result = {"table": args.table, "dimension": DIMENSION,
             "optimizer": "adagrad",

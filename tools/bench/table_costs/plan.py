@@ -9,8 +9,8 @@ the plan is assumed to write and read its own share at that rate, all
 hosts at once, as the ranks do (every rank saves and restores its own rows;
 rank 0's merge renames their files, copying no row). An export is
 written by the chief alone, so its time is the whole table's. A delta
-save's line is a dynamic table's on the most ranks measured, against the
-rows a rank holds, so its figure is a host's share at that rate.
+save's line is the one on the most ranks measured, against the rows a
+rank holds, so its figure is a host's share at that rate.
 """
 import math
 

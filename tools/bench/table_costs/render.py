@@ -1,13 +1,11 @@
 """docs/TABLE_COSTS.md from results/table_costs.json and, for the delta
-saves, docs/delta_saves.json and docs/delta_saves_ranks.json (`make
-bench-delta-saves`).
+saves, docs/delta_saves_static.json (`make bench-delta-saves`).
 
 The page states each cost's growth from the fitted lines (fit.py) and the
 plan from their slopes (plan.py); nothing on it is typed by hand but the
 template's prose, so a rerun of either bench rewrites every figure and
-verdict. Delta saves write the changed rows of dynamic tables, so their
-figures are a dynamic table's of the same rows; they come from their own
-bench because they need a table that tracks its changed rows.
+verdict. Delta saves come from their own bench, of the same table: a
+delta's time is read from its own saves, between full ones.
 """
 import os
 
@@ -21,8 +19,7 @@ RESULTS = os.path.join(_HERE, "results", "table_costs.json")
 RESULTS_PS = os.path.join(_HERE, "results", "table_costs_ps.json")
 TEMPLATE = os.path.join(_HERE, "TABLE_COSTS.md.template")
 PAGE = os.path.join(repo.DOCS, "TABLE_COSTS.md")
-DELTAS = os.path.join(repo.DOCS, "delta_saves.json")
-DELTAS_RANKS = os.path.join(repo.DOCS, "delta_saves_ranks.json")
+DELTAS = os.path.join(repo.DOCS, "delta_saves_static.json")
 TOUCHED = (0.01, 0.1)
 """The fractions of the rows touched between saves the delta columns
 show."""
@@ -116,8 +113,7 @@ def costs_table(cells, dimension, deltas=None):
 
 
 def deltas_note(deltas):
-  """Where the delta columns come from: another table, another bench, so
-  they are not read as the sharded table's."""
+  """Where the delta columns come from: another bench, of the same table."""
   runs = delta_runs(deltas)
   if not runs:
     return "Delta saves: not measured yet (`make bench-delta-saves`)."
@@ -131,21 +127,19 @@ def deltas_note(deltas):
                      if touched == TOUCHED[0] and n == ranks)
     fulls.append(f"on {ranks} rank{'s' * (ranks > 1)} {said}")
   return (
-      "The delta save columns are **a dynamic table "
-      "(`es.dynamic_embedding`)**, not the sharded table of the other "
-      f"columns: 2^{sizes[0].bit_length() - 1} to "
+      "The delta save columns are the same sharded table's, in another "
+      f"job: 2^{sizes[0].bit_length() - 1} to "
       f"2^{sizes[-1].bit_length() - 1} rows x {deltas['dimension']} with "
       f"Adagrad, in one process or over {', '.join(map(str, counts[1:]))} "
       f"Horovod ranks, a save every {deltas['steps_per_save']} updates, one "
       f"in {deltas['full_every']} full, each delta the median of "
       f"{len(some['delta'])} saves of one run in which 1 % or 10 % of the "
-      "table's rows were new since the save before (`make "
-      "bench-delta-saves`, [delta_saves.json](delta_saves.json), "
-      "[delta_saves_ranks.json](delta_saves_ranks.json)); on ranks, rank "
-      "0's time for its own write, the wait for every rank's and the merge. "
+      "table's rows were looked up since the save before (`make "
+      "bench-delta-saves`, [delta_saves_static.json]"
+      "(delta_saves_static.json)); on ranks, rank 0's time for its own "
+      "write, the wait for every rank's and the merge. "
       f"The {_percent(TOUCHED[0])} runs' own full saves, to set a delta "
-      f"against: {'; '.join(fulls)} (the dynamic table also saves its ids "
-      "and bookkeeping).")
+      f"against: {'; '.join(fulls)}.")
 
 
 def rounds_line(cells):
@@ -264,7 +258,7 @@ def growth_table(cells, deltas=None, unit="ranks"):
   for (touched, ranks), (xs, ys, growth) in delta_growths(deltas).items():
     slope, share, said = _growth_cell(growth, "delta", touched)
     lines.append(f"| delta save, {_percent(touched)} of rows touched "
-                 f"(dynamic table) | {ranks} | {len(xs)} | "
+                 f"| {ranks} | {len(xs)} | "
                  f"{ys[0]:.3f} s | {ys[-1]:.3f} s | {slope} | {share} | "
                  f"{said} |")
   return "\n".join(lines)
@@ -375,8 +369,8 @@ def plan_fields(cells, dimension, deltas=None):
       "however many hosts.",
       ("- **Delta saves**: every rank writes the rows of its share touched "
        "since the save before, and rank 0 merges the parts' index, so a "
-       "host saves the touched rows of its share at the rate the dynamic "
-       f"table's delta saves took on {widest} ranks (the line through them "
+       "host saves the touched rows of its share at the rate the delta "
+       f"saves took on {widest} ranks (the line through them "
        "against the rows a rank holds, 1 % and 10 % of the rows touched "
        "between saves), its slope scaled by bytes as above; its intercept "
        "(the wait for every rank and the merge) is this machine's."
@@ -493,13 +487,9 @@ def page(result, deltas=None, ps=None):
       **plan_fields(cells, dimension, deltas)})
 
 
-def write(results=RESULTS, path=PAGE, deltas=DELTAS,
-          deltas_ranks=DELTAS_RANKS, results_ps=RESULTS_PS):
+def write(results=RESULTS, path=PAGE, deltas=DELTAS, results_ps=RESULTS_PS):
   """Renders the page from the saved results; returns its text."""
-  one, ranks = repo.load_json(deltas), repo.load_json(deltas_ranks)
-  if one and ranks:
-    one = dict(one, runs=one["runs"] + ranks["runs"])
-  text = page(repo.load_json(results), one or ranks,
+  text = page(repo.load_json(results), repo.load_json(deltas),
               repo.load_json(results_ps))
   repo.write(path, text)
   return text

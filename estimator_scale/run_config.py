@@ -24,7 +24,7 @@ def build_run_config(distribution="none", model_dir=None, replicas=None,
     intra_op_threads: threads per op (default: cores per process).
     ps_sync: parameter_server only: one averaged update applied by the chief.
     full_checkpoint_every: one save in this many is full; the others write
-      changed dynamic-table rows only.
+      the tables' changed rows only.
 
   Returns:
     `ScaleConfig`.
@@ -60,15 +60,15 @@ def _check_full_checkpoint_every(full_every, distribution, ps_sync):
         f"full_checkpoint_every={full_every!r}: give a whole number >= 1 (1: "
         "every save is full; K: one save in K is, the others save the rows "
         "changed since the save before)")
-  # Asynchronous workers each admit into the tables, where the chief that
+  # Asynchronous workers each update the tables, where the chief that
   # saves cannot see which rows they changed.
   where = {"none": "", "horovod": "", "parameter_server": " without ps_sync"}
   refused = distribution not in where or (
       distribution == "parameter_server" and not ps_sync)
   if full_every > 1 and refused:
     raise errors.ConfigError(
-        f"full_checkpoint_every={full_every} saves deltas of the dynamic "
-        "tables of one process, of Horovod ranks or of synchronous "
+        f"full_checkpoint_every={full_every} saves deltas of the tables "
+        "of one process, of Horovod ranks or of synchronous "
         f"parameter servers; distribution={distribution!r}"
         f"{where.get(distribution, '')} saves "
         "every row at every save: use full_checkpoint_every=1 there")

@@ -214,7 +214,7 @@ flags.DEFINE_integer("save_checkpoints_steps", 500, "Checkpoint interval.",
                      lower_bound=1)
 flags.DEFINE_integer("full_checkpoint_every", 1,
                      "One save in this many is a full checkpoint; the others "
-                     "write only the dynamic tables' rows changed since the "
+                     "write only the tables' rows changed since the "
                      "save before (--distribution=none, horovod, or "
                      "parameter_server with --ps_sync).", lower_bound=1)
 flags.DEFINE_integer("log_every_n_steps", 100,

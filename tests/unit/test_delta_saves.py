@@ -272,7 +272,7 @@ def test_the_setting_is_refused_where_it_does_not_apply():
   for distribution, extra in (("mirrored", ""),
                               ("parameter_server", " without ps_sync")):
     with pytest.raises(errors.ConfigError, match=(
-        r"full_checkpoint_every=4 saves deltas of the dynamic tables of one "
+        r"full_checkpoint_every=4 saves deltas of the tables of one "
         r"process, of Horovod ranks or of synchronous parameter servers; "
         f"distribution='{distribution}'{extra} saves every row")):
       es.build_run_config(distribution, full_checkpoint_every=4)

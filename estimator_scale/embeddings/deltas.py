@@ -104,10 +104,11 @@ class Changes:
           held, trainable=False, collections=local, name=f"{name}_held")
 
   def mark(self, rows):
-    """The op marking `rows` (a lookup's; -1: no row) as touched."""
-    found = tf.boolean_mask(rows, rows >= 0)
+    """The op marking `rows` (a gradient's, or a lookup's) as touched."""
+    if self._ids is not None:  # a dynamic table's lookup: -1 where no row
+      rows = tf.boolean_mask(rows, rows >= 0)
     return self.touched.scatter_update(tf.IndexedSlices(
-        tf.ones_like(found, tf.bool), found))
+        tf.ones_like(rows, tf.bool), rows))
 
   def changed(self):
     """The positions of the rows changed since the last save."""
@@ -156,10 +157,10 @@ def mark_static(optimizer, variable, indices):
   return [tracked[variable.ref()].changes.mark(tf.reshape(indices, [-1]))]
 
 
-def static_tables(graph=None):
-  """The static tables whose changed rows the graph's deltas save."""
+def static_tables():
+  """The static tables whose changed rows this graph's deltas save."""
   return list(graph_state.of(
-      graph or tf.compat.v1.get_default_graph()).static_tables.values())
+      tf.compat.v1.get_default_graph()).static_tables.values())
 
 
 def _is_local(variable):

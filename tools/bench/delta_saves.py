@@ -7,22 +7,22 @@ and as the rows touched between saves do.
   python -m tools.bench.delta_saves --table=static ...  # es.sharded_embedding
 
 For each size and fraction touched, one process trains a table of
-2^log2_rows x 16 with Adagrad (dynamic, or with --table=static the
-table `es.sharded_embedding` makes: whole in one process, sharded on
-ranks), saving every `--steps_per_save` updates,
-one save in `--full_every` full (`full_checkpoint_every`); every update
-looks up ids never seen before, as many as make the rows touched between
-two saves `--touched` of the table, which never fills (so none is
-evicted; a static table's ids are its rows). Each save's time is read from Estimator's own
-log lines around it (the save proper, what a training step waits for;
-on Horovod ranks, rank 0's line for the tables' save, its write, the wait
-for the other ranks and the merge), and its bytes from its files; a size's full and delta saves are measured
-in the same run, so a busy disk slows both. At `--check_log2_rows` the
-full checkpoint and its deltas are restored in a new job and compared
-with the full save of the same step, bit for bit: the figures are only
-worth having if the delta saves what the full save does (on ranks,
-tests/integration/test_dynamic_embedding_multiprocess.py checks it). Writes every
-run to --out (JSON) as it finishes, for docs/performance.md and
+2^log2_rows x 16 with Adagrad (dynamic, or with --table=static the table
+`es.sharded_embedding` makes: whole in one process, sharded on ranks),
+saving every `--steps_per_save` updates, one save in `--full_every` full
+(`full_checkpoint_every`); every update looks up ids never seen before, as
+many as make the rows touched between two saves `--touched` of the table,
+which never fills (so none is evicted; a static table's ids go round its
+rows). Each save's time is read from Estimator's own log lines around it
+(the save proper, what a training step waits for; on Horovod ranks, rank 0's
+line for the tables' save, its write, the wait for the other ranks and the
+merge), and its bytes from its files; a size's full and delta saves are
+measured in the same run, so a busy disk slows both. At `--check_log2_rows`
+the full checkpoint and its deltas are restored in a new job and compared
+with the full save of the same step, bit for bit: the figures are only worth
+having if the delta saves what the full save does (on ranks,
+tests/integration/test_dynamic_embedding_multiprocess.py checks it). Writes
+every run to --out (JSON) as it finishes, for docs/performance.md and
 docs/TABLE_COSTS.md.
 """
 import argparse

@@ -274,7 +274,6 @@ class _Reducing:
     plan = self._es_plan
     _check_tables(params, plan)
     if plan.config.lr_scaling == cowclip.RULE:
-      cowclip.check_tables(params)
       parts.mark_linear(v for v in params
                         if v.op.name.startswith(_CANNED_LINEAR_SCOPE))
     global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -365,12 +365,17 @@ class Table:
     unique, positions, counts = tf.unique_with_counts(keys_, out_idx=tf.int64)
     return tf.gather(self._exchange(unique, counts), positions)
 
-  def _vectors(self, rows):
+  def _vectors(self, rows, counts=None):
     """The pool's `rows`, zeros where -1, gathering admitted rows only (a zero
-    gradient reaching a row would still move it under Adam)."""
+    gradient reaching a row would still move it under Adam); `counts`: the
+    lookups each row sums, for CowClip."""
     at = tf.where(rows >= 0)
+    found = tf.gather_nd(rows, at)
+    if counts is not None:
+      sharded.record_counts(found, lambda: tf.cast(tf.gather_nd(counts, at),
+                                                   tf.float32))
     vectors = tf.scatter_nd(
-        at, tf.gather(self.pool, tf.gather_nd(rows, at)),
+        at, tf.gather(self.pool, found),
         tf.stack([tf.shape(rows, out_type=tf.int64)[0],
                   tf.constant(self.options.dimension, tf.int64)]))
     vectors.set_shape([rows.shape[0], self.options.dimension])

@@ -188,13 +188,17 @@ class PsTable:
         rows.append(part.train_rows(mine, count, step))
     return tf.dynamic_stitch(positions, rows)
 
-  def _vectors(self, unique, rows):
-    """The rows' vectors from their parts, zeros where -1."""
-    positions, rows_ = self._by_part(unique, rows)[0::2]
+  def _vectors(self, unique, rows, counts=None):
+    """The rows' vectors from their parts (`dynamic.Table._vectors`)."""
+    if counts is None:
+      positions, _, rows_ = self._by_part(unique, rows)
+      counts_ = [None] * len(self.parts)
+    else:
+      positions, _, rows_, counts_ = self._by_part(unique, rows, counts)
     vectors = []
-    for part, mine in zip(self.parts, rows_):
+    for part, mine, count in zip(self.parts, rows_, counts_):
       with tf.compat.v1.device(part.ps_part.device):
-        vectors.append(part._vectors(mine))  # pylint: disable=protected-access
+        vectors.append(part._vectors(mine, count))  # pylint: disable=protected-access
     return tf.dynamic_stitch(positions, vectors)
 
   def _chief_rows(self, unique, counts, step):
@@ -235,7 +239,8 @@ class PsTable:
     else:
       rows = self._worker_rows(unique, counts)
     rows = tf.reshape(rows, [-1])
-    return tf.gather(self._vectors(unique, rows), positions)
+    return tf.gather(self._vectors(unique, rows, counts if training else None),
+                     positions)
 
   def _read_only(self, unique):
     """(positions, rows) of `unique` in each part, outside training."""

@@ -15,7 +15,6 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import gradients
-from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import sharded
 from estimator_scale.train_ops import parts
 
@@ -211,14 +210,3 @@ def table_names(variables, tables):
   return {part.name for variable, table in zip(variables, tables) if table
           for part in getattr(variable, "values", None) or (variable,)}
 
-
-def check_tables(variables):
-  """Raises ConfigError for a dynamic table split over ps tasks (no counts)."""
-  for variable in variables:
-    table = dynamic.table_of(variable)
-    if table is not None and table.ps_part is not None:
-      raise errors.ConfigError(
-          f"dynamic table {variable.op.name!r} split over ps tasks: "
-          f"lr_scaling='{RULE}' clips hashed, partitioned, sharded and "
-          "dynamic tables on Horovod ranks or one process; use one of "
-          "those or another lr_scaling")

@@ -258,8 +258,6 @@ def _build(loss_fn, features, labels, config, topology):
   dynamic.check_trainers(topology)
   if per_part:
     update.check_part_tables(grads.grads, grads.variables)
-  if use_cowclip:
-    cowclip.check_tables(grads.variables)
   global_step = tf.compat.v1.train.get_or_create_global_step()
   if not reducer.applies_updates:
     return _contribute(reducer, start, wait, grads, config, topology)

@@ -178,6 +178,29 @@ def _served(ids, *exports):
   return np.array(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _assert_sync_equals_one_process(one, sync):
+  """The ids a synchronous ps job's table holds, asserted those of the one
+  process's table, with its rows, slots and dense variables."""
+  table = _by_id(tf.train.latest_checkpoint(str(one)))
+  split = _by_id(tf.train.latest_checkpoint(str(sync)))
+  assert set(split) == set(table)
+  ids = set(table[worker.TABLE + "/ids"])
+  assert set(split[worker.TABLE + "/ids"]) == ids
+  difference = max(float(np.max(np.abs(
+      np.float64(split[name][key]) - np.float64(value))))
+                   for name, values in table.items()
+                   for key, value in values.items())
+  dense = _dense(tf.train.latest_checkpoint(str(one)))
+  split_dense = _dense(tf.train.latest_checkpoint(str(sync)))
+  difference = max([difference] + [
+      float(np.max(np.abs(split_dense[name] - value)))
+      for name, value in dense.items()])
+  print(f"dynamic table, sync PS (2 ps) vs one process after 20 updates "
+        f"({one.name}): max |difference| {difference:.3g} over {len(ids)} ids")
+  assert difference <= TOLERANCE
+  return ids
+
+
 def test_parameter_servers_hold_one_processs_table(tmp_path,
                                                   tmp_path_factory):
   # A chief and a worker over 2 ps tasks admit and evict once per update
@@ -191,24 +214,8 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
                     f"--compact_export_dir={tmp_path / 'compact'}"], ps=2,
          timeout=400)
   one = _one_process(tmp_path_factory)
-  table = _by_id(tf.train.latest_checkpoint(str(one / "adam")))
-  split = _by_id(tf.train.latest_checkpoint(str(tmp_path / "sync" / "adam")))
-  assert set(split) == set(table)
-  ids = set(table[worker.TABLE + "/ids"])
-  assert set(split[worker.TABLE + "/ids"]) == ids
-  difference = max(float(np.max(np.abs(
-      np.float64(split[name][key]) - np.float64(value))))
-                   for name, values in table.items()
-                   for key, value in values.items())
-  dense = _dense(tf.train.latest_checkpoint(str(one / "adam")))
-  split_dense = _dense(tf.train.latest_checkpoint(str(tmp_path / "sync" /
-                                                      "adam")))
-  difference = max([difference] + [
-      float(np.max(np.abs(split_dense[name] - value)))
-      for name, value in dense.items()])
-  print(f"dynamic table, sync PS (2 ps) vs one process after 20 updates: "
-        f"max |difference| {difference:.3g} over {len(ids)} ids")
-  assert difference <= TOLERANCE
+  ids = _assert_sync_equals_one_process(one / "adam",
+                                        tmp_path / "sync" / "adam")
   features, _ = worker.id_data()
   assert 10 < len(ids) < len(set(features["ids"].ravel().tolist()))
   assert not set(features["ids"][:100].ravel().tolist()) <= ids
@@ -246,6 +253,17 @@ def test_parameter_servers_hold_one_processs_table(tmp_path,
   assert moved.get_tensor("global_step") == 24
   rows = moved.get_tensor(worker.TABLE + "/ids")
   assert len(set(rows[rows >= 0].tolist())) == np.sum(rows >= 0) > 10
+
+
+def test_parameter_servers_clip_each_id_as_one_process_does(
+    tmp_path, tmp_path_factory):
+  # CowClip bounds each id's gradient by its lookups over both workers: each
+  # worker's gradient carries its own ids' counts to the chief.
+  launch(1, ARGS + [f"--model_dir={tmp_path}", "--ps_sync",
+                    "--distribution=parameter_server", "--configs=cowclip"],
+         ps=2, timeout=400)
+  _assert_sync_equals_one_process(_one_process(tmp_path_factory) / "cowclip",
+                                  tmp_path / "cowclip")
 
 
 def test_parameter_servers_save_deltas_restored_on_one_process_and_3_ps(

@@ -7,8 +7,6 @@ import tensorflow as tf
 
 from estimator_scale import choices
 import estimator_scale as es
-from estimator_scale.embeddings import dynamic
-from estimator_scale.embeddings import dynamic_ps
 from estimator_scale.train_ops import cowclip
 from estimator_scale.train_ops import pipeline
 from tests.helpers import trainer
@@ -218,16 +216,6 @@ def test_a_one_process_dynamic_table_is_clipped_as_a_hashed_one():
   # (> MIN_NORM): the first update moves its row by RATE times that.
   moved = np.linalg.norm(dynamic_rows[1, 0] - dynamic_rows[0, 0])
   assert moved == pytest.approx(RATE * RATIO * 0.3 * math.sqrt(2), rel=1e-5)
-
-
-def test_a_dynamic_table_over_ps_tasks_is_refused():
-  with tf.Graph().as_default():
-    table = dynamic.Table("ids_table", dynamic.Options(2, 16),
-                          ps_part=dynamic_ps.Part("ids_table", 0, 2, 16))
-    with pytest.raises(es.errors.ConfigError,
-                       match=r"^dynamic table 'ids_table.*' split over ps "
-                             r"tasks: lr_scaling='cowclip' clips hashed"):
-      cowclip.check_tables([table.pool])
 
 
 CANNED_IDS = np.array([0, 1, 1, 2, 3, 3, 3, 5], np.int64)

@@ -19,6 +19,7 @@ from estimator_scale import topology as topology_lib
 from estimator_scale.embeddings import dynamic
 from estimator_scale.embeddings import dynamic_ps
 from estimator_scale.embeddings import dynamic_ps_moves
+from estimator_scale.train_ops import cowclip
 
 OFFSET = 1 << 40
 """Added to small ids: raw ids are large."""
@@ -235,6 +236,28 @@ def test_a_feature_layer_lists_every_part_for_a_keras_optimizer(worker):
   assert np.abs(after - before).min() > 1e-3  # every id's row trained
   for task, slot in enumerate(slots):
     assert slot.device.endswith(f"/job:ps/task:{task}")
+
+
+def test_each_parts_gradient_counts_its_ids_lookups_for_cowclip(worker):
+  # CowClip bounds an id's gradient by its lookups in the update; on ps
+  # tasks each part's gradient rows must carry their own ids' counts.
+  batch = np.array([1, 2, 2, 3, 3, 3, 9, 9, 9, 9, 14], np.int64)
+  with tf.Graph().as_default():
+    ids, vectors, table, _ = _table(2, 16)
+    pools = [part.pool for part in table.parts]
+    grads = [cowclip.with_counts(grad, pool) for grad, pool in
+             zip(tf.gradients(tf.reduce_sum(vectors), pools), pools)]
+    with _session(worker) as session:
+      session.run([tf.compat.v1.global_variables_initializer(),
+                   tf.compat.v1.local_variables_initializer()])
+      found = session.run([(g.indices, g.values[:, -1]) for g in grads],
+                          {ids: batch + OFFSET})
+      held = session.run([part.ids for part in table.parts])
+  counted = {}
+  for (rows, counts), part_ids in zip(found, held):
+    assert len(rows)  # both parts hold some of the ids
+    counted.update(zip(part_ids[rows] - OFFSET, counts))
+  assert counted == {1: 1, 2: 2, 3: 3, 9: 4, 14: 1}
 
 
 def test_what_cannot_be_split_is_refused_by_name():

@@ -181,8 +181,8 @@ def _served(ids, *exports):
 def _assert_sync_equals_one_process(one, sync):
   """The ids a synchronous ps job's table holds, asserted those of the one
   process's table, with its rows, slots and dense variables."""
-  table = _by_id(tf.train.latest_checkpoint(str(one)))
-  split = _by_id(tf.train.latest_checkpoint(str(sync)))
+  one, sync = (tf.train.latest_checkpoint(str(d)) for d in (one, sync))
+  table, split = _by_id(one), _by_id(sync)
   assert set(split) == set(table)
   ids = set(table[worker.TABLE + "/ids"])
   assert set(split[worker.TABLE + "/ids"]) == ids
@@ -190,13 +190,12 @@ def _assert_sync_equals_one_process(one, sync):
       np.float64(split[name][key]) - np.float64(value))))
                    for name, values in table.items()
                    for key, value in values.items())
-  dense = _dense(tf.train.latest_checkpoint(str(one)))
-  split_dense = _dense(tf.train.latest_checkpoint(str(sync)))
+  split_dense = _dense(sync)
   difference = max([difference] + [
       float(np.max(np.abs(split_dense[name] - value)))
-      for name, value in dense.items()])
+      for name, value in _dense(one).items()])
   print(f"dynamic table, sync PS (2 ps) vs one process after 20 updates "
-        f"({one.name}): max |difference| {difference:.3g} over {len(ids)} ids")
+        f"({one}): max |difference| {difference:.3g} over {len(ids)} ids")
   assert difference <= TOLERANCE
   return ids
 

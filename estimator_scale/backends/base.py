@@ -101,8 +101,13 @@ class Backend:
 
 
 def session_config(intra_op_threads=0, cpu_devices=None, gpu_device=None):
+  # One pass of graph optimizations, as in the Estimator's default config:
+  # TensorFlow's default of two costs seconds on each new graph of many
+  # tables (every evaluation, restart and fetch signature).
   config = tf.compat.v1.ConfigProto(
       intra_op_parallelism_threads=intra_op_threads, allow_soft_placement=True)
+  rewrites = config.graph_options.rewrite_options
+  rewrites.meta_optimizer_iterations = rewrites.ONE
   if cpu_devices:
     config.device_count["CPU"] = cpu_devices
   if gpu_device is not None:

@@ -148,6 +148,24 @@ def test_the_coordination_service_outlasts_a_busy_hosts_stall():
       "[('worker', 2)]")
 
 
+@pytest.mark.parametrize("name,cluster", [
+    ("mirrored", None),
+    ("parameter_server", {"chief": ["a:1"], "worker": ["b:1"],
+                          "ps": ["c:1"]})])
+def test_sessions_optimize_a_graph_once_as_the_estimators_default_does(
+    name, cluster, monkeypatch, tmp_path):
+  """TensorFlow's default is two passes of graph optimizations: seconds
+  more on each new graph of many tables."""
+  if cluster:
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
+  session = es.build_run_config(
+      name, model_dir=str(tmp_path)).run_config.session_config
+  rewrites = session.graph_options.rewrite_options
+  assert rewrites.meta_optimizer_iterations == rewrites.ONE
+  assert session.allow_soft_placement
+
+
 def _job(name, workers, replicas=1):
   backend = (backends.get("parameter_server").synchronized()
              if name == "ps_sync" else backends.get(name))

@@ -39,8 +39,7 @@ targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=(//...)
 
 # BAZEL_BUILD_ONLY=1 builds every target (the test binaries included) and runs
-# none: CI's way to check the BUILD files, since its pytest run has already run
-# each test once.
+# none: a quick check of the BUILD files (CI runs the tests as well).
 if [[ -n "${BAZEL_BUILD_ONLY:-}" ]]; then
   # shellcheck disable=SC2086
   exec bazel build --jobs="$JOBS" --show_progress_rate_limit=30 ${BAZEL_ARGS:-} \

@@ -6,6 +6,7 @@ The hook below marks each test with its kind, so `pytest -m unit` and
 `pytest tests/unit` select the same tests and no file declares its kind.
 """
 import os
+import resource
 
 import pytest
 
@@ -32,3 +33,32 @@ def pytest_collection_modifyitems(items):
   for item, kind in kinds.items():
     item.add_marker(kind)
   items.sort(key=lambda item: _KINDS.index(kinds[item]))
+
+
+_CPU_AT_SETUP = pytest.StashKey[float]()
+
+
+def _cpu_seconds():
+  """CPU of this process and of the processes it has waited for: processes
+  started over ssh on the rig's hosts are not among them."""
+  own = resource.getrusage(resource.RUSAGE_SELF)
+  children = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return (own.ru_utime + own.ru_stime + children.ru_utime +
+          children.ru_stime)
+
+
+# `make test` keeps both cores busy, so a test's wall time says as much about
+# what ran beside it as about the test: its CPU, kept in the JUnit XML
+# (property cpu_seconds, fixtures counted in the first test that asks for
+# them), is what it costs the run (tools/slowest_tests.py --by cpu).
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+  item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  outcome = yield
+  if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
+    outcome.get_result().user_properties.append(
+        ("cpu_seconds", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 2)))

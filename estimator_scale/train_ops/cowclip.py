@@ -209,4 +209,3 @@ def table_names(variables, tables):
   """Names an apply may see of the tables' variables (mirrored replicas too)."""
   return {part.name for variable, table in zip(variables, tables) if table
           for part in getattr(variable, "values", None) or (variable,)}
-

@@ -383,11 +383,18 @@ class ClusterCoordinator(coordinator.Coordinator):
       return twin.evaluate(input_fn, **kwargs)
 
   def predict(self, estimator, input_fn, **kwargs):
-    """Predicts through a twin seeing only this task's devices (a session on all
-    waits for exited workers forever)."""
-    config = tf.compat.v1.ConfigProto()
-    config.CopyFrom(estimator.config.session_config)
+    """On the ps tasks while they serve (until every trainer is done), else
+    with only this task's devices (a session on all waits for exited ones)."""
     run_config = estimator.config
+    if run_config.num_ps_replicas > 0 and self._servers_started:
+      logging.info("Predicting on the %d ps tasks, where the tables are",
+                   run_config.num_ps_replicas)
+      return embeddings.predictions_on_ps(
+          estimator.predict(input_fn, **kwargs), run_config.num_ps_replicas,
+          f"/job:{run_config.task_type}/task:{run_config.task_id}",
+          run_config.master, run_config.session_config)
+    config = tf.compat.v1.ConfigProto()
+    config.CopyFrom(run_config.session_config)
     config.device_filters[:] = [
         f"/job:{run_config.task_type}/task:{run_config.task_id}"]
     return _twin(estimator, run_config.replace(

@@ -17,6 +17,7 @@ from estimator_scale.embeddings import sharded
 
 CompactExport = compact.CompactExport
 reading_on_ps = ps_reading.reading_on_ps
+predictions_on_ps = ps_reading.predictions_on_ps
 
 
 @contextlib.contextmanager

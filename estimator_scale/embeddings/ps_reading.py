@@ -1,10 +1,7 @@
-"""Evaluation that reads a parameter-server job's tables where they live.
-
-A local evaluation session would need every ps task's memory together.
-Within `reading_on_ps`, evaluation variables go to the ps tasks, in a
-resource container of the evaluation's own (training's same-named
-variables must stay untouched), freed afterwards.
-"""
+"""Evaluation and prediction reading a parameter-server job's tables where
+they live, not in one process: within `reading_on_ps` their variables go
+to the ps tasks, in a resource container of their own (training's
+same-named variables stay untouched), freed afterwards."""
 import contextlib
 import contextvars
 import itertools
@@ -33,7 +30,9 @@ def reading_on_ps(num_ps, task_device, master, session_config):
     The container the evaluation's variables are made in.
   """
   # Hyphens: a lookup table refuses a container name with an underscore.
-  container = f"evaluation-{os.getpid()}-{next(_EVALUATIONS)}"
+  # The task in it: processes on two hosts (or pods) may share a pid.
+  task = task_device.replace("/job:", "").replace("/task:", "-")
+  container = f"evaluation-{task}-{os.getpid()}-{next(_EVALUATIONS)}"
   device_fn = tf.compat.v1.train.replica_device_setter(
       ps_tasks=num_ps, worker_device=task_device, merge_devices=True)
   token = _READING.set((container, device_fn))
@@ -42,6 +41,27 @@ def reading_on_ps(num_ps, task_device, master, session_config):
   finally:
     _READING.reset(token)
     _reset(master, container, session_config.device_filters)
+
+
+def predictions_on_ps(predictions, num_ps, task_device, master,
+                      session_config):
+  """Yields from `Estimator.predict`'s generator, built within
+  `reading_on_ps` (same arguments)."""
+  # A generator runs in its caller's context: set there, the reading would
+  # place the caller's own graphs on the ps tasks between two items too.
+  context = contextvars.copy_context()
+  reading = reading_on_ps(num_ps, task_device, master, session_config)
+  context.run(reading.__enter__)
+  try:
+    while True:
+      try:
+        item = context.run(next, predictions)
+      except StopIteration:
+        return
+      yield item
+  finally:
+    context.run(predictions.close)  # its session, before the container goes
+    context.run(reading.__exit__, None, None, None)
 
 
 _RESET_TIMEOUT_S = 600

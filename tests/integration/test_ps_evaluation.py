@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import estimator_scale as es
 from tests.helpers.processes import CLI, launch, run, worker_env
+from tests.workers import evaluate_after_worker
 
 TABLE = "model/table/C26_embedding/embedding_weights"
 
@@ -77,13 +79,28 @@ def test_two_ps_tasks_evaluate_as_one_process_does(tmp_path):
     assert abs(one[key] - distributed[key]) <= 1e-3, (key, one, distributed)
 
 
-def test_the_chief_evaluates_on_the_ps_tasks_after_its_worker_exited(
+def test_the_chief_evaluates_and_predicts_on_the_ps_tasks_after_its_worker_exited(
     tmp_path):
   # Freeing the evaluation's variables on the ps tasks must not wait for a
   # worker that has gone (TensorFlow's Session.reset waited forever).
-  out = tmp_path / "metrics.json"
+  out, model_dir = tmp_path / "metrics.json", tmp_path / "model"
+  env = dict(worker_env(), ESTIMATOR_SCALE_MIN_SLICE_BYTES=str(4 << 10))
   proc = launch(1, ["-m", "tests.workers.evaluate_after_worker",
-                    str(tmp_path / "model"), str(out)], ps=1, timeout=240)
-  assert "Evaluating on the 1 ps tasks" in proc.stdout + proc.stderr
-  metrics = json.loads(out.read_text())
+                    str(model_dir), str(out)], ps=2, timeout=240, env=env)
+  log = proc.stdout + proc.stderr
+  assert "Evaluating on the 2 ps tasks" in log, log[-3000:]
+  assert "Predicting on the 2 ps tasks" in log, log[-3000:]
+  written = json.loads(out.read_text())
+  metrics = written["metrics"]
   assert metrics["global_step"] >= 10 and 0 < metrics["loss"] < 10, metrics
+  # The table's parts were read where they live, one on each ps task.
+  parts = {name: device for name, device in written["devices"].items()
+           if name.startswith("model/table")}
+  assert sorted(d.split("/device")[0] for d in parts.values()) == [
+      "/job:ps/task:0", "/job:ps/task:1"], written["devices"]
+  # One process's predictions on the same checkpoint, the table whole.
+  alone = es.make_estimator(evaluate_after_worker.OneTable(),
+                            model_dir=str(model_dir), random_seed=0)
+  np.testing.assert_allclose(np.load(f"{out}.npy"),
+                             evaluate_after_worker.predictions(alone),
+                             rtol=0, atol=1e-6)

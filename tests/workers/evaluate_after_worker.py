@@ -1,7 +1,10 @@
-"""A parameter-server job whose chief evaluates on the ps tasks only once
-its worker's process has exited (tests/integration/test_ps_evaluation.py).
+"""A parameter-server job whose chief evaluates and predicts on the ps
+tasks only once its worker's process has exited
+(tests/integration/test_ps_evaluation.py).
 
-The chief writes `<out>` with its metrics; the worker trains and exits.
+The chief writes `<out>` with its metrics, the devices of its predicting
+graph's variables, and `<out>.npy` with its predictions of `FEATURES`;
+the worker trains and exits.
 """
 import json
 import os
@@ -15,6 +18,9 @@ import estimator_scale as es
 from estimator_scale.backends import cluster_exit
 
 ROWS, DIM = 1024, 4
+_RNG = np.random.RandomState(0)
+FEATURES = {"ids": _RNG.randint(0, ROWS, size=(512, 1))}
+LABELS = _RNG.randint(0, 2, size=512)
 
 
 class OneTable(es.BinaryClassifierModel):
@@ -32,22 +38,39 @@ class OneTable(es.BinaryClassifierModel):
 
 def main(model_dir, out):
   logging.set_verbosity(logging.INFO)  # the "Evaluating on the ps" line
-  rng = np.random.RandomState(0)
-  features = {"ids": rng.randint(0, ROWS, size=(512, 1))}
-  labels = rng.randint(0, 2, size=512)
   estimator = es.make_estimator(OneTable(), model_dir=model_dir,
                                 distribution="parameter_server",
                                 random_seed=0)
-  estimator.train(es.inputs.from_arrays(features, labels, 64), max_steps=10)
+  estimator.train(es.inputs.from_arrays(FEATURES, LABELS, 64), max_steps=10)
   if not estimator.topology.is_chief:
     return
   worker, = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
   if cluster_exit.wait_until_gone([worker], timeout=120):
     sys.exit(f"the worker at {worker} still listens after 120 s")
   metrics = estimator.evaluate(
-      es.inputs.from_arrays(features, labels, 64, training=False))
+      es.inputs.from_arrays(FEATURES, LABELS, 64, training=False))
+  devices = _Devices()
+  np.save(f"{out}.npy", predictions(estimator, hooks=[devices]))
   with open(out, "w", encoding="utf-8") as f:
-    json.dump({k: float(v) for k, v in metrics.items()}, f)
+    json.dump({"metrics": {k: float(v) for k, v in metrics.items()},
+               "devices": devices.devices}, f)
+
+
+class _Devices(tf.compat.v1.train.SessionRunHook):
+  """Where the predicting graph's variables are."""
+
+  def begin(self):
+    self.devices = {v.op.name: v.device
+                    for v in tf.compat.v1.global_variables()}
+
+
+def predictions(estimator, **kwargs):
+  """The logistic scores of `FEATURES`, in their order."""
+  return np.concatenate([batch["logistic"].reshape(-1) for batch in
+                         estimator.predict(es.inputs.from_arrays(
+                             FEATURES, LABELS, 64, training=False),
+                                           yield_single_examples=False,
+                                           **kwargs)])
 
 
 if __name__ == "__main__":

@@ -150,14 +150,15 @@ class Estimator:
           checkpoint_path=checkpoint_path, name=name)
 
   def predict(self, input_fn, predict_keys=None, hooks=None,
-              checkpoint_path=None, yield_single_examples=True):
-    """See tf.estimator.Estimator.predict; works on any task, even after the
-    others exited."""
+              checkpoint_path=None, yield_single_examples=True,
+              on_ranks=False):
+    """See tf.estimator.Estimator.predict; any task, even after the others
+    exited. `on_ranks`: all Horovod ranks, each its own input (large-tables)."""
     input_fn = self._for_this_job(input_fn)
     return self.coordinator.predict(
         self.tf_estimator, input_fn, predict_keys=predict_keys, hooks=hooks,
         checkpoint_path=checkpoint_path,
-        yield_single_examples=yield_single_examples)
+        yield_single_examples=yield_single_examples, on_ranks=on_ranks)
 
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn=None,
                          compact=None, **kwargs):

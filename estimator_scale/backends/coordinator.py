@@ -85,6 +85,15 @@ def nothing_to_train(start, target):
   return TrainResult(start, StopReason.TARGET)
 
 
+def refuse_on_ranks(topology, on_ranks):
+  """Raises UsageError for `predict(on_ranks=True)` outside Horovod."""
+  if on_ranks:
+    raise errors.UsageError(
+        "predict(on_ranks=True) reads tables split over Horovod ranks, with "
+        "every rank calling it; distribution="
+        f"{topology.backend.name!r} has no ranks: leave on_ranks=False")
+
+
 class Coordinator:
   """One process (with any number of replicas): Estimator as it is."""
 
@@ -121,7 +130,8 @@ class Coordinator:
   def evaluate(self, estimator, input_fn, **kwargs):
     return estimator.evaluate(input_fn, **kwargs)
 
-  def predict(self, estimator, input_fn, **kwargs):
+  def predict(self, estimator, input_fn, on_ranks=False, **kwargs):
+    refuse_on_ranks(self.topology, on_ranks)
     return estimator.predict(input_fn, **kwargs)
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):

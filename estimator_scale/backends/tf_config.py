@@ -346,7 +346,7 @@ class ClusterCoordinator(coordinator.Coordinator):
       time.sleep(0.5)
 
   def evaluate(self, estimator, input_fn, **kwargs):
-    """The chief evaluates; the others take its metrics."""
+    """The chief evaluates (on ps tasks if any); others take its metrics."""
     on_ps = estimator.config.num_ps_replicas > 0 and self._servers_started
     if self.topology.is_chief:
       if not on_ps:
@@ -382,9 +382,10 @@ class ClusterCoordinator(coordinator.Coordinator):
         f"{config.task_id}", config.master, config.session_config):
       return twin.evaluate(input_fn, **kwargs)
 
-  def predict(self, estimator, input_fn, **kwargs):
+  def predict(self, estimator, input_fn, on_ranks=False, **kwargs):
     """On the ps tasks while they serve (until every trainer is done), else
     with only this task's devices (a session on all waits for exited ones)."""
+    coordinator.refuse_on_ranks(self.topology, on_ranks)
     run_config = estimator.config
     if run_config.num_ps_replicas > 0 and self._servers_started:
       logging.info("Predicting on the %d ps tasks, where the tables are",

@@ -17,18 +17,11 @@ _EVALUATIONS = itertools.count()
 
 @contextlib.contextmanager
 def reading_on_ps(num_ps, task_device, master, session_config):
-  """Within it, evaluation graphs place their variables on the ps tasks.
-
-  Args:
-    num_ps: the job's ps tasks.
-    task_device: this task's device ("/job:chief/task:0"), for the rest.
-    master: this task's server (its RunConfig's `master`).
-    session_config: a ConfigProto whose device filters name this task and
-      the ps tasks (the other workers may have exited).
-
-  Yields:
-    The container the evaluation's variables are made in.
-  """
+  """Within it, graphs place their variables on the `num_ps` ps tasks (the
+  rest on `task_device`, "/job:chief/task:0"); after, `master` (this task's
+  server) frees them on the tasks `session_config`'s device filters name:
+  this one and the ps tasks, as other workers may have exited. Yields the
+  container the variables are made in."""
   # Hyphens: a lookup table refuses a container name with an underscore.
   # The task in it: processes on two hosts (or pods) may share a pid.
   task = task_device.replace("/job:", "").replace("/task:", "-")

@@ -1,5 +1,6 @@
 """Tables split over Horovod ranks are evaluated on the ranks, and the
-metrics equal one process's on the same checkpoint and data.
+metrics equal one process's on the same checkpoint and data; so do the
+ranks' predictions, each rank its own examples (`predict(on_ranks=True)`).
 
 Each rank evaluates every N-th batch and reads the rows from their owners;
 the metrics' totals (AUC's buckets, means' sums and counts, the loss) are
@@ -8,11 +9,13 @@ the whole table reports (it restores the merged tables whole).
 """
 import json
 
+import numpy as np
 import pytest
 
 from tests.helpers.processes import horovod
 from tests.helpers.processes import run
 from tests.helpers.processes import PYTHON
+from tests.workers import evaluation_on_ranks
 
 WORKER = ["-m", "tests.workers.evaluation_on_ranks"]
 
@@ -55,3 +58,11 @@ def test_ranks_evaluate_as_one_process(ranks, eval_steps, tmp_path):
   assert 0.55 < one["auc"] < 1.0  # it learnt: a metric worth comparing
   for rank in range(ranks):
     _assert_same(_metrics(out, "eval", rank), one)
+  assert f"Predicting from {model_dir}" in result.stdout + result.stderr
+  alone = np.load(out / "one-rank0.npy")
+  assert len(alone) == evaluation_on_ranks.EVAL_EXAMPLES
+  for rank in range(ranks):
+    scores = np.load(out / f"eval-rank{rank}.npy")
+    assert len(scores) == evaluation_on_ranks.predicted(rank)
+    np.testing.assert_allclose(scores, alone[:len(scores)], rtol=0,
+                               atol=1e-6)

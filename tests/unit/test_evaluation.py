@@ -66,6 +66,15 @@ def test_specs_are_checked_before_training(tmp_path):
   assert not tf.io.gfile.exists(str(tmp_path / "checkpoint"))
 
 
+def test_predicting_on_ranks_is_refused_where_there_are_none(tmp_path):
+  model, features, labels = generated_data("mlp", 32)
+  estimator = es.make_estimator(model, model_dir=str(tmp_path))
+  with pytest.raises(es.errors.UsageError,
+                     match="on_ranks=True.*distribution='none' has no ranks"):
+    estimator.predict(es.inputs.from_arrays(features, labels, 8,
+                                            training=False), on_ranks=True)
+
+
 def test_restart_at_max_steps_evaluates_once_without_training(tmp_path):
   model, features, labels = generated_data("mlp", 32)
   estimator = es.make_estimator(model, model_dir=str(tmp_path))

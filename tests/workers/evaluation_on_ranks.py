@@ -1,11 +1,13 @@
 """Trains a click model whose tables are split over Horovod ranks, then
-evaluates it: on the ranks, or (--distribution=none) on one process from
-the same checkpoint.
+evaluates it and predicts: on the ranks, or (--distribution=none) on one
+process from the same checkpoint.
 
 Two tables, one `es.sharded_embedding` (hashed ids) and one
 `es.dynamic_embedding` (raw ids), so both kinds are read on the ranks in
 one graph. Every process writes the metrics it got to
-`<out_dir>/<name>-rank<r>.json`, where `name` is --name; with --export_dir
+`<out_dir>/<name>-rank<r>.json`, where `name` is --name, and its scores of
+the first `predicted(r)` evaluation examples to `<name>-rank<r>.npy` (on
+the ranks, each its own number of them); with --export_dir
 the chief exports the model after (and with --compact_export_dir, with
 the dynamic table's rows as int8).
 """
@@ -59,6 +61,12 @@ def click_data(examples, seed, vocabulary):
   return {"hashed": hashed, "raw": raw}, clicks.astype(np.int64)
 
 
+def predicted(rank):
+  """How many of the evaluation examples rank `rank` predicts on the ranks:
+  a different number each, so that the ranks run out of batches apart."""
+  return EVAL_EXAMPLES - 40 * rank
+
+
 class Clicks(es.BinaryClassifierModel):
   """The sum of a sharded and a dynamic table's vectors, then a logit."""
 
@@ -101,6 +109,13 @@ def main(argv):
                       f"{estimator.topology.worker_index}.json")
   with open(path, "w") as f:
     json.dump({k: float(v) for k, v in metrics.items()}, f)
+  on_ranks = FLAGS.distribution == "horovod"
+  count = predicted(estimator.topology.worker_index if on_ranks else 0)
+  scores = [p["logistic"] for p in estimator.predict(
+      es.inputs.from_arrays({k: v[:count] for k, v in features.items()},
+                            labels[:count], FLAGS.eval_batch_size,
+                            training=False), on_ranks=on_ranks)]
+  np.save(path.replace(".json", ".npy"), np.concatenate(scores))
   if FLAGS.export_dir:
     estimator.export_saved_model(FLAGS.export_dir)
   if FLAGS.compact_export_dir:

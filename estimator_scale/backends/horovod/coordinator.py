@@ -86,12 +86,8 @@ class HorovodCoordinator(coordinator.Coordinator):
   def evaluate(self, estimator, input_fn, checkpoint_path=None, **kwargs):
     """Every rank gets the metrics; rank 0 evaluates alone
     unless the tables were saved split over the ranks (`evaluation`)."""
-    chosen = None
-    if self.topology.is_chief:
-      path = checkpoint_path or estimator.latest_checkpoint()
-      chosen = (path, path is not None and self.topology.num_workers > 1 and
-                shard_checkpoints.split_over_ranks(path))
-    path, on_ranks = self.broadcast(chosen)
+    path, on_ranks = self.broadcast(self._checkpoint_and_split(
+        estimator, checkpoint_path))
     if on_ranks:
       return evaluation.evaluate(estimator, input_fn, self._hvd, path,
                                  **kwargs)
@@ -100,6 +96,27 @@ class HorovodCoordinator(coordinator.Coordinator):
       result = estimator.evaluate(input_fn, checkpoint_path=checkpoint_path,
                                   **kwargs)
     return self.broadcast(result)
+
+  def predict(self, estimator, input_fn, on_ranks=False, checkpoint_path=None,
+              **kwargs):
+    """Each rank alone, or with `on_ranks` all together (`evaluation`)."""
+    if not on_ranks:
+      return estimator.predict(input_fn, checkpoint_path=checkpoint_path,
+                               **kwargs)
+    path, split = self.broadcast(self._checkpoint_and_split(
+        estimator, checkpoint_path))
+    if split:
+      return evaluation.predict(estimator, input_fn, self._hvd, path,
+                                **kwargs)
+    return estimator.predict(input_fn, checkpoint_path=path, **kwargs)
+
+  def _checkpoint_and_split(self, estimator, checkpoint_path):
+    """On the chief: (checkpoint, whether split over the ranks)."""
+    if not self.topology.is_chief:
+      return None
+    path = checkpoint_path or estimator.latest_checkpoint()
+    return path, (path is not None and self.topology.num_workers > 1 and
+                  shard_checkpoints.split_over_ranks(path))
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
     """Rank 0 exports; every rank gets the path."""

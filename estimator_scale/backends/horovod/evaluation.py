@@ -1,9 +1,7 @@
-"""Evaluation on every Horovod rank, for tables split over the ranks.
-
-Rank r evaluates batches r, r + N, ..., then empty ones (every lookup is a
-collective). Metric totals are summed, so non-sum metric states combine
-wrongly.
-"""
+"""Evaluation and prediction on every Horovod rank, for tables split over
+the ranks: every lookup is a collective, so a rank out of batches reads
+empty ones until all are. Metric totals are summed (a non-sum state would
+combine wrongly)."""
 import shutil
 import tempfile
 
@@ -58,8 +56,8 @@ def split_input(input_fn, rank, size, steps):
     dataset = _call_input_fn(input_fn, mode, params, config)
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(
-          "evaluation on Horovod ranks splits the input's batches over the "
-          f"ranks, so the eval input_fn must return a tf.data.Dataset, got "
+          f"{mode} on Horovod ranks ends each rank's batches with empty "
+          f"ones, so its input_fn must return a tf.data.Dataset, got "
           f"{type(dataset).__name__}")
     if steps is not None:
       dataset = dataset.take(steps)
@@ -123,6 +121,43 @@ def _evaluating_model_fn(model_fn, hvd, hooks):
         loss=loss,
         evaluation_hooks=list(spec.evaluation_hooks or []) + [hook])
   return on_ranks
+
+
+def _predicting_model_fn(model_fn, hvd):
+  """`model_fn` predicting on the ranks until none has a batch left."""
+
+  def on_ranks(features, labels, mode, params, config):
+    rows = _rows(features, labels)
+    with sharded.read_on_ranks():
+      spec = model_fn(features, labels, mode, params, config)
+    return spec._replace(prediction_hooks=list(
+        spec.prediction_hooks or []) + [_SumOverRanksHook(hvd, rows)])
+  return on_ranks
+
+
+def predict(estimator, input_fn, hvd, checkpoint_path,
+            yield_single_examples=True, **kwargs):
+  """Yields this rank's predictions of its own input; every rank must run
+  it to its end."""
+  if hvd.rank() == 0:
+    logging.info("Predicting from %s on %d Horovod ranks: its tables are "
+                 "split over them", checkpoint_path, hvd.size())
+  on_ranks = tf.estimator.Estimator(
+      _predicting_model_fn(estimator._model_fn, hvd),  # pylint: disable=protected-access
+      config=estimator.config, params=estimator.params)
+  for batch in on_ranks.predict(
+      split_input(input_fn, 0, 1, None), checkpoint_path=checkpoint_path,
+      yield_single_examples=False, **kwargs):
+    rows = len(next(iter(batch.values())) if isinstance(batch, dict)
+               else batch)
+    if not yield_single_examples:
+      if rows:
+        yield batch
+    elif isinstance(batch, dict):
+      for i in range(rows):
+        yield {key: value[i] for key, value in batch.items()}
+    else:
+      yield from batch
 
 
 def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,

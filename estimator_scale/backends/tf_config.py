@@ -398,8 +398,10 @@ class ClusterCoordinator(coordinator.Coordinator):
     config.CopyFrom(run_config.session_config)
     config.device_filters[:] = [
         f"/job:{run_config.task_type}/task:{run_config.task_id}"]
-    return _twin(estimator, run_config.replace(
-        session_config=config)).predict(input_fn, **kwargs)
+    twin_config = run_config.replace(session_config=config)
+    if not self._servers_started:  # no server of this task to run on
+      twin_config._master = ""  # pylint: disable=protected-access
+    return _twin(estimator, twin_config).predict(input_fn, **kwargs)
 
   def export(self, estimator, export_dir_base, receiver_fn, **kwargs):
     """Only the chief exports; others return the path it will write under."""

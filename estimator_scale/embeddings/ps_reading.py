@@ -53,8 +53,10 @@ def predictions_on_ps(predictions, num_ps, task_device, master,
         return
       yield item
   finally:
-    context.run(predictions.close)  # its session, before the container goes
-    context.run(reading.__exit__, None, None, None)
+    try:
+      context.run(predictions.close)  # its session, then the container
+    finally:
+      context.run(reading.__exit__, None, None, None)
 
 
 _RESET_TIMEOUT_S = 600

@@ -1,6 +1,7 @@
 """Tables split over Horovod ranks are evaluated on the ranks, and the
 metrics equal one process's on the same checkpoint and data; so do the
-ranks' predictions, each rank its own examples (`predict(on_ranks=True)`).
+ranks' predictions, each rank its own examples, one rank none at all
+(`predict(on_ranks=True)`).
 
 Each rank evaluates every N-th batch and reads the rows from their owners;
 the metrics' totals (AUC's buckets, means' sums and counts, the loss) are
@@ -66,3 +67,8 @@ def test_ranks_evaluate_as_one_process(ranks, eval_steps, tmp_path):
     assert len(scores) == evaluation_on_ranks.predicted(rank)
     np.testing.assert_allclose(scores, alone[:len(scores)], rtol=0,
                                atol=1e-6)
+    # Each rank held its own share of each table's rows, not the table.
+    with open(out / f"eval-rank{rank}-shapes.json") as f:
+      shapes = json.load(f)
+    assert shapes["model/hashed_table"] == [64 // ranks, 4], shapes
+    assert shapes["model/raw_table"] == [96 // ranks, 4], shapes

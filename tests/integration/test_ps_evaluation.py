@@ -18,10 +18,11 @@ import pytest
 import tensorflow as tf
 
 import estimator_scale as es
-from tests.helpers.processes import CLI, launch, run, worker_env
+from tests.helpers.processes import CLI, PYTHON, launch, run, worker_env
 from tests.workers import evaluate_after_worker
 
 TABLE = "model/table/C26_embedding/embedding_weights"
+PYTHON_WORKER = [PYTHON, "-m", "tests.workers.evaluate_after_worker"]
 
 
 def _args(model_dir, rows, dim, *extra):
@@ -85,8 +86,8 @@ def test_the_chief_evaluates_and_predicts_on_the_ps_tasks_after_its_worker_exite
   # worker that has gone (TensorFlow's Session.reset waited forever).
   out, model_dir = tmp_path / "metrics.json", tmp_path / "model"
   env = dict(worker_env(), ESTIMATOR_SCALE_MIN_SLICE_BYTES=str(4 << 10))
-  proc = launch(1, ["-m", "tests.workers.evaluate_after_worker",
-                    str(model_dir), str(out)], ps=2, timeout=240, env=env)
+  proc = launch(1, PYTHON_WORKER[1:] + [str(model_dir), str(out)], ps=2,
+                timeout=240, env=env)
   log = proc.stdout + proc.stderr
   assert "Evaluating on the 2 ps tasks" in log, log[-3000:]
   assert "Predicting on the 2 ps tasks" in log, log[-3000:]
@@ -101,6 +102,15 @@ def test_the_chief_evaluates_and_predicts_on_the_ps_tasks_after_its_worker_exite
   # One process's predictions on the same checkpoint, the table whole.
   alone = es.make_estimator(evaluate_after_worker.OneTable(),
                             model_dir=str(model_dir), random_seed=0)
-  np.testing.assert_allclose(np.load(f"{out}.npy"),
-                             evaluate_after_worker.predictions(alone),
+  expected = evaluate_after_worker.predictions(alone)
+  np.testing.assert_allclose(np.load(f"{out}.npy"), expected, rtol=0,
+                             atol=1e-6)
+  # A task that trained nothing has no server: it predicts in-process.
+  cluster = {job: [f"localhost:{port}"] for job, port in
+             (("chief", 1), ("worker", 2), ("ps", 3))}
+  run(PYTHON_WORKER + [str(model_dir), str(tmp_path / "alone"), "alone"],
+      env=dict(worker_env(), TF_CONFIG=json.dumps(
+          {"cluster": cluster, "task": {"type": "chief", "index": 0}})),
+      timeout=120)
+  np.testing.assert_allclose(np.load(tmp_path / "alone.npy"), expected,
                              rtol=0, atol=1e-6)

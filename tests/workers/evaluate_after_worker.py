@@ -4,7 +4,9 @@ tasks only once its worker's process has exited
 
 The chief writes `<out>` with its metrics, the devices of its predicting
 graph's variables, and `<out>.npy` with its predictions of `FEATURES`;
-the worker trains and exits.
+the worker trains and exits. With a third argument, `alone`, the process
+only predicts from `<model_dir>` into `<out>.npy`, as the task its
+TF_CONFIG names, without training (so without a server of its own).
 """
 import json
 import os
@@ -36,11 +38,14 @@ class OneTable(es.BinaryClassifierModel):
     return {"ids": tf.TensorSpec([1], tf.int64)}
 
 
-def main(model_dir, out):
+def main(model_dir, out, alone=None):
   logging.set_verbosity(logging.INFO)  # the "Evaluating on the ps" line
   estimator = es.make_estimator(OneTable(), model_dir=model_dir,
                                 distribution="parameter_server",
                                 random_seed=0)
+  if alone:
+    np.save(f"{out}.npy", predictions(estimator))
+    return
   estimator.train(es.inputs.from_arrays(FEATURES, LABELS, 64), max_steps=10)
   if not estimator.topology.is_chief:
     return

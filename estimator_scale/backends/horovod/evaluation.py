@@ -13,14 +13,24 @@ from estimator_scale import errors
 from estimator_scale.embeddings import sharded
 
 
-def _no_rows(value):
-  """`value` with its batch (first) dimension cut to 0 rows."""
-  if isinstance(value, tf.SparseTensor):
-    size = tf.concat([[0], value.dense_shape[1:]], 0)
-    return tf.sparse.slice(value, tf.zeros_like(value.dense_shape), size)
-  if value.shape.rank == 0:
-    return value
-  return value[:0]
+def _zero_rows(spec):
+  """A value of `spec` with no rows (inner sizes unknown: 0), made from the
+  spec so that a rank whose input is empty from the start pads as well."""
+  if spec.shape.rank == 0:
+    return tf.zeros([], spec.dtype)
+  inner = [size or 0 for size in spec.shape.as_list()[1:]]
+  if isinstance(spec, tf.TensorSpec):
+    return tf.zeros([0] + inner, spec.dtype)
+  if isinstance(spec, tf.SparseTensorSpec):
+    return tf.SparseTensor(tf.zeros([0, len(inner) + 1], tf.int64),
+                           tf.zeros([0], spec.dtype), [0] + inner)
+  if isinstance(spec, tf.RaggedTensorSpec) and spec.ragged_rank == 1:
+    return tf.RaggedTensor.from_row_splits(
+        tf.zeros([0] + inner[1:], spec.dtype),
+        tf.zeros([1], spec.row_splits_dtype))
+  raise errors.ConfigError(
+      f"input on Horovod ranks: no empty batch can be made of {spec}; give "
+      "dense, sparse or one-level ragged tensors")
 
 
 def _rows(features, labels):
@@ -33,8 +43,8 @@ def _rows(features, labels):
     if value.shape.rank:
       return tf.shape(value, out_type=tf.int64)[0]
   raise errors.ConfigError(
-      "evaluation on Horovod ranks needs features or labels with a batch "
-      "dimension, to tell the ranks' last batches")
+      "evaluation or prediction on Horovod ranks needs features or labels "
+      "with a batch dimension, to tell the ranks' last batches")
 
 
 def _call_input_fn(input_fn, mode, params, config):
@@ -56,16 +66,13 @@ def split_input(input_fn, rank, size, steps):
     dataset = _call_input_fn(input_fn, mode, params, config)
     if not isinstance(dataset, tf.data.Dataset):
       raise errors.ConfigError(
-          f"{mode} on Horovod ranks ends each rank's batches with empty "
-          f"ones, so its input_fn must return a tf.data.Dataset, got "
-          f"{type(dataset).__name__}")
+          "evaluation and prediction on Horovod ranks end each rank's "
+          "batches with empty ones, so their input_fn must return a "
+          f"tf.data.Dataset, got {type(dataset).__name__}")
     if steps is not None:
       dataset = dataset.take(steps)
-
-    def empty(*element):
-      cut = tf.nest.map_structure(_no_rows, element)
-      return cut if len(cut) > 1 else cut[0]
-    padding = dataset.take(1).map(empty).repeat()
+    padding = tf.data.Dataset.from_tensors(
+        tf.nest.map_structure(_zero_rows, dataset.element_spec)).repeat()
     return dataset.shard(size, rank).concatenate(padding)
   return share
 
@@ -137,27 +144,33 @@ def _predicting_model_fn(model_fn, hvd):
 
 def predict(estimator, input_fn, hvd, checkpoint_path,
             yield_single_examples=True, **kwargs):
-  """Yields this rank's predictions of its own input; every rank must run
-  it to its end."""
+  """Yields this rank's predictions of its own input."""
   if hvd.rank() == 0:
     logging.info("Predicting from %s on %d Horovod ranks: its tables are "
                  "split over them", checkpoint_path, hvd.size())
   on_ranks = tf.estimator.Estimator(
       _predicting_model_fn(estimator._model_fn, hvd),  # pylint: disable=protected-access
       config=estimator.config, params=estimator.params)
-  for batch in on_ranks.predict(
+  batches = on_ranks.predict(
       split_input(input_fn, 0, 1, None), checkpoint_path=checkpoint_path,
-      yield_single_examples=False, **kwargs):
-    rows = len(next(iter(batch.values())) if isinstance(batch, dict)
-               else batch)
-    if not yield_single_examples:
-      if rows:
-        yield batch
-    elif isinstance(batch, dict):
-      for i in range(rows):
-        yield {key: value[i] for key, value in batch.items()}
-    else:
-      yield from batch
+      yield_single_examples=False, **kwargs)
+  try:
+    for batch in batches:
+      rows = on_ranks._extract_batch_length(batch)  # pylint: disable=protected-access
+      if not yield_single_examples:
+        if rows:
+          yield batch
+      elif isinstance(batch, dict):
+        for i in range(rows):
+          yield {key: value[i] for key, value in batch.items()}
+      else:
+        yield from batch
+  finally:
+    # Each batch's lookups are collectives: a rank that stops early (a
+    # break, an error in the caller's loop) runs its batches to the end
+    # unseen, so that the others are not left waiting.
+    for _ in batches:
+      pass
 
 
 def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,

@@ -216,6 +216,9 @@ class Peers:
             "remain to resume from the last checkpoint")
 
 
+_END = object()
+
+
 class NamingLostRanks:
   """A coordinator whose failure after a lost rank names it; where every rank
   answers, the original error stands."""
@@ -261,6 +264,26 @@ class NamingLostRanks:
     """See HorovodCoordinator."""
     with self._naming_lost_ranks():
       return self._coordinator.evaluate(*args, **kwargs)
+
+  def predict(self, *args, on_ranks=False, **kwargs):
+    """See HorovodCoordinator; on the ranks, each batch is watched."""
+    if not on_ranks:  # alone: the others may be gone
+      return self._coordinator.predict(*args, **kwargs)
+    with self._naming_lost_ranks():
+      predictions = self._coordinator.predict(*args, on_ranks=True, **kwargs)
+    return self._watched(predictions)
+
+  def _watched(self, predictions):
+    try:
+      while True:
+        with self._naming_lost_ranks():
+          item = next(predictions, _END)
+        if item is _END:
+          return
+        yield item
+    finally:
+      with self._naming_lost_ranks():
+        predictions.close()
 
   def export(self, *args, **kwargs):
     """See HorovodCoordinator."""

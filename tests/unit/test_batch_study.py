@@ -80,8 +80,10 @@ def test_the_grid_holds_every_cell_once_and_checks_its_choices():
   assert ordered[:4] == [("baseline", 1), ("AS", 128), ("AS-parts", 128),
                          ("identity", 128)]
   assert ordered[-1] == ("CowClip", 8)
-  adam = batch_specs.grid(("adam",))
-  assert {s["scales"][0] for s in adam} == {1, 64, 128}
+  for adam in ("adam", "lazy_adam"):
+    runs = batch_specs.grid((adam,))
+    assert {s["scales"][0] for s in runs} == {1, 64, 128}
+    assert {s["segments"][0]["optimizer"] for s in runs} == {adam}
   with pytest.raises(ValueError, match="method='LARS'"):
     batch_specs.grid(methods=("LARS",))
   with pytest.raises(ValueError, match="scale=16"):

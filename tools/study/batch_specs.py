@@ -42,7 +42,7 @@ HPARAMS = {"embedding": "dynamic", "raw_ids": 1,
 MICRO_BATCH = 512
 T = math.ceil(TRAIN_ROWS / MICRO_BATCH)
 """The S = 1 run's updates: one epoch, as click models usually train."""
-LEARNING_RATES = {"adagrad": 0.05, "adam": 0.001}
+LEARNING_RATES = {"adagrad": 0.05, "adam": 0.001, "lazy_adam": 0.001}
 """The S = 1 rate of each optimizer; every method derives its own."""
 METHODS = ("identity", "LSW", "sqrt", "CowClip", "AS", "AS-parts")
 RULES = {"baseline": "identity", "identity": "identity", "LSW": "linear",
@@ -52,9 +52,12 @@ PARTS = {"AS-parts": "embeddings,dense"}
 """`adascale_parts` of a method; "all" where absent."""
 ADASCALE = ("AS", "AS-parts")
 SCALES = (8, 32, 64, 128)
-OPTIMIZERS = ("adagrad", "adam")
+OPTIMIZERS = ("adagrad", "adam", "lazy_adam")
+ADAMS = ("adam", "lazy_adam")
+"""`lazy_adam` updates only the rows looked up (and their slots), as click
+models use Adam; TensorFlow's `adam` moves every row at every update."""
 ADAM_SCALES = (64, 128)
-"""Adam runs its S = 1 baseline and every method at these S only."""
+"""Both Adams run their S = 1 baseline and every method at these S only."""
 CAP = 3
 """AdaScale reads at most this many times the S = 1 run's examples."""
 CHECKPOINTS = 8
@@ -104,7 +107,7 @@ def grid(optimizers=("adagrad",), methods=METHODS, scales=SCALES, seeds=1):
     click_specs.check_choice("scale", scale, SCALES)
   specs = []
   for optimizer in optimizers:
-    mine = [s for s in scales if optimizer != "adam" or s in ADAM_SCALES]
+    mine = [s for s in scales if optimizer not in ADAMS or s in ADAM_SCALES]
     cells = [("baseline", 1)] + [(m, s) for s in mine for m in methods]
     specs += [run_spec(optimizer, method, scale, seed)
               for method, scale in cells for seed in range(seeds)]

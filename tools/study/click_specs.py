@@ -74,6 +74,7 @@ WARMUP_FRACTION = 0.055
 DECAY_FRACTIONS = (0.5, 0.75)
 DECAY_RATE = 0.1
 OPTIONS = {"momentum": (("momentum", 0.9),), "adagrad": (), "adam": (),
+           "lazy_adam": (),
            "adamw": (("weight_decay", 0.01),), "ftrl": ()}
 TASKS = {
     "census": {"T": 2000, "micro_batch_size": 16,

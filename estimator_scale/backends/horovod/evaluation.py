@@ -18,6 +18,10 @@ def _zero_rows(spec):
   spec so that a rank whose input is empty from the start pads as well."""
   if spec.shape.rank == 0:
     return tf.zeros([], spec.dtype)
+  if spec.shape.rank is None:
+    raise errors.ConfigError(
+        f"input on Horovod ranks: no empty batch can be made of {spec}, "
+        "whose rank is unknown; give its shape (tf.ensure_shape)")
   inner = [size or 0 for size in spec.shape.as_list()[1:]]
   if isinstance(spec, tf.TensorSpec):
     return tf.zeros([0] + inner, spec.dtype)

@@ -377,9 +377,7 @@ class ClusterCoordinator(coordinator.Coordinator):
     twin = _twin(estimator, twin_config)
     logging.info("Evaluating on the %d ps tasks, where the tables are",
                  config.num_ps_replicas)
-    with embeddings.reading_on_ps(
-        config.num_ps_replicas, f"/job:{config.task_type}/task:"
-        f"{config.task_id}", config.master, config.session_config):
+    with embeddings.reading_on_ps(*_reading_on_ps_args(config)):
       return twin.evaluate(input_fn, **kwargs)
 
   def predict(self, estimator, input_fn, on_ranks=False, **kwargs):
@@ -391,13 +389,11 @@ class ClusterCoordinator(coordinator.Coordinator):
       logging.info("Predicting on the %d ps tasks, where the tables are",
                    run_config.num_ps_replicas)
       return embeddings.predictions_on_ps(
-          estimator.predict(input_fn, **kwargs), run_config.num_ps_replicas,
-          f"/job:{run_config.task_type}/task:{run_config.task_id}",
-          run_config.master, run_config.session_config)
+          estimator.predict(input_fn, **kwargs),
+          *_reading_on_ps_args(run_config))
     config = tf.compat.v1.ConfigProto()
     config.CopyFrom(run_config.session_config)
-    config.device_filters[:] = [
-        f"/job:{run_config.task_type}/task:{run_config.task_id}"]
+    config.device_filters[:] = [_task_device(run_config)]
     twin_config = run_config.replace(session_config=config)
     if not self._servers_started:  # no server of this task to run on
       twin_config._master = ""  # pylint: disable=protected-access
@@ -409,6 +405,17 @@ class ClusterCoordinator(coordinator.Coordinator):
       return estimator.export_saved_model(export_dir_base, receiver_fn,
                                           **kwargs)
     return os.fsencode(export_dir_base)
+
+
+def _task_device(run_config):
+  """This task's device name, "/job:chief/task:0"."""
+  return f"/job:{run_config.task_type}/task:{run_config.task_id}"
+
+
+def _reading_on_ps_args(run_config):
+  """`reading_on_ps`'s arguments for this task, through its own server."""
+  return (run_config.num_ps_replicas, _task_device(run_config),
+          run_config.master, run_config.session_config)
 
 
 def _twin(estimator, config):

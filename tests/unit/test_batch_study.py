@@ -167,6 +167,25 @@ def test_the_page_renders_every_row_and_the_figure(tmp_path):
   assert (tmp_path / "batch_auc_adagrad.png").stat().st_size > 0
 
 
+def test_cells_are_held_to_the_mean_of_the_baselines_seeds(tmp_path):
+  # Seed 1's baseline ends higher: the mean (0.781) puts the AS cell, 0.7795,
+  # 0.0015 below it, outside the margin it was within against seed 0 alone.
+  second = _run("baseline", 1, 0.782, [(T, 50.0, 0.782)], T, seed=1)
+  study = batch_results.build_study(_runs() + [second])
+  entry = study["optimizers"]["adagrad"]
+  assert entry["baseline"]["auc"] == pytest.approx(0.781)
+  assert entry["baseline"]["seeds"] == 2
+  cell = next(r for r in entry["rows"] if r["method"] == "AS")
+  assert cell["auc_delta"] == pytest.approx(-0.0015)
+  assert not cell["within"]
+  page = batch_plots.markdown(study)
+  assert "AUC 0.7810 (the mean of 2 seeds, 0.7800 to 0.7820)" in page
+  assert "but for the S = 1 baselines (adagrad 2)" in page
+  assert batch.parse_args(["--methods"]).methods == []
+  assert [s["method"] for s in batch_specs.grid(methods=(), seeds=2)] == [
+      "baseline", "baseline"]
+
+
 def test_a_sweep_of_some_cells_keeps_the_other_cells_runs():
   held = _runs()
   grid = batch_specs.grid(methods=("AS",), scales=(128,))

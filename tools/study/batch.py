@@ -44,11 +44,11 @@ def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--optimizers", nargs="+", default=["adagrad"],
                       choices=list(batch_specs.OPTIMIZERS))
-  parser.add_argument("--methods", nargs="+",
+  parser.add_argument("--methods", nargs="*",
                       default=list(batch_specs.METHODS),
                       choices=list(batch_specs.METHODS),
                       help="S > 1 methods (each optimizer's S = 1 baseline "
-                      "always runs)")
+                      "always runs; none: the baselines alone)")
   parser.add_argument("--scales", type=int, nargs="+",
                       default=list(batch_specs.SCALES),
                       choices=list(batch_specs.SCALES))

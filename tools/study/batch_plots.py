@@ -105,12 +105,22 @@ def best_markdown(study, optimizer):
   return "\n".join(lines)
 
 
+def _baseline_auc(baseline):
+  """The S = 1 AUC, and over several seeds their range: the run-to-run
+  noise a cell's difference is read against."""
+  if baseline["seeds"] == 1:
+    return f"{baseline['auc']:.4f}"
+  low, high = baseline["auc_range"]
+  return (f"{baseline['auc']:.4f} (the mean of {baseline['seeds']} seeds, "
+          f"{low:.4f} to {high:.4f})")
+
+
 def section(study, optimizer):
   entry = study["optimizers"][optimizer]
   missing = (", ".join(entry["missing"]) if entry["missing"] else "none")
   return "\n\n".join([
       f"### {optimizer}",
-      f"S = 1: AUC {entry['baseline']['auc']:.4f} after "
+      f"S = 1: AUC {_baseline_auc(entry['baseline'])} after "
       f"{entry['baseline']['updates']:,} updates; "
       f"{entry['compute_ms']:.1f} ms a micro-batch of "
       f"{study['micro_batch']} on one process; "
@@ -135,6 +145,17 @@ def not_run_markdown(study):
   return "\n".join(lines) or "Every optimizer of the grid has runs."
 
 
+def _seeds(study):
+  """What the template's Seeds line says: one per cell, and the baselines'
+  count where they ran more."""
+  counts = {o: e["baseline"]["seeds"] for o, e in study["optimizers"].items()}
+  more = [f"{o} {n}" for o, n in counts.items() if n > 1]
+  if not more:
+    return "one per cell"
+  return ("one per cell, but for the S = 1 baselines (" + ", ".join(more) +
+          "): their spread is the run-to-run noise of the AUC")
+
+
 def _run_hours(study):
   """The hours the runs on the page took, each run counted alone."""
   return sum(entry["baseline"]["wall_seconds"] +
@@ -150,7 +171,7 @@ def markdown(study):
       cap=study["cap"], margin=study["margin"],
       sections="\n\n".join(section(study, o) for o in study["optimizers"]),
       not_run=not_run_markdown(study),
-      run_hours=f"{_run_hours(study):.1f}",
+      run_hours=f"{_run_hours(study):.1f}", seeds=_seeds(study),
       wall=("" if not study["wall_seconds"] else
             f" The last invocation trained for "
             f"{study['wall_seconds'] / 3600:.1f} h on "

@@ -68,6 +68,7 @@ def _row(runs, baseline):
   return dict(
       method=first["method"], scale=first["scales"][0],
       global_batch=batch_specs.examples(first), seeds=len(runs), auc=auc,
+      auc_range=(min(aucs), max(aucs)),
       auc_delta=auc - baseline["auc"],
       within=abs(auc - baseline["auc"]) <= batch_specs.AUC_MARGIN,
       updates=first["updates"], tau=first["tau"],
@@ -79,7 +80,8 @@ def _row(runs, baseline):
       examples_to_target=reached[0],
       to_target_ratio=(reached[0] / base_reached
                        if reached[0] and base_reached else None),
-      cap_bound=cap_bound(first), wall_seconds=first["wall_seconds"],
+      cap_bound=cap_bound(first),
+      wall_seconds=sum(r["wall_seconds"] for r in runs),
       curve=[(u * batch_specs.examples(first), a)
              for u, _, a in first["curve"]])
 
@@ -152,7 +154,10 @@ def build_study(runs, wall_seconds=None, processes=None):
     baseline_runs = cells.get((optimizer, "baseline", 1))
     if not baseline_runs:
       continue
-    baseline = baseline_runs[0]
+    # Cells are held to the mean over the baseline's seeds; the checkpoint
+    # curve and the timing are the first seed's.
+    baseline = dict(baseline_runs[0], auc=sum(
+        r["auc"] for r in baseline_runs) / len(baseline_runs))
     rows = [_row(cells[key], baseline) for key in sorted(
         (k for k in cells if k[0] == optimizer and k[1] != "baseline"),
         key=lambda k: (k[2], batch_specs.METHODS.index(k[1])))]

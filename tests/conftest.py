@@ -7,6 +7,7 @@ The hook below marks each test with its kind, so `pytest -m unit` and
 """
 import os
 import resource
+import time
 
 import pytest
 
@@ -36,6 +37,7 @@ def pytest_collection_modifyitems(items):
 
 
 _CPU_AT_SETUP = pytest.StashKey[float]()
+_STARTED = pytest.StashKey[float]()
 
 
 def _cpu_seconds():
@@ -50,15 +52,19 @@ def _cpu_seconds():
 # `make test` keeps both cores busy, so a test's wall time says as much about
 # what ran beside it as about the test: its CPU, kept in the JUnit XML
 # (property cpu_seconds, fixtures counted in the first test that asks for
-# them), is what it costs the run (tools/slowest_tests.py --by cpu).
+# them), is what it costs the run (tools/slowest_tests.py --by cpu). Its
+# start (property started, Unix seconds) places it among the tests that
+# ran beside it.
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
   item.stash[_CPU_AT_SETUP] = _cpu_seconds()
+  item.stash[_STARTED] = time.time()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
   outcome = yield
   if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
-    outcome.get_result().user_properties.append(
-        ("cpu_seconds", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 2)))
+    outcome.get_result().user_properties.extend([
+        ("cpu_seconds", round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 2)),
+        ("started", round(item.stash[_STARTED], 1))])

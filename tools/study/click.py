@@ -26,7 +26,9 @@ import argparse
 import json
 import multiprocessing
 import os
+import sys
 import time
+import traceback
 
 from tools.study import click_plots
 from tools.study import click_results
@@ -104,21 +106,41 @@ def parse_args(argv=None):
   return args
 
 
+def _train_or_traceback(spec):
+  """(spec, result, None), or (spec, None, the traceback as text): a
+  TensorFlow error holds graph objects the pool cannot send back, and one
+  run's failure must not end the runs beside it."""
+  try:
+    return spec, click_runs.train_run(spec), None
+  except Exception:  # pylint: disable=broad-except
+    return spec, None, traceback.format_exc()
+
+
 def run_all(specs, processes, log, started, priority=click_specs.priority):
   """Runs `specs` in a pool of `processes`, in `priority` order; appends
   each result to `log` as it comes (the pool is gone once every result is
-  in)."""
+  in). A failed run's traceback is printed when it fails; the others go
+  on, and the call then exits naming the failed ones."""
   specs = sorted(specs, key=priority)
-  results = []
+  results, failed = [], []
   if not specs:  # rendering only: no pool of TensorFlow processes to start
     return results
   with multiprocessing.get_context("spawn").Pool(
       processes, initializer=runs.quiet) as pool:
-    for result in pool.imap_unordered(click_runs.train_run, specs):
+    for spec, result, error in pool.imap_unordered(_train_or_traceback,
+                                                   specs):
+      if error:
+        failed.append(click_specs.label(spec))
+        print(f"{failed[-1]} seed={spec['seed']} failed:\n{error}",
+              file=sys.stderr, flush=True)
+        continue
       results.append(result)
       with open(log, "a", encoding="utf-8") as f:
         f.write(json.dumps(result) + "\n")
       _log(len(results), len(specs), result, started)
+  if failed:
+    sys.exit(f"{len(failed)} of {len(specs)} runs failed ({', '.join(failed)}):"
+             f" their tracebacks are above; the others' results are in {log}")
   return results
 
 

@@ -34,7 +34,6 @@ from tools.study import click_plots
 from tools.study import click_results
 from tools.study import click_runs
 from tools.study import click_specs
-from tools.study import runs
 
 
 def _key(spec_or_result):
@@ -126,7 +125,8 @@ def run_all(specs, processes, log, started, priority=click_specs.priority):
   if not specs:  # rendering only: no pool of TensorFlow processes to start
     return results
   with multiprocessing.get_context("spawn").Pool(
-      processes, initializer=runs.quiet) as pool:
+      processes, initializer=click_runs.start_worker,
+      initargs=(processes,)) as pool:
     for spec, result, error in pool.imap_unordered(_train_or_traceback,
                                                    specs):
       if error:

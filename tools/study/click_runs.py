@@ -57,6 +57,51 @@ class _Clock(tf.compat.v1.train.SessionRunHook):
       self.saves.append((step, time.time() - self.started))
 
 
+_KEEP_MAX = 4 * click_specs.TIME_CHECKPOINTS
+"""Checkpoints a timed run keeps for its curve, at most."""
+
+
+_runs_at_once = 1
+
+
+def start_worker(runs_at_once):
+  """A pool worker's initializer: quiet, and how many runs share the disk."""
+  global _runs_at_once  # pylint: disable=global-statement
+  _runs_at_once = runs_at_once
+  runs.quiet()
+
+
+class _DiskCheck(tf.estimator.CheckpointSaverListener):
+  """Fails a run at the checkpoint where the ones it has yet to keep (every
+  one, for the curve) no longer fit in its share of the free disk: a full
+  disk would fail it later, and everything else writing there with it. A
+  checkpoint grows as dynamic tables meet new ids, so each save is checked."""
+
+  def __init__(self, model_dir, kept):
+    self.model_dir, self.kept, self.saves = model_dir, kept, 0
+
+  def after_save(self, session, global_step_value):
+    self.saves += 1
+    prefix = tf.train.latest_checkpoint(self.model_dir)
+    size = sum(os.path.getsize(p) for p in tf.io.gfile.glob(prefix + ".*"))
+    share = shutil.disk_usage(self.model_dir).free / _runs_at_once
+    if size * (self.kept - self.saves) > share:
+      raise RuntimeError(
+          f"{self.model_dir}: this run keeps {self.kept} checkpoints of "
+          f"{size / 2**30:.2f} GiB or more for its curve, and its share of "
+          f"the free disk ({_runs_at_once} runs at once) is "
+          f"{share / 2**30:.1f} GiB; free the disk or run fewer runs at once "
+          "(--processes)")
+
+
+def _kept(segment):
+  """The checkpoints a segment keeps: every one when it keeps a curve."""
+  every = segment["checkpoint_every"]
+  if not every:
+    return 2
+  return min(_KEEP_MAX, -(-segment["max_updates"] // every) + 1)
+
+
 def _estimator(spec, segment, model_dir, distributed):
   config = es.TrainingConfig(
       optimizer=segment["optimizer"],
@@ -76,7 +121,7 @@ def _estimator(spec, segment, model_dir, distributed):
       training_config=config, random_seed=spec["seed"],
       scale_invariant_steps=segment["tau"], intra_op_threads=spec["threads"],
       save_checkpoints_steps=every or click_specs.NEVER,
-      keep_checkpoint_max=(4 * click_specs.TIME_CHECKPOINTS if every else 2),
+      keep_checkpoint_max=(_KEEP_MAX if every else 2),
       save_summary_steps=click_specs.NEVER,
       log_step_count_steps=click_specs.NEVER)
 
@@ -98,7 +143,8 @@ def _train_segment(spec, segment, model_dir, distributed):
   estimator.train(
       estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
                                spec["micro_batch_size"] * segment["scale"]),
-      hooks=[clock], max_steps=segment["max_updates"])
+      hooks=[clock], max_steps=segment["max_updates"],
+      saving_listeners=[_DiskCheck(model_dir, _kept(segment))])
   return estimator, clock if estimator.topology.is_chief else None
 
 

@@ -181,6 +181,7 @@ def test_cells_are_held_to_the_mean_of_the_baselines_seeds(tmp_path):
   page = batch_plots.markdown(study)
   assert "AUC 0.7810 (the mean of 2 seeds, 0.7800 to 0.7820)" in page
   assert "but for the S = 1 baselines (adagrad 2)" in page
+  assert "wider than the ±0.001 margin (adagrad 0.0020)" in page
   assert batch.parse_args(["--methods"]).methods == []
   assert [s["method"] for s in batch_specs.grid(methods=(), seeds=2)] == [
       "baseline", "baseline"]

@@ -148,12 +148,22 @@ def not_run_markdown(study):
 def _seeds(study):
   """What the template's Seeds line says: one per cell, and the baselines'
   count where they ran more."""
-  counts = {o: e["baseline"]["seeds"] for o, e in study["optimizers"].items()}
-  more = [f"{o} {n}" for o, n in counts.items() if n > 1]
-  if not more:
+  bases = {o: e["baseline"] for o, e in study["optimizers"].items()
+           if e["baseline"]["seeds"] > 1}
+  if not bases:
     return "one per cell"
-  return ("one per cell, but for the S = 1 baselines (" + ", ".join(more) +
-          "): their spread is the run-to-run noise of the AUC")
+  spreads = {o: b["auc_range"][1] - b["auc_range"][0]
+             for o, b in bases.items()}
+  line = ("one per cell, but for the S = 1 baselines (" + ", ".join(
+      f"{o} {b['seeds']}" for o, b in bases.items()) + "): their spread is "
+          "the run-to-run noise of the AUC")
+  wide = [f"{o} {spread:.4f}" for o, spread in spreads.items()
+          if spread > study["margin"]]
+  if wide:
+    line += (f". It is wider than the ±{study['margin']} margin ("
+             + ", ".join(wide) + "), so one seed of a cell cannot tell a "
+             "difference of that size from noise")
+  return line
 
 
 def _run_hours(study):

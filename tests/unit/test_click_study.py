@@ -262,13 +262,11 @@ def test_a_run_stops_when_its_checkpoints_would_fill_its_share_of_disk(
   (tmp_path / "model.ckpt-5.data-00000-of-00001").write_bytes(b"d" * 900)
   free = lambda path: click_runs.shutil._ntuple_diskusage(0, 0, 7_000)  # pylint: disable=protected-access
   monkeypatch.setattr(click_runs.shutil, "disk_usage", free)
-  # After the first save, 7 more checkpoints of 1,000 bytes fit in the
-  # 7,000 free bytes; after the second, 6 more do not fit in half of them,
-  # where two runs share the disk.
+  # 7 more checkpoints of 1,000 bytes fit in the 7,000 free bytes; 6 more
+  # do not fit in half of them, where two runs share the disk.
   monkeypatch.setattr(click_runs, "_runs_at_once", 1)
-  check = click_runs._DiskCheck(str(tmp_path), kept=8)  # pylint: disable=protected-access
-  check.after_save(None, 5)
+  click_runs.check_disk(str(tmp_path), 7)
   monkeypatch.setattr(click_runs, "_runs_at_once", 2)
-  with pytest.raises(RuntimeError, match=r"keeps 8 checkpoints of 0.00 GiB "
-                     r"or more .* \(2 runs at once\)"):
-    check.after_save(None, 10)
+  with pytest.raises(RuntimeError, match=r"keeps 6 more checkpoints of "
+                     r"0.00 GiB or more .* \(2 runs at once\)"):
+    click_runs.check_disk(str(tmp_path), 6)

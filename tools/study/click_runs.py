@@ -30,10 +30,12 @@ EVAL_BATCH = 1024
 class _Clock(tf.compat.v1.train.SessionRunHook):
   """Seconds since the train() call at every `every`-th update (when the
   checkpoint saver saves) and at the end, and the trainable bytes (what an
-  allreduce of dense gradients sends), for time to AUC."""
+  allreduce of dense gradients sends), for time to AUC; at each save, the
+  disk the `kept` checkpoints will need."""
 
-  def __init__(self, started, every):
+  def __init__(self, started, every, model_dir, kept):
     self.started, self.every, self.saves = started, every, []
+    self.model_dir, self.kept = model_dir, kept
     self.trainable_bytes = 0
 
   def begin(self):
@@ -50,6 +52,7 @@ class _Clock(tf.compat.v1.train.SessionRunHook):
     step = int(run_values.results) + 1
     if self.every and step % self.every == 0:
       self.saves.append((step, time.time() - self.started))
+      check_disk(self.model_dir, self.kept - len(self.saves))
 
   def end(self, session):
     step = int(session.run(self._step))
@@ -71,27 +74,23 @@ def start_worker(runs_at_once):
   runs.quiet()
 
 
-class _DiskCheck(tf.estimator.CheckpointSaverListener):
-  """Fails a run at the checkpoint where the ones it has yet to keep (every
-  one, for the curve) no longer fit in its share of the free disk: a full
+def check_disk(model_dir, to_come):
+  """Fails a run at a checkpoint when the `to_come` more it will keep (every
+  one, for the curve) would not fit in its share of the free disk: a full
   disk would fail it later, and everything else writing there with it. A
-  checkpoint grows as dynamic tables meet new ids, so each save is checked."""
-
-  def __init__(self, model_dir, kept):
-    self.model_dir, self.kept, self.saves = model_dir, kept, 0
-
-  def after_save(self, session, global_step_value):
-    self.saves += 1
-    prefix = tf.train.latest_checkpoint(self.model_dir)
-    size = sum(os.path.getsize(p) for p in tf.io.gfile.glob(prefix + ".*"))
-    share = shutil.disk_usage(self.model_dir).free / _runs_at_once
-    if size * (self.kept - self.saves) > share:
-      raise RuntimeError(
-          f"{self.model_dir}: this run keeps {self.kept} checkpoints of "
-          f"{size / 2**30:.2f} GiB or more for its curve, and its share of "
-          f"the free disk ({_runs_at_once} runs at once) is "
-          f"{share / 2**30:.1f} GiB; free the disk or run fewer runs at once "
-          "(--processes)")
+  checkpoint grows as dynamic tables meet new ids, so every save is checked."""
+  prefix = tf.train.latest_checkpoint(model_dir)
+  if prefix is None:
+    return
+  size = sum(os.path.getsize(p) for p in tf.io.gfile.glob(prefix + ".*"))
+  share = shutil.disk_usage(model_dir).free / _runs_at_once
+  if size * to_come > share:
+    raise RuntimeError(
+        f"{model_dir}: this run keeps {to_come} more checkpoints of "
+        f"{size / 2**30:.2f} GiB or more for its curve, and its share of "
+        f"the free disk ({_runs_at_once} runs at once) is "
+        f"{share / 2**30:.1f} GiB; free the disk or run fewer runs at once "
+        "(--processes)")
 
 
 def _kept(segment):
@@ -139,12 +138,12 @@ def _train_segment(spec, segment, model_dir, distributed):
   """Trains one segment in this process (one rank of a job when
   `distributed`); the chief's checkpoint clock, or None."""
   estimator = _estimator(spec, segment, model_dir, distributed)
-  clock = _Clock(time.time(), segment["checkpoint_every"])
+  clock = _Clock(time.time(), segment["checkpoint_every"], model_dir,
+                 _kept(segment))
   estimator.train(
       estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
                                spec["micro_batch_size"] * segment["scale"]),
-      hooks=[clock], max_steps=segment["max_updates"],
-      saving_listeners=[_DiskCheck(model_dir, _kept(segment))])
+      hooks=[clock], max_steps=segment["max_updates"])
   return estimator, clock if estimator.topology.is_chief else None
 
 

@@ -12,7 +12,8 @@ RULES = choices.LR_SCALING_RULES
 
 HELD_UP_TO = {"linear": 2, "sqrt": 1, "adascale": 16, "cowclip": 1}
 """The largest S at which each rule that adapts the rate kept the S = 1
-AUC in the project's click studies, read off their pages (STUDIES)."""
+AUC in the project's click studies under Adagrad, the optimizer they ran
+at every S, read off their pages (STUDIES)."""
 STUDIES = "docs/adascale/batch_study.md, docs/adascale/click_study.md"
 
 
@@ -27,8 +28,8 @@ def warn_beyond_studied(rule, batch_scale):
 def _warn_once(rule, batch_scale):
   logging.warning(
       "lr_scaling=%r at S = %g: the click studies kept the S = 1 AUC with "
-      "it only up to S = %d (%s)", rule, batch_scale, HELD_UP_TO[rule],
-      STUDIES)
+      "it under Adagrad only up to S = %d (%s)", rule, batch_scale,
+      HELD_UP_TO[rule], STUDIES)
 
 
 def check_rule(rule, batch_scale):

@@ -168,7 +168,8 @@ def test_a_rule_past_the_studied_s_is_named_once(monkeypatch):
   scaling.warn_beyond_studied("identity", 1024.0)  # adapts nothing
   assert lines == [
       f"lr_scaling='linear' at S = 64: the click studies kept the S = 1 AUC "
-      f"with it only up to S = {scaling.HELD_UP_TO['linear']} "
+      f"with it under Adagrad only up to S = "
+      f"{scaling.HELD_UP_TO['linear']} "
       f"({scaling.STUDIES})"]
 
 

@@ -6,6 +6,7 @@ that docs/adascale/click_study.md's numbers pass through.
 """
 import json
 import math
+import types
 
 import pytest
 
@@ -260,8 +261,8 @@ def test_a_run_stops_when_its_checkpoints_would_fill_its_share_of_disk(
   (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
   (tmp_path / "model.ckpt-5.index").write_bytes(b"i" * 100)
   (tmp_path / "model.ckpt-5.data-00000-of-00001").write_bytes(b"d" * 900)
-  free = lambda path: click_runs.shutil._ntuple_diskusage(0, 0, 7_000)  # pylint: disable=protected-access
-  monkeypatch.setattr(click_runs.shutil, "disk_usage", free)
+  monkeypatch.setattr(click_runs.shutil, "disk_usage",
+                      lambda path: types.SimpleNamespace(free=7_000))
   # 7 more checkpoints of 1,000 bytes fit in the 7,000 free bytes; 6 more
   # do not fit in half of them, where two runs share the disk.
   monkeypatch.setattr(click_runs, "_runs_at_once", 1)

@@ -31,11 +31,13 @@ class _Clock(tf.compat.v1.train.SessionRunHook):
   """Seconds since the train() call at every `every`-th update (when the
   checkpoint saver saves) and at the end, and the trainable bytes (what an
   allreduce of dense gradients sends), for time to AUC; at each save, the
-  disk the `kept` checkpoints will need."""
+  disk the checkpoints still to come will need (a run with a curve keeps
+  every one, from step 0 to `max_updates`)."""
 
-  def __init__(self, started, every, model_dir, kept):
+  def __init__(self, started, every, model_dir, max_updates):
     self.started, self.every, self.saves = started, every, []
-    self.model_dir, self.kept = model_dir, kept
+    self.model_dir = model_dir
+    self.kept = every and min(_KEEP_MAX, -(-max_updates // every) + 1)
     self.trainable_bytes = 0
 
   def begin(self):
@@ -93,14 +95,6 @@ def check_disk(model_dir, to_come):
         "(--processes)")
 
 
-def _kept(segment):
-  """The checkpoints a segment keeps: every one when it keeps a curve."""
-  every = segment["checkpoint_every"]
-  if not every:
-    return 2
-  return min(_KEEP_MAX, -(-segment["max_updates"] // every) + 1)
-
-
 def _estimator(spec, segment, model_dir, distributed):
   config = es.TrainingConfig(
       optimizer=segment["optimizer"],
@@ -139,7 +133,7 @@ def _train_segment(spec, segment, model_dir, distributed):
   `distributed`); the chief's checkpoint clock, or None."""
   estimator = _estimator(spec, segment, model_dir, distributed)
   clock = _Clock(time.time(), segment["checkpoint_every"], model_dir,
-                 _kept(segment))
+                 segment["max_updates"])
   estimator.train(
       estimator.model_input_fn(tf.estimator.ModeKeys.TRAIN,
                                spec["micro_batch_size"] * segment["scale"]),

@@ -9,7 +9,9 @@ columns through `tf.compat.v1.feature_column.input_layer` (v1 style) or
 the Keras `DenseFeatures` layer (the one that takes shared embeddings), and
 tables made inline with `tf.lookup` or Keras lookup layers.
 """
+import atexit
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -25,8 +27,11 @@ AGE_BOUNDARIES = (25.0, 35.0, 45.0, 55.0, 65.0)
 
 
 def _vocabulary_file():
-  """DEVICES one per line in a file of this process's own (a file column's input)."""
-  path = os.path.join(tempfile.mkdtemp(prefix="devices"), "devices.txt")
+  """DEVICES one per line in a file of this process's own (a file column's
+  input), gone when the process ends."""
+  folder = tempfile.mkdtemp(prefix="devices")
+  atexit.register(shutil.rmtree, folder, ignore_errors=True)
+  path = os.path.join(folder, "devices.txt")
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(DEVICES) + "\n")
   return path

@@ -13,9 +13,11 @@ update) and renders them into docs/adascale/ (results.py, plots.py).
 import argparse
 import multiprocessing
 import os
+import sys
 import time
 
 from tools.study import plots
+from tools.study import pool as study_pool
 from tools.study import results as study_results
 from tools.study import runs
 from tools.study import specs
@@ -33,11 +35,15 @@ def _log(done, total, r, started):
 
 def _run_all(run_specs, pool, log_from=None):
   """Results of `run_specs`, from the pool (or this process when it is
-  None)."""
+  None); the first failed run ends the study with its traceback, since the
+  tables need every run."""
   run_specs = sorted(run_specs, key=specs.expected_seconds, reverse=True)
   results = []
-  for result in (pool.imap_unordered(runs.train_run, run_specs) if pool else
-                 map(runs.train_run, run_specs)):
+  for spec, result, error in study_pool.each_run(pool, runs.train_run,
+                                                 run_specs):
+    if error:
+      sys.exit(f"{spec['model']} {spec['method']} S={spec['scales']} "
+               f"seed={spec['seed']} failed:\n{error}")
     results.append(result)
     if log_from is not None:
       _log(len(results), len(run_specs), result, log_from)
@@ -105,9 +111,9 @@ def main(argv=None):
     log_from = started if is_chief else None
     results = specs.run_study(
         tasks, lambda batch: _run_all(batch, pool, log_from), workers)
-  finally:
+  finally:  # every run is in, or one failed: stop the rest
     if pool is not None:
-      pool.close()
+      pool.terminate()
       pool.join()
   if is_chief:
     study = {"tasks": [study_results.build_table(results, t) for t in tasks],

@@ -28,12 +28,12 @@ import multiprocessing
 import os
 import sys
 import time
-import traceback
 
 from tools.study import click_plots
 from tools.study import click_results
 from tools.study import click_runs
 from tools.study import click_specs
+from tools.study import pool as study_pool
 
 
 def _key(spec_or_result):
@@ -105,16 +105,6 @@ def parse_args(argv=None):
   return args
 
 
-def _train_or_traceback(spec):
-  """(spec, result, None), or (spec, None, the traceback as text): a
-  TensorFlow error holds graph objects the pool cannot send back, and one
-  run's failure must not end the runs beside it."""
-  try:
-    return spec, click_runs.train_run(spec), None
-  except Exception:  # pylint: disable=broad-except
-    return spec, None, traceback.format_exc()
-
-
 def run_all(specs, processes, log, started, priority=click_specs.priority):
   """Runs `specs` in a pool of `processes`, in `priority` order; appends
   each result to `log` as it comes (the pool is gone once every result is
@@ -127,8 +117,8 @@ def run_all(specs, processes, log, started, priority=click_specs.priority):
   with multiprocessing.get_context("spawn").Pool(
       processes, initializer=click_runs.start_worker,
       initargs=(processes,)) as pool:
-    for spec, result, error in pool.imap_unordered(_train_or_traceback,
-                                                   specs):
+    for spec, result, error in study_pool.each_run(
+        pool, click_runs.train_run, specs):
       if error:
         failed.append(click_specs.label(spec))
         print(f"{failed[-1]} seed={spec['seed']} failed:\n{error}",

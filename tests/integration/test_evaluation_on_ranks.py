@@ -72,3 +72,16 @@ def test_ranks_evaluate_as_one_process(ranks, eval_steps, tmp_path):
       shapes = json.load(f)
     assert shapes["model/hashed_table"] == [64 // ranks, 4], shapes
     assert shapes["model/raw_table"] == [96 // ranks, 4], shapes
+
+
+def test_a_hook_stopping_one_rank_stops_every_rank_one_batch_later(tmp_path):
+  """Every batch's lookups are collectives: a rank that stopped alone would
+  leave the other waiting in the next one for ever. Rank 0's hook asks to
+  stop after its first batch, of 3 to evaluate and 5 to predict (rank 1: 4);
+  both ranks run a second and stop."""
+  out = tmp_path / "out"
+  horovod(2, WORKER + [f"--model_dir={tmp_path / 'model'}", f"--out_dir={out}",
+                       "--steps=2", "--rank0_stops_after=1"], timeout=300)
+  for rank in range(2):
+    with open(out / f"eval-rank{rank}-batches.json") as f:
+      assert json.load(f) == {"evaluate": 2, "predict": 2}, rank

@@ -9,7 +9,9 @@ one graph. Every process writes the metrics it got to
 the first `predicted(r)` evaluation examples to `<name>-rank<r>.npy` (on
 the ranks, each its own number of them); with --export_dir
 the chief exports the model after (and with --compact_export_dir, with
-the dynamic table's rows as int8).
+the dynamic table's rows as int8). The batches each process evaluated and
+predicted go to `<name>-rank<r>-batches.json` (--rank0_stops_after: rank
+0's hook asks to stop).
 """
 import json
 import os
@@ -48,6 +50,9 @@ def _define_flags():
   flags.DEFINE_string("compact_export_dir", None,
                       "where the model is exported with its dynamic table's "
                       "rows as int8")
+  flags.DEFINE_integer("rank0_stops_after", None,
+                       "batches after which a hook of rank 0 alone asks "
+                       "evaluation and prediction to stop")
 
 
 def click_data(examples, seed, vocabulary):
@@ -74,6 +79,27 @@ class _Shapes(tf.compat.v1.train.SessionRunHook):
   def begin(self):
     self.shapes = {v.op.name: v.shape.as_list()
                    for v in tf.compat.v1.global_variables()}
+
+
+class _Batches(tf.compat.v1.train.SessionRunHook):
+  """Counts the batches run; asks to stop after `stop_after` of them."""
+
+  def __init__(self, stop_after=None):
+    self.stop_after = stop_after
+    self.count = 0
+
+  def after_run(self, run_context, run_values):
+    self.count += 1
+    if self.count == self.stop_after:
+      run_context.request_stop()
+
+
+def _hooks(rank):
+  """A counting hook, and on rank 0 with --rank0_stops_after one that stops."""
+  counted = _Batches()
+  if rank == 0 and FLAGS.rank0_stops_after:
+    return counted, [counted, _Batches(FLAGS.rank0_stops_after)]
+  return counted, [counted]
 
 
 class Clicks(es.BinaryClassifierModel):
@@ -110,26 +136,33 @@ def main(argv):
                                           FLAGS.global_batch_size),
                     max_steps=FLAGS.steps)
   features, labels = click_data(EVAL_EXAMPLES, 2, FLAGS.vocabulary)
+  rank = estimator.topology.worker_index
+  evaluated, hooks = _hooks(rank)
   metrics = estimator.evaluate(
       es.inputs.from_arrays(features, labels, FLAGS.eval_batch_size,
-                            training=False), steps=FLAGS.eval_steps)
+                            training=False), steps=FLAGS.eval_steps,
+      hooks=hooks)
   os.makedirs(FLAGS.out_dir, exist_ok=True)
-  path = os.path.join(FLAGS.out_dir, f"{FLAGS.name}-rank"
-                      f"{estimator.topology.worker_index}.json")
+  path = os.path.join(FLAGS.out_dir, f"{FLAGS.name}-rank{rank}.json")
   with open(path, "w") as f:
     json.dump({k: float(v) for k, v in metrics.items()}, f)
   on_ranks = FLAGS.distribution == "horovod"
-  count = predicted(estimator.topology.worker_index if on_ranks else 0)
+  count = predicted(rank if on_ranks else 0)
   shapes = _Shapes()
+  predicted_batches, hooks = _hooks(rank)
   # A plain input_fn: from_arrays refuses an empty input, rank 3's.
   scores = [p["logistic"] for p in estimator.predict(
       lambda: tf.data.Dataset.from_tensor_slices(
           ({k: v[:count] for k, v in features.items()}, labels[:count])
-      ).batch(FLAGS.eval_batch_size), hooks=[shapes], on_ranks=on_ranks)]
+      ).batch(FLAGS.eval_batch_size), hooks=[shapes] + hooks,
+      on_ranks=on_ranks)]
   np.save(path.replace(".json", ".npy"),
           np.array(scores, np.float32).reshape(-1))
   with open(path.replace(".json", "-shapes.json"), "w") as f:
     json.dump(shapes.shapes, f)
+  with open(path.replace(".json", "-batches.json"), "w") as f:
+    json.dump({"evaluate": evaluated.count,
+               "predict": predicted_batches.count}, f)
   if FLAGS.export_dir:
     estimator.export_saved_model(FLAGS.export_dir)
   if FLAGS.compact_export_dir:

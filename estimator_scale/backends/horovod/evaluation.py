@@ -82,14 +82,16 @@ def split_input(input_fn, rank, size, steps):
 
 
 class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
-  """Ends when no rank has a batch left; sums metric totals over the ranks."""
+  """Ends when no rank has a batch left or one asked; sums metric totals."""
 
-  def __init__(self, hvd, rows):
+  def __init__(self, hvd, rows, stop_asked):
     self._hvd = hvd
     self._real = rows > 0
-    self._ranks_with_rows = hvd.allreduce(
-        tf.cast(self._real, tf.float32), op=hvd.Sum,
-        name="evaluation_ranks_with_rows")
+    self._stop_asked = stop_asked
+    self._asks = tf.compat.v1.placeholder_with_default(False, [])
+    self._votes = hvd.allreduce(
+        tf.cast(tf.stack([self._real, self._asks]), tf.float32),
+        op=hvd.Sum, name="evaluation_ranks_with_rows")
     self.steps = 0
     self.empty_steps = 0
 
@@ -105,59 +107,102 @@ class _SumOverRanksHook(tf.compat.v1.train.SessionRunHook):
 
   def before_run(self, run_context):
     return tf.compat.v1.train.SessionRunArgs(
-        (self._real, self._ranks_with_rows))
+        (self._real, self._votes),
+        feed_dict={self._asks: bool(self._stop_asked)})
 
   def after_run(self, run_context, run_values):
-    real, ranks_with_rows = run_values.results
+    real, (ranks_with_rows, ranks_asking) = run_values.results
     self.steps += 1
     self.empty_steps += int(not real)
-    if ranks_with_rows == 0:
+    if ranks_with_rows == 0 or ranks_asking > 0:
       run_context.request_stop()
 
   def end(self, session):
     session.run(self._sum)
 
 
-def _evaluating_model_fn(model_fn, hvd, hooks):
+class _Deferred(tf.compat.v1.train.SessionRunHook):
+  """`hook`, its stop made every rank's one batch later: alone, it hangs."""
+
+  def __init__(self, hook, stop_asked):
+    self._hook = hook
+    self._stop_asked = stop_asked
+
+  def begin(self):
+    self._hook.begin()
+
+  def after_create_session(self, session, coord):
+    self._hook.after_create_session(session, coord)
+
+  def _own_context(self, run_context):
+    return tf.compat.v1.train.SessionRunContext(
+        run_context.original_args, run_context.session)
+
+  def _note(self, context):
+    if context.stop_requested:
+      self._stop_asked.append(True)
+
+  def before_run(self, run_context):
+    context = self._own_context(run_context)
+    args = self._hook.before_run(context)
+    self._note(context)
+    return args
+
+  def after_run(self, run_context, run_values):
+    context = self._own_context(run_context)
+    self._hook.after_run(context, run_values)
+    self._note(context)
+
+  def end(self, session):
+    self._hook.end(session)
+
+
+def _deferred(hooks, stop_asked):
+  return [_Deferred(hook, stop_asked) for hook in hooks or ()]
+
+
+def _evaluating_model_fn(model_fn, hvd, hooks, stop_asked):
   """`model_fn` evaluating on the ranks, loss 0 on an empty batch."""
 
   def on_ranks(features, labels, mode, params, config):
     rows = _rows(features, labels)
     with sharded.read_on_ranks():
       spec = model_fn(features, labels, mode, params, config)
-    hook = _SumOverRanksHook(hvd, rows)
+    hook = _SumOverRanksHook(hvd, rows, stop_asked)
     hooks.append(hook)
     loss = tf.where(rows > 0, spec.loss, tf.zeros_like(spec.loss))
-    return spec._replace(
-        loss=loss,
-        evaluation_hooks=list(spec.evaluation_hooks or []) + [hook])
+    return spec._replace(loss=loss, evaluation_hooks=_deferred(
+        spec.evaluation_hooks, stop_asked) + [hook])
   return on_ranks
 
 
-def _predicting_model_fn(model_fn, hvd):
+def _predicting_model_fn(model_fn, hvd, stop_asked):
   """`model_fn` predicting on the ranks until none has a batch left."""
 
   def on_ranks(features, labels, mode, params, config):
     rows = _rows(features, labels)
     with sharded.read_on_ranks():
       spec = model_fn(features, labels, mode, params, config)
-    return spec._replace(prediction_hooks=list(
-        spec.prediction_hooks or []) + [_SumOverRanksHook(hvd, rows)])
+    return spec._replace(prediction_hooks=_deferred(
+        spec.prediction_hooks, stop_asked) + [
+            _SumOverRanksHook(hvd, rows, stop_asked)])
   return on_ranks
 
 
-def predict(estimator, input_fn, hvd, checkpoint_path,
+def predict(estimator, input_fn, hvd, checkpoint_path, hooks=None,
             yield_single_examples=True, **kwargs):
   """Yields this rank's predictions of its own input."""
   if hvd.rank() == 0:
     logging.info("Predicting from %s on %d Horovod ranks: its tables are "
                  "split over them", checkpoint_path, hvd.size())
+  stop_asked = []
   on_ranks = tf.estimator.Estimator(
-      _predicting_model_fn(estimator._model_fn, hvd),  # pylint: disable=protected-access
+      _predicting_model_fn(estimator._model_fn, hvd, stop_asked),  # pylint: disable=protected-access
       config=estimator.config, params=estimator.params)
   batches = on_ranks.predict(
       split_input(input_fn, 0, 1, None), checkpoint_path=checkpoint_path,
-      yield_single_examples=False, **kwargs)
+      hooks=_deferred(hooks, stop_asked), yield_single_examples=False,
+      **kwargs)
   try:
     for batch in batches:
       rows = on_ranks._extract_batch_length(batch)  # pylint: disable=protected-access
@@ -184,18 +229,19 @@ def evaluate(estimator, input_fn, hvd, checkpoint_path, steps=None,
   if hvd.rank() == 0:
     logging.info("Evaluating %s on %d Horovod ranks: its tables are split "
                  "over them", checkpoint_path, hvd.size())
-  made = []
+  made, stop_asked = [], []
   scratch = None if hvd.rank() == 0 else tempfile.mkdtemp(
       prefix=f"estimator_scale_eval_rank{hvd.rank()}_")
   config = estimator.config
   if scratch is not None:
     config = config.replace(model_dir=scratch)
   on_ranks = tf.estimator.Estimator(
-      _evaluating_model_fn(estimator._model_fn, hvd, made),  # pylint: disable=protected-access
+      _evaluating_model_fn(estimator._model_fn, hvd, made, stop_asked),  # pylint: disable=protected-access
       config=config, params=estimator.params)
   try:
     result = on_ranks.evaluate(
-        split_input(input_fn, hvd.rank(), hvd.size(), steps), hooks=hooks,
+        split_input(input_fn, hvd.rank(), hvd.size(), steps),
+        hooks=_deferred(hooks, stop_asked),
         checkpoint_path=checkpoint_path, name=name)
   finally:
     if scratch is not None:

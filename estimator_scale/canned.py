@@ -1,8 +1,7 @@
-"""Optimizers for canned estimators: the backend's reduction and lr rules,
-in `get_updates` (their only hook), from `update` as `build_train_op`'s.
-The reducer averages even under tf.distribute: AdaScale needs the mean, and
-TF 2.15's strategies fail on sparse gradients the reducer pads.
-"""
+"""Optimizers for canned estimators: the backend's reduction and lr rules, in
+`get_updates` (their only hook), from `update` as `build_train_op`'s. The
+reducer averages even under tf.distribute: AdaScale needs the mean, and TF
+2.15's strategies fail on sparse gradients the reducer pads."""
 import contextlib
 import dataclasses
 import functools

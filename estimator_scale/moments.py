@@ -1,7 +1,6 @@
 """Where a tool acts at a checkpoint's save, a table merge or a reshard:
-moments too short to hit from outside the process (the chaos driver kills
-hosts inside them), so the process calls the listener's `begins(moment)`.
-"""
+moments too short to hit from outside the process (the chaos driver kills hosts
+inside them), so the process calls the listener's `begins(moment)`."""
 import importlib
 import os
 

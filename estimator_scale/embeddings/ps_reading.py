@@ -73,11 +73,10 @@ def _field(number, text):
 
 
 def _reset(master, container, device_filters):
-  """Frees `container` on the tasks `device_filters` name. Session.reset
-  sends no filters and waits forever for an exited worker; the wheel has
-  no class for master.proto's ResetRequest (containers: field 1, filters:
-  2), so it is encoded here.
-  """
+  """Frees `container` on the tasks `device_filters` name. Session.reset sends
+  no filters and waits forever for an exited worker; the wheel has no class for
+  master.proto's ResetRequest (containers: field 1, filters: 2), so it is
+  encoded here."""
   request = _field(1, container) + b"".join(
       _field(2, name) for name in device_filters)
   with grpc.insecure_channel(master.replace("grpc://", "", 1)) as channel:

@@ -56,8 +56,7 @@ def _pump(stream, prefix, out):
 
 def _heartbeat(processes, stopped):
   """Writes a line to each remote task's stdin every `remote.HEARTBEAT_SECS`
-  until `stopped` is set; a task that stops hearing it stops itself.
-  """
+  until `stopped` is set; a task that stops hearing it stops itself."""
   while not stopped.wait(remote.HEARTBEAT_SECS):
     for proc in processes:
       if proc.stdin and proc.poll() is None:
@@ -73,9 +72,8 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 def _dies_with(launcher):
   """A local task's preexec_fn: the task dies with the launcher however it
-  ends; None where prctl is missing (not Linux). prctl is looked up here:
-  the child must not load libraries before it execs.
-  """
+  ends; None where prctl is missing (not Linux). prctl is looked up here: the
+  child must not load libraries before it execs."""
   try:
     prctl = ctypes.CDLL(None, use_errno=True).prctl
   except AttributeError:
@@ -89,9 +87,8 @@ def _dies_with(launcher):
 
 
 def _kill(processes, grace=15):
-  """Stops every task, remote ones through their host first, so their
-  processes are gone on return.
-  """
+  """Stops every task, remote ones through their host first, so their processes
+  are gone on return."""
   for proc in processes:
     if proc.stdin:  # a remote task: its host stops it when this closes
       try:
@@ -127,8 +124,7 @@ STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 @contextlib.contextmanager
 def stopping_signals_recorded():
   """Records SIGTERM and SIGINT in the list it yields instead of ending the
-  launcher, which must stop its tasks (in sessions of their own) first.
-  """
+  launcher, which must stop its tasks (in sessions of their own) first."""
   received = []
   previous = {number: signal.signal(number,
                                     lambda signum, _: received.append(signum))
@@ -256,8 +252,7 @@ def _watch(job, returning, deadline, received):
 
 def _ending(outcome, detail, failures, policy, timeout):
   """(exit code, line) where `outcome` ends the job; (None, None) where it
-  restarts.
-  """
+  restarts."""
   if outcome == "done":
     return 0, None
   if outcome == "timeout":

@@ -132,10 +132,6 @@ def _check_specs(estimator, train_spec, eval_spec, eval_every_n_steps):
     raise errors.ConfigError(
         "train_and_evaluate: train_spec.max_steps is required: every worker "
         "must run the same number of updates")
-  if train_spec.saving_listeners:
-    raise errors.ConfigError(
-        "train_and_evaluate: train_spec.saving_listeners are not supported; "
-        "use exporters in the EvalSpec or hooks in the TrainSpec")
   if eval_every_n_steps is not None and eval_every_n_steps < 1:
     raise errors.ConfigError("train_and_evaluate: eval_every_n_steps must be "
                              f">= 1, got {eval_every_n_steps}")
@@ -203,7 +199,8 @@ def train_and_evaluate(estimator, train_spec, eval_spec,
   while True:
     target = agree(lambda: cadence.next_stop(step, max_steps))
     start = time.time()
-    estimator.train(train_spec.input_fn, hooks=hooks, max_steps=target)
+    estimator.train(train_spec.input_fn, hooks=hooks, max_steps=target,
+                    saving_listeners=train_spec.saving_listeners)
     trained = estimator.last_train
     cadence.trained(trained.step - step, time.time() - start)
     step = trained.step

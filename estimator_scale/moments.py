@@ -43,9 +43,6 @@ class _BeforeSave(tf.estimator.CheckpointSaverListener):
     begins("save")
 
 
-def saving_listeners(estimator):
-  """The listeners a train() passes: one per checkpoint save, where the
-  process saves (TensorFlow refuses listeners where none is saved)."""
-  config = estimator.config
-  saves = config.save_checkpoints_steps or config.save_checkpoints_secs
-  return [_BeforeSave()] if listener() is not None and saves else []
+def save_listeners():
+  """The saving listener that tells the listener of each save, if any."""
+  return [_BeforeSave()] if listener() is not None else []

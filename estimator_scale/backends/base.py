@@ -43,6 +43,8 @@ class Backend:
   (tf.distribute's, or none)."""
   tables_on_ps = False
   """Whether dynamic tables split over the job's ps tasks by id."""
+  listeners_refusal = ""
+  """Why Estimator runs no saving listeners under this backend, if so."""
 
   def __eq__(self, other):
     return isinstance(other, Backend) and other.name == self.name

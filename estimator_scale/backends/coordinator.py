@@ -48,6 +48,16 @@ def checkpoint_step(model_dir):
                                     "global_step"))
 
 
+def saving_listeners(estimator, given):
+  """`given` and the lab's listener (moments) where this process saves
+  checkpoints, none elsewhere: TensorFlow refuses them without a saver (a
+  Horovod rank other than 0), and only the chief would call them."""
+  config = estimator.config
+  if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
+    return []
+  return moments.save_listeners() + list(given)
+
+
 def check_steps(steps, max_steps):
   for name, value in (("steps", steps), ("max_steps", max_steps)):
     if value is not None and value <= 0:
@@ -111,7 +121,8 @@ class Coordinator:
     """Each worker's "rank 1 (host-b)" label; every worker must call it."""
     return [f"worker 0 ({socket.gethostname()})"]
 
-  def train(self, estimator, input_fn, hooks, steps, max_steps):
+  def train(self, estimator, input_fn, hooks, steps, max_steps,
+            listeners=()):
     """Runs training; returns its `TrainResult`."""
     check_steps(steps, max_steps)
     target = max_steps
@@ -124,7 +135,7 @@ class Coordinator:
     last = hooks_lib.LastStepHook()
     estimator.train(input_fn, hooks=hooks + [last], steps=steps,
                     max_steps=max_steps,
-                    saving_listeners=moments.saving_listeners(estimator))
+                    saving_listeners=saving_listeners(estimator, listeners))
     return result(last, estimator, target)
 
   def evaluate(self, estimator, input_fn, **kwargs):

@@ -16,7 +16,6 @@ from estimator_scale import embeddings
 from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
-from estimator_scale import moments
 from estimator_scale import topology as topology_lib
 from estimator_scale.backends import base
 from estimator_scale.backends import coordinator
@@ -94,6 +93,8 @@ class MultiWorkerMirrored(base.Backend):
 
   name = "multi_worker_mirrored"
   compression_refusal = base.STRATEGY_REFUSAL
+  listeners_refusal = ("TF 2.15's Estimator saves through its own session "
+                       "under MultiWorkerMirroredStrategy and calls none")
 
   def build(self, run_config_kwargs, model_dir, replicas, intra_op_threads):
     """See base class."""
@@ -304,7 +305,8 @@ class ClusterCoordinator(coordinator.Coordinator):
     """See base class: the tasks and hosts TF_CONFIG names."""
     return cluster_worker_labels(os.environ)
 
-  def train(self, estimator, input_fn, hooks, steps, max_steps):
+  def train(self, estimator, input_fn, hooks, steps, max_steps,
+            listeners=()):
     """See base class."""
     if not self._shared_dir_checked:
       check_shared_model_dir(estimator.model_dir, self.topology.backend)
@@ -315,17 +317,18 @@ class ClusterCoordinator(coordinator.Coordinator):
     if start >= target:
       return coordinator.nothing_to_train(start, target)
     last = hooks_lib.LastStepHook()
+    listeners = coordinator.saving_listeners(estimator, listeners)
     try:
       if self._servers_started and self._servers_persist:
         # train_and_evaluate would start this task's gRPC server again.
         estimator.train(input_fn, hooks=hooks + [last], max_steps=target,
-                        saving_listeners=moments.saving_listeners(estimator))
+                        saving_listeners=listeners)
       else:
         tf.estimator.train_and_evaluate(
             estimator,
             tf.estimator.TrainSpec(
                 input_fn, max_steps=target, hooks=hooks + [last],
-                saving_listeners=moments.saving_listeners(estimator)),
+                saving_listeners=listeners),
             # Without an evaluator task the EvalSpec is not used.
             tf.estimator.EvalSpec(input_fn, steps=1))
     except tf.errors.DeadlineExceededError as e:

@@ -418,6 +418,9 @@ def test_only_rank_zero_writes(tmp_path):
   assert results[0]["eval"] == results[1]["eval"]
   assert results[0]["export"] == results[1]["export"]
   assert os.listdir(scratch) == []
+  # A user's saving listener runs where the checkpoint is saved.
+  assert results[0]["saved_steps"] == [0, 5, 10]
+  assert results[1]["saved_steps"] == []
 
 
 def _kill_a_worker_and_expect_all_gone(command, out):
@@ -475,6 +478,14 @@ def test_train_evaluate_train_loop(mode, workers, backend_runs, tmp_path):
   assert all(20 <= r["last_step"] <= 20 + late for r in results), results
   assert all(r["eval"] == results[0]["eval"] for r in results)
   assert results[0]["eval"]["global_step"] == 20
+  # A user's saving listener runs on the chief, which saves at the end;
+  # under multi_worker_mirrored Estimator would drop it: refused.
+  if mode == "multi_worker_mirrored":
+    assert all("saving_listeners under distribution=multi_worker_mirrored"
+               in r["listeners_refused"] for r in results), results
+    return
+  assert results[0]["saved_steps"][-1] == results[0]["last_step"], results
+  assert all(r["saved_steps"] == [] for r in results[1:]), results
 
 
 def test_restart_with_more_workers_continues_progress_with_new_scale(tmp_path):

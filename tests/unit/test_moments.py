@@ -9,11 +9,13 @@ import time
 import types
 
 import pytest
+import tensorflow as tf
 
 import estimator_scale as es
 from estimator_scale import environment
 from estimator_scale import errors
 from estimator_scale import moments
+from estimator_scale.backends import coordinator
 from tests.helpers import waiting
 from tests.workers.tiny_models import generated_data
 from tools.rig.chaos import core
@@ -37,7 +39,7 @@ def test_without_the_variable_a_moment_is_nothing(tmp_path, monkeypatch):
   _arm(tmp_path, "save")
   moments.begins("save")
   assert (tmp_path / "save.armed").exists()
-  assert moments.saving_listeners(_saving(100)) == []
+  assert moments.save_listeners() == []
 
 
 def test_a_listener_that_cannot_act_is_named(monkeypatch):
@@ -47,7 +49,7 @@ def test_a_listener_that_cannot_act_is_named(monkeypatch):
     moments.begins("save")
   monkeypatch.setenv(environment.LISTENER, "json")
   with pytest.raises(errors.ConfigError, match="'json' has no begins"):
-    moments.saving_listeners(_saving(100))
+    moments.save_listeners()
 
 
 def _saving(steps):
@@ -57,10 +59,12 @@ def _saving(steps):
 
 def test_a_process_that_saves_no_checkpoint_gets_no_listener(armed_dir):
   # TensorFlow refuses saving listeners without a checkpoint saver (a
-  # Horovod rank other than 0, a parameter-server worker).
+  # Horovod rank other than 0): neither the lab's nor the user's go there.
   del armed_dir
-  assert moments.saving_listeners(_saving(None)) == []
-  assert len(moments.saving_listeners(_saving(10))) == 1
+  users = tf.estimator.CheckpointSaverListener()
+  assert coordinator.saving_listeners(_saving(None), [users]) == []
+  given = coordinator.saving_listeners(_saving(10), [users])
+  assert len(given) == 2 and given[-1] is users
 
 
 def test_one_process_takes_an_armed_moment_and_waits_to_be_let_go(armed_dir):

@@ -3,7 +3,8 @@
 Every worker writes `<out_dir>/worker<index>.npz` with the values of all
 global variables *in its own session* (every replica's copy for mirrored
 variables), and the example ids it read, so tests compare workers and
-backends on what they really computed.
+backends on what they really computed; its result JSON has the steps its
+saving listener saw saved (or why the backend refused it).
 
 With --runs, one process trains several models in turn, each with its own
 flags, in `<out_dir>/<i>` and `<model_dir>/<i>`: cases that differ only in
@@ -52,6 +53,16 @@ flags.DEFINE_string("runs", None,
                     "JSON list of {flag: value}: one run each, in turn, with "
                     "those flags set (the others as given)")
 FLAGS = flags.FLAGS
+
+
+class SavedSteps(tf.estimator.CheckpointSaverListener):
+  """The steps of the checkpoints this worker's listener saw saved."""
+
+  def __init__(self):
+    self.steps = []
+
+  def after_save(self, session, global_step_value):
+    self.steps.append(int(global_step_value))
 
 
 class DumpHook(tf.compat.v1.train.SessionRunHook):
@@ -137,8 +148,16 @@ def _train():
     estimator.train(input_fn, steps=FLAGS.steps)
     estimator.evaluate(es.inputs.from_arrays(features, labels, 16,
                                              training=False))
-  estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps * FLAGS.rounds)
+  saved, refused = SavedSteps(), None
+  if topology.backend.listeners_refusal:
+    try:
+      estimator.train(input_fn, max_steps=1, saving_listeners=[saved])
+    except es.errors.ConfigError as e:
+      refused, saved = str(e), None
+  estimator.train(input_fn, hooks=[dump], max_steps=FLAGS.steps * FLAGS.rounds,
+                  saving_listeners=saved and [saved])
   result = {"last_step": estimator.last_step,
+            "saved_steps": saved and saved.steps, "listeners_refused": refused,
             "first_step": getattr(dump, "first_step", None),
             "stopped_by_signal": estimator.stopped_by_signal,
             "cores": sorted(os.sched_getaffinity(0))}

@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from estimator_scale import errors
 from estimator_scale import hooks as hooks_lib
-from estimator_scale import moments
 from estimator_scale.backends import coordinator
 from estimator_scale.backends.horovod import evaluation
 from estimator_scale.backends.horovod import stop as stop_lib
@@ -60,7 +59,8 @@ class HorovodCoordinator(coordinator.Coordinator):
   def _agree_stop(self, flag):
     return self._hvd.allreduce(flag, op=self._hvd.Sum, name="stop_agreement")
 
-  def train(self, estimator, input_fn, hooks, steps, max_steps):
+  def train(self, estimator, input_fn, hooks, steps, max_steps,
+            listeners=()):
     """See base class."""
     start = self.broadcast(coordinator.checkpoint_step(estimator.model_dir)
                            if self.topology.is_chief else None)
@@ -74,7 +74,8 @@ class HorovodCoordinator(coordinator.Coordinator):
               if self.topology.num_workers > 1 else [])
     estimator.train(input_fn, hooks=hooks + checks + [stop, last],
                     max_steps=target,
-                    saving_listeners=moments.saving_listeners(estimator))
+                    saving_listeners=coordinator.saving_listeners(
+                        estimator, listeners))
     if last.last_step < target and last.input_ended:
       raise RuntimeError(
           f"rank {self.topology.worker_index}: training input ended at step "

@@ -253,12 +253,13 @@ class NamingLostRanks:
     with self._naming_lost_ranks():
       return self._coordinator.broadcast(value)
 
-  def train(self, estimator, input_fn, hooks, steps, max_steps):
+  def train(self, estimator, input_fn, hooks, steps, max_steps,
+            listeners=()):
     """See HorovodCoordinator."""
     with self._naming_lost_ranks():
       return self._coordinator.train(estimator, input_fn,
                                      hooks + [self._stall.hook()], steps,
-                                     max_steps)
+                                     max_steps, listeners)
 
   def evaluate(self, *args, **kwargs):
     """See HorovodCoordinator."""

@@ -125,21 +125,26 @@ class Estimator:
     return input_fn.for_estimator(self.topology,
                                   self.training_config.accumulation_steps)
 
+  def _check_listeners(self):
+    """Raises ConfigError where saving listeners would never be called."""
+    refusal = self.topology.backend.listeners_refusal
+    if refusal:
+      raise errors.ConfigError(
+          f"saving_listeners under distribution="
+          f"{self.topology.backend.name}: {refusal}; use a training hook")
+    config = self.tf_estimator.config
+    if self.topology.is_chief and not (config.save_checkpoints_steps or
+                                       config.save_checkpoints_secs):
+      raise errors.ConfigError(
+          "saving_listeners: they run at each checkpoint save, and this "
+          "estimator saves none; give save_checkpoints_steps")
+
   def train(self, input_fn, hooks=None, steps=None, max_steps=None,
             saving_listeners=None):
     """Trains `steps` more updates, or up to `max_steps`; returns self.
     `saving_listeners` run where the checkpoint is saved (the chief)."""
-    config = self.tf_estimator.config
-    refusal = self.topology.backend.listeners_refusal
-    if saving_listeners and refusal:
-      raise errors.ConfigError(
-          f"saving_listeners under distribution="
-          f"{self.topology.backend.name}: {refusal}; use a training hook")
-    if saving_listeners and self.topology.is_chief and not (
-        config.save_checkpoints_steps or config.save_checkpoints_secs):
-      raise errors.ConfigError(
-          "saving_listeners: they run at each checkpoint save, and this "
-          "estimator saves none; give save_checkpoints_steps")
+    if saving_listeners:
+      self._check_listeners()
     input_fn = self._for_this_job(input_fn)
     if (self.topology.is_chief and
         not isinstance(input_fn, input_fn_lib.InputFn)):

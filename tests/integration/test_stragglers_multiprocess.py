@@ -56,11 +56,13 @@ def test_slow_worker_named_every_n_updates_and_at_the_end(
     assert why in named, text
   # The chief's progress lines: each worker's input wait, in worker order.
   # The input reads the next batch while an update exchanges, so a 50 ms
-  # parse holds each update up for less than 50 ms.
+  # parse holds each update up for less than 50 ms. A rank slow to compute
+  # waits for its input about as little; on a loaded machine a window's
+  # figure has reached 0.12 s, still far below the slow input's 0.25 s.
   assert len(waits) == 2, waits
   for fast_wait, slow_wait in waits:
     assert fast_wait <= 0.05, waits
     if slow_part == "input":
       assert slow_wait >= 0.25, waits
     else:
-      assert slow_wait <= 0.05, waits
+      assert slow_wait < 0.25, waits

@@ -169,8 +169,9 @@ class _Recording:
   def worker_labels(self):
     return [f"worker {i}" for i in range(self.topology.num_workers)]
 
-  def train(self, estimator, input_fn, hooks, steps, max_steps):
-    del estimator, hooks, steps
+  def train(self, estimator, input_fn, hooks, steps, max_steps,
+            listeners=()):
+    del estimator, hooks, steps, listeners
     self.given.append(input_fn)
     return coordinator_lib.TrainResult(max_steps,
                                        coordinator_lib.StopReason.TARGET)

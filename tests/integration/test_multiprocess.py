@@ -425,16 +425,19 @@ def test_only_rank_zero_writes(tmp_path):
 
 def _kill_a_worker_and_expect_all_gone(command, out):
   """SIGKILLs worker 1 mid-run: the job must exit non-zero within 60 s and
-  leave no worker process behind."""
-  proc = subprocess.Popen(command, cwd=ROOT, env=worker_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
-  for i in (0, 1):
-    _wait_for(os.path.join(out, f"worker{i}.npz.pid"), timeout=120)
-  pids = [int(open(os.path.join(out, f"worker{i}.npz.pid")).read())
-          for i in (0, 1)]
+  leave no worker process behind. Its output goes to a file: a pipe no one
+  reads would fill and stop the workers before they start."""
+  log = out.parent / "job.log"
+  with open(log, "w", encoding="utf-8") as f:
+    proc = subprocess.Popen(command, cwd=ROOT, env=worker_env(), stdout=f,
+                            stderr=subprocess.STDOUT)
+  paths = [os.path.join(out, f"worker{i}.npz.pid") for i in (0, 1)]
+  for path in paths:
+    waiting.wait_for(lambda path=path: os.path.exists(path), path,
+                     time.monotonic() + 120, proc=proc, log=log)
+  pids = [int(open(path).read()) for path in paths]
   os.kill(pids[1], signal.SIGKILL)
-  proc.communicate(timeout=60)  # a hang would last until Gloo's timeout
+  proc.wait(timeout=60)  # a hang would last until Gloo's timeout
   assert proc.returncode != 0
   waiting.until_gone(pids, 30)
 

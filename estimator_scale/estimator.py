@@ -132,9 +132,8 @@ class Estimator:
       raise errors.ConfigError(
           f"saving_listeners under distribution="
           f"{self.topology.backend.name}: {refusal}; use a training hook")
-    config = self.tf_estimator.config
-    if self.topology.is_chief and not (config.save_checkpoints_steps or
-                                       config.save_checkpoints_secs):
+    if self.topology.is_chief and not coordinator_lib.saves_checkpoints(
+        self.tf_estimator.config):
       raise errors.ConfigError(
           "saving_listeners: they run at each checkpoint save, and this "
           "estimator saves none; give save_checkpoints_steps")

@@ -48,12 +48,16 @@ def checkpoint_step(model_dir):
                                     "global_step"))
 
 
+def saves_checkpoints(config):
+  """Whether a process with this RunConfig saves checkpoints."""
+  return bool(config.save_checkpoints_steps or config.save_checkpoints_secs)
+
+
 def saving_listeners(estimator, given):
   """`given` and the lab's listener (moments) where this process saves
   checkpoints, none elsewhere: TensorFlow refuses them without a saver (a
   Horovod rank other than 0), and only the chief would call them."""
-  config = estimator.config
-  if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
+  if not saves_checkpoints(estimator.config):
     return []
   return moments.save_listeners() + list(given)
 
